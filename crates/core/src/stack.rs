@@ -1,0 +1,1918 @@
+//! The [`Stack`]: one interface's worth of protocols, driven sans I/O.
+
+use crate::arp::{ArpCache, Lookup};
+use crate::config::StackConfig;
+use crate::counters::{Counters, DropReason};
+use crate::tcp::syncookie::{self, Keyed, Tuple};
+use crate::tcp::tcb::{ev, flag, Ctx, RateLimiter, RstReply, Segment, Tcb};
+use crate::tcp::{ConnHandle, DeadReason, State, TcpInfo};
+use crate::time::Instant;
+use crate::wheel::TimerWheel;
+use crate::wire;
+use crate::wire::arp::{ArpPacket, ArpRepr, Operation};
+use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
+use crate::wire::icmpv4::{self, Icmpv4Packet, Icmpv4Repr};
+use crate::wire::ipv4::{self, Ipv4Packet, Ipv4Repr, Protocol};
+use crate::wire::tcp::{Flags, SeqNum, TcpOptions, TcpPacket, TcpRepr};
+use crate::wire::udp::{UdpPacket, UdpRepr};
+use crate::{same_subnet, Error, KeyedState};
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// Most control packets (RSTs, ARP, ICMP, cookie SYN-ACKs) waiting to go out.
+const CTRL_QUEUE_LIMIT: usize = 4096;
+/// Most packets parked waiting for ARP resolution.
+const ARP_WAIT_LIMIT: usize = 1024;
+/// Most UDP datagrams queued for transmit.
+const UDP_TX_LIMIT: usize = 4096;
+
+/// A UDP socket, named by its local port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UdpHandle(u16);
+
+impl UdpHandle {
+    /// The bound port.
+    pub fn port(self) -> u16 {
+        self.0
+    }
+}
+
+/// A received UDP datagram, still in its frame.
+#[derive(Debug)]
+pub struct Datagram<R> {
+    /// Sender.
+    pub src: SocketAddrV4,
+    buf: R,
+    start: usize,
+    end: usize,
+}
+
+impl<R: AsRef<[u8]>> Datagram<R> {
+    /// The payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.buf.as_ref()[self.start..self.end]
+    }
+    /// The frame holding it (to return it to its pool).
+    pub fn into_frame(self) -> R {
+        self.buf
+    }
+}
+
+/// Events for the application (IX Table 1 event conditions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A remotely initiated connection completed its handshake on a
+    /// listener; `tcp_accept` or `tcp_close` (reject) it.
+    Knock {
+        /// The new connection.
+        handle: ConnHandle,
+        /// The listener's cookie.
+        listener_cookie: u64,
+        /// Local port it arrived on.
+        local_port: u16,
+        /// The peer.
+        remote: SocketAddrV4,
+    },
+    /// A `tcp_connect` completed.
+    Connected {
+        /// The connection.
+        handle: ConnHandle,
+        /// Its cookie.
+        cookie: u64,
+    },
+    /// In-order data is readable (`tcp_recv_chunks`, then `tcp_recv_done`).
+    Recv {
+        /// The connection.
+        handle: ConnHandle,
+        /// Its cookie.
+        cookie: u64,
+        /// Readable bytes now.
+        readable: usize,
+    },
+    /// Sent bytes were acknowledged, and/or the send window changed.
+    Sent {
+        /// The connection.
+        handle: ConnHandle,
+        /// Its cookie.
+        cookie: u64,
+        /// Bytes acknowledged since the last `Sent`.
+        acked: usize,
+        /// Bytes `tcp_send` would accept now.
+        window: usize,
+    },
+    /// The peer sent FIN: no more data will arrive after what is readable.
+    PeerClosed {
+        /// The connection.
+        handle: ConnHandle,
+        /// Its cookie.
+        cookie: u64,
+    },
+    /// The connection was terminated abnormally; `tcp_close` the handle.
+    Dead {
+        /// The connection.
+        handle: ConnHandle,
+        /// Its cookie.
+        cookie: u64,
+        /// Why.
+        reason: DeadReason,
+    },
+    /// A datagram is waiting on a UDP socket (`udp_recv`).
+    UdpRecv {
+        /// The socket.
+        handle: UdpHandle,
+        /// Its cookie.
+        cookie: u64,
+    },
+}
+
+/// Key of the connection table: (remote address, remote port, local port);
+/// the local address is the stack's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ConnKey(u64);
+
+impl ConnKey {
+    fn new(remote: Ipv4Addr, rport: u16, lport: u16) -> ConnKey {
+        ConnKey((u64::from(u32::from(remote)) << 32) | (u64::from(rport) << 16) | u64::from(lport))
+    }
+}
+
+#[derive(Debug)]
+struct Listener {
+    cookie: u64,
+    backlog: u32,
+    syn_count: u32,
+    accept_count: u32,
+}
+
+struct Slot<R, T> {
+    gen: u32,
+    tcb: Option<Tcb<R, T>>,
+}
+
+#[derive(Debug)]
+struct UdpSocket<R> {
+    cookie: u64,
+    rxq: VecDeque<Datagram<R>>,
+    in_evq: bool,
+}
+
+struct UdpOut<T> {
+    src_port: u16,
+    dst: SocketAddrV4,
+    data: T,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum EvSrc {
+    Tcp(u32),
+    Udp(u16),
+}
+
+/// Packets the stack sends on its own behalf.
+enum Ctrl<R> {
+    Arp {
+        op: Operation,
+        eth_dst: MacAddr,
+        target_mac: MacAddr,
+        target_ip: Ipv4Addr,
+    },
+    Rst {
+        remote: Ipv4Addr,
+        rport: u16,
+        lport: u16,
+        rst: RstReply,
+    },
+    SynAck {
+        remote: Ipv4Addr,
+        rport: u16,
+        lport: u16,
+        iss: SeqNum,
+        ack: SeqNum,
+        wnd: u16,
+        opts: TcpOptions,
+    },
+    EchoReply {
+        dst: Ipv4Addr,
+        frame: R,
+        icmp_off: usize,
+        icmp_len: usize,
+    },
+    IcmpError {
+        dst: Ipv4Addr,
+        code: u8,
+        orig: [u8; 68],
+        orig_len: u8,
+    },
+}
+
+impl<R> Ctrl<R> {
+    /// IPv4 destination (None for ARP).
+    fn ip_dst(&self) -> Option<Ipv4Addr> {
+        match self {
+            Ctrl::Arp { .. } => None,
+            Ctrl::Rst { remote, .. } | Ctrl::SynAck { remote, .. } => Some(*remote),
+            Ctrl::EchoReply { dst, .. } | Ctrl::IcmpError { dst, .. } => Some(*dst),
+        }
+    }
+}
+
+enum Waiter<R, T> {
+    Conn(ConnHandle),
+    Ctrl(Ctrl<R>),
+    Udp(UdpOut<T>),
+}
+
+/// One interface's protocols: ARP, IPv4, ICMP, UDP, TCP. See the crate docs
+/// for how to drive it.
+pub struct Stack<R, T> {
+    cfg: StackConfig,
+    keyed: Keyed,
+    local_mss: u16,
+    now: Instant,
+    counters: Counters,
+    challenge: RateLimiter,
+    icmp_limit: RateLimiter,
+    wheel: TimerWheel,
+    fired: Vec<u32>,
+    conns: Vec<Slot<R, T>>,
+    free: Vec<u32>,
+    table: HashMap<ConnKey, u32, KeyedState>,
+    listeners: HashMap<u16, Listener, KeyedState>,
+    udp: HashMap<u16, UdpSocket<R>, KeyedState>,
+    arp: ArpCache,
+    arp_wait: Vec<(Ipv4Addr, Waiter<R, T>)>,
+    ctrlq: VecDeque<Ctrl<R>>,
+    txq: VecDeque<u32>,
+    evq: VecDeque<EvSrc>,
+    udp_txq: VecDeque<UdpOut<T>>,
+    next_ephemeral: u32,
+    ip_ident: u16,
+    scratch_ips: (Vec<Ipv4Addr>, Vec<Ipv4Addr>),
+}
+
+impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
+    /// A stack for one interface. Fails with a message naming the bad
+    /// setting. A gratuitous ARP announcing our address is queued.
+    pub fn new(cfg: StackConfig, now: Instant) -> Result<Self, String> {
+        cfg.validate()?;
+        let hs = KeyedState::new(cfg.secret);
+        let mut s = Stack {
+            keyed: Keyed::new(cfg.secret),
+            local_mss: cfg.local_mss(),
+            now,
+            counters: Counters::default(),
+            challenge: RateLimiter::new(cfg.tcp.challenge_ack_limit),
+            icmp_limit: RateLimiter::new(cfg.icmp_error_limit),
+            wheel: TimerWheel::new(cfg.timer_tick, now),
+            fired: Vec::new(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            table: HashMap::with_hasher(hs.clone()),
+            listeners: HashMap::with_hasher(hs.clone()),
+            udp: HashMap::with_hasher(hs.clone()),
+            arp: ArpCache::new(
+                hs,
+                cfg.arp_timeout,
+                cfg.arp_retry,
+                cfg.arp_retries,
+                cfg.arp_capacity,
+            ),
+            arp_wait: Vec::new(),
+            ctrlq: VecDeque::new(),
+            txq: VecDeque::new(),
+            evq: VecDeque::new(),
+            udp_txq: VecDeque::new(),
+            next_ephemeral: 0,
+            ip_ident: 0,
+            scratch_ips: (Vec::new(), Vec::new()),
+            cfg,
+        };
+        // RFC 5227-style announcement: a request with our address as both
+        // sender and target.
+        s.ctrlq.push_back(Ctrl::Arp {
+            op: Operation::Request,
+            eth_dst: MacAddr::BROADCAST,
+            target_mac: MacAddr::UNSPECIFIED,
+            target_ip: s.cfg.ip,
+        });
+        Ok(s)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &StackConfig {
+        &self.cfg
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Size in bytes of one connection's state, data buffers excluded.
+    pub fn connection_state_size() -> usize {
+        std::mem::size_of::<Tcb<R, T>>()
+    }
+
+    /// The largest frame `poll_transmit` writes: MTU plus Ethernet and
+    /// 802.1Q headers.
+    pub fn max_frame_len(&self) -> usize {
+        usize::from(self.cfg.mtu) + wire::ethernet::HEADER_LEN + wire::ethernet::VLAN_TAG_LEN
+    }
+
+    fn advance_clock(&mut self, now: Instant) {
+        if now > self.now {
+            self.now = now;
+        }
+    }
+
+    // ===== timers ======================================================
+
+    /// When to call [`handle_timeout`](Self::handle_timeout) next (`None`:
+    /// no timer pending). Never later than the earliest deadline; may be
+    /// earlier (the call then does nothing).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let w = self.wheel.next_expiration().unwrap_or(Instant::NEVER);
+        let t = w.min(self.arp.deadline());
+        (!t.is_never()).then_some(t)
+    }
+
+    /// Run every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance_clock(now);
+        let mut fired = std::mem::take(&mut self.fired);
+        self.wheel.advance(self.now, &mut fired);
+        for &idx in &fired {
+            let Some(tcb) = self.tcb_mut(idx) else {
+                continue;
+            };
+            tcb.wheel_at = Instant::NEVER;
+            self.with_tcb(idx, |tcb, ctx| tcb.on_timers(ctx));
+            self.after(idx);
+        }
+        fired.clear();
+        self.fired = fired;
+        if self.arp.deadline() <= self.now {
+            let (mut ask, mut failed) = std::mem::take(&mut self.scratch_ips);
+            self.arp.on_timeout(self.now, &mut ask, &mut failed);
+            for &ip in &ask {
+                self.queue_arp_request(ip);
+            }
+            for &ip in &failed {
+                self.release_waiters(ip, None);
+            }
+            ask.clear();
+            failed.clear();
+            self.scratch_ips = (ask, failed);
+        }
+    }
+
+    fn tcb_mut(&mut self, idx: u32) -> Option<&mut Tcb<R, T>> {
+        self.conns.get_mut(idx as usize)?.tcb.as_mut()
+    }
+
+    /// Run `f` on a TCB with a context borrowed from the stack.
+    fn with_tcb<X>(
+        &mut self,
+        idx: u32,
+        f: impl FnOnce(&mut Tcb<R, T>, &mut Ctx) -> X,
+    ) -> Option<X> {
+        let Stack {
+            conns,
+            cfg,
+            counters,
+            challenge,
+            now,
+            ..
+        } = self;
+        let tcb = conns.get_mut(idx as usize)?.tcb.as_mut()?;
+        let mut ctx = Ctx {
+            now: *now,
+            cfg: &cfg.tcp,
+            counters,
+            challenge,
+            tick: cfg.timer_tick,
+        };
+        Some(f(tcb, &mut ctx))
+    }
+
+    /// After anything touched a TCB: file its events, output and timer,
+    /// and free it when it is done.
+    fn after(&mut self, idx: u32) {
+        self.with_tcb(idx, |tcb, ctx| tcb.refresh(ctx));
+        let Some(tcb) = self
+            .conns
+            .get_mut(idx as usize)
+            .and_then(|s| s.tcb.as_mut())
+        else {
+            return;
+        };
+        if tcb.ev & ev::KNOCK != 0 && !tcb.knocked() {
+            // Handshake complete: from the SYN queue to the accept queue.
+            tcb.set_owned();
+            let was_synq = tcb.flags & flag::SYNQ != 0;
+            tcb.flags &= !flag::SYNQ;
+            tcb.flags |= flag::ACCEPTQ;
+            if let Some(l) = self.listeners.get_mut(&tcb.listener) {
+                if was_synq {
+                    l.syn_count = l.syn_count.saturating_sub(1);
+                }
+                l.accept_count += 1;
+            }
+        }
+        if tcb.ev != 0 && tcb.flags & flag::IN_EVQ == 0 {
+            tcb.flags |= flag::IN_EVQ;
+            self.evq.push_back(EvSrc::Tcp(idx));
+        }
+        if tcb.wants_tx() && tcb.flags & flag::IN_TXQ == 0 {
+            tcb.flags |= flag::IN_TXQ;
+            self.txq.push_back(idx);
+        }
+        let d = tcb.next_deadline();
+        if d < tcb.wheel_at {
+            tcb.wheel_at = d;
+            self.wheel.schedule(idx, d);
+        }
+        if tcb.reapable() && tcb.flags & (flag::IN_EVQ | flag::IN_TXQ) == 0 {
+            self.reap(idx);
+        }
+    }
+
+    fn reap(&mut self, idx: u32) {
+        let slot = &mut self.conns[idx as usize];
+        let Some(tcb) = slot.tcb.take() else { return };
+        slot.gen = slot.gen.wrapping_add(1);
+        self.wheel.cancel(idx);
+        let t = tcb.tuple;
+        self.table
+            .remove(&ConnKey::new(t.remote_ip, t.remote_port, t.local_port));
+        if let Some(l) = self.listeners.get_mut(&tcb.listener) {
+            if tcb.flags & flag::SYNQ != 0 {
+                l.syn_count = l.syn_count.saturating_sub(1);
+            }
+            if tcb.flags & flag::ACCEPTQ != 0 {
+                l.accept_count = l.accept_count.saturating_sub(1);
+            }
+        }
+        self.free.push(idx);
+    }
+
+    fn insert_tcb(&mut self, tcb: Tcb<R, T>) -> u32 {
+        let t = tcb.tuple;
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.conns[i as usize].tcb = Some(tcb);
+                i
+            }
+            None => {
+                self.conns.push(Slot {
+                    gen: 1,
+                    tcb: Some(tcb),
+                });
+                (self.conns.len() - 1) as u32
+            }
+        };
+        self.table
+            .insert(ConnKey::new(t.remote_ip, t.remote_port, t.local_port), idx);
+        idx
+    }
+
+    fn lookup_handle(&self, h: ConnHandle) -> Result<&Tcb<R, T>, Error> {
+        let slot = self.conns.get(h.idx as usize).ok_or(Error::InvalidHandle)?;
+        if slot.gen != h.gen {
+            return Err(Error::InvalidHandle);
+        }
+        let tcb = slot.tcb.as_ref().ok_or(Error::InvalidHandle)?;
+        if !tcb.owned() {
+            return Err(Error::InvalidHandle);
+        }
+        Ok(tcb)
+    }
+
+    fn handle_of(&self, idx: u32) -> ConnHandle {
+        ConnHandle {
+            idx,
+            gen: self.conns[idx as usize].gen,
+        }
+    }
+
+    // ===== events ======================================================
+
+    /// The next event for the application, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        while let Some(&src) = self.evq.front() {
+            match src {
+                EvSrc::Udp(port) => {
+                    self.evq.pop_front();
+                    if let Some(s) = self.udp.get_mut(&port) {
+                        s.in_evq = false;
+                        if !s.rxq.is_empty() {
+                            return Some(Event::UdpRecv {
+                                handle: UdpHandle(port),
+                                cookie: s.cookie,
+                            });
+                        }
+                    }
+                }
+                EvSrc::Tcp(idx) => {
+                    let handle = self.handle_of(idx);
+                    let listeners = &self.listeners;
+                    let cfg = &self.cfg.tcp;
+                    let Some(tcb) = self.conns[idx as usize].tcb.as_mut() else {
+                        self.evq.pop_front();
+                        continue;
+                    };
+                    let cookie = tcb.cookie;
+                    let e = if tcb.ev & ev::KNOCK != 0 {
+                        tcb.ev &= !ev::KNOCK;
+                        let t = tcb.tuple;
+                        Some(Event::Knock {
+                            handle,
+                            listener_cookie: listeners.get(&tcb.listener).map_or(0, |l| l.cookie),
+                            local_port: t.local_port,
+                            remote: SocketAddrV4::new(t.remote_ip, t.remote_port),
+                        })
+                    } else if tcb.ev & ev::CONNECTED != 0 {
+                        tcb.ev &= !ev::CONNECTED;
+                        Some(Event::Connected { handle, cookie })
+                    } else if tcb.ev & ev::RECV != 0 {
+                        tcb.ev &= !ev::RECV;
+                        let readable = tcb.readable();
+                        (readable > 0).then_some(Event::Recv {
+                            handle,
+                            cookie,
+                            readable,
+                        })
+                    } else if tcb.ev & ev::SENT != 0 {
+                        tcb.ev &= !ev::SENT;
+                        Some(Event::Sent {
+                            handle,
+                            cookie,
+                            acked: tcb.take_acked() as usize,
+                            window: tcb.send_space(cfg),
+                        })
+                    } else if tcb.ev & ev::PEER_CLOSED != 0 {
+                        tcb.ev &= !ev::PEER_CLOSED;
+                        Some(Event::PeerClosed { handle, cookie })
+                    } else if tcb.ev & ev::DEAD != 0 {
+                        tcb.ev &= !ev::DEAD;
+                        Some(Event::Dead {
+                            handle,
+                            cookie,
+                            reason: tcb.dead.unwrap_or(DeadReason::Aborted),
+                        })
+                    } else {
+                        tcb.ev = 0;
+                        None
+                    };
+                    if tcb.ev == 0 {
+                        tcb.flags &= !flag::IN_EVQ;
+                        self.evq.pop_front();
+                        if tcb.reapable() && tcb.flags & flag::IN_TXQ == 0 {
+                            self.reap(idx);
+                        }
+                    }
+                    if e.is_some() {
+                        return e;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    // ===== TCP application calls =======================================
+
+    /// Listen on `port`. `backlog` bounds connections completed but not yet
+    /// accepted (default from the configuration); `cookie` comes back in
+    /// every `Knock`.
+    pub fn tcp_listen(
+        &mut self,
+        port: u16,
+        backlog: Option<u32>,
+        cookie: u64,
+    ) -> Result<(), Error> {
+        if port == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        if self.listeners.contains_key(&port) {
+            return Err(Error::AddrInUse);
+        }
+        self.listeners.insert(
+            port,
+            Listener {
+                cookie,
+                backlog: backlog.unwrap_or(self.cfg.tcp.backlog).max(1),
+                syn_count: 0,
+                accept_count: 0,
+            },
+        );
+        Ok(())
+    }
+
+    /// Stop listening. Half-open connections are forgotten; knocked ones
+    /// not yet accepted are reset (and reported `Dead`).
+    pub fn tcp_unlisten(&mut self, port: u16) -> Result<(), Error> {
+        self.listeners.remove(&port).ok_or(Error::InvalidHandle)?;
+        for idx in 0..self.conns.len() as u32 {
+            let orphan = matches!(self.conns[idx as usize].tcb.as_ref(),
+                Some(t) if t.passive() && t.listener == port && t.flags & flag::ACCEPTED == 0);
+            if orphan {
+                let was_knocked = self.tcb_mut(idx).is_some_and(|t| t.knocked());
+                self.with_tcb(idx, |tcb, ctx| {
+                    tcb.abort(ctx);
+                    if was_knocked {
+                        // The application saw the knock: tell it.
+                        tcb.flags &= !flag::APP_CLOSED;
+                        tcb.ev |= ev::DEAD;
+                    }
+                });
+                self.after(idx);
+            }
+        }
+        Ok(())
+    }
+
+    /// Open a connection (IX `connect`); `Connected` or `Dead` follows.
+    pub fn tcp_connect(
+        &mut self,
+        now: Instant,
+        cookie: u64,
+        remote: SocketAddrV4,
+    ) -> Result<ConnHandle, Error> {
+        self.tcp_connect_with(now, cookie, remote, |_| true)
+    }
+
+    /// Like [`tcp_connect`](Self::tcp_connect), choosing a local port for
+    /// which `accept_port` is true (the engine uses this to pick a port
+    /// whose flow hash lands on the calling core, IX §4.4).
+    pub fn tcp_connect_with(
+        &mut self,
+        now: Instant,
+        cookie: u64,
+        remote: SocketAddrV4,
+        accept_port: impl Fn(u16) -> bool,
+    ) -> Result<ConnHandle, Error> {
+        self.advance_clock(now);
+        let rip = *remote.ip();
+        if remote.port() == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        if rip == self.cfg.ip
+            || rip.is_unspecified()
+            || rip.is_broadcast()
+            || rip.is_multicast()
+            || self.next_hop(rip).is_none()
+        {
+            return Err(Error::Unreachable);
+        }
+        // RFC 6056 algorithm 3: a per-destination starting point, then a
+        // sequential search.
+        let (lo, hi) = self.cfg.tcp.ephemeral_ports;
+        let range = u32::from(hi - lo) + 1;
+        let offset = self.keyed.port_offset(self.cfg.ip, rip, remote.port());
+        let mut port = None;
+        for i in 0..range {
+            let p =
+                lo + ((offset.wrapping_add(self.next_ephemeral).wrapping_add(i)) % range) as u16;
+            if !self
+                .table
+                .contains_key(&ConnKey::new(rip, remote.port(), p))
+                && !self.listeners.contains_key(&p)
+                && accept_port(p)
+            {
+                self.next_ephemeral = self.next_ephemeral.wrapping_add(i + 1);
+                port = Some(p);
+                break;
+            }
+        }
+        let lport = port.ok_or(Error::NoPorts)?;
+        let tuple = Tuple {
+            local_ip: self.cfg.ip,
+            local_port: lport,
+            remote_ip: rip,
+            remote_port: remote.port(),
+        };
+        let iss = SeqNum(self.keyed.isn(&tuple, self.now));
+        let ts_offset = self.keyed.ts_offset(&tuple);
+        let local_mss = self.local_mss;
+        let tcb = {
+            let mut ctx = Ctx {
+                now: self.now,
+                cfg: &self.cfg.tcp,
+                counters: &mut self.counters,
+                challenge: &mut self.challenge,
+                tick: self.cfg.timer_tick,
+            };
+            Tcb::connect(&mut ctx, tuple, iss, ts_offset, local_mss, cookie)
+        };
+        let idx = self.insert_tcb(tcb);
+        self.after(idx);
+        Ok(self.handle_of(idx))
+    }
+
+    /// Accept a knocked connection (IX `accept`), giving it a cookie.
+    pub fn tcp_accept(&mut self, h: ConnHandle, cookie: u64) -> Result<(), Error> {
+        let tcb = self.lookup_handle(h)?;
+        if !tcb.passive() || tcb.flags & flag::ACCEPTED != 0 {
+            return Err(Error::InvalidState);
+        }
+        let tcb = self.tcb_mut(h.idx).ok_or(Error::InvalidHandle)?;
+        tcb.accept(cookie);
+        let port = tcb.listener;
+        if tcb.flags & flag::ACCEPTQ != 0 {
+            tcb.flags &= !flag::ACCEPTQ;
+            if let Some(l) = self.listeners.get_mut(&port) {
+                l.accept_count = l.accept_count.saturating_sub(1);
+            }
+        }
+        self.after(h.idx);
+        Ok(())
+    }
+
+    /// Offer `data` for sending (IX `sendv`); returns the bytes the window
+    /// accepted — possibly fewer than offered, possibly zero. The stack
+    /// keeps `data` until those bytes are acknowledged; offer the rest
+    /// again after a `Sent` event.
+    pub fn tcp_send(&mut self, now: Instant, h: ConnHandle, data: T) -> Result<usize, Error> {
+        self.advance_clock(now);
+        let tcb = self.lookup_handle(h)?;
+        if !matches!(tcb.state, State::Established | State::CloseWait) {
+            return match tcb.state {
+                State::SynSent | State::SynReceived => Err(Error::InvalidState),
+                _ => Err(Error::InvalidState),
+            };
+        }
+        let n = self
+            .with_tcb(h.idx, |tcb, ctx| tcb.send(ctx, data))
+            .unwrap_or(0);
+        self.after(h.idx);
+        Ok(n)
+    }
+
+    /// Bytes `tcp_send` would accept now.
+    pub fn tcp_send_space(&self, h: ConnHandle) -> Result<usize, Error> {
+        Ok(self.lookup_handle(h)?.send_space(&self.cfg.tcp))
+    }
+
+    /// The readable bytes, in place in the frames that carried them (IX
+    /// `recv`: read-only, zero-copy, valid until `tcp_recv_done`).
+    pub fn tcp_recv_chunks(
+        &self,
+        h: ConnHandle,
+    ) -> Result<impl Iterator<Item = &[u8]> + '_, Error> {
+        Ok(self.lookup_handle(h)?.recv_chunks())
+    }
+
+    /// Copy up to `out.len()` readable bytes and release them.
+    pub fn tcp_read(
+        &mut self,
+        now: Instant,
+        h: ConnHandle,
+        out: &mut [u8],
+    ) -> Result<usize, Error> {
+        let n = self.lookup_handle(h)?.peek(out);
+        self.tcp_recv_done(now, h, n)?;
+        Ok(n)
+    }
+
+    /// Readable bytes.
+    pub fn tcp_readable(&self, h: ConnHandle) -> Result<usize, Error> {
+        Ok(self.lookup_handle(h)?.readable())
+    }
+
+    /// The application is done with `n` readable bytes (IX `recv_done`):
+    /// their frames are released and the window advances.
+    pub fn tcp_recv_done(&mut self, now: Instant, h: ConnHandle, n: usize) -> Result<(), Error> {
+        self.advance_clock(now);
+        self.lookup_handle(h)?;
+        self.tcp_mut(h)?.recv_done(n);
+        self.after(h.idx);
+        Ok(())
+    }
+
+    fn tcp_mut(&mut self, h: ConnHandle) -> Result<&mut Tcb<R, T>, Error> {
+        self.lookup_handle(h)?;
+        self.tcb_mut(h.idx).ok_or(Error::InvalidHandle)
+    }
+
+    /// Has the peer closed its side (after the readable bytes, EOF)?
+    pub fn tcp_peer_closed(&self, h: ConnHandle) -> Result<bool, Error> {
+        Ok(self.lookup_handle(h)?.peer_closed())
+    }
+
+    /// Half-close: FIN after the queued data; reading continues.
+    pub fn tcp_shutdown(&mut self, now: Instant, h: ConnHandle) -> Result<(), Error> {
+        self.advance_clock(now);
+        let ok = self.tcp_mut(h)?.shutdown();
+        self.after(h.idx);
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::InvalidState)
+        }
+    }
+
+    /// Close (or reject) and forget the handle (IX `close`). Queued data is
+    /// still delivered and the connection closes in order; with unread
+    /// data it is reset instead (as Linux does).
+    pub fn tcp_close(&mut self, now: Instant, h: ConnHandle) -> Result<(), Error> {
+        self.advance_clock(now);
+        self.lookup_handle(h)?;
+        let accepted = self.tcb_mut(h.idx).map(|t| t.flags & flag::ACCEPTQ != 0);
+        self.with_tcb(h.idx, |tcb, ctx| tcb.close(ctx));
+        if accepted == Some(true) {
+            if let Some(tcb) = self.tcb_mut(h.idx) {
+                tcb.flags &= !flag::ACCEPTQ;
+                let port = tcb.listener;
+                if let Some(l) = self.listeners.get_mut(&port) {
+                    l.accept_count = l.accept_count.saturating_sub(1);
+                }
+            }
+        }
+        self.after(h.idx);
+        Ok(())
+    }
+
+    /// Reset the connection and forget the handle.
+    pub fn tcp_abort(&mut self, now: Instant, h: ConnHandle) -> Result<(), Error> {
+        self.advance_clock(now);
+        self.lookup_handle(h)?;
+        self.with_tcb(h.idx, |tcb, ctx| tcb.abort(ctx));
+        self.after(h.idx);
+        Ok(())
+    }
+
+    /// Nagle off (`true`, the default) or on.
+    pub fn tcp_set_nodelay(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
+        self.tcp_mut(h)?.set_nodelay(on);
+        Ok(())
+    }
+
+    /// Keepalive on or off.
+    pub fn tcp_set_keepalive(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
+        self.tcp_mut(h)?.set_keepalive(on);
+        self.after(h.idx);
+        Ok(())
+    }
+
+    /// Connection state.
+    pub fn tcp_state(&self, h: ConnHandle) -> Result<State, Error> {
+        Ok(self.lookup_handle(h)?.state)
+    }
+
+    /// A `TCP_INFO`-like snapshot.
+    pub fn tcp_info(&self, h: ConnHandle) -> Result<TcpInfo, Error> {
+        Ok(self.lookup_handle(h)?.info(&self.cfg.tcp))
+    }
+
+    /// Local and remote address of a connection.
+    pub fn tcp_addrs(&self, h: ConnHandle) -> Result<(SocketAddrV4, SocketAddrV4), Error> {
+        let t = self.lookup_handle(h)?.tuple;
+        Ok((
+            SocketAddrV4::new(t.local_ip, t.local_port),
+            SocketAddrV4::new(t.remote_ip, t.remote_port),
+        ))
+    }
+
+    /// Connections held, by state (TIME-WAIT and unreaped ones included).
+    pub fn tcp_state_counts(&self) -> Vec<(State, usize)> {
+        let mut out: Vec<(State, usize)> = Vec::new();
+        for t in self.conns.iter().filter_map(|s| s.tcb.as_ref()) {
+            match out.iter_mut().find(|(s, _)| *s == t.state) {
+                Some(e) => e.1 += 1,
+                None => out.push((t.state, 1)),
+            }
+        }
+        out
+    }
+
+    /// Connections held in any state.
+    pub fn tcp_connection_count(&self) -> usize {
+        self.conns.iter().filter(|s| s.tcb.is_some()).count()
+    }
+
+    /// Check every connection's invariants (for tests and fuzzing).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (i, s) in self.conns.iter().enumerate() {
+            if let Some(t) = &s.tcb {
+                t.check_invariants()
+                    .map_err(|e| format!("connection {i}: {e}"))?;
+                let key = ConnKey::new(t.tuple.remote_ip, t.tuple.remote_port, t.tuple.local_port);
+                if self.table.get(&key) != Some(&(i as u32)) {
+                    return Err(format!("connection {i} missing from the table"));
+                }
+            }
+        }
+        if self.table.len() != self.tcp_connection_count() {
+            return Err("table holds entries for freed connections".into());
+        }
+        Ok(())
+    }
+
+    // ===== UDP application calls =======================================
+
+    /// Bind a UDP socket (`port` 0: an ephemeral port).
+    pub fn udp_bind(&mut self, port: u16, cookie: u64) -> Result<UdpHandle, Error> {
+        let port = if port == 0 {
+            let (lo, hi) = self.cfg.tcp.ephemeral_ports;
+            (lo..=hi)
+                .find(|p| !self.udp.contains_key(p))
+                .ok_or(Error::NoPorts)?
+        } else {
+            port
+        };
+        if self.udp.contains_key(&port) {
+            return Err(Error::AddrInUse);
+        }
+        self.udp.insert(
+            port,
+            UdpSocket {
+                cookie,
+                rxq: VecDeque::new(),
+                in_evq: false,
+            },
+        );
+        Ok(UdpHandle(port))
+    }
+
+    /// Close a UDP socket, dropping queued datagrams.
+    pub fn udp_close(&mut self, h: UdpHandle) -> Result<(), Error> {
+        self.udp
+            .remove(&h.0)
+            .map(|_| ())
+            .ok_or(Error::InvalidHandle)
+    }
+
+    /// Queue a datagram; the stack keeps `data` until it is transmitted.
+    pub fn udp_send(&mut self, h: UdpHandle, dst: SocketAddrV4, data: T) -> Result<(), Error> {
+        if !self.udp.contains_key(&h.0) {
+            return Err(Error::InvalidHandle);
+        }
+        if dst.port() == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        if data.as_ref().len() + 28 > usize::from(self.cfg.mtu) {
+            return Err(Error::MessageTooLong);
+        }
+        let ip = *dst.ip();
+        if ip.is_unspecified()
+            || ip.is_multicast()
+            || ip == self.cfg.ip
+            || self.next_hop(ip).is_none()
+        {
+            return Err(Error::Unreachable);
+        }
+        if self.udp_txq.len() >= UDP_TX_LIMIT {
+            return Err(Error::WouldBlock);
+        }
+        self.udp_txq.push_back(UdpOut {
+            src_port: h.0,
+            dst,
+            data,
+        });
+        Ok(())
+    }
+
+    /// Take the next received datagram.
+    pub fn udp_recv(&mut self, h: UdpHandle) -> Result<Option<Datagram<R>>, Error> {
+        let s = self.udp.get_mut(&h.0).ok_or(Error::InvalidHandle)?;
+        Ok(s.rxq.pop_front())
+    }
+
+    // ===== input =======================================================
+
+    /// A frame arrived. The stack may keep it (TCP payload, UDP datagrams,
+    /// echo requests) or drop it (returning it to its pool).
+    pub fn handle_frame(&mut self, now: Instant, frame: R) {
+        self.advance_clock(now);
+        self.counters.rx_frames += 1;
+        let (ethertype, off) = {
+            let Ok(eth) = EthernetFrame::new_checked(frame.as_ref()) else {
+                self.counters.drop(DropReason::EthTruncated);
+                return;
+            };
+            let dst = eth.dst_addr();
+            if dst != self.cfg.mac && !dst.is_broadcast() {
+                self.counters.drop(DropReason::EthNotForUs);
+                return;
+            }
+            if eth.vlan_id() != self.cfg.vlan {
+                self.counters.drop(DropReason::EthVlanMismatch);
+                return;
+            }
+            (eth.ethertype(), eth.header_len())
+        };
+        match ethertype {
+            EtherType::Arp => self.arp_input(&frame.as_ref()[off..]),
+            EtherType::Ipv4 => self.ipv4_input(frame, off),
+            _ => self.counters.drop(DropReason::EthUnknownType),
+        }
+    }
+
+    fn arp_input(&mut self, b: &[u8]) {
+        let Ok(repr) = ArpPacket::new_checked(b).and_then(|p| ArpRepr::parse(&p)) else {
+            self.counters.drop(DropReason::ArpMalformed);
+            return;
+        };
+        let sip = repr.sender_ip;
+        if !repr.sender_mac.is_unicast()
+            || sip == self.cfg.ip
+            || sip.is_broadcast()
+            || sip.is_multicast()
+        {
+            self.counters.drop(DropReason::ArpBadSender);
+            return;
+        }
+        let for_us = repr.target_ip == self.cfg.ip;
+        // RFC 826: merge the sender into an existing entry; add it when the
+        // packet is for us.
+        let merged = !sip.is_unspecified() && self.arp.update(sip, repr.sender_mac, self.now);
+        if for_us
+            && !merged
+            && !sip.is_unspecified()
+            && same_subnet(sip, self.cfg.ip, self.cfg.prefix_len)
+        {
+            self.arp.insert(sip, repr.sender_mac, self.now);
+        }
+        if !sip.is_unspecified() {
+            self.release_waiters(sip, Some(repr.sender_mac));
+        }
+        if !for_us {
+            self.counters.drop(DropReason::ArpNotForUs);
+            return;
+        }
+        if repr.operation == Operation::Request {
+            self.push_ctrl(Ctrl::Arp {
+                op: Operation::Reply,
+                eth_dst: repr.sender_mac,
+                target_mac: repr.sender_mac,
+                target_ip: sip,
+            });
+        }
+    }
+
+    fn ipv4_input(&mut self, frame: R, off: usize) {
+        let (repr, l4_off) = {
+            let b = &frame.as_ref()[off..];
+            let p = match Ipv4Packet::new_checked(b) {
+                Ok(p) => p,
+                Err(wire::Error::Truncated) => {
+                    self.counters.drop(DropReason::Ipv4Truncated);
+                    return;
+                }
+                Err(_) => {
+                    self.counters.drop(DropReason::Ipv4Malformed);
+                    return;
+                }
+            };
+            let repr = match Ipv4Repr::parse(&p, self.cfg.checksums.ipv4) {
+                Ok(r) => r,
+                Err(wire::Error::Checksum) => {
+                    self.counters.drop(DropReason::Ipv4BadChecksum);
+                    return;
+                }
+                Err(_) => {
+                    self.counters.drop(DropReason::Ipv4Malformed);
+                    return;
+                }
+            };
+            if p.is_fragment() {
+                self.counters.drop(DropReason::Ipv4Fragment);
+                return;
+            }
+            (repr, off + p.header_len())
+        };
+        if repr.dst_addr != self.cfg.ip {
+            self.counters.drop(DropReason::Ipv4NotForUs);
+            return;
+        }
+        let src = repr.src_addr;
+        if src == self.cfg.ip
+            || src.is_unspecified()
+            || src.is_broadcast()
+            || src.is_multicast()
+            || src.is_loopback()
+        {
+            self.counters.drop(DropReason::Ipv4BadSource);
+            return;
+        }
+        let l4 = l4_off..l4_off + repr.payload_len;
+        match repr.protocol {
+            Protocol::Tcp => self.tcp_input(frame, src, l4),
+            Protocol::Udp => self.udp_input(frame, src, l4),
+            Protocol::Icmp => self.icmp_input(frame, src, l4),
+            Protocol::Unknown(_) => {
+                self.counters.drop(DropReason::Ipv4UnknownProtocol);
+                self.icmp_error(
+                    src,
+                    icmpv4::unreachable::PROTOCOL,
+                    &frame.as_ref()[off..l4.end],
+                );
+            }
+        }
+    }
+
+    fn udp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {
+        let (repr, range) = {
+            let b = &frame.as_ref()[l4.clone()];
+            let p = match UdpPacket::new_checked(b) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.counters.drop(DropReason::UdpMalformed);
+                    return;
+                }
+            };
+            let repr = match UdpRepr::parse(&p, src, self.cfg.ip, self.cfg.checksums.udp) {
+                Ok(r) => r,
+                Err(wire::Error::Checksum) => {
+                    self.counters.drop(DropReason::UdpBadChecksum);
+                    return;
+                }
+                Err(_) => {
+                    self.counters.drop(DropReason::UdpMalformed);
+                    return;
+                }
+            };
+            let r = p.payload_range();
+            (repr, l4.start + r.start..l4.start + r.end)
+        };
+        let limit = self.cfg.udp_rx_queue;
+        match self.udp.get_mut(&repr.dst_port) {
+            None => {
+                self.counters.drop(DropReason::UdpNoSocket);
+                let ip_start = l4.start - ipv4::HEADER_LEN;
+                let orig = frame.as_ref()[ip_start..l4.end].to_vec();
+                self.icmp_error(src, icmpv4::unreachable::PORT, &orig);
+            }
+            Some(s) if s.rxq.len() >= limit => self.counters.drop(DropReason::UdpQueueFull),
+            Some(s) => {
+                s.rxq.push_back(Datagram {
+                    src: SocketAddrV4::new(src, repr.src_port),
+                    buf: frame,
+                    start: range.start,
+                    end: range.end,
+                });
+                self.counters.udp_in_datagrams += 1;
+                if !s.in_evq {
+                    s.in_evq = true;
+                    self.evq.push_back(EvSrc::Udp(repr.dst_port));
+                }
+            }
+        }
+    }
+
+    fn icmp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {
+        enum Act {
+            Echo,
+            Error { code: u8, original: [u8; 28] },
+            Nothing,
+        }
+        let act = {
+            let b = &frame.as_ref()[l4.clone()];
+            let Ok(p) = Icmpv4Packet::new_checked(b) else {
+                self.counters.drop(DropReason::IcmpMalformed);
+                return;
+            };
+            match Icmpv4Repr::parse(&p, self.cfg.checksums.icmpv4) {
+                Ok(Icmpv4Repr::EchoRequest { .. }) => Act::Echo,
+                Ok(Icmpv4Repr::DstUnreachable { code, original, .. }) => {
+                    let mut o = [0u8; 28];
+                    // The quoted header may carry options: keep its first
+                    // 20 bytes and the 8 after the options.
+                    let ihl = usize::from(original[0] & 0x0f) * 4;
+                    if ihl < 20 || original.len() < ihl + 8 {
+                        self.counters.drop(DropReason::IcmpMalformed);
+                        return;
+                    }
+                    o[..20].copy_from_slice(&original[..20]);
+                    o[20..].copy_from_slice(&original[ihl..ihl + 8]);
+                    Act::Error { code, original: o }
+                }
+                Ok(Icmpv4Repr::TimeExceeded { .. }) | Ok(Icmpv4Repr::EchoReply { .. }) => {
+                    Act::Nothing
+                }
+                Err(wire::Error::Checksum) => {
+                    self.counters.drop(DropReason::IcmpBadChecksum);
+                    return;
+                }
+                Err(wire::Error::Unrecognized) => {
+                    self.counters.drop(DropReason::IcmpUnsupported);
+                    return;
+                }
+                Err(_) => {
+                    self.counters.drop(DropReason::IcmpMalformed);
+                    return;
+                }
+            }
+        };
+        match act {
+            Act::Echo => {
+                self.push_ctrl(Ctrl::EchoReply {
+                    dst: src,
+                    frame,
+                    icmp_off: l4.start,
+                    icmp_len: l4.len(),
+                });
+            }
+            Act::Error { code, original } => self.icmp_error_input(code, &original),
+            Act::Nothing => self.counters.drop(DropReason::IcmpUnsupported),
+        }
+    }
+
+    /// An ICMP destination-unreachable about one of our segments.
+    fn icmp_error_input(&mut self, code: u8, o: &[u8; 28]) {
+        let proto = o[9];
+        let osrc = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+        let odst = Ipv4Addr::new(o[16], o[17], o[18], o[19]);
+        if proto != 6 || osrc != self.cfg.ip {
+            self.counters.drop(DropReason::IcmpNoMatch);
+            return;
+        }
+        let sport = u16::from_be_bytes([o[20], o[21]]);
+        let dport = u16::from_be_bytes([o[22], o[23]]);
+        let seq = SeqNum(u32::from_be_bytes([o[24], o[25], o[26], o[27]]));
+        let Some(&idx) = self.table.get(&ConnKey::new(odst, dport, sport)) else {
+            self.counters.drop(DropReason::IcmpNoMatch);
+            return;
+        };
+        // RFC 1122 §4.2.3.9: protocol and port unreachable are hard errors
+        // (RFC 5461: act on them only while connecting).
+        let hard = matches!(
+            code,
+            icmpv4::unreachable::PROTOCOL | icmpv4::unreachable::PORT
+        );
+        let matched = self.with_tcb(idx, |tcb, ctx| tcb.icmp_error(ctx, hard, seq));
+        if matched != Some(true) {
+            self.counters.drop(DropReason::IcmpNoMatch);
+        }
+        self.after(idx);
+    }
+
+    fn tcp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {
+        let seg = {
+            let b = &frame.as_ref()[l4.clone()];
+            let p = match TcpPacket::new_checked(b) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.counters.drop(DropReason::TcpMalformed);
+                    return;
+                }
+            };
+            let r = match TcpRepr::parse(&p, src, self.cfg.ip, self.cfg.checksums.tcp) {
+                Ok(r) => r,
+                Err(wire::Error::Checksum) => {
+                    self.counters.drop(DropReason::TcpBadChecksum);
+                    return;
+                }
+                Err(_) => {
+                    self.counters.drop(DropReason::TcpMalformed);
+                    return;
+                }
+            };
+            Segment {
+                src_port: r.src_port,
+                dst_port: r.dst_port,
+                seq: r.seq,
+                ack: r.ack,
+                flags: r.flags,
+                wnd: r.window_len,
+                opts: r.options,
+                payload_off: l4.start + p.header_len(),
+                payload_len: r.payload.len(),
+            }
+        };
+        self.counters.tcp_in_segs += 1;
+        let f = seg.flags;
+        if (f.syn() && (f.fin() || f.rst()))
+            || (!f.syn() && !f.rst() && seg.ack.is_none() && !f.fin()) && seg.payload_len == 0
+        {
+            self.counters.drop(DropReason::TcpBadFlags);
+            return;
+        }
+        let key = ConnKey::new(src, seg.src_port, seg.dst_port);
+        if let Some(&idx) = self.table.get(&key) {
+            let tcb = self.conns[idx as usize]
+                .tcb
+                .as_ref()
+                .expect("table points at live TCBs");
+            let recyclable = f.syn()
+                && seg.ack.is_none()
+                && tcb.time_wait_reusable(&seg)
+                && !tcb.owned()
+                && self.listeners.contains_key(&seg.dst_port);
+            if recyclable {
+                // RFC 6191: a new SYN may take over a TIME-WAIT tuple.
+                self.counters.tcp_timewait_recycled += 1;
+                let tcb = self.tcb_mut(idx).expect("checked above");
+                tcb.state = State::Closed;
+                tcb.flags &= !(flag::IN_TXQ | flag::IN_EVQ);
+                tcb.ev = 0;
+                self.txq.retain(|&i| i != idx);
+                self.evq
+                    .retain(|s| !matches!(s, EvSrc::Tcp(i) if *i == idx));
+                self.reap(idx);
+            } else {
+                if tcb.state == State::SynReceived
+                    && tcb.passive()
+                    && seg.ack.is_some()
+                    && !f.rst()
+                    && !f.syn()
+                {
+                    let full = self
+                        .listeners
+                        .get(&tcb.listener)
+                        .is_some_and(|l| l.accept_count >= l.backlog);
+                    if full {
+                        // Linux behaviour: drop the handshake's last ACK; the
+                        // peer retransmits and we retry when there is room.
+                        self.counters.tcp_listen_overflows += 1;
+                        self.counters.drop(DropReason::TcpListenOverflow);
+                        return;
+                    }
+                }
+                let rst = self
+                    .with_tcb(idx, |tcb, ctx| tcb.on_segment(ctx, &seg, frame))
+                    .flatten();
+                if let Some(rst) = rst {
+                    self.push_ctrl(Ctrl::Rst {
+                        remote: src,
+                        rport: seg.src_port,
+                        lport: seg.dst_port,
+                        rst,
+                    });
+                }
+                self.after(idx);
+                return;
+            }
+        }
+        if self.listeners.contains_key(&seg.dst_port) {
+            self.listen_input(frame, src, &seg);
+        } else {
+            self.counters.drop(DropReason::TcpNoConnection);
+            self.reset_for(src, &seg);
+        }
+    }
+
+    /// RFC 9293 §3.10.7.1: a segment for no connection gets a RST (unless
+    /// it is one).
+    fn reset_for(&mut self, src: Ipv4Addr, seg: &Segment) {
+        if seg.flags.rst() {
+            return;
+        }
+        let rst = match seg.ack {
+            Some(ack) => RstReply {
+                seq: ack,
+                ack: None,
+            },
+            None => RstReply {
+                seq: SeqNum(0),
+                ack: Some(seg.seq + seg.len()),
+            },
+        };
+        self.push_ctrl(Ctrl::Rst {
+            remote: src,
+            rport: seg.src_port,
+            lport: seg.dst_port,
+            rst,
+        });
+    }
+
+    /// RFC 9293 §3.10.7.2: LISTEN.
+    fn listen_input(&mut self, frame: R, src: Ipv4Addr, seg: &Segment) {
+        let f = seg.flags;
+        let port = seg.dst_port;
+        let tuple = Tuple {
+            local_ip: self.cfg.ip,
+            local_port: port,
+            remote_ip: src,
+            remote_port: seg.src_port,
+        };
+        if f.rst() {
+            self.counters.drop(DropReason::TcpIgnored);
+            return;
+        }
+        if let Some(ack) = seg.ack {
+            if f.syn() {
+                self.counters.drop(DropReason::TcpNoConnection);
+                self.reset_for(src, seg);
+                return;
+            }
+            // An ACK for a listener: a SYN cookie coming back (RFC 4987).
+            let mss = self
+                .cfg
+                .tcp
+                .syn_cookies
+                .then(|| {
+                    self.keyed
+                        .check_cookie(&tuple, (ack - 1).0, seg.seq.0, self.now)
+                })
+                .flatten();
+            let Some(mss) = mss else {
+                if self.cfg.tcp.syn_cookies {
+                    self.counters.tcp_syncookies_failed += 1;
+                }
+                self.counters.drop(DropReason::TcpBadCookie);
+                self.reset_for(src, seg);
+                return;
+            };
+            let l = self.listeners.get(&port).expect("caller checked");
+            if l.accept_count >= l.backlog {
+                self.counters.tcp_listen_overflows += 1;
+                self.counters.drop(DropReason::TcpListenOverflow);
+                return;
+            }
+            self.counters.tcp_syncookies_recv += 1;
+            let (wscale, sack) = match seg.opts.timestamp {
+                Some((_, ecr)) => syncookie::ts_decode(ecr),
+                None => (None, false),
+            };
+            let ts_offset = self.keyed.ts_offset(&tuple);
+            let local_mss = self.local_mss;
+            let tcb = {
+                let mut ctx = Ctx {
+                    now: self.now,
+                    cfg: &self.cfg.tcp,
+                    counters: &mut self.counters,
+                    challenge: &mut self.challenge,
+                    tick: self.cfg.timer_tick,
+                };
+                let mut t = Tcb::from_cookie(
+                    &mut ctx,
+                    tuple,
+                    ack - 1,
+                    ts_offset,
+                    local_mss,
+                    seg,
+                    mss,
+                    wscale,
+                    sack,
+                );
+                t.listener = port;
+                t
+            };
+            let idx = self.insert_tcb(tcb);
+            // Deliver whatever the ACK carried.
+            if seg.payload_len > 0 || f.fin() {
+                self.with_tcb(idx, |tcb, ctx| tcb.on_segment(ctx, seg, frame));
+            }
+            self.after(idx);
+            return;
+        }
+        if !f.syn() {
+            self.counters.drop(DropReason::TcpIgnored);
+            return;
+        }
+        let l = self.listeners.get(&port).expect("caller checked");
+        if l.syn_count >= self.cfg.tcp.syn_backlog {
+            if !self.cfg.tcp.syn_cookies {
+                self.counters.drop(DropReason::TcpSynQueueFull);
+                return;
+            }
+            self.send_syn_cookie(src, seg, &tuple);
+            return;
+        }
+        let iss = SeqNum(self.keyed.isn(&tuple, self.now));
+        let ts_offset = self.keyed.ts_offset(&tuple);
+        let local_mss = self.local_mss;
+        let mut tcb = {
+            let mut ctx = Ctx {
+                now: self.now,
+                cfg: &self.cfg.tcp,
+                counters: &mut self.counters,
+                challenge: &mut self.challenge,
+                tick: self.cfg.timer_tick,
+            };
+            Tcb::from_syn(&mut ctx, tuple, iss, ts_offset, local_mss, seg)
+        };
+        tcb.listener = port;
+        tcb.flags |= flag::SYNQ;
+        if let Some(l) = self.listeners.get_mut(&port) {
+            l.syn_count += 1;
+        }
+        let idx = self.insert_tcb(tcb);
+        self.after(idx);
+    }
+
+    /// Answer a SYN without keeping state (RFC 4987 §3.6).
+    fn send_syn_cookie(&mut self, src: Ipv4Addr, seg: &Segment, tuple: &Tuple) {
+        let peer_mss = seg.opts.mss.unwrap_or(536);
+        let (cookie, mss) = self.keyed.cookie(tuple, seg.seq.0, peer_mss, self.now);
+        let _ = mss;
+        let tcp = &self.cfg.tcp;
+        let ts = (tcp.timestamps)
+            .then_some(seg.opts.timestamp)
+            .flatten()
+            .map(|(tsval, _)| {
+                let ours = (self.now.as_millis() as u32).wrapping_add(self.keyed.ts_offset(tuple));
+                let ws = (tcp.window_scaling)
+                    .then_some(seg.opts.window_scale)
+                    .flatten();
+                let sack = tcp.sack && seg.opts.sack_permitted;
+                (syncookie::ts_encode(ours, ws, sack), tsval)
+            });
+        // Without timestamps the cookie cannot carry window scale or SACK,
+        // so neither is offered (RFC 4987 §3.6 trade-off).
+        let opts = TcpOptions {
+            mss: Some(self.local_mss),
+            window_scale: ts.and(
+                (tcp.window_scaling && seg.opts.window_scale.is_some()).then(|| {
+                    let mut s = 0u8;
+                    while (tcp.recv_buffer >> s) > 65535 && s < 14 {
+                        s += 1;
+                    }
+                    s
+                }),
+            ),
+            sack_permitted: ts.is_some() && tcp.sack && seg.opts.sack_permitted,
+            timestamp: ts,
+            ..Default::default()
+        };
+        self.counters.tcp_syncookies_sent += 1;
+        self.push_ctrl(Ctrl::SynAck {
+            remote: src,
+            rport: seg.src_port,
+            lport: seg.dst_port,
+            iss: SeqNum(cookie),
+            ack: seg.seq + 1,
+            wnd: tcp.recv_buffer.min(65535) as u16,
+            opts,
+        });
+    }
+
+    fn push_ctrl(&mut self, c: Ctrl<R>) {
+        if self.ctrlq.len() < CTRL_QUEUE_LIMIT {
+            self.ctrlq.push_back(c);
+        } else {
+            self.counters.drop(DropReason::TxQueueFull);
+        }
+    }
+
+    /// Queue an ICMP error quoting `orig` (the offending datagram from its
+    /// IP header), rate-limited.
+    fn icmp_error(&mut self, dst: Ipv4Addr, code: u8, orig: &[u8]) {
+        if !self.icmp_limit.allow(self.now) {
+            self.counters.icmp_errors_rate_limited += 1;
+            return;
+        }
+        let ihl = orig.first().map_or(20, |b| usize::from(b & 0x0f) * 4);
+        let n = orig.len().min(ihl + 8).min(68);
+        let mut o = [0u8; 68];
+        o[..n].copy_from_slice(&orig[..n]);
+        self.push_ctrl(Ctrl::IcmpError {
+            dst,
+            code,
+            orig: o,
+            orig_len: n as u8,
+        });
+    }
+
+    // ===== ARP and routing =============================================
+
+    fn next_hop(&self, ip: Ipv4Addr) -> Option<Ipv4Addr> {
+        if same_subnet(ip, self.cfg.ip, self.cfg.prefix_len) {
+            Some(ip)
+        } else {
+            self.cfg.gateway
+        }
+    }
+
+    fn queue_arp_request(&mut self, ip: Ipv4Addr) {
+        self.push_ctrl(Ctrl::Arp {
+            op: Operation::Request,
+            eth_dst: MacAddr::BROADCAST,
+            target_mac: MacAddr::UNSPECIFIED,
+            target_ip: ip,
+        });
+    }
+
+    /// The MAC to send to `dst`, or `None` (a request went out or is
+    /// pending; the caller parks its packet).
+    fn resolve(&mut self, dst: Ipv4Addr) -> Result<Option<MacAddr>, DropReason> {
+        let hop = self.next_hop(dst).ok_or(DropReason::NoRoute)?;
+        match self.arp.lookup(hop, self.now) {
+            Lookup::Hit(m) => Ok(Some(m)),
+            Lookup::HitRefresh(m) => {
+                self.queue_arp_request(hop);
+                Ok(Some(m))
+            }
+            Lookup::MissRequest => {
+                self.queue_arp_request(hop);
+                Ok(None)
+            }
+            Lookup::Pending => Ok(None),
+        }
+    }
+
+    fn park(&mut self, dst: Ipv4Addr, w: Waiter<R, T>) {
+        let hop = self.next_hop(dst).unwrap_or(dst);
+        if self.arp_wait.len() < ARP_WAIT_LIMIT {
+            self.arp_wait.push((hop, w));
+        } else {
+            self.counters.drop(DropReason::NeighborUnresolved);
+        }
+    }
+
+    /// `ip` resolved (`Some`) or failed (`None`): release what waited on it.
+    fn release_waiters(&mut self, ip: Ipv4Addr, mac: Option<MacAddr>) {
+        if !self.arp_wait.iter().any(|(h, _)| *h == ip) {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.arp_wait);
+        for (hop, w) in waiting {
+            if hop != ip {
+                self.arp_wait.push((hop, w));
+                continue;
+            }
+            match (w, mac) {
+                (Waiter::Conn(h), _) => {
+                    if self
+                        .conns
+                        .get(h.idx as usize)
+                        .is_some_and(|s| s.gen == h.gen)
+                    {
+                        self.after(h.idx);
+                    }
+                }
+                (Waiter::Ctrl(c), Some(_)) => self.push_ctrl(c),
+                (Waiter::Udp(u), Some(_)) => self.udp_txq.push_back(u),
+                (_, None) => self.counters.drop(DropReason::NeighborUnresolved),
+            }
+        }
+    }
+
+    // ===== output ======================================================
+
+    /// Write the next frame to send into `buf` and return its length;
+    /// `None` when there is nothing to send. `buf` must be at least
+    /// [`max_frame_len`](Self::max_frame_len) bytes (a shorter one gets
+    /// `None`). Call until `None` after every other call (IX: post
+    /// transmits at the end of the run-to-completion cycle).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.advance_clock(now);
+        if buf.len() < self.max_frame_len() {
+            return None;
+        }
+        while let Some(c) = self.ctrlq.pop_front() {
+            if let Some(n) = self.emit_ctrl(c, buf) {
+                self.counters.tx_frames += 1;
+                return Some(n);
+            }
+        }
+        while let Some(&idx) = self.txq.front() {
+            let Some(tcb) = self.conns[idx as usize].tcb.as_mut() else {
+                self.txq.pop_front();
+                continue;
+            };
+            if !tcb.wants_tx() {
+                tcb.flags &= !flag::IN_TXQ;
+                self.txq.pop_front();
+                self.after(idx);
+                continue;
+            }
+            let remote = tcb.tuple.remote_ip;
+            let mac = match self.resolve(remote) {
+                Ok(Some(m)) => m,
+                Ok(None) => {
+                    self.txq.pop_front();
+                    if let Some(t) = self.tcb_mut(idx) {
+                        t.flags &= !flag::IN_TXQ;
+                    }
+                    let h = self.handle_of(idx);
+                    self.park(remote, Waiter::Conn(h));
+                    continue;
+                }
+                Err(reason) => {
+                    // No route: nothing will ever go out; the connection's
+                    // own timers end it.
+                    self.counters.drop(reason);
+                    self.txq.pop_front();
+                    if let Some(t) = self.tcb_mut(idx) {
+                        t.flags &= !flag::IN_TXQ;
+                    }
+                    continue;
+                }
+            };
+            let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+            let l4 = l3 + ipv4::HEADER_LEN;
+            let csum = self.cfg.checksums.tcp;
+            let n = self
+                .with_tcb(idx, |tcb, ctx| tcb.poll_segment(ctx, &mut buf[l4..], csum))
+                .flatten();
+            self.txq.pop_front();
+            if let Some(t) = self.tcb_mut(idx) {
+                t.flags &= !flag::IN_TXQ;
+            }
+            // Round robin: back of the queue if it has more.
+            self.after(idx);
+            if let Some(n) = n {
+                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true);
+                self.counters.tx_frames += 1;
+                return Some(l4 + n);
+            }
+        }
+        while let Some(u) = self.udp_txq.pop_front() {
+            let dst = *u.dst.ip();
+            let mac = match self.resolve(dst) {
+                Ok(Some(m)) => m,
+                Ok(None) => {
+                    self.park(dst, Waiter::Udp(u));
+                    continue;
+                }
+                Err(reason) => {
+                    self.counters.drop(reason);
+                    continue;
+                }
+            };
+            let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+            let l4 = l3 + ipv4::HEADER_LEN;
+            let repr = UdpRepr {
+                src_port: u.src_port,
+                dst_port: u.dst.port(),
+            };
+            let payload = u.data.as_ref();
+            repr.emit(
+                &mut buf[l4..],
+                self.cfg.ip,
+                dst,
+                payload,
+                self.cfg.checksums.udp,
+            );
+            let n = repr.buffer_len(payload.len());
+            self.write_ipv4(&mut buf[l3..], dst, Protocol::Udp, n, false);
+            self.counters.udp_out_datagrams += 1;
+            self.counters.tx_frames += 1;
+            return Some(l4 + n);
+        }
+        None
+    }
+
+    fn write_eth(&self, buf: &mut [u8], dst: MacAddr, ethertype: EtherType) -> usize {
+        EthernetRepr {
+            src_addr: self.cfg.mac,
+            dst_addr: dst,
+            ethertype,
+            vlan: self.cfg.vlan,
+        }
+        .emit(buf)
+    }
+
+    fn write_ipv4(
+        &mut self,
+        buf: &mut [u8],
+        dst: Ipv4Addr,
+        protocol: Protocol,
+        payload_len: usize,
+        df: bool,
+    ) {
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        Ipv4Repr {
+            src_addr: self.cfg.ip,
+            dst_addr: dst,
+            protocol,
+            payload_len,
+            ttl: self.cfg.ttl,
+            dscp_ecn: 0,
+            ident: self.ip_ident,
+            dont_frag: df,
+        }
+        .emit(buf, self.cfg.checksums.ipv4);
+    }
+
+    /// Emit a control packet, or park it on ARP and return `None`.
+    fn emit_ctrl(&mut self, c: Ctrl<R>, buf: &mut [u8]) -> Option<usize> {
+        let mac = match c.ip_dst() {
+            None => MacAddr::BROADCAST,
+            Some(dst) => match self.resolve(dst) {
+                Ok(Some(m)) => m,
+                Ok(None) => {
+                    self.park(dst, Waiter::Ctrl(c));
+                    return None;
+                }
+                Err(r) => {
+                    self.counters.drop(r);
+                    return None;
+                }
+            },
+        };
+        match c {
+            Ctrl::Arp {
+                op,
+                eth_dst,
+                target_mac,
+                target_ip,
+            } => {
+                let l3 = self.write_eth(buf, eth_dst, EtherType::Arp);
+                ArpRepr {
+                    operation: op,
+                    sender_mac: self.cfg.mac,
+                    sender_ip: self.cfg.ip,
+                    target_mac,
+                    target_ip,
+                }
+                .emit(&mut buf[l3..]);
+                match op {
+                    Operation::Reply => self.counters.arp_replies_sent += 1,
+                    _ => self.counters.arp_requests_sent += 1,
+                }
+                Some(l3 + wire::arp::PACKET_LEN)
+            }
+            Ctrl::Rst {
+                remote,
+                rport,
+                lport,
+                rst,
+            } => {
+                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+                let l4 = l3 + ipv4::HEADER_LEN;
+                let repr = TcpRepr {
+                    src_port: lport,
+                    dst_port: rport,
+                    seq: rst.seq,
+                    ack: rst.ack,
+                    flags: Flags::RST,
+                    window_len: 0,
+                    options: TcpOptions::default(),
+                    payload: &[],
+                };
+                let n = repr.emit(&mut buf[l4..], self.cfg.ip, remote, self.cfg.checksums.tcp);
+                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true);
+                self.counters.tcp_out_rsts += 1;
+                self.counters.tcp_out_segs += 1;
+                Some(l4 + n)
+            }
+            Ctrl::SynAck {
+                remote,
+                rport,
+                lport,
+                iss,
+                ack,
+                wnd,
+                opts,
+            } => {
+                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+                let l4 = l3 + ipv4::HEADER_LEN;
+                let repr = TcpRepr {
+                    src_port: lport,
+                    dst_port: rport,
+                    seq: iss,
+                    ack: Some(ack),
+                    flags: Flags::SYN,
+                    window_len: wnd,
+                    options: opts,
+                    payload: &[],
+                };
+                let n = repr.emit(&mut buf[l4..], self.cfg.ip, remote, self.cfg.checksums.tcp);
+                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true);
+                self.counters.tcp_out_segs += 1;
+                Some(l4 + n)
+            }
+            Ctrl::EchoReply {
+                dst,
+                frame,
+                icmp_off,
+                icmp_len,
+            } => {
+                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+                let l4 = l3 + ipv4::HEADER_LEN;
+                let b = &frame.as_ref()[icmp_off..icmp_off + icmp_len];
+                let p = Icmpv4Packet::new_unchecked(b);
+                let data = p.data();
+                // Echo replies are bounded by our MTU.
+                let room = usize::from(self.cfg.mtu) - ipv4::HEADER_LEN - icmpv4::HEADER_LEN;
+                if data.len() > room {
+                    self.counters.drop(DropReason::IcmpMalformed);
+                    return None;
+                }
+                let repr = Icmpv4Repr::EchoReply {
+                    ident: p.echo_ident(),
+                    seq_no: p.echo_seq_no(),
+                    data,
+                };
+                repr.emit(&mut buf[l4..], self.cfg.checksums.icmpv4);
+                let n = repr.buffer_len();
+                self.write_ipv4(&mut buf[l3..], dst, Protocol::Icmp, n, false);
+                self.counters.icmp_echo_replies += 1;
+                Some(l4 + n)
+            }
+            Ctrl::IcmpError {
+                dst,
+                code,
+                orig,
+                orig_len,
+            } => {
+                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+                let l4 = l3 + ipv4::HEADER_LEN;
+                let repr = Icmpv4Repr::DstUnreachable {
+                    code,
+                    next_hop_mtu: 0,
+                    original: &orig[..usize::from(orig_len)],
+                };
+                repr.emit(&mut buf[l4..], self.cfg.checksums.icmpv4);
+                let n = repr.buffer_len();
+                self.write_ipv4(&mut buf[l3..], dst, Protocol::Icmp, n, false);
+                self.counters.icmp_errors_sent += 1;
+                Some(l4 + n)
+            }
+        }
+    }
+}

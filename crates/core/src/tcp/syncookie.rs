@@ -1,0 +1,215 @@
+//! Keyed hashes for TCP: RFC 6528 initial sequence numbers, per-connection
+//! timestamp offsets, and RFC 4987 §3.6 SYN cookies.
+
+use crate::time::Instant;
+use siphasher::sip::SipHasher24;
+use std::hash::Hasher;
+use std::net::Ipv4Addr;
+
+/// A connection's addresses, as hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tuple {
+    /// Our address.
+    pub local_ip: Ipv4Addr,
+    /// Our port.
+    pub local_port: u16,
+    /// Peer address.
+    pub remote_ip: Ipv4Addr,
+    /// Peer port.
+    pub remote_port: u16,
+}
+
+/// Domain-separated keyed hashing with the stack secret.
+#[derive(Clone)]
+pub struct Keyed {
+    key: [u8; 16],
+}
+
+impl core::fmt::Debug for Keyed {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Keyed(..)")
+    }
+}
+
+/// Domain tags, so that no two uses of the secret collide.
+mod domain {
+    pub const ISN: u8 = 1;
+    pub const TS_OFFSET: u8 = 2;
+    pub const COOKIE: u8 = 3;
+    pub const PORT: u8 = 4;
+}
+
+impl Keyed {
+    /// With the stack secret.
+    pub fn new(key: [u8; 16]) -> Keyed {
+        Keyed { key }
+    }
+
+    fn hash(&self, domain: u8, t: &Tuple, extra: u64) -> u64 {
+        let mut h = SipHasher24::new_with_key(&self.key);
+        h.write_u8(domain);
+        h.write(&t.local_ip.octets());
+        h.write_u16(t.local_port);
+        h.write(&t.remote_ip.octets());
+        h.write_u16(t.remote_port);
+        h.write_u64(extra);
+        h.finish()
+    }
+
+    /// RFC 6528 §3: ISN = M + F(localip, localport, remoteip, remoteport,
+    /// secretkey), with M a 4 µs timer and F a keyed hash (SipHash-2-4).
+    pub fn isn(&self, t: &Tuple, now: Instant) -> u32 {
+        let m = (now.as_micros() / 4) as u32;
+        m.wrapping_add(self.hash(domain::ISN, t, 0) as u32)
+    }
+
+    /// RFC 7323 §5.4 / RFC 9293: a per-connection offset for TSval, so
+    /// timestamps do not reveal the clock.
+    pub fn ts_offset(&self, t: &Tuple) -> u32 {
+        self.hash(domain::TS_OFFSET, t, 0) as u32
+    }
+
+    /// RFC 6056 algorithm 3: where to start searching for a free ephemeral
+    /// port for this destination.
+    pub fn port_offset(&self, local_ip: Ipv4Addr, remote_ip: Ipv4Addr, remote_port: u16) -> u32 {
+        let t = Tuple {
+            local_ip,
+            local_port: 0,
+            remote_ip,
+            remote_port,
+        };
+        self.hash(domain::PORT, &t, 0) as u32
+    }
+
+    fn cookie_mac(&self, t: &Tuple, counter: u32, client_isn: u32) -> u32 {
+        (self.hash(
+            domain::COOKIE,
+            t,
+            (u64::from(counter) << 32) | u64::from(client_isn),
+        ) & 0x00ff_ffff) as u32
+    }
+}
+
+/// MSS values a cookie can carry (3 bits).
+const MSS_TABLE: [u16; 8] = [536, 1220, 1300, 1440, 1460, 4312, 8960, 8960];
+/// A cookie's time counter ticks every 64 s and is valid for two ticks.
+const COOKIE_PERIOD_S: u64 = 64;
+
+/// What a SYN cookie remembers of the SYN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CookieState {
+    /// Peer MSS, rounded down to a table entry.
+    pub mss: u16,
+    /// Peer's window-scale shift, if it offered one (needs timestamps).
+    pub wscale: Option<u8>,
+    /// Peer offered SACK (needs timestamps).
+    pub sack: bool,
+}
+
+/// Bits of TSval that carry the peer's SYN options when timestamps are on.
+pub const TS_COOKIE_BITS: u32 = 5;
+
+impl Keyed {
+    /// The initial sequence number of a SYN-ACK sent without state:
+    /// `t (5 bits) | mss index (3 bits) | MAC (24 bits)` (RFC 4987 §3.6).
+    pub fn cookie(&self, t: &Tuple, client_isn: u32, peer_mss: u16, now: Instant) -> (u32, u16) {
+        let counter = ((now.as_micros() / 1_000_000 / COOKIE_PERIOD_S) & 31) as u32;
+        let idx = MSS_TABLE
+            .iter()
+            .rposition(|&m| m <= peer_mss)
+            .unwrap_or(0)
+            .min(6) as u32;
+        let mac = self.cookie_mac(t, counter, client_isn);
+        ((counter << 27) | (idx << 24) | mac, MSS_TABLE[idx as usize])
+    }
+
+    /// Check the cookie echoed in an ACK (`ack - 1`) for the segment whose
+    /// sequence number is `seq` (`client_isn + 1`); returns the MSS.
+    pub fn check_cookie(&self, t: &Tuple, cookie: u32, seq: u32, now: Instant) -> Option<u16> {
+        let counter = cookie >> 27;
+        let idx = ((cookie >> 24) & 7) as usize;
+        let now_c = ((now.as_micros() / 1_000_000 / COOKIE_PERIOD_S) & 31) as u32;
+        let age = now_c.wrapping_sub(counter) & 31;
+        if age > 1 {
+            return None;
+        }
+        let client_isn = seq.wrapping_sub(1);
+        (self.cookie_mac(t, counter, client_isn) == cookie & 0x00ff_ffff).then_some(MSS_TABLE[idx])
+    }
+}
+
+/// Encode the SYN's window scale and SACK into the low bits of TSval.
+pub fn ts_encode(tsval: u32, wscale: Option<u8>, sack: bool) -> u32 {
+    let ws = u32::from(wscale.map_or(0xf, |w| w.min(14)));
+    (tsval & !((1 << TS_COOKIE_BITS) - 1)) | (u32::from(sack) << 4) | ws
+}
+
+/// Decode what [`ts_encode`] stored (from the echoed TSecr).
+pub fn ts_decode(tsecr: u32) -> (Option<u8>, bool) {
+    let ws = (tsecr & 0xf) as u8;
+    ((ws != 0xf).then_some(ws), tsecr & 0x10 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tuple() -> Tuple {
+        Tuple {
+            local_ip: Ipv4Addr::new(198, 18, 0, 2),
+            local_port: 80,
+            remote_ip: Ipv4Addr::new(198, 18, 0, 1),
+            remote_port: 40000,
+        }
+    }
+
+    #[test]
+    fn isn_depends_on_tuple_and_time_rfc6528() {
+        let k = Keyed::new([7; 16]);
+        let t = tuple();
+        let a = k.isn(&t, Instant::from_micros(0));
+        let b = k.isn(&t, Instant::from_micros(400));
+        assert_eq!(b.wrapping_sub(a), 100); // M advances every 4 µs
+        let mut t2 = t;
+        t2.remote_port += 1;
+        assert_ne!(k.isn(&t2, Instant::ZERO), a);
+        assert_ne!(Keyed::new([8; 16]).isn(&t, Instant::ZERO), a);
+    }
+
+    #[test]
+    fn cookie_roundtrip_and_expiry() {
+        let k = Keyed::new([1; 16]);
+        let t = tuple();
+        let now = Instant::from_micros(5_000_000_000);
+        let (c, mss) = k.cookie(&t, 1000, 1460, now);
+        assert_eq!(mss, 1460);
+        assert_eq!(k.check_cookie(&t, c, 1001, now), Some(1460));
+        // Still valid one period later, not two.
+        let later = now + crate::time::Duration::from_secs(64);
+        assert_eq!(k.check_cookie(&t, c, 1001, later), Some(1460));
+        let much_later = now + crate::time::Duration::from_secs(200);
+        assert_eq!(k.check_cookie(&t, c, 1001, much_later), None);
+        // Wrong ISN, tuple or forged MAC.
+        assert_eq!(k.check_cookie(&t, c, 1002, now), None);
+        let mut t2 = t;
+        t2.remote_port = 1;
+        assert_eq!(k.check_cookie(&t2, c, 1001, now), None);
+        assert_eq!(k.check_cookie(&t, c ^ 1, 1001, now), None);
+    }
+
+    #[test]
+    fn cookie_mss_rounds_down() {
+        let k = Keyed::new([1; 16]);
+        assert_eq!(k.cookie(&tuple(), 0, 1400, Instant::ZERO).1, 1300);
+        assert_eq!(k.cookie(&tuple(), 0, 100, Instant::ZERO).1, 536);
+        assert_eq!(k.cookie(&tuple(), 0, 9000, Instant::ZERO).1, 8960);
+    }
+
+    #[test]
+    fn ts_option_bits() {
+        let v = ts_encode(0x1234_5678, Some(7), true);
+        assert_eq!(ts_decode(v), (Some(7), true));
+        assert_eq!(ts_decode(ts_encode(99, None, false)), (None, false));
+        assert!(v <= 0x1234_5678);
+    }
+}

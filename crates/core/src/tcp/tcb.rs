@@ -1,0 +1,2124 @@
+//! The transmission control block: one connection's state machine
+//! (RFC 9293 §3.10), loss recovery (RFC 6675, RFC 6582), timers (RFC 6298,
+//! RFC 1122) and the zero-copy data queues.
+//!
+//! The TCB never touches the world. It reads a parsed [`Segment`], the time
+//! and the configuration from a [`Ctx`], and records what must happen as
+//! flags: events for the application (`ev`), output wanted (`wants_tx`),
+//! deadlines (`next_deadline`). The [`Stack`](crate::Stack) turns those into
+//! event-queue entries, transmit-queue entries and timing-wheel slots.
+
+use super::buffers::{OooInsert, RecvQueue, SendQueue};
+use super::cc::{CongestionControl, Controller, Window};
+use super::rtt::RttEstimator;
+use super::scoreboard::Scoreboard;
+use super::syncookie::Tuple;
+use super::{DeadReason, State, TcpInfo};
+use crate::config::TcpConfig;
+use crate::counters::{Counters, DropReason};
+use crate::time::{Duration, Instant};
+use crate::wire::tcp::{Flags, SackBlock, SeqNum, TcpOptions, TcpRepr, MAX_SACK_BLOCKS};
+use crate::wire::Checksum;
+
+/// Connection flags.
+pub(crate) mod flag {
+    pub const SACK_OK: u32 = 1 << 0;
+    pub const TS_OK: u32 = 1 << 1;
+    pub const WS_OK: u32 = 1 << 2;
+    pub const NODELAY: u32 = 1 << 3;
+    pub const KEEPALIVE: u32 = 1 << 4;
+    /// Created from a listener.
+    pub const PASSIVE: u32 = 1 << 5;
+    /// The application holds a handle (active open, or knocked).
+    pub const OWNED: u32 = 1 << 6;
+    /// The application called close or abort: no more events.
+    pub const APP_CLOSED: u32 = 1 << 7;
+    /// Our FIN is queued after the data (shutdown or close).
+    pub const SHUT_WR: u32 = 1 << 8;
+    /// The peer's FIN has been received in order.
+    pub const FIN_RCVD: u32 = 1 << 9;
+    /// An ACK must go out at the next transmit opportunity.
+    pub const ACK_NOW: u32 = 1 << 10;
+    /// `send` accepted less than offered; report when the window opens.
+    pub const SEND_BLOCKED: u32 = 1 << 11;
+    pub const IN_RECOVERY: u32 = 1 << 12;
+    /// Retransmit the segment at SND.UNA now (fast retransmit, partial ACK).
+    pub const RETX_FIRST: u32 = 1 << 13;
+    /// Send RST and close.
+    pub const RST_PENDING: u32 = 1 << 14;
+    /// Send a window or keepalive probe.
+    pub const PROBE_PENDING: u32 = 1 << 15;
+    /// Send (or resend) our SYN / SYN-ACK.
+    pub const SYN_PENDING: u32 = 1 << 16;
+    /// The peer's FIN arrived out of order at `fin_in`.
+    pub const OOO_FIN: u32 = 1 << 17;
+    pub const IN_TXQ: u32 = 1 << 18;
+    pub const IN_EVQ: u32 = 1 << 19;
+    /// A passive connection completed its handshake and was announced.
+    pub const KNOCKED: u32 = 1 << 20;
+    pub const SYN_RETRANSMITTED: u32 = 1 << 21;
+    /// An RTT measurement is running (`rtt_seq`, `rtt_at`).
+    pub const TIMING: u32 = 1 << 22;
+    /// `t_rtx` is the persist timer, not the retransmission timer.
+    pub const PERSIST: u32 = 1 << 23;
+    /// Our FIN has been acknowledged.
+    pub const FIN_ACKED: u32 = 1 << 24;
+    /// The application accepted a knocked connection.
+    pub const ACCEPTED: u32 = 1 << 25;
+    /// Counted in its listener's SYN queue (stack bookkeeping).
+    pub const SYNQ: u32 = 1 << 26;
+    /// Counted in its listener's accept queue (stack bookkeeping).
+    pub const ACCEPTQ: u32 = 1 << 27;
+    /// `t_rtx` is the tail-loss-probe timer (RFC 8985 §7).
+    pub const TLP_TIMER: u32 = 1 << 28;
+    /// Send a tail loss probe now.
+    pub const TLP_PROBE: u32 = 1 << 29;
+    /// A probe is out and not yet acknowledged (`tlp_end`).
+    pub const TLP_OUT: u32 = 1 << 30;
+}
+
+/// Pending application events.
+pub(crate) mod ev {
+    pub const KNOCK: u8 = 1 << 0;
+    pub const CONNECTED: u8 = 1 << 1;
+    pub const RECV: u8 = 1 << 2;
+    pub const SENT: u8 = 1 << 3;
+    pub const PEER_CLOSED: u8 = 1 << 4;
+    pub const DEAD: u8 = 1 << 5;
+}
+
+use flag::*;
+
+/// A parsed TCP segment, without borrowing the frame it came in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Segment {
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub seq: SeqNum,
+    pub ack: Option<SeqNum>,
+    pub flags: Flags,
+    pub wnd: u16,
+    pub opts: TcpOptions,
+    /// Offset of the payload within the frame.
+    pub payload_off: usize,
+    pub payload_len: usize,
+}
+
+impl Segment {
+    /// Sequence space used (RFC 9293 §3.4 SEG.LEN).
+    pub fn len(&self) -> usize {
+        self.payload_len + usize::from(self.flags.syn()) + usize::from(self.flags.fin())
+    }
+}
+
+/// A RST the stack must send on the TCB's behalf (the TCB may be gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RstReply {
+    pub seq: SeqNum,
+    pub ack: Option<SeqNum>,
+}
+
+/// Token bucket for challenge ACKs (RFC 5961 §7), shared by a stack.
+#[derive(Debug, Clone)]
+pub(crate) struct RateLimiter {
+    per_sec: u32,
+    window: u64,
+    used: u32,
+}
+
+impl RateLimiter {
+    pub fn new(per_sec: u32) -> RateLimiter {
+        RateLimiter {
+            per_sec,
+            window: u64::MAX,
+            used: 0,
+        }
+    }
+
+    pub fn allow(&mut self, now: Instant) -> bool {
+        let w = now.as_micros() / 1_000_000;
+        if w != self.window {
+            self.window = w;
+            self.used = 0;
+        }
+        if self.used < self.per_sec {
+            self.used += 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// What a TCB may use of its stack while handling one input.
+pub(crate) struct Ctx<'a> {
+    pub now: Instant,
+    pub cfg: &'a TcpConfig,
+    pub counters: &'a mut Counters,
+    pub challenge: &'a mut RateLimiter,
+    /// Timer granularity G of RFC 6298.
+    pub tick: Duration,
+}
+
+/// What the next segment out of this connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Out {
+    Rst,
+    Syn,
+    /// Data and/or FIN from `seq`.
+    Data {
+        seq: SeqNum,
+        len: u32,
+        fin: bool,
+        rexmit: bool,
+    },
+    Probe,
+    Ack,
+}
+
+/// The timestamp clock: 1 ms per tick (RFC 7323 §5.4 recommends 1 ms–1 s).
+fn ts_clock(now: Instant) -> u32 {
+    now.as_millis() as u32
+}
+
+/// PAWS: TS.Recent is invalid after 24 days idle (RFC 7323 §5.5).
+const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+
+/// Window-scale shift that lets `buf` be advertised (RFC 7323 §2.3: ≤ 14).
+fn scale_for(buf: u32) -> u8 {
+    let mut s = 0u8;
+    while (buf >> s) > 65535 && s < 14 {
+        s += 1;
+    }
+    s
+}
+
+/// Per-connection state (see the module docs).
+pub(crate) struct Tcb<R, T> {
+    pub tuple: Tuple,
+    pub cookie: u64,
+    pub state: State,
+    pub flags: u32,
+    /// Pending application events.
+    pub ev: u8,
+    pub dead: Option<DeadReason>,
+    /// When the stack last filed this TCB in the timing wheel.
+    pub wheel_at: Instant,
+
+    iss: SeqNum,
+    snd_una: SeqNum,
+    snd_nxt: SeqNum,
+    snd_max: SeqNum,
+    snd_wnd: u32,
+    max_snd_wnd: u32,
+    snd_wl1: SeqNum,
+    snd_wl2: SeqNum,
+    /// Sequence number of our FIN (valid with SHUT_WR).
+    fin_seq: SeqNum,
+    snd_wscale: u8,
+    rcv_wscale: u8,
+    /// Payload bytes per segment (MSS less the options we always send).
+    seg_mss: u16,
+    /// RFC 9293 §3.7.1 Eff.snd.MSS before options: min(peer MSS, ours).
+    mss_base: u16,
+    local_mss: u16,
+    sendq: SendQueue<T>,
+    acked_unreported: u32,
+
+    irs: SeqNum,
+    rcv_nxt: SeqNum,
+    /// Right edge of the window we last advertised.
+    rcv_adv: SeqNum,
+    rcv_buf: u32,
+    rcvq: RecvQueue<R>,
+    /// Where the peer's out-of-order FIN sits (with OOO_FIN).
+    fin_in: SeqNum,
+
+    ts_recent: u32,
+    ts_recent_at: Instant,
+    ts_offset: u32,
+    last_ack_sent: SeqNum,
+
+    rtt: RttEstimator,
+    rtt_seq: SeqNum,
+    rtt_at: Instant,
+
+    win: Window,
+    cc: Controller,
+    /// RFC 6582 `recover` / RFC 6675 `RecoveryPoint`.
+    recover: SeqNum,
+    /// RFC 6675 `HighRxt`.
+    high_rxt: SeqNum,
+    /// RFC 8985 TLP.end_seq.
+    tlp_end: SeqNum,
+    dupacks: u8,
+    sb: Scoreboard,
+
+    t_rtx: Instant,
+    t_delack: Instant,
+    t_ka: Instant,
+    t_wait: Instant,
+    retries: u8,
+    /// Keepalive probes sent without an answer.
+    probes: u8,
+    /// Persist-timer backoff shift; reset when the window opens.
+    persist_shift: u8,
+    unacked_segs: u8,
+    last_rx: Instant,
+    retrans_total: u32,
+    /// Listener port for passive opens.
+    pub listener: u16,
+}
+
+impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
+    fn blank(ctx: &Ctx, tuple: Tuple, iss: SeqNum, ts_offset: u32, local_mss: u16) -> Self {
+        let cfg = ctx.cfg;
+        let mut flags = 0;
+        if !cfg.nagle {
+            flags |= NODELAY;
+        }
+        if cfg.keepalive {
+            flags |= KEEPALIVE;
+        }
+        let mss = u32::from(local_mss);
+        Tcb {
+            tuple,
+            cookie: 0,
+            state: State::Closed,
+            flags,
+            ev: 0,
+            dead: None,
+            wheel_at: Instant::NEVER,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: SeqNum(0),
+            snd_wl2: iss,
+            fin_seq: iss,
+            snd_wscale: 0,
+            rcv_wscale: if cfg.window_scaling {
+                scale_for(cfg.recv_buffer)
+            } else {
+                0
+            },
+            seg_mss: local_mss,
+            mss_base: local_mss,
+            local_mss,
+            sendq: SendQueue::default(),
+            acked_unreported: 0,
+            irs: SeqNum(0),
+            rcv_nxt: SeqNum(0),
+            rcv_adv: SeqNum(0),
+            rcv_buf: cfg.recv_buffer,
+            rcvq: RecvQueue::default(),
+            fin_in: SeqNum(0),
+            ts_recent: 0,
+            ts_recent_at: Instant::ZERO,
+            ts_offset,
+            last_ack_sent: SeqNum(0),
+            rtt: RttEstimator::new(cfg.rto_initial),
+            rtt_seq: iss,
+            rtt_at: Instant::ZERO,
+            win: Window::initial(mss),
+            cc: Controller::new(cfg.cc),
+            recover: iss,
+            high_rxt: iss,
+            tlp_end: iss,
+            dupacks: 0,
+            sb: Scoreboard::default(),
+            t_rtx: Instant::NEVER,
+            t_delack: Instant::NEVER,
+            t_ka: Instant::NEVER,
+            t_wait: Instant::NEVER,
+            retries: 0,
+            probes: 0,
+            persist_shift: 0,
+            unacked_segs: 0,
+            last_rx: ctx.now,
+            retrans_total: 0,
+            listener: 0,
+        }
+    }
+
+    /// An active open: SYN-SENT with a SYN to send (RFC 9293 §3.10.1).
+    pub fn connect(
+        ctx: &mut Ctx,
+        tuple: Tuple,
+        iss: SeqNum,
+        ts_offset: u32,
+        local_mss: u16,
+        cookie: u64,
+    ) -> Self {
+        let mut t = Self::blank(ctx, tuple, iss, ts_offset, local_mss);
+        t.cookie = cookie;
+        t.state = State::SynSent;
+        t.flags |= OWNED | SYN_PENDING;
+        ctx.counters.tcp_active_opens += 1;
+        t
+    }
+
+    /// A passive open from a SYN (RFC 9293 §3.10.7.2): SYN-RECEIVED with a
+    /// SYN-ACK to send.
+    pub fn from_syn(
+        ctx: &mut Ctx,
+        tuple: Tuple,
+        iss: SeqNum,
+        ts_offset: u32,
+        local_mss: u16,
+        seg: &Segment,
+    ) -> Self {
+        let mut t = Self::blank(ctx, tuple, iss, ts_offset, local_mss);
+        t.state = State::SynReceived;
+        t.flags |= PASSIVE | SYN_PENDING;
+        t.irs = seg.seq;
+        t.rcv_nxt = seg.seq + 1;
+        t.negotiate(ctx, &seg.opts);
+        // RFC 7323 §2.2: the window field of a SYN is never scaled.
+        t.snd_wnd = u32::from(seg.wnd);
+        t.max_snd_wnd = t.snd_wnd;
+        t.snd_wl1 = seg.seq;
+        t.rcv_adv = t.rcv_nxt + t.syn_window() as usize;
+        ctx.counters.tcp_passive_opens += 1;
+        t
+    }
+
+    /// A passive open completed by a valid SYN cookie in `seg` (an ACK):
+    /// ESTABLISHED straight away (RFC 4987 §3.6).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_cookie(
+        ctx: &mut Ctx,
+        tuple: Tuple,
+        iss: SeqNum,
+        ts_offset: u32,
+        local_mss: u16,
+        seg: &Segment,
+        peer_mss: u16,
+        wscale: Option<u8>,
+        sack: bool,
+    ) -> Self {
+        let mut t = Self::blank(ctx, tuple, iss, ts_offset, local_mss);
+        t.state = State::Established;
+        t.flags |= PASSIVE;
+        t.irs = seg.seq - 1;
+        t.rcv_nxt = seg.seq;
+        t.snd_una = iss + 1;
+        t.snd_nxt = iss + 1;
+        t.snd_max = iss + 1;
+        t.recover = iss + 1;
+        t.high_rxt = iss + 1;
+        let opts = TcpOptions {
+            mss: Some(peer_mss),
+            window_scale: wscale,
+            sack_permitted: sack,
+            timestamp: seg.opts.timestamp,
+            ..Default::default()
+        };
+        t.negotiate(ctx, &opts);
+        if seg.opts.timestamp.is_none() {
+            t.flags &= !TS_OK;
+        }
+        t.snd_wnd = u32::from(seg.wnd) << t.snd_wscale;
+        t.max_snd_wnd = t.snd_wnd;
+        t.snd_wl1 = seg.seq;
+        t.snd_wl2 = seg.ack.unwrap_or(iss + 1);
+        t.rcv_adv = t.rcv_nxt + t.syn_window() as usize;
+        t.ev |= ev::KNOCK;
+        ctx.counters.tcp_passive_opens += 1;
+        t
+    }
+
+    /// Options from the peer's SYN (RFC 7323 §1.3, §2.2; RFC 2018 §2;
+    /// RFC 9293 §3.7.1).
+    fn negotiate(&mut self, ctx: &Ctx, opts: &TcpOptions) {
+        let cfg = ctx.cfg;
+        // RFC 9293 §3.7.1: without an MSS option assume 536.
+        let peer_mss = opts.mss.unwrap_or(536).max(64);
+        let mut mss = peer_mss.min(self.local_mss);
+        self.mss_base = mss;
+        if cfg.window_scaling && opts.window_scale.is_some() {
+            self.flags |= WS_OK;
+            // RFC 7323 §2.3: a shift above 14 is taken as 14.
+            self.snd_wscale = opts.window_scale.unwrap_or(0).min(14);
+        } else {
+            self.flags &= !WS_OK;
+            self.snd_wscale = 0;
+            self.rcv_wscale = 0;
+        }
+        if cfg.timestamps {
+            if let Some((tsval, _)) = opts.timestamp {
+                self.flags |= TS_OK;
+                self.ts_recent = tsval;
+                self.ts_recent_at = self.last_rx;
+                // Every segment carries 12 bytes of timestamp option.
+                mss = mss.saturating_sub(12).max(64);
+            }
+        }
+        if cfg.sack && opts.sack_permitted {
+            self.flags |= SACK_OK;
+        }
+        self.seg_mss = mss;
+        self.win = Window::initial(u32::from(mss));
+    }
+
+    // ----- small helpers -------------------------------------------------
+
+    fn has(&self, f: u32) -> bool {
+        self.flags & f != 0
+    }
+
+    fn mss(&self) -> u32 {
+        u32::from(self.seg_mss)
+    }
+
+    /// Payload that fits the next segment given the options it will carry
+    /// now (SACK blocks shrink it, RFC 9293 §3.7.1).
+    fn cur_mss(&self) -> usize {
+        let mut opts = 0;
+        if self.has(TS_OK) {
+            opts += 12;
+        }
+        if self.has(SACK_OK) && self.rcvq.ooo_segments() > 0 {
+            let max = if self.has(TS_OK) { 3 } else { MAX_SACK_BLOCKS };
+            let mut blocks = [SackBlock::default(); MAX_SACK_BLOCKS];
+            let n = self.rcvq.sack_blocks(&mut blocks[..max]);
+            if n > 0 {
+                opts += 4 + 8 * n;
+            }
+        }
+        usize::from(self.mss_base).saturating_sub(opts).max(1)
+    }
+
+    /// First sequence number of the data stream.
+    fn data_base(&self) -> SeqNum {
+        self.snd_una.max(self.iss + 1)
+    }
+
+    /// One past the last byte accepted from the application.
+    fn data_end(&self) -> SeqNum {
+        if self.has(SHUT_WR) {
+            self.fin_seq
+        } else {
+            self.data_base() + self.sendq.len()
+        }
+    }
+
+    /// Is our FIN in sequence space yet (sent at least once)?
+    fn fin_sent(&self) -> bool {
+        self.has(SHUT_WR) && self.snd_max.diff(self.fin_seq) > 0
+    }
+
+    fn window_end(&self) -> SeqNum {
+        self.snd_una + self.snd_wnd as usize
+    }
+
+    fn emit_event(&mut self, e: u8) {
+        if self.has(OWNED) && !self.has(APP_CLOSED) {
+            self.ev |= e;
+        }
+    }
+
+    /// End the connection: CLOSED, with a `dead` event if the application
+    /// still holds the handle.
+    fn die(&mut self, reason: DeadReason) {
+        self.state = State::Closed;
+        self.dead = Some(reason);
+        self.emit_event(ev::DEAD);
+        self.sendq.clear();
+        self.rcvq.clear();
+        self.t_rtx = Instant::NEVER;
+        self.t_delack = Instant::NEVER;
+        self.t_ka = Instant::NEVER;
+        self.t_wait = Instant::NEVER;
+        self.flags &= !(ACK_NOW | PROBE_PENDING | SYN_PENDING | RETX_FIRST);
+    }
+
+    fn rto(&self, ctx: &Ctx) -> Duration {
+        self.rtt.rto(ctx.cfg.rto_max)
+    }
+
+    fn challenge_ack(&mut self, ctx: &mut Ctx) {
+        // RFC 5961 §7: limit the rate of challenge ACKs.
+        if ctx.challenge.allow(ctx.now) {
+            ctx.counters.tcp_challenge_acks += 1;
+            self.flags |= ACK_NOW;
+        } else {
+            ctx.counters.tcp_challenge_acks_limited += 1;
+        }
+    }
+
+    // ----- public surface used by the stack ------------------------------
+
+    /// Can the application still be told about this connection?
+    pub fn owned(&self) -> bool {
+        self.has(OWNED) && !self.has(APP_CLOSED)
+    }
+
+    /// May the TCB be freed?
+    pub fn reapable(&self) -> bool {
+        self.state == State::Closed
+            && !self.has(RST_PENDING)
+            && (!self.has(OWNED) || self.has(APP_CLOSED))
+            && self.ev == 0
+    }
+
+    /// Take the bytes acknowledged since the last `sent` event.
+    pub fn take_acked(&mut self) -> u32 {
+        std::mem::take(&mut self.acked_unreported)
+    }
+
+    /// Bytes `send` would accept now: limited by the peer's window and by
+    /// the send buffer (IX: the application learns what the window took).
+    pub fn send_space(&self, cfg: &TcpConfig) -> usize {
+        if !matches!(self.state, State::Established | State::CloseWait) || self.has(SHUT_WR) {
+            return 0;
+        }
+        let limit = self
+            .window_end()
+            .min(self.snd_una + cfg.send_buffer as usize);
+        limit.since(self.data_end())
+    }
+
+    /// Readable in-order bytes.
+    pub fn readable(&self) -> usize {
+        self.rcvq.ready_len()
+    }
+
+    /// The readable bytes as slices of received frames.
+    pub fn recv_chunks(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.rcvq.chunks()
+    }
+
+    /// Copy readable bytes without releasing them.
+    pub fn peek(&self, out: &mut [u8]) -> usize {
+        self.rcvq.peek(out)
+    }
+
+    /// Has the peer's FIN arrived (end of stream once the data is read)?
+    pub fn peer_closed(&self) -> bool {
+        self.has(FIN_RCVD)
+    }
+
+    /// The application has accepted a knocked connection.
+    pub fn accept(&mut self, cookie: u64) {
+        self.cookie = cookie;
+        self.flags |= ACCEPTED;
+        // Data or a FIN may have arrived between the knock and the accept.
+        if self.rcvq.ready_len() > 0 {
+            self.emit_event(ev::RECV);
+        }
+        if self.has(FIN_RCVD) {
+            self.emit_event(ev::PEER_CLOSED);
+        }
+    }
+
+    /// Mark the connection as announced to the application (knock).
+    pub fn set_owned(&mut self) {
+        self.flags |= OWNED | KNOCKED;
+    }
+
+    /// Did the handshake complete and get announced?
+    pub fn knocked(&self) -> bool {
+        self.has(KNOCKED)
+    }
+
+    /// Created from a listener?
+    pub fn passive(&self) -> bool {
+        self.has(PASSIVE)
+    }
+
+    /// Set or clear TCP_NODELAY.
+    pub fn set_nodelay(&mut self, on: bool) {
+        if on {
+            self.flags |= NODELAY;
+        } else {
+            self.flags &= !NODELAY;
+        }
+    }
+
+    /// Enable or disable keepalive.
+    pub fn set_keepalive(&mut self, on: bool) {
+        if on {
+            self.flags |= KEEPALIVE;
+        } else {
+            self.flags &= !KEEPALIVE;
+            self.t_ka = Instant::NEVER;
+        }
+    }
+
+    /// Queue application data; returns the bytes accepted.
+    pub fn send(&mut self, ctx: &mut Ctx, data: T) -> usize {
+        let offered = data.as_ref().len();
+        let n = offered.min(self.send_space(ctx.cfg));
+        if n < offered {
+            self.flags |= SEND_BLOCKED;
+        }
+        if n > 0 {
+            self.sendq.push(data, n);
+        }
+        n
+    }
+
+    /// The application is done with `n` readable bytes (IX `recv_done`):
+    /// release them and open the window.
+    pub fn recv_done(&mut self, n: usize) -> usize {
+        let old_wnd = self.rcv_adv.since(self.rcv_nxt) as u32;
+        let done = self.rcvq.consume(n);
+        if done == 0 || !self.state.is_synchronized() || self.has(FIN_RCVD) {
+            return done;
+        }
+        let consumed_seq = self.rcv_nxt - self.rcvq.ready_len();
+        let new_right = consumed_seq + self.rcv_buf as usize;
+        let gain = new_right.since(self.rcv_adv) as u32;
+        let mss = u32::from(self.local_mss);
+        // Send a window update when the window was (nearly) closed or opens
+        // by half the buffer; otherwise the next ACK carries it.
+        if (old_wnd < mss && gain >= mss) || gain >= self.rcv_buf / 2 {
+            self.flags |= ACK_NOW;
+        }
+        done
+    }
+
+    /// Half-close: send FIN after the queued data (RFC 9293 §3.10.4).
+    pub fn shutdown(&mut self) -> bool {
+        if self.has(SHUT_WR) {
+            return true;
+        }
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                self.flags |= SHUT_WR;
+                self.fin_seq = self.data_end();
+                true
+            }
+            State::Established => {
+                self.fin_seq = self.data_end();
+                self.flags |= SHUT_WR;
+                self.state = State::FinWait1;
+                true
+            }
+            State::CloseWait => {
+                self.fin_seq = self.data_end();
+                self.flags |= SHUT_WR;
+                self.state = State::LastAck;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The application closes (or rejects) the connection and forgets the
+    /// handle. Unread data or a rejected connection resets it (RFC 9293
+    /// §3.10.4 ABORT; RFC 2525 §2.17).
+    pub fn close(&mut self, ctx: &mut Ctx) {
+        let unread = self.rcvq.ready_len() > 0;
+        // Closing a knocked connection that was never accepted rejects it.
+        let rejected = self.has(PASSIVE) && !self.has(ACCEPTED);
+        self.flags |= APP_CLOSED;
+        self.ev = 0;
+        match self.state {
+            State::Closed => {}
+            State::SynSent => self.die(DeadReason::Aborted),
+            _ if unread || rejected => self.abort(ctx),
+            State::TimeWait | State::Closing | State::LastAck | State::FinWait1 => {}
+            State::FinWait2 => {
+                self.t_wait = ctx.now + ctx.cfg.fin_wait2_timeout;
+            }
+            _ => {
+                self.shutdown();
+            }
+        }
+    }
+
+    /// Reset the connection now.
+    pub fn abort(&mut self, ctx: &mut Ctx) {
+        let live = self.state.is_synchronized() || self.state == State::SynReceived;
+        if live && self.state != State::TimeWait {
+            self.flags |= RST_PENDING;
+            if matches!(self.state, State::Established | State::CloseWait) {
+                ctx.counters.tcp_estab_resets += 1;
+            }
+        }
+        self.flags |= APP_CLOSED;
+        self.ev = 0;
+        self.die(DeadReason::Aborted);
+    }
+
+    /// A snapshot for `tcp_info`.
+    pub fn info(&self, cfg: &TcpConfig) -> TcpInfo {
+        let unacked = self.snd_nxt.since(self.snd_una) as u32;
+        TcpInfo {
+            state: self.state,
+            cwnd: self.win.cwnd,
+            ssthresh: self.win.ssthresh,
+            srtt: self.rtt.srtt(),
+            rttvar: self.rtt.rttvar(),
+            rto: self.rtt.rto(cfg.rto_max),
+            mss: self.seg_mss,
+            snd_wnd: self.snd_wnd,
+            rcv_wnd: self.rcv_adv.since(self.rcv_nxt) as u32,
+            unacked,
+            unsent: if self.has(FIN_ACKED) {
+                0
+            } else {
+                self.data_end().since(self.snd_nxt.max(self.data_base())) as u32
+            },
+            readable: self.rcvq.ready_len() as u32,
+            retransmits: self.retrans_total,
+            sack: self.has(SACK_OK),
+            timestamps: self.has(TS_OK),
+            wscale: self
+                .has(WS_OK)
+                .then_some((self.snd_wscale, self.rcv_wscale)),
+            cc: self.cc.name(),
+        }
+    }
+
+    /// An ICMP error names this connection (RFC 1122 §4.2.3.9, RFC 5461):
+    /// hard errors abort a connection still in SYN-SENT; otherwise they are
+    /// only counted (soft errors).
+    pub fn icmp_error(&mut self, ctx: &mut Ctx, hard: bool, seq: SeqNum) -> bool {
+        // RFC 5927 §4.1: the quoted sequence number must be in flight.
+        if seq.diff(self.snd_una) < 0 || seq.diff(self.snd_max) >= 0 {
+            return false;
+        }
+        if hard && self.state == State::SynSent {
+            ctx.counters.tcp_attempt_fails += 1;
+            self.die(DeadReason::Unreachable);
+        }
+        true
+    }
+
+    // ----- input ---------------------------------------------------------
+
+    /// Process one segment for this connection (RFC 9293 §3.10.7.3 and
+    /// §3.10.7.4). The frame is kept if it carries payload to deliver.
+    pub fn on_segment(&mut self, ctx: &mut Ctx, seg: &Segment, frame: R) -> Option<RstReply> {
+        match self.state {
+            State::SynSent => return self.on_segment_syn_sent(ctx, seg),
+            State::Closed | State::Listen => {
+                ctx.counters.drop(DropReason::TcpIgnored);
+                return None;
+            }
+            _ => {}
+        }
+        // RFC 7323 §5.3 R1 (PAWS): a segment whose TSval is older than
+        // TS.Recent is a duplicate: acknowledge and drop it (not for RST).
+        if self.has(TS_OK) && !seg.flags.rst() {
+            if let Some((tsval, _)) = seg.opts.timestamp {
+                let stale = ctx.now.saturating_since(self.ts_recent_at) > PAWS_IDLE;
+                if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 && !stale {
+                    ctx.counters.drop(DropReason::TcpPaws);
+                    self.flags |= ACK_NOW;
+                    return None;
+                }
+            }
+        }
+
+        // First: is the segment acceptable? (RFC 9293 §3.10.7.4, the
+        // four-case table).
+        let seg_len = seg.len();
+        let wnd = self.rcv_adv.since(self.rcv_nxt);
+        let seq = seg.seq;
+        let in_wnd = |s: SeqNum| s.diff(self.rcv_nxt) >= 0 && s.diff(self.rcv_nxt + wnd) < 0;
+        let acceptable = match (seg_len, wnd) {
+            (0, 0) => seq == self.rcv_nxt,
+            // A zero-length segment exactly at the right edge is accepted
+            // too (as Linux does): a peer whose data filled our window has
+            // no other sequence number to put on its ACKs.
+            (0, _) => in_wnd(seq) || seq == self.rcv_nxt + wnd,
+            // RFC 9293: with a zero window still process ACKs and RSTs
+            // of a segment at RCV.NXT (its data is then trimmed).
+            (_, 0) => seq == self.rcv_nxt,
+            (l, _) => in_wnd(seq) || in_wnd(seq + (l - 1)),
+        };
+        if !acceptable {
+            if self.state == State::SynReceived
+                && seg.flags.syn()
+                && seg.ack.is_none()
+                && seq == self.irs
+            {
+                // The peer did not see our SYN-ACK: send it again.
+                self.flags |= SYN_PENDING;
+                ctx.counters.drop(DropReason::TcpDuplicate);
+                return None;
+            }
+            if !seg.flags.rst() {
+                // RFC 9293: "<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>", drop.
+                self.flags |= ACK_NOW;
+            }
+            if self.state == State::TimeWait && seg.flags.fin() {
+                // RFC 9293 §3.10.7.4: a retransmitted FIN restarts 2·MSL.
+                self.t_wait = ctx.now + 2 * ctx.cfg.msl;
+            }
+            let old = seg_len > 0 && (seq + seg_len).diff(self.rcv_nxt) <= 0;
+            ctx.counters.drop(if old {
+                DropReason::TcpDuplicate
+            } else {
+                DropReason::TcpOutOfWindow
+            });
+            return None;
+        }
+
+        // RFC 7323 §4.3 (2): remember TSval if SEG.TSval >= TS.Recent and
+        // SEG.SEQ <= Last.ACK.sent.
+        if self.has(TS_OK) {
+            if let Some((tsval, _)) = seg.opts.timestamp {
+                if (tsval.wrapping_sub(self.ts_recent) as i32) >= 0
+                    && seq.diff(self.last_ack_sent) <= 0
+                {
+                    self.ts_recent = tsval;
+                    self.ts_recent_at = ctx.now;
+                }
+            }
+        }
+
+        // Second: RST (RFC 5961 §3.2 — exact match resets, otherwise a
+        // challenge ACK).
+        if seg.flags.rst() {
+            if self.state == State::TimeWait {
+                // RFC 1337 §3 (TW1): ignore RST in TIME-WAIT, so a stray
+                // RST cannot cut it short ("TIME-WAIT assassination"). A
+                // deliberate departure from RFC 9293, which deletes the TCB.
+                ctx.counters.drop(DropReason::TcpIgnored);
+                return None;
+            }
+            if seq != self.rcv_nxt {
+                ctx.counters.drop(DropReason::TcpRstInvalid);
+                self.challenge_ack(ctx);
+                return None;
+            }
+            ctx.counters.tcp_in_rsts += 1;
+            match self.state {
+                State::SynReceived => {
+                    // RFC 9293: a passive open returns to LISTEN (nobody was
+                    // told of it); an active one was refused.
+                    if self.has(PASSIVE) {
+                        self.die(DeadReason::Reset);
+                    } else {
+                        ctx.counters.tcp_attempt_fails += 1;
+                        self.die(DeadReason::Refused);
+                    }
+                }
+                State::Established | State::FinWait1 | State::FinWait2 | State::CloseWait => {
+                    ctx.counters.tcp_estab_resets += 1;
+                    self.die(DeadReason::Reset);
+                }
+                _ => self.die(DeadReason::Reset),
+            }
+            return None;
+        }
+
+        // Fourth: SYN in a synchronized state (RFC 5961 §4.2: challenge ACK).
+        if seg.flags.syn() {
+            if self.state == State::SynReceived && self.has(PASSIVE) {
+                // RFC 9293 §3.10.7.4: return to LISTEN.
+                ctx.counters.drop(DropReason::TcpSynInvalid);
+                self.die(DeadReason::Reset);
+                return None;
+            }
+            ctx.counters.drop(DropReason::TcpSynInvalid);
+            self.challenge_ack(ctx);
+            return None;
+        }
+
+        // Fifth: the ACK field.
+        let Some(ack) = seg.ack else {
+            ctx.counters.drop(DropReason::TcpNoAck);
+            return None;
+        };
+        if self.state == State::SynReceived {
+            if self.snd_una.diff(ack) < 0 && ack.diff(self.snd_max) <= 0 {
+                self.establish(ctx);
+                self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                self.snd_wl1 = seq;
+                self.snd_wl2 = ack;
+            } else {
+                ctx.counters.drop(DropReason::TcpAckInvalid);
+                return Some(RstReply {
+                    seq: ack,
+                    ack: None,
+                });
+            }
+        }
+        // RFC 5961 §5.2: acceptable iff SND.UNA - MAX.SND.WND <= SEG.ACK <= SND.NXT.
+        if ack.diff(self.snd_max) > 0 {
+            ctx.counters.drop(DropReason::TcpAckInvalid);
+            self.challenge_ack(ctx);
+            return None;
+        }
+        if ack.diff(self.snd_una - self.max_snd_wnd.max(1) as usize) < 0 {
+            ctx.counters.drop(DropReason::TcpAckInvalid);
+            self.challenge_ack(ctx);
+            return None;
+        }
+        self.last_rx = ctx.now;
+        self.probes = 0;
+        self.t_ka = Instant::NEVER;
+        self.process_ack(ctx, seg, ack);
+        if self.state == State::Closed {
+            return None;
+        }
+
+        // Sixth (URG) is not supported: urgent data is delivered inline.
+        // Seventh and eighth: text and FIN.
+        if seg.payload_len > 0 || seg.flags.fin() {
+            self.process_data(ctx, seg, frame);
+        }
+        None
+    }
+
+    /// RFC 9293 §3.10.7.3: SYN-SENT.
+    fn on_segment_syn_sent(&mut self, ctx: &mut Ctx, seg: &Segment) -> Option<RstReply> {
+        // First: the ACK must acknowledge our SYN.
+        if let Some(ack) = seg.ack {
+            if ack.diff(self.iss) <= 0 || ack.diff(self.snd_max) > 0 {
+                ctx.counters.drop(DropReason::TcpAckInvalid);
+                if seg.flags.rst() {
+                    return None;
+                }
+                return Some(RstReply {
+                    seq: ack,
+                    ack: None,
+                });
+            }
+        }
+        // Second: RST, acceptable only with an acceptable ACK (RFC 5961 §3.2).
+        if seg.flags.rst() {
+            if seg.ack.is_some() {
+                ctx.counters.tcp_in_rsts += 1;
+                ctx.counters.tcp_attempt_fails += 1;
+                self.die(DeadReason::Refused);
+            } else {
+                ctx.counters.drop(DropReason::TcpRstInvalid);
+            }
+            return None;
+        }
+        // Fourth: SYN.
+        if !seg.flags.syn() {
+            ctx.counters.drop(DropReason::TcpIgnored);
+            return None;
+        }
+        self.irs = seg.seq;
+        self.rcv_nxt = seg.seq + 1;
+        self.negotiate(ctx, &seg.opts);
+        self.snd_wl1 = seg.seq;
+        if let Some(ack) = seg.ack {
+            // Our SYN is acknowledged: ESTABLISHED.
+            self.on_syn_acked(ctx, ack);
+            self.snd_una = ack;
+            self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
+            self.max_snd_wnd = self.snd_wnd;
+            self.snd_wl2 = ack;
+            self.rcv_adv = self.rcv_nxt;
+            self.establish(ctx);
+            self.flags |= ACK_NOW;
+            if seg.payload_len > 0 || seg.flags.fin() {
+                // Data on a SYN-ACK is unusual; acknowledge only what we
+                // hold (nothing), the peer will retransmit.
+                ctx.counters.drop(DropReason::TcpIgnored);
+            }
+        } else {
+            // Simultaneous open (RFC 9293 Figure 7): SYN-RECEIVED, send
+            // SYN-ACK with our original ISS.
+            self.state = State::SynReceived;
+            self.snd_wnd = u32::from(seg.wnd);
+            self.max_snd_wnd = self.snd_wnd;
+            self.rcv_adv = self.rcv_nxt + self.syn_window() as usize;
+            self.flags |= SYN_PENDING;
+        }
+        None
+    }
+
+    /// RTT sample of the handshake, unless the SYN was retransmitted.
+    fn on_syn_acked(&mut self, ctx: &mut Ctx, ack: SeqNum) {
+        if self.has(TIMING) && ack.diff(self.rtt_seq) >= 0 {
+            let r = ctx.now.saturating_since(self.rtt_at);
+            self.rtt
+                .sample(r, ctx.tick, ctx.cfg.rto_min, ctx.cfg.rto_max);
+        }
+        self.flags &= !TIMING;
+        self.retries = 0;
+        self.t_rtx = Instant::NEVER;
+    }
+
+    /// Enter ESTABLISHED (from SYN-SENT or SYN-RECEIVED).
+    fn establish(&mut self, ctx: &mut Ctx) {
+        if self.state == State::SynReceived {
+            self.on_syn_acked(ctx, self.iss + 1);
+            self.snd_una = self.iss + 1;
+            if self.snd_nxt.diff(self.snd_una) < 0 {
+                self.snd_nxt = self.snd_una;
+            }
+        }
+        self.state = State::Established;
+        self.recover = self.snd_una;
+        self.high_rxt = self.snd_una;
+        if self.has(SYN_RETRANSMITTED) {
+            // RFC 5681 §3.1: after a lost SYN the initial window is one
+            // segment; RFC 6298 (5.7): without an RTT sample the RTO is 3 s.
+            self.win.cwnd = self.mss();
+            if !self.rtt.has_sample() {
+                self.rtt = RttEstimator::new(Duration::from_secs(3).max(ctx.cfg.rto_min));
+            }
+        }
+        if self.has(PASSIVE) {
+            self.ev |= ev::KNOCK;
+        } else {
+            self.emit_event(ev::CONNECTED);
+        }
+        if self.has(SHUT_WR) {
+            self.fin_seq = self.data_end();
+            self.state = State::FinWait1;
+        }
+    }
+
+    /// The fifth step for synchronized states: SND.UNA, the send window,
+    /// loss detection, and FIN acknowledgment.
+    fn process_ack(&mut self, ctx: &mut Ctx, seg: &Segment, ack: SeqNum) {
+        let new_wnd = u32::from(seg.wnd) << self.snd_wscale;
+        let newly_sacked = if self.has(SACK_OK) && !seg.opts.sacks().is_empty() {
+            self.sb.update(self.snd_una, self.snd_max, seg.opts.sacks())
+        } else {
+            0
+        };
+        let outstanding = self.snd_max.diff(self.snd_una) > 0;
+        if ack.diff(self.snd_una) > 0 {
+            self.on_new_ack(ctx, seg, ack);
+        } else if ack == self.snd_una && outstanding {
+            // RFC 6675 §2: with SACK, an ACK that SACKs new data is a
+            // duplicate even if it carries data (bidirectional transfers
+            // piggyback every ACK). Without SACK, RFC 5681 §2: no data, no
+            // FIN, window unchanged.
+            let dup = if self.has(SACK_OK) && !seg.opts.sacks().is_empty() {
+                newly_sacked > 0
+            } else {
+                seg.payload_len == 0 && !seg.flags.fin() && new_wnd == self.snd_wnd
+            };
+            if dup {
+                self.on_dupack(ctx);
+            }
+        }
+        if self.has(SACK_OK) && !self.has(IN_RECOVERY) && self.snd_max.diff(self.snd_una) > 0 {
+            // RFC 6675 §5 (4): IsLost(HighACK + 1) also starts recovery.
+            let mss = self.mss();
+            if self.sb.is_lost(self.snd_una, mss) {
+                self.enter_recovery(ctx);
+            }
+        }
+
+        // Send window update (RFC 9293 §3.10.7.4: SND.WL1 < SEG.SEQ, or
+        // SND.WL1 = SEG.SEQ and SND.WL2 =< SEG.ACK).
+        if self.snd_wl1.diff(seg.seq) < 0
+            || (self.snd_wl1 == seg.seq && self.snd_wl2.diff(ack) <= 0)
+        {
+            let opened = new_wnd > self.snd_wnd;
+            if new_wnd > 0 {
+                self.persist_shift = 0;
+            }
+            self.snd_wnd = new_wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(new_wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = ack;
+            if opened && self.has(SEND_BLOCKED) && self.send_space(ctx.cfg) > 0 {
+                self.flags &= !SEND_BLOCKED;
+                self.emit_event(ev::SENT);
+            }
+        }
+
+        let fin_acked = self.fin_sent() && ack.diff(self.fin_seq) > 0;
+        if fin_acked && !self.has(FIN_ACKED) {
+            self.flags |= FIN_ACKED;
+            match self.state {
+                State::FinWait1 => {
+                    self.state = State::FinWait2;
+                    if self.has(APP_CLOSED) {
+                        // Do not wait forever for a peer that never closes.
+                        self.t_wait = ctx.now + ctx.cfg.fin_wait2_timeout;
+                    }
+                }
+                State::Closing => self.enter_time_wait(ctx),
+                State::LastAck => {
+                    self.state = State::Closed;
+                    self.t_rtx = Instant::NEVER;
+                    self.t_delack = Instant::NEVER;
+                }
+                _ => {}
+            }
+        }
+        if self.state == State::TimeWait && seg.flags.fin() {
+            // A retransmitted FIN: acknowledge it and restart 2·MSL.
+            self.flags |= ACK_NOW;
+            self.t_wait = ctx.now + 2 * ctx.cfg.msl;
+        }
+    }
+
+    fn on_new_ack(&mut self, ctx: &mut Ctx, seg: &Segment, ack: SeqNum) {
+        let acked = ack.since(self.snd_una) as u32;
+        let fin_part =
+            u32::from(self.fin_sent() && ack.diff(self.fin_seq) > 0 && !self.has(FIN_ACKED));
+        let data_acked = acked.saturating_sub(fin_part);
+        self.sendq.ack(data_acked as usize);
+        if data_acked > 0 {
+            self.acked_unreported = self.acked_unreported.saturating_add(data_acked);
+            self.emit_event(ev::SENT);
+        }
+        // RTT (RFC 6298 §3 with Karn's rule: TIMING is cleared whenever the
+        // timed segment is retransmitted), else RFC 7323 §4 RTTM.
+        let mut sampled = false;
+        if self.has(TIMING) && ack.diff(self.rtt_seq) >= 0 {
+            let r = ctx.now.saturating_since(self.rtt_at);
+            self.rtt
+                .sample(r, ctx.tick, ctx.cfg.rto_min, ctx.cfg.rto_max);
+            self.flags &= !TIMING;
+            sampled = true;
+        }
+        if !sampled && self.has(TS_OK) {
+            if let Some((_, ecr)) = seg.opts.timestamp {
+                if ecr != 0 {
+                    let now_ts = ts_clock(ctx.now).wrapping_add(self.ts_offset);
+                    let ms = now_ts.wrapping_sub(ecr);
+                    if (ms as i32) >= 0 && ms < 60_000 {
+                        self.rtt.sample(
+                            Duration::from_millis(u64::from(ms)),
+                            ctx.tick.max(Duration::from_millis(1)),
+                            ctx.cfg.rto_min,
+                            ctx.cfg.rto_max,
+                        );
+                    }
+                }
+            }
+        }
+        self.retries = 0;
+        self.rtt.reset_backoff();
+        let flight_before = self.snd_max.since(self.snd_una) as u32;
+        self.snd_una = ack;
+        if self.snd_nxt.diff(ack) < 0 {
+            self.snd_nxt = ack;
+        }
+        if self.high_rxt.diff(ack) < 0 {
+            self.high_rxt = ack;
+        }
+        self.sb.ack(ack);
+
+        if self.has(IN_RECOVERY) {
+            if ack.diff(self.recover) >= 0 {
+                // Full acknowledgment: recovery ends (RFC 6582 §3.2 step 3,
+                // RFC 6675 §5).
+                self.flags &= !(IN_RECOVERY | RETX_FIRST);
+                let flight = self.snd_max.since(self.snd_una) as u32;
+                self.cc.on_recovery_end(ctx.now, &mut self.win, flight);
+                self.dupacks = 0;
+            } else if !self.has(SACK_OK) {
+                // Partial acknowledgment (RFC 6582 §3.2 step 5):
+                // retransmit the next unacknowledged segment and deflate.
+                self.flags |= RETX_FIRST;
+                let mss = self.mss();
+                self.win.cwnd = self.win.cwnd.saturating_sub(data_acked);
+                if data_acked >= mss {
+                    self.win.cwnd += mss;
+                }
+                self.win.cwnd = self.win.cwnd.max(mss);
+            }
+        } else {
+            self.dupacks = 0;
+            let srtt = self.rtt.srtt();
+            self.cc
+                .on_ack(ctx.now, &mut self.win, data_acked, flight_before, srtt);
+        }
+
+        if self.has(TLP_OUT) && ack.diff(self.tlp_end) >= 0 {
+            self.flags &= !TLP_OUT;
+        }
+        // RFC 6298 (5.2)/(5.3): stop the timer when everything is
+        // acknowledged, else restart it (RFC 8985 §7.2: as a loss probe
+        // timer when a probe is allowed).
+        if self.snd_una == self.snd_max {
+            self.t_rtx = Instant::NEVER;
+            self.flags &= !(PERSIST | TLP_TIMER);
+        } else {
+            self.arm_rtx(ctx);
+        }
+    }
+
+    /// May a tail loss probe be scheduled (RFC 8985 §7.2)?
+    fn tlp_allowed(&self) -> bool {
+        self.has(SACK_OK)
+            && matches!(
+                self.state,
+                State::Established | State::CloseWait | State::FinWait1 | State::LastAck
+            )
+            && !self.has(IN_RECOVERY | TLP_OUT)
+            && self.retries == 0
+            && self.rtt.has_sample()
+    }
+
+    /// Start the retransmission timer — as a probe timeout when TLP is
+    /// allowed, else the RTO (RFC 6298 (5.1), RFC 8985 §7.2).
+    fn arm_rtx(&mut self, ctx: &mut Ctx) {
+        self.flags &= !(PERSIST | TLP_TIMER);
+        let rto = self.rto(ctx);
+        if self.tlp_allowed() {
+            // PTO = 2·SRTT, plus the peer's worst-case delayed ACK when a
+            // single segment is in flight; never beyond the RTO.
+            let mut pto = self.rtt.srtt() * 2;
+            if self.snd_max.since(self.snd_una) <= self.mss() as usize {
+                pto += Duration::from_millis(200);
+            }
+            let pto = pto.max(ctx.tick * 2).min(rto);
+            self.flags |= TLP_TIMER;
+            self.t_rtx = ctx.now + pto;
+        } else {
+            self.t_rtx = ctx.now + rto;
+        }
+    }
+
+    /// The probe timeout fired: send one probe, then wait for the RTO
+    /// (RFC 8985 §7.3).
+    fn on_pto(&mut self, ctx: &mut Ctx) {
+        self.flags &= !TLP_TIMER;
+        if self.snd_una == self.snd_max || !self.tlp_allowed() {
+            self.t_rtx = ctx.now + self.rto(ctx);
+            return;
+        }
+        self.flags |= TLP_PROBE | TLP_OUT;
+        self.t_rtx = ctx.now + self.rto(ctx);
+    }
+
+    fn on_dupack(&mut self, ctx: &mut Ctx) {
+        self.dupacks = self.dupacks.saturating_add(1);
+        let mss = self.mss();
+        if !self.has(IN_RECOVERY) {
+            if u32::from(self.dupacks) >= super::scoreboard::DUP_THRESH {
+                self.enter_recovery(ctx);
+            }
+        } else if !self.has(SACK_OK) {
+            // RFC 5681 (4.4): inflate by one segment per further dupack.
+            self.win.cwnd = self.win.cwnd.saturating_add(mss);
+        }
+    }
+
+    /// Fast retransmit and fast recovery (RFC 6675 §5, RFC 6582 §3.2).
+    fn enter_recovery(&mut self, ctx: &mut Ctx) {
+        // RFC 6582 §3.2 step 2: only if the ACK covers more than `recover`
+        // (one window reduction per loss episode).
+        if self.snd_una.diff(self.recover) <= 0 {
+            return;
+        }
+        let mss = self.mss();
+        self.flags |= IN_RECOVERY | RETX_FIRST;
+        self.flags &= !(TIMING | TLP_TIMER | TLP_PROBE);
+        let flight = self.snd_max.since(self.snd_una) as u32;
+        self.recover = self.snd_max;
+        self.high_rxt = self.snd_una;
+        self.cc.on_congestion_event(ctx.now, &mut self.win, flight);
+        ctx.counters.tcp_fast_retrans += 1;
+        if self.has(SACK_OK) {
+            ctx.counters.tcp_sack_recoveries += 1;
+        } else {
+            // RFC 6582 step 3 / RFC 5681 (4.3): cwnd = ssthresh + 3*SMSS.
+            self.win.cwnd = self.win.ssthresh + 3 * mss;
+        }
+        if self.t_rtx.is_never() || self.has(TLP_TIMER) {
+            self.flags &= !TLP_TIMER;
+            self.t_rtx = ctx.now + self.rto(ctx);
+        }
+    }
+
+    /// The seventh and eighth steps: segment text and FIN
+    /// (RFC 9293 §3.10.7.4).
+    fn process_data(&mut self, ctx: &mut Ctx, seg: &Segment, frame: R) {
+        match self.state {
+            State::Established | State::FinWait1 | State::FinWait2 => {}
+            _ => {
+                // The peer already sent FIN: ignore text.
+                if seg.payload_len > 0 {
+                    ctx.counters.drop(DropReason::TcpIgnored);
+                }
+                return;
+            }
+        }
+        if self.has(APP_CLOSED) && seg.payload_len > 0 {
+            // Nobody will read it: reset (RFC 2525 §2.17, as Linux).
+            ctx.counters.drop(DropReason::TcpDataAfterClose);
+            self.abort(ctx);
+            return;
+        }
+        let mut seq = seg.seq;
+        let mut off = seg.payload_off;
+        let mut len = seg.payload_len;
+        let mut fin = seg.flags.fin();
+        // Trim what we already have.
+        let skip = self.rcv_nxt.since(seq);
+        if skip > 0 {
+            if skip > len {
+                // Old data and an old FIN (impossible here: FIN_RCVD states
+                // returned above) — nothing new.
+                fin = false;
+                len = 0;
+            } else {
+                off += skip;
+                len -= skip;
+            }
+            seq = self.rcv_nxt;
+        }
+        // Trim what lies beyond the window (a FIN beyond it is dropped too).
+        let right = self.rcv_adv.max(self.rcv_nxt);
+        let room = right.since(seq);
+        if len > room {
+            len = room;
+            fin = false;
+        }
+        if len == 0 && !fin {
+            if seg.payload_len > 0 {
+                ctx.counters.drop(DropReason::TcpDuplicate);
+                self.flags |= ACK_NOW;
+            }
+            return;
+        }
+        if seq == self.rcv_nxt {
+            if len > 0 {
+                if self.rcvq.ready_segments() >= usize::from(ctx.cfg.max_rx_segments) {
+                    ctx.counters.drop(DropReason::TcpRxQueueFull);
+                    self.flags |= ACK_NOW;
+                    return;
+                }
+                let had_ooo = self.rcvq.ooo_segments() > 0;
+                self.rcvq.push_ready(frame, off, off + len);
+                self.rcv_nxt += len;
+                self.rcv_nxt = self.rcvq.drain_ooo(self.rcv_nxt);
+                if had_ooo {
+                    // RFC 5681 §4.2: ACK at once when a gap is filled.
+                    self.flags |= ACK_NOW;
+                } else {
+                    self.delay_ack(ctx);
+                }
+                self.emit_event(ev::RECV);
+                if self.has(OOO_FIN) && self.fin_in == self.rcv_nxt {
+                    fin = true;
+                }
+            }
+            if fin {
+                self.process_fin(ctx);
+            }
+        } else {
+            if len > 0 {
+                match self.rcvq.insert_ooo(
+                    seq,
+                    frame,
+                    off,
+                    off + len,
+                    usize::from(ctx.cfg.max_ooo_segments),
+                ) {
+                    OooInsert::Queued => ctx.counters.tcp_ooo_segments += 1,
+                    OooInsert::Duplicate => ctx.counters.drop(DropReason::TcpDuplicate),
+                    OooInsert::Full => ctx.counters.drop(DropReason::TcpOooQueueFull),
+                }
+            }
+            if fin {
+                self.flags |= OOO_FIN;
+                self.fin_in = seq + len;
+            }
+            // RFC 5681 §4.2: an out-of-order segment is acknowledged at once
+            // (a duplicate ACK, with SACK blocks).
+            self.flags |= ACK_NOW;
+        }
+    }
+
+    /// RFC 1122 §4.2.3.2: ACK at least every second full segment, and
+    /// within the delayed-ACK timeout.
+    fn delay_ack(&mut self, ctx: &mut Ctx) {
+        self.unacked_segs = self.unacked_segs.saturating_add(1);
+        if self.unacked_segs >= 2 || ctx.cfg.delayed_ack.is_zero() {
+            self.flags |= ACK_NOW;
+        } else if self.t_delack.is_never() {
+            self.t_delack = ctx.now + ctx.cfg.delayed_ack;
+        }
+    }
+
+    /// The peer's FIN, in order (RFC 9293 §3.10.7.4 eighth step).
+    fn process_fin(&mut self, ctx: &mut Ctx) {
+        self.rcv_nxt += 1;
+        self.flags |= FIN_RCVD | ACK_NOW;
+        self.flags &= !OOO_FIN;
+        self.emit_event(ev::PEER_CLOSED);
+        match self.state {
+            State::SynReceived | State::Established => self.state = State::CloseWait,
+            State::FinWait1 => {
+                if self.has(FIN_ACKED) {
+                    self.enter_time_wait(ctx);
+                } else {
+                    self.state = State::Closing;
+                }
+            }
+            State::FinWait2 => self.enter_time_wait(ctx),
+            _ => {}
+        }
+    }
+
+    fn enter_time_wait(&mut self, ctx: &mut Ctx) {
+        self.state = State::TimeWait;
+        self.t_wait = ctx.now + 2 * ctx.cfg.msl;
+        self.t_rtx = Instant::NEVER;
+        self.t_ka = Instant::NEVER;
+        self.flags &= !(PERSIST | PROBE_PENDING);
+    }
+
+    /// RFC 6191: may a new SYN reuse this TIME-WAIT connection's tuple?
+    pub fn time_wait_reusable(&self, seg: &Segment) -> bool {
+        if self.state != State::TimeWait {
+            return false;
+        }
+        match (self.has(TS_OK), seg.opts.timestamp) {
+            (true, Some((tsval, _))) => (tsval.wrapping_sub(self.ts_recent) as i32) > 0,
+            _ => seg.seq.diff(self.rcv_nxt) > 0,
+        }
+    }
+
+    // ----- timers --------------------------------------------------------
+
+    /// Earliest pending deadline.
+    pub fn next_deadline(&self) -> Instant {
+        self.t_rtx
+            .min(self.t_delack)
+            .min(self.t_ka)
+            .min(self.t_wait)
+    }
+
+    /// Run the timers that are due.
+    pub fn on_timers(&mut self, ctx: &mut Ctx) {
+        let now = ctx.now;
+        if self.t_wait <= now {
+            self.t_wait = Instant::NEVER;
+            if matches!(self.state, State::TimeWait | State::FinWait2) {
+                self.state = State::Closed;
+                self.t_rtx = Instant::NEVER;
+                self.t_delack = Instant::NEVER;
+                self.t_ka = Instant::NEVER;
+                return;
+            }
+        }
+        if self.t_delack <= now {
+            self.t_delack = Instant::NEVER;
+            if self.state.is_synchronized() {
+                ctx.counters.tcp_delayed_acks += 1;
+                self.flags |= ACK_NOW;
+            }
+        }
+        if self.t_rtx <= now {
+            self.t_rtx = Instant::NEVER;
+            if self.has(PERSIST) {
+                self.on_persist(ctx);
+            } else if self.has(TLP_TIMER) {
+                self.on_pto(ctx);
+            } else {
+                self.on_rto(ctx);
+            }
+        }
+        if self.t_ka <= now {
+            self.t_ka = Instant::NEVER;
+            self.on_keepalive(ctx);
+        }
+    }
+
+    /// The retransmission timer expired (RFC 6298 §5.4–5.7, RFC 5681 §3.1).
+    fn on_rto(&mut self, ctx: &mut Ctx) {
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                if self.retries >= ctx.cfg.syn_retries {
+                    ctx.counters.tcp_attempt_fails += 1;
+                    self.die(DeadReason::TimedOut);
+                    return;
+                }
+                self.retries += 1;
+                self.rtt.back_off();
+                self.flags |= SYN_PENDING | SYN_RETRANSMITTED;
+                self.flags &= !TIMING;
+                ctx.counters.tcp_timeouts += 1;
+                self.t_rtx = ctx.now + self.rto(ctx);
+            }
+            State::Closed | State::Listen | State::TimeWait => {}
+            _ => {
+                if self.snd_una == self.snd_max {
+                    return;
+                }
+                if self.retries >= ctx.cfg.data_retries {
+                    self.die(DeadReason::TimedOut);
+                    return;
+                }
+                self.retries += 1;
+                ctx.counters.tcp_timeouts += 1;
+                let flight = self.snd_max.since(self.snd_una) as u32;
+                self.cc.on_rto(ctx.now, &mut self.win, flight);
+                // (5.5) back off; (5.4) retransmit the earliest unacknowledged
+                // segment — go back to SND.UNA and resend in slow start.
+                self.rtt.back_off();
+                self.snd_nxt = self.snd_una;
+                self.recover = self.snd_max;
+                self.high_rxt = self.snd_una;
+                self.flags &= !(IN_RECOVERY | RETX_FIRST | TIMING | TLP_PROBE | TLP_OUT);
+                // RFC 2018 §8: the receiver may have reneged; forget SACKs.
+                self.sb.clear();
+                self.dupacks = 0;
+                // (5.6) restart the timer with the new RTO.
+                self.t_rtx = ctx.now + self.rto(ctx);
+            }
+        }
+    }
+
+    /// The persist timer: probe the peer's zero window (RFC 9293 §3.8.6.1,
+    /// RFC 1122 §4.2.2.17 — never give up while the peer answers).
+    fn on_persist(&mut self, ctx: &mut Ctx) {
+        self.flags &= !PERSIST;
+        if !matches!(
+            self.state,
+            State::Established | State::CloseWait | State::FinWait1 | State::LastAck
+        ) {
+            return;
+        }
+        self.flags |= PROBE_PENDING;
+        ctx.counters.tcp_zero_window_probes += 1;
+        self.persist_shift = self.persist_shift.saturating_add(1);
+    }
+
+    /// Keepalive (RFC 1122 §4.2.3.6).
+    fn on_keepalive(&mut self, ctx: &mut Ctx) {
+        if !self.has(KEEPALIVE) || !matches!(self.state, State::Established | State::CloseWait) {
+            return;
+        }
+        let idle = ctx.now.saturating_since(self.last_rx);
+        if idle < ctx.cfg.keepalive_idle {
+            return; // refresh() re-arms from last_rx
+        }
+        if self.probes >= ctx.cfg.keepalive_probes {
+            self.die(DeadReason::TimedOut);
+            return;
+        }
+        self.probes += 1;
+        ctx.counters.tcp_keepalive_probes += 1;
+        self.flags |= PROBE_PENDING;
+        self.t_ka = ctx.now + ctx.cfg.keepalive_interval;
+    }
+
+    /// Re-derive timers after any input, output or application call:
+    /// RFC 6298 (5.1) start the retransmission timer when something is in
+    /// flight; the persist timer when data waits on a closed window;
+    /// keepalive when idle.
+    pub fn refresh(&mut self, ctx: &mut Ctx) {
+        let handshake = matches!(self.state, State::SynSent | State::SynReceived);
+        let in_flight = self.snd_una != self.snd_max;
+        if handshake || (in_flight && self.state.is_synchronized() && self.state != State::TimeWait)
+        {
+            if self.has(PERSIST) {
+                self.flags &= !PERSIST;
+                self.t_rtx = Instant::NEVER;
+            }
+            if self.t_rtx.is_never() && !self.has(SYN_PENDING) {
+                if handshake {
+                    self.t_rtx = ctx.now + self.rto(ctx);
+                } else {
+                    self.arm_rtx(ctx);
+                }
+            }
+        } else if self.window_blocked(ctx.cfg) {
+            if !self.has(PERSIST) || self.t_rtx.is_never() {
+                self.flags |= PERSIST;
+                let base = self.rto(ctx).max(ctx.cfg.rto_min);
+                let shift = u32::from(self.persist_shift.min(16));
+                let d = base.saturating_mul(1 << shift).min(ctx.cfg.rto_max);
+                self.t_rtx = ctx.now + d;
+            }
+        } else if !in_flight {
+            self.t_rtx = Instant::NEVER;
+            self.flags &= !PERSIST;
+        }
+        if self.has(KEEPALIVE)
+            && matches!(self.state, State::Established | State::CloseWait)
+            && self.t_ka.is_never()
+        {
+            self.t_ka = self.last_rx + ctx.cfg.keepalive_idle;
+            if self.t_ka <= ctx.now {
+                self.t_ka = ctx.now + ctx.cfg.keepalive_interval;
+            }
+        }
+    }
+
+    /// Nothing in flight, data (or the application) waiting, and the
+    /// peer's window too small to send any of it.
+    fn window_blocked(&self, cfg: &TcpConfig) -> bool {
+        if !matches!(
+            self.state,
+            State::Established | State::CloseWait | State::FinWait1 | State::LastAck
+        ) || self.snd_una != self.snd_max
+        {
+            return false;
+        }
+        let unsent = self.data_end().since(self.snd_nxt) > 0;
+        let app_waiting = self.has(SEND_BLOCKED) && self.window_end().since(self.data_end()) == 0;
+        let _ = cfg;
+        (unsent || app_waiting) && self.next_out().is_none()
+    }
+
+    // ----- output --------------------------------------------------------
+
+    /// Does this connection have a segment to send now?
+    pub fn wants_tx(&self) -> bool {
+        self.next_out().is_some()
+    }
+
+    /// The segment to send next, without side effects.
+    fn next_out(&self) -> Option<Out> {
+        if self.has(RST_PENDING) {
+            return Some(Out::Rst);
+        }
+        match self.state {
+            State::Closed | State::Listen => return None,
+            State::SynSent | State::SynReceived => {
+                if self.has(SYN_PENDING) {
+                    return Some(Out::Syn);
+                }
+                return self.has(ACK_NOW).then_some(Out::Ack);
+            }
+            State::TimeWait => return self.has(ACK_NOW).then_some(Out::Ack),
+            _ => {}
+        }
+        if let Some(d) = self.next_data() {
+            return Some(d);
+        }
+        if self.has(PROBE_PENDING) {
+            return Some(Out::Probe);
+        }
+        self.has(ACK_NOW).then_some(Out::Ack)
+    }
+
+    /// A data/FIN segment covering `[s, e)` of sequence space, clamped to
+    /// the data and the FIN.
+    fn range(&self, s: SeqNum, e: SeqNum, rexmit: bool) -> Option<Out> {
+        let data_end = self.data_end();
+        let data_to = e.min(data_end);
+        let len = data_to.since(s) as u32;
+        let fin = self.has(SHUT_WR)
+            && !self.has(FIN_ACKED)
+            && e.diff(data_end) > 0
+            && s.diff(data_end) <= 0;
+        (len > 0 || fin).then_some(Out::Data {
+            seq: s,
+            len,
+            fin,
+            rexmit,
+        })
+    }
+
+    fn next_data(&self) -> Option<Out> {
+        if self.has(FIN_ACKED) {
+            return None;
+        }
+        let mss = self.cur_mss();
+        let data_end = self.data_end();
+        // End of sequence space in use, FIN included.
+        let seq_end = if self.has(SHUT_WR) {
+            self.fin_seq + 1
+        } else {
+            data_end
+        };
+        if self.has(IN_RECOVERY) {
+            if self.has(RETX_FIRST) {
+                // RFC 6675 (4.3) / RFC 6582 step 3 and 5: retransmit the
+                // first unacknowledged segment now, whatever the window.
+                let first_end = if self.has(SACK_OK) {
+                    self.sb
+                        .holes(self.snd_una, self.snd_max, self.mss())
+                        .next()
+                        .map_or(self.snd_max, |h| h.end)
+                } else {
+                    self.snd_max
+                };
+                let e = (self.snd_una + mss).min(first_end).min(self.snd_max);
+                return self.range(self.snd_una, e, true);
+            }
+            if self.has(SACK_OK) {
+                return self.next_seg_sack(mss, seq_end);
+            }
+            // NewReno: new data within the (inflated) window.
+            let flight = self.snd_max.since(self.snd_una) as u32;
+            if flight >= self.win.cwnd {
+                return None;
+            }
+            return self.new_data(self.snd_max, mss, self.win.cwnd - flight, seq_end);
+        }
+        if self.has(TLP_PROBE) {
+            // RFC 8985 §7.3: new data if the peer's window allows, else the
+            // last segment again.
+            if self.snd_nxt == self.snd_max {
+                if let Some(o) = self.new_data(self.snd_max, mss, u32::MAX, seq_end) {
+                    return Some(o);
+                }
+            }
+            let start = (self.snd_max - mss).max(self.snd_una);
+            if self.snd_max.diff(start) > 0 {
+                return self.range(start, self.snd_max, true);
+            }
+        }
+        // Normal operation, including the go-back-N resend after an RTO
+        // (SND.NXT < SND.MAX). RFC 3042 limited transmit: the first two
+        // duplicate ACKs each allow one more new segment.
+        let flight = self.snd_nxt.since(self.snd_una) as u32;
+        let limited = if self.snd_nxt == self.snd_max {
+            u32::from(self.dupacks.min(2)) * self.mss()
+        } else {
+            0
+        };
+        let cwnd = self.win.cwnd + limited;
+        if flight >= cwnd {
+            return None;
+        }
+        self.new_data(self.snd_nxt, mss, cwnd - flight, seq_end)
+    }
+
+    /// Data starting at `from` under congestion room `cwnd_room`, with
+    /// sender SWS avoidance (RFC 1122 §4.2.3.4) and Nagle.
+    fn new_data(&self, from: SeqNum, mss: usize, cwnd_room: u32, seq_end: SeqNum) -> Option<Out> {
+        let data_end = self.data_end();
+        let avail = data_end.since(from);
+        let rexmit = from.diff(self.snd_max) < 0;
+        if avail == 0 {
+            // Only the FIN (if not already beyond it).
+            if self.has(SHUT_WR) && from.diff(self.fin_seq) <= 0 && seq_end.diff(from) > 0 {
+                return self.range(from, self.fin_seq + 1, rexmit);
+            }
+            return None;
+        }
+        let wnd_room = self.window_end().since(from);
+        let usable = avail.min(wnd_room).min(cwnd_room as usize);
+        let len = usable.min(mss);
+        if len == 0 {
+            return None;
+        }
+        if len < mss && len < avail {
+            // Window-limited to less than a segment: RFC 1122 §4.2.3.4 —
+            // send only if at least half the largest window seen.
+            let rwnd_limited = wnd_room <= cwnd_room as usize;
+            if !rexmit && (!rwnd_limited || len < (self.max_snd_wnd as usize) / 2) {
+                return None;
+            }
+        }
+        if len == avail && len < mss && !rexmit && !self.has(NODELAY) {
+            // Nagle (RFC 1122 §4.2.3.4): hold a small segment while
+            // unacknowledged data is in flight.
+            if self.snd_nxt != self.snd_una && !self.has(SHUT_WR) {
+                return None;
+            }
+        }
+        let end = from + len;
+        // Let the FIN ride on the segment that ends the data.
+        let e = if self.has(SHUT_WR) && end == data_end {
+            end + 1
+        } else {
+            end
+        };
+        self.range(from, e, rexmit)
+    }
+
+    /// RFC 6675 §4 NextSeg, under the pipe limit of §5 (C).
+    fn next_seg_sack(&self, mss: usize, seq_end: SeqNum) -> Option<Out> {
+        let m = self.mss();
+        let pipe = self.sb.pipe(self.snd_una, self.snd_max, self.high_rxt, m);
+        if self.win.cwnd.saturating_sub(pipe) < m {
+            return None;
+        }
+        // (1) the first lost, not yet retransmitted hole.
+        for h in self.sb.holes(self.snd_una, self.snd_max, m) {
+            if !h.lost {
+                continue;
+            }
+            let s = h.start.max(self.high_rxt);
+            if s.diff(h.end) < 0 {
+                return self.range(s, (s + mss).min(h.end), true);
+            }
+        }
+        // (2) new data.
+        if self.snd_nxt == self.snd_max {
+            if let Some(o) = self.new_data(
+                self.snd_max,
+                mss,
+                self.win.cwnd.saturating_sub(pipe),
+                seq_end,
+            ) {
+                return Some(o);
+            }
+        }
+        // (3) a hole below SACKed data, even if not yet deemed lost.
+        for h in self.sb.holes(self.snd_una, self.snd_max, m) {
+            if !h.below_sacked {
+                continue;
+            }
+            let s = h.start.max(self.high_rxt);
+            if s.diff(h.end) < 0 {
+                return self.range(s, (s + mss).min(h.end), true);
+            }
+        }
+        None
+    }
+
+    /// The window field to advertise, applying receiver SWS avoidance
+    /// (RFC 1122 §4.2.3.3: the right edge moves only by at least
+    /// min(RCV.BUFF/2, MSS)) and never shrinking the window (RFC 9293
+    /// §3.8.6.2.2).
+    fn rcv_window_field(&mut self) -> u16 {
+        let consumed = self.rcv_nxt - self.rcvq.ready_len();
+        let ideal = consumed + self.rcv_buf as usize;
+        let step = (self.rcv_buf / 2).min(u32::from(self.local_mss)) as usize;
+        if self.rcv_adv.diff(self.rcv_nxt) < 0 {
+            self.rcv_adv = self.rcv_nxt;
+        }
+        if ideal.since(self.rcv_adv) >= step {
+            self.rcv_adv = ideal;
+        }
+        let wnd = self.rcv_adv.since(self.rcv_nxt) as u64;
+        // Round up so scaling never retracts the edge (RFC 7323 §2.4).
+        let unit = 1u64 << self.rcv_wscale;
+        let field = wnd.div_ceil(unit).min(65535);
+        self.rcv_adv = self.rcv_nxt + (field * unit) as usize;
+        field as u16
+    }
+
+    fn syn_window(&self) -> u16 {
+        self.rcv_buf.min(65535) as u16
+    }
+
+    fn ts_option(&self, now: Instant) -> Option<(u32, u32)> {
+        self.has(TS_OK)
+            .then(|| (ts_clock(now).wrapping_add(self.ts_offset), self.ts_recent))
+    }
+
+    /// Write the next segment (TCP header and payload) into `buf`; `None`
+    /// if there is nothing to send. `buf` must hold an MSS-sized segment
+    /// plus 60 bytes of header.
+    pub fn poll_segment(&mut self, ctx: &mut Ctx, buf: &mut [u8], csum: Checksum) -> Option<usize> {
+        let out = self.next_out()?;
+        let src = self.tuple.local_ip;
+        let dst = self.tuple.remote_ip;
+        let mut repr = TcpRepr {
+            src_port: self.tuple.local_port,
+            dst_port: self.tuple.remote_port,
+            // RFC 9293 SND.NXT is our SND.MAX: `snd_nxt` is only the
+            // resend pointer after a timeout, and a pure ACK carrying it
+            // would fall left of the peer's window and be ignored.
+            seq: self.snd_max,
+            ack: Some(self.rcv_nxt),
+            flags: Flags::default(),
+            window_len: 0,
+            options: TcpOptions::default(),
+            payload: &[],
+        };
+        let n = match out {
+            Out::Rst => {
+                repr.flags = Flags::RST;
+                self.flags &= !RST_PENDING;
+                ctx.counters.tcp_out_rsts += 1;
+                self.state = State::Closed;
+                repr.emit(buf, src, dst, csum)
+            }
+            Out::Syn => {
+                repr.flags = Flags::SYN;
+                repr.seq = self.iss;
+                repr.window_len = self.syn_window();
+                let cfg = ctx.cfg;
+                let mut o = TcpOptions {
+                    mss: Some(self.local_mss),
+                    ..Default::default()
+                };
+                if self.state == State::SynSent {
+                    repr.ack = None;
+                    if cfg.window_scaling {
+                        o.window_scale = Some(self.rcv_wscale);
+                    }
+                    o.sack_permitted = cfg.sack;
+                    if cfg.timestamps {
+                        o.timestamp = Some((ts_clock(ctx.now).wrapping_add(self.ts_offset), 0));
+                    }
+                } else {
+                    if self.has(WS_OK) {
+                        o.window_scale = Some(self.rcv_wscale);
+                    }
+                    o.sack_permitted = self.has(SACK_OK);
+                    o.timestamp = self.ts_option(ctx.now);
+                }
+                repr.options = o;
+                self.flags &= !SYN_PENDING;
+                if self.has(SYN_RETRANSMITTED) {
+                    ctx.counters.tcp_retrans_segs += 1;
+                    self.retrans_total += 1;
+                } else if !self.has(TIMING) {
+                    self.flags |= TIMING;
+                    self.rtt_seq = self.iss + 1;
+                    self.rtt_at = ctx.now;
+                }
+                self.snd_nxt = self.iss + 1;
+                if self.snd_max.diff(self.snd_nxt) < 0 {
+                    self.snd_max = self.snd_nxt;
+                }
+                if self.t_rtx.is_never() {
+                    self.t_rtx = ctx.now + self.rto(ctx);
+                }
+                let n = repr.emit(buf, src, dst, csum);
+                self.after_ack_sent();
+                n
+            }
+            Out::Probe => {
+                // A zero-length segment just below SND.UNA: the peer must
+                // answer with an ACK carrying its window (RFC 9293
+                // §3.10.7.4; Linux uses the same probe).
+                self.flags &= !PROBE_PENDING;
+                repr.seq = self.snd_una - 1;
+                repr.window_len = self.rcv_window_field();
+                repr.options.timestamp = self.ts_option(ctx.now);
+                let n = repr.emit(buf, src, dst, csum);
+                self.after_ack_sent();
+                n
+            }
+            Out::Ack => {
+                repr.seq = self.snd_max;
+                repr.window_len = self.rcv_window_field();
+                self.fill_options(ctx, &mut repr.options);
+                let n = repr.emit(buf, src, dst, csum);
+                self.after_ack_sent();
+                n
+            }
+            Out::Data {
+                seq,
+                mut len,
+                mut fin,
+                rexmit,
+            } => {
+                repr.seq = seq;
+                repr.window_len = self.rcv_window_field();
+                self.fill_options(ctx, &mut repr.options);
+                // RFC 9293 §3.7.1: the payload shrinks by the options
+                // actually sent (SACK blocks come and go).
+                let room =
+                    u32::from(self.mss_base).saturating_sub(repr.options.buffer_len() as u32);
+                if len > room {
+                    len = room;
+                    fin = false;
+                }
+                if fin {
+                    repr.flags |= Flags::FIN;
+                }
+                let end_of_data = seq + len as usize == self.data_end();
+                if len > 0 && end_of_data {
+                    repr.flags |= Flags::PSH;
+                }
+                let offset = seq.since(self.data_base());
+                let sendq = &mut self.sendq;
+                let n = repr.emit_with(buf, src, dst, len as usize, csum, |out| {
+                    sendq.copy_out(offset, out)
+                });
+                let end = seq + len as usize + usize::from(fin);
+                if seq == self.snd_nxt {
+                    self.snd_nxt = end;
+                }
+                if end.diff(self.snd_max) > 0 {
+                    self.snd_max = end;
+                }
+                if rexmit {
+                    ctx.counters.tcp_retrans_segs += 1;
+                    self.retrans_total += 1;
+                    if self.has(TIMING) && seq.diff(self.rtt_seq) < 0 {
+                        // Karn: never time a retransmitted segment.
+                        self.flags &= !TIMING;
+                    }
+                    if self.high_rxt.diff(end) < 0 && self.has(IN_RECOVERY) {
+                        self.high_rxt = end;
+                    }
+                    self.flags &= !RETX_FIRST;
+                } else if !self.has(TIMING) && len > 0 {
+                    self.flags |= TIMING;
+                    self.rtt_seq = end;
+                    self.rtt_at = ctx.now;
+                }
+                if self.has(TLP_PROBE) {
+                    // The probe is out: the RTO (armed in on_pto) now runs.
+                    self.flags &= !TLP_PROBE;
+                    self.tlp_end = self.snd_max;
+                } else if self.t_rtx.is_never()
+                    || self.has(PERSIST)
+                    || (self.has(TLP_TIMER) && !rexmit)
+                {
+                    // RFC 6298 (5.1); RFC 8985 §7.2: restart the probe timer
+                    // after new data.
+                    self.arm_rtx(ctx);
+                }
+                self.after_ack_sent();
+                n
+            }
+        };
+        ctx.counters.tcp_out_segs += 1;
+        Some(n)
+    }
+
+    /// Timestamps and SACK blocks for a non-SYN segment.
+    fn fill_options(&self, ctx: &Ctx, o: &mut TcpOptions) {
+        o.timestamp = self.ts_option(ctx.now);
+        if self.has(SACK_OK) && self.rcvq.ooo_segments() > 0 {
+            let max = if o.timestamp.is_some() {
+                3
+            } else {
+                MAX_SACK_BLOCKS
+            };
+            let mut blocks = [SackBlock::default(); MAX_SACK_BLOCKS];
+            let n = self.rcvq.sack_blocks(&mut blocks[..max]);
+            o.sack_blocks = blocks;
+            o.sack_len = n as u8;
+        }
+    }
+
+    /// Every segment but a RST carries an ACK: the pending one is done.
+    fn after_ack_sent(&mut self) {
+        self.flags &= !ACK_NOW;
+        self.t_delack = Instant::NEVER;
+        self.unacked_segs = 0;
+        self.last_ack_sent = self.rcv_nxt;
+    }
+
+    /// Consistency checks for tests and fuzzing; returns the first broken
+    /// invariant.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let e = |m: &str| Err(format!("{m} in {}", self.state));
+        if self.snd_una.diff(self.snd_nxt) > 0 {
+            return e("SND.UNA > SND.NXT");
+        }
+        if self.snd_nxt.diff(self.snd_max) > 0 {
+            return e("SND.NXT > SND.MAX");
+        }
+        if self.state.is_synchronized() && !self.has(FIN_ACKED) {
+            let data_end = self.data_end();
+            let seq_end = if self.has(SHUT_WR) {
+                self.fin_seq + 1
+            } else {
+                data_end
+            };
+            if self.snd_max.diff(seq_end) > 0 {
+                return e("SND.MAX beyond the data and FIN");
+            }
+            if self.has(SHUT_WR) && self.fin_seq != self.data_base() + self.sendq.len() {
+                return e("FIN not right after the queued data");
+            }
+        }
+        if self.state.is_synchronized()
+            && self.rcv_adv.diff(self.rcv_nxt) < 0
+            && self.state != State::TimeWait
+        {
+            return e("advertised right edge behind RCV.NXT");
+        }
+        if self.rcvq.ready_len() > self.rcv_buf as usize + (1 << 14) + 65536 {
+            return e("more readable data than the receive buffer allows");
+        }
+        if self.has(IN_RECOVERY) && !self.state.is_synchronized() {
+            return e("loss recovery outside a synchronized state");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,49 @@
+//! Scenario tests: opening handshakes (RFC 9293 §3.5, §3.10.7).
+
+mod common;
+use common::*;
+use ixora_core::wire::tcp::Flags;
+use ixora_core::{Event, State};
+
+/// RFC 9293 §3.5 Figure 6: the three-way handshake, passive side.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.5
+//= type=test
+#[test]
+fn passive_open_three_way_handshake() {
+    let mut h = Harness::new(|_| {});
+    h.stack.tcp_listen(80, None, 1).unwrap();
+    h.send(Seg::to(80).syn().mss(1460).wscale(7).sack_perm().ts(10, 0));
+    let synack = h.expect_tcp();
+    assert!(synack.is(Flags::SYN));
+    assert_eq!(synack.ack, Some(PEER_ISS + 1));
+    assert_eq!(synack.opts.mss, Some(1460));
+    assert!(synack.opts.window_scale.is_some());
+    assert!(synack.opts.sack_permitted);
+    assert_eq!(synack.opts.timestamp.map(|t| t.1), Some(10));
+    h.send(Seg::to(80).seq(PEER_ISS + 1).ack(synack.seq + 1).ts(11, synack.opts.timestamp.unwrap().0));
+    let ev = h.events();
+    let Event::Knock { handle, listener_cookie, local_port, .. } = ev[0] else { panic!("{ev:?}") };
+    assert_eq!((listener_cookie, local_port), (1, 80));
+    h.stack.tcp_accept(handle, 42).unwrap();
+    assert_eq!(h.stack.tcp_state(handle).unwrap(), State::Established);
+    h.expect_silence();
+}
+
+/// RFC 9293 §3.5: active open, SYN-SENT -> ESTABLISHED on SYN-ACK.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.10.7.3
+//= type=test
+#[test]
+fn active_open() {
+    let mut h = Harness::new(|_| {});
+    let (handle, iss) = h.active_open(|syn| {
+        Seg::to(syn.src_port).syn().seq(PEER_ISS).ack(syn.seq + 1).mss(1400)
+    });
+    let ack = h.expect_tcp();
+    assert_eq!((ack.seq, ack.ack), (iss + 1, Some(PEER_ISS + 1)));
+    assert!(matches!(h.events()[..], [Event::Connected { cookie: 9, .. }]));
+    assert_eq!(h.stack.tcp_state(handle).unwrap(), State::Established);
+    // Without the peer's options, none are used (RFC 7323 §2.2, §3.2).
+    let info = h.stack.tcp_info(handle).unwrap();
+    assert!(!info.timestamps && !info.sack && info.wscale.is_none());
+    assert_eq!(info.mss, 1400);
+}

@@ -1,0 +1,703 @@
+//! A deterministic simulated network for Ixora's sans-I/O core.
+//!
+//! Two [`Stack`]s are joined by a full-duplex [`Link`] that can delay,
+//! rate-limit, queue, drop, duplicate, reorder and corrupt frames. Time is
+//! virtual: the simulation jumps from one event (a frame arriving, a timer)
+//! to the next, so an hour of TCP runs in milliseconds and every run with the
+//! same seed is identical, bit for bit.
+//!
+//! [`Transfer`] is the standard scenario: host A connects to host B, both
+//! send the same number of pattern bytes, verify every byte received, close
+//! in order and wait out TIME-WAIT.
+
+use bytes::Bytes;
+use ixora_core::wire::ethernet::MacAddr;
+use ixora_core::{CcAlgorithm, ConnHandle, Counters, Duration, Event, Instant, Stack, StackConfig};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// The stack type the simulator drives: frames are `Vec<u8>`, application
+/// buffers are `Bytes` (cheap to slice and share).
+pub type SimStack = Stack<Vec<u8>, Bytes>;
+
+/// Impairments and capacity of each direction of the link.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkConfig {
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Bits per second (serialization delay); 0 means unlimited.
+    pub rate_bps: u64,
+    /// Bytes that may wait to be serialized; beyond it frames are dropped
+    /// (a drop-tail queue). 0 means unlimited.
+    pub queue_bytes: usize,
+    /// Probability a frame is lost.
+    pub loss: f64,
+    /// Probability a frame is delivered twice.
+    pub duplicate: f64,
+    /// Probability a frame is held back and delivered after later ones.
+    pub reorder: f64,
+    /// How long a reordered frame is held (uniform in 0..=this, on top of
+    /// the delay).
+    pub reorder_delay: Duration,
+    /// Probability one random bit of a frame is flipped.
+    pub corrupt: f64,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            delay: Duration::from_micros(500),
+            rate_bps: 1_000_000_000,
+            queue_bytes: 256 * 1024,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay: Duration::from_millis(2),
+            corrupt: 0.0,
+        }
+    }
+}
+
+/// What the link did, per direction summed.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Frames offered to the link.
+    pub sent: u64,
+    /// Frames delivered (duplicates included).
+    pub delivered: u64,
+    /// Dropped by the loss model.
+    pub lost: u64,
+    /// Dropped because the queue was full.
+    pub queue_drops: u64,
+    /// Extra copies delivered.
+    pub duplicated: u64,
+    /// Frames held back for reordering.
+    pub reordered: u64,
+    /// Frames with a flipped bit.
+    pub corrupted: u64,
+}
+
+/// A full-duplex impaired link.
+#[derive(Debug)]
+pub struct Link {
+    cfg: LinkConfig,
+    rng: fastrand::Rng,
+    /// When each direction's transmitter is free again.
+    busy_until: [Instant; 2],
+    stats: LinkStats,
+}
+
+struct InFlight {
+    at: Instant,
+    seq: u64,
+    to: usize,
+    frame: Vec<u8>,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for InFlight {}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for InFlight {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+impl Link {
+    /// A link with its own random stream.
+    pub fn new(cfg: LinkConfig, seed: u64) -> Link {
+        Link {
+            cfg,
+            rng: fastrand::Rng::with_seed(seed),
+            busy_until: [Instant::ZERO; 2],
+            stats: LinkStats::default(),
+        }
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> &LinkStats {
+        &self.stats
+    }
+
+    /// Frames leaving host `from` at `now`: returns (arrival time, frame)
+    /// pairs (none if lost, two if duplicated).
+    fn carry(
+        &mut self,
+        now: Instant,
+        from: usize,
+        mut frame: Vec<u8>,
+        out: &mut Vec<(Instant, Vec<u8>)>,
+    ) {
+        self.stats.sent += 1;
+        let c = &self.cfg;
+        let start = self.busy_until[from].max(now);
+        if c.queue_bytes > 0 && c.rate_bps > 0 {
+            let backlog_s = (start - now).as_secs_f64();
+            let queued = (backlog_s * c.rate_bps as f64 / 8.0) as usize;
+            if queued + frame.len() > c.queue_bytes {
+                self.stats.queue_drops += 1;
+                return;
+            }
+        }
+        let ser = if c.rate_bps > 0 {
+            Duration::from_nanos((frame.len() as u64 * 8 * 1_000_000_000).div_ceil(c.rate_bps))
+        } else {
+            Duration::ZERO
+        };
+        self.busy_until[from] = start + ser;
+        let mut at = start + ser + c.delay;
+        if self.rng.f64() < c.loss {
+            self.stats.lost += 1;
+            return;
+        }
+        if self.rng.f64() < c.corrupt && !frame.is_empty() {
+            let bit = self.rng.usize(0..frame.len() * 8);
+            frame[bit / 8] ^= 1 << (bit % 8);
+            self.stats.corrupted += 1;
+        }
+        if self.rng.f64() < c.reorder {
+            let extra = self.rng.u64(0..=c.reorder_delay.as_micros() as u64);
+            at += Duration::from_micros(extra);
+            self.stats.reordered += 1;
+        }
+        if self.rng.f64() < c.duplicate {
+            let extra = self.rng.u64(0..=c.delay.as_micros() as u64);
+            out.push((at + Duration::from_micros(extra), frame.clone()));
+            self.stats.duplicated += 1;
+        }
+        out.push((at, frame));
+    }
+}
+
+/// Two hosts and a link, in virtual time.
+pub struct Network {
+    /// The two stacks (A = 0, B = 1).
+    pub hosts: [SimStack; 2],
+    /// The link between them.
+    pub link: Link,
+    now: Instant,
+    queue: BinaryHeap<Reverse<InFlight>>,
+    seq: u64,
+    txbuf: Vec<u8>,
+    scratch: Vec<(Instant, Vec<u8>)>,
+    trace: bool,
+}
+
+/// Host A's address.
+pub const IP_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// Host B's address.
+pub const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+/// A default configuration for host `i` (0 = A, 1 = B) on 198.18.0.0/24.
+pub fn host_config(i: usize, seed: u64) -> StackConfig {
+    let mac = MacAddr([0x02, 0, 0, 0, 0, 1 + i as u8]);
+    let ip = if i == 0 { IP_A } else { IP_B };
+    let mut c = StackConfig::new(mac, ip, 24);
+    let mut secret = [0u8; 16];
+    secret[..8].copy_from_slice(&seed.to_le_bytes());
+    secret[8] = i as u8;
+    c.secret = secret;
+    c
+}
+
+impl Network {
+    /// Build from two stack configurations and a link.
+    pub fn new(
+        a: StackConfig,
+        b: StackConfig,
+        link: LinkConfig,
+        seed: u64,
+    ) -> Result<Network, String> {
+        let now = Instant::ZERO;
+        let hosts = [Stack::new(a, now)?, Stack::new(b, now)?];
+        let cap = hosts[0].max_frame_len().max(hosts[1].max_frame_len());
+        Ok(Network {
+            hosts,
+            link: Link::new(link, seed ^ 0x5eed_1ce5),
+            now,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            txbuf: vec![0u8; cap],
+            scratch: Vec::new(),
+            trace: std::env::var_os("IXORA_SIM_TRACE").is_some(),
+        })
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Move every frame the hosts want to send onto the link.
+    pub fn flush(&mut self) {
+        for from in 0..2 {
+            while let Some(n) = self.hosts[from].poll_transmit(self.now, &mut self.txbuf) {
+                let frame = self.txbuf[..n].to_vec();
+                let mut out = std::mem::take(&mut self.scratch);
+                self.link.carry(self.now, from, frame, &mut out);
+                if self.trace {
+                    let fate = match out.len() {
+                        0 => "LOST",
+                        1 => "",
+                        _ => "DUP",
+                    };
+                    eprintln!(
+                        "{} {} {} {}",
+                        self.now,
+                        ["A>B", "B>A"][from],
+                        describe(&self.txbuf[..n]),
+                        fate
+                    );
+                }
+                for (at, f) in out.drain(..) {
+                    self.seq += 1;
+                    self.queue.push(Reverse(InFlight {
+                        at,
+                        seq: self.seq,
+                        to: 1 - from,
+                        frame: f,
+                    }));
+                }
+                self.scratch = out;
+            }
+        }
+    }
+
+    /// The next moment something happens (a delivery or a timer).
+    pub fn next_time(&self) -> Option<Instant> {
+        let q = self.queue.peek().map(|r| r.0.at);
+        let t0 = self.hosts[0].poll_timeout();
+        let t1 = self.hosts[1].poll_timeout();
+        [q, t0, t1].into_iter().flatten().min()
+    }
+
+    /// Jump to `t` (not before now): deliver due frames, run due timers.
+    pub fn advance_to(&mut self, t: Instant) {
+        if t > self.now {
+            self.now = t;
+        }
+        while self.queue.peek().is_some_and(|r| r.0.at <= self.now) {
+            let Reverse(f) = self.queue.pop().expect("peeked");
+            self.link.stats.delivered += 1;
+            self.hosts[f.to].handle_frame(self.now, f.frame);
+        }
+        for h in &mut self.hosts {
+            if h.poll_timeout().is_some_and(|d| d <= self.now) {
+                h.handle_timeout(self.now);
+            }
+        }
+    }
+
+    /// Frames on the link.
+    pub fn in_flight(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+/// Settings of a [`Transfer`].
+#[derive(Debug, Clone)]
+pub struct TransferConfig {
+    /// Bytes each side sends.
+    pub bytes: usize,
+    /// Seed of the link and of the data pattern.
+    pub seed: u64,
+    /// Congestion control of both hosts.
+    pub cc: CcAlgorithm,
+    /// The link.
+    pub link: LinkConfig,
+    /// Largest buffer handed to `tcp_send` at once.
+    pub write_size: usize,
+    /// Give up after this much virtual time.
+    pub time_limit: Duration,
+    /// Host settings applied to both (the defaults of `host_config` when
+    /// `None`).
+    pub tweak: Option<fn(&mut StackConfig)>,
+}
+
+impl Default for TransferConfig {
+    fn default() -> Self {
+        TransferConfig {
+            bytes: 1 << 20,
+            seed: 1,
+            cc: CcAlgorithm::Cubic,
+            link: LinkConfig::default(),
+            write_size: 64 * 1024,
+            time_limit: Duration::from_secs(3600),
+            tweak: None,
+        }
+    }
+}
+
+/// Result of a [`Transfer`], as `ixora sim` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransferReport {
+    /// Bytes each direction carried (as asked).
+    pub bytes: usize,
+    /// Both directions delivered exactly the bytes sent, in order.
+    pub intact: bool,
+    /// Both connections closed in order: each side saw the other's FIN
+    /// after all the data, closed without an abort, accepted no RST, and
+    /// both stacks ended with no connection left (TIME-WAIT included).
+    pub clean_close: bool,
+    /// RSTs sent. A stack answers a stray segment that arrives after its
+    /// side of the connection is gone (a delayed duplicate ACK) with a RST,
+    /// as RFC 9293 §3.10.7.1 requires; such RSTs do not spoil a clean close.
+    pub rsts_sent: u64,
+    /// Segments retransmitted, both hosts.
+    pub retransmits: u64,
+    /// Retransmission timeouts, both hosts.
+    pub timeouts: u64,
+    /// Fast-retransmit recoveries, both hosts.
+    pub fast_retransmits: u64,
+    /// Virtual time until both sides had all data and EOF.
+    pub sim_time_ms: f64,
+    /// Per-direction goodput over `sim_time_ms`.
+    pub goodput_mbps: f64,
+    /// Wall-clock time of the run (filled by the caller).
+    pub wall_ms: f64,
+    /// Congestion control used.
+    pub cc: &'static str,
+    /// Seed.
+    pub seed: u64,
+    /// Link statistics.
+    pub link: LinkStats,
+    /// Frames the stacks dropped, by reason (non-zero ones).
+    pub drops: Vec<(String, u64)>,
+    /// Why the run failed, if it did.
+    pub error: Option<String>,
+}
+
+/// One side's view of the transfer.
+struct Side {
+    conn: Option<ConnHandle>,
+    pattern: Bytes,
+    sent: usize,
+    received: usize,
+    corrupt_at: Option<usize>,
+    eof: bool,
+    shut: bool,
+    closed: bool,
+    dead: bool,
+    done_at: Option<Instant>,
+}
+
+impl Side {
+    fn summary(&self) -> String {
+        format!(
+            "sent={} received={} eof={} shut={} closed={} dead={}",
+            self.sent, self.received, self.eof, self.shut, self.closed, self.dead
+        )
+    }
+}
+
+/// The pattern host `i` sends: deterministic from the seed, different per
+/// direction, not periodic at any small stride.
+pub fn pattern(seed: u64, i: usize, len: usize) -> Bytes {
+    let mut rng =
+        fastrand::Rng::with_seed(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64 + 1));
+    let mut v = vec![0u8; len];
+    rng.fill(&mut v);
+    Bytes::from(v)
+}
+
+/// A bidirectional bulk transfer over a simulated link.
+pub struct Transfer {
+    cfg: TransferConfig,
+}
+
+const PORT: u16 = 5001;
+
+impl Transfer {
+    /// Prepare a transfer.
+    pub fn new(cfg: TransferConfig) -> Transfer {
+        Transfer { cfg }
+    }
+
+    /// Run to completion (or the time limit) and report.
+    pub fn run(&self) -> TransferReport {
+        match self.run_inner() {
+            Ok(r) => r,
+            Err(e) => TransferReport {
+                bytes: self.cfg.bytes,
+                intact: false,
+                clean_close: false,
+                rsts_sent: 0,
+                retransmits: 0,
+                timeouts: 0,
+                fast_retransmits: 0,
+                sim_time_ms: 0.0,
+                goodput_mbps: 0.0,
+                wall_ms: 0.0,
+                cc: self.cfg.cc.name(),
+                seed: self.cfg.seed,
+                link: LinkStats::default(),
+                drops: vec![],
+                error: Some(e),
+            },
+        }
+    }
+
+    fn run_inner(&self) -> Result<TransferReport, String> {
+        let c = &self.cfg;
+        let mut cfgs = [host_config(0, c.seed), host_config(1, c.seed)];
+        for h in &mut cfgs {
+            h.tcp.cc = c.cc;
+            if let Some(f) = c.tweak {
+                f(h);
+            }
+        }
+        let [a, b] = cfgs;
+        let mut net = Network::new(a, b, c.link.clone(), c.seed)?;
+        net.hosts[1]
+            .tcp_listen(PORT, None, 7)
+            .map_err(|e| format!("listen: {e}"))?;
+        let mut sides = [0, 1].map(|i| Side {
+            conn: None,
+            pattern: pattern(c.seed, i, c.bytes),
+            sent: 0,
+            received: 0,
+            corrupt_at: None,
+            eof: false,
+            shut: false,
+            closed: false,
+            dead: false,
+            done_at: None,
+        });
+        let h = net.hosts[0]
+            .tcp_connect(net.now(), 1, SocketAddrV4::new(IP_B, PORT))
+            .map_err(|e| format!("connect: {e}"))?;
+        sides[0].conn = Some(h);
+        let limit = Instant::ZERO + c.time_limit;
+        let mut error = None;
+        let mut steps: u64 = 0;
+        loop {
+            // Run to completion at this instant: events, app calls, output.
+            for _ in 0..1000 {
+                let mut progressed = false;
+                for i in 0..2 {
+                    progressed |= self.drive_app(&mut net, i, &mut sides);
+                }
+                net.flush();
+                if !progressed {
+                    break;
+                }
+            }
+            let all_done = sides.iter().all(|s| s.closed || s.dead);
+            if all_done
+                && net.in_flight() == 0
+                && net.hosts.iter().all(|h| h.tcp_connection_count() == 0)
+            {
+                break;
+            }
+            if sides.iter().any(|s| s.dead) {
+                error = Some("a connection died".to_string());
+                break;
+            }
+            let Some(t) = net.next_time() else {
+                error = Some(format!(
+                    "stalled at {}: no frames in flight and no timers; A {:?} {}, B {:?} {}",
+                    net.now(),
+                    net.hosts[0].tcp_state_counts(),
+                    sides[0].summary(),
+                    net.hosts[1].tcp_state_counts(),
+                    sides[1].summary(),
+                ));
+                break;
+            };
+            if t > limit {
+                error = Some(format!("time limit of {:?} reached", c.time_limit));
+                break;
+            }
+            net.advance_to(t);
+            steps += 1;
+            if steps > 200_000_000 {
+                error = Some("step limit reached".into());
+                break;
+            }
+        }
+        let mut counters = Counters::default();
+        for h in &net.hosts {
+            counters.merge(h.counters());
+            h.check_invariants()?;
+        }
+        let intact = sides
+            .iter()
+            .all(|s| s.received == c.bytes && s.corrupt_at.is_none() && s.eof);
+        if let Some(s) = sides.iter().find(|s| s.corrupt_at.is_some()) {
+            error.get_or_insert(format!("byte {} differs", s.corrupt_at.unwrap_or(0)));
+        }
+        let clean_close = error.is_none()
+            && intact
+            && counters.tcp_in_rsts == 0
+            && sides.iter().all(|s| s.closed && !s.dead)
+            && net.hosts.iter().all(|h| h.tcp_connection_count() == 0);
+        let done = sides
+            .iter()
+            .filter_map(|s| s.done_at)
+            .max()
+            .unwrap_or(net.now());
+        let secs = done.as_micros() as f64 / 1e6;
+        let drops = counters
+            .drop_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| (r.name().to_string(), n))
+            .collect();
+        Ok(TransferReport {
+            bytes: c.bytes,
+            intact,
+            clean_close,
+            rsts_sent: counters.tcp_out_rsts,
+            retransmits: counters.tcp_retrans_segs,
+            timeouts: counters.tcp_timeouts,
+            fast_retransmits: counters.tcp_fast_retrans,
+            sim_time_ms: secs * 1e3,
+            goodput_mbps: if secs > 0.0 {
+                c.bytes as f64 * 8.0 / secs / 1e6
+            } else {
+                0.0
+            },
+            wall_ms: 0.0,
+            cc: c.cc.name(),
+            seed: c.seed,
+            link: net.link.stats().clone(),
+            drops,
+            error,
+        })
+    }
+
+    /// Handle host `i`'s events and make its application calls; true if
+    /// anything happened.
+    fn drive_app(&self, net: &mut Network, i: usize, sides: &mut [Side; 2]) -> bool {
+        let now = net.now();
+        let mut progressed = false;
+        while let Some(e) = net.hosts[i].poll_event() {
+            progressed = true;
+            let side = &mut sides[i];
+            match e {
+                Event::Knock { handle, .. } => {
+                    net.hosts[i].tcp_accept(handle, 2).expect("knocked handle");
+                    side.conn = Some(handle);
+                }
+                Event::Connected { .. } | Event::Sent { .. } => {}
+                Event::Recv { handle, .. } => {
+                    let stack = &mut net.hosts[i];
+                    let peer_pattern = pattern_of(sides, 1 - i);
+                    let side = &mut sides[i];
+                    let mut n = 0;
+                    for chunk in stack.tcp_recv_chunks(handle).expect("live handle") {
+                        let at = side.received + n;
+                        let want = peer_pattern.get(at..at + chunk.len());
+                        if want != Some(chunk) && side.corrupt_at.is_none() {
+                            let off = want
+                                .map(|w| w.iter().zip(chunk).position(|(a, b)| a != b).unwrap_or(0))
+                                .unwrap_or(0);
+                            side.corrupt_at = Some(at + off);
+                        }
+                        n += chunk.len();
+                    }
+                    side.received += n;
+                    stack.tcp_recv_done(now, handle, n).expect("live handle");
+                }
+                Event::PeerClosed { .. } => side.eof = true,
+                Event::Dead { handle, .. } => {
+                    side.dead = true;
+                    let _ = net.hosts[i].tcp_close(now, handle);
+                }
+                Event::UdpRecv { .. } => {}
+            }
+        }
+        let side = &mut sides[i];
+        let Some(h) = side.conn else {
+            return progressed;
+        };
+        if side.closed || side.dead {
+            return progressed;
+        }
+        let stack = &mut net.hosts[i];
+        let Ok(state) = stack.tcp_state(h) else {
+            return progressed;
+        };
+        if matches!(
+            state,
+            ixora_core::State::SynSent | ixora_core::State::SynReceived
+        ) {
+            return progressed;
+        }
+        // Offer data as the window allows.
+        while side.sent < self.cfg.bytes {
+            let end = (side.sent + self.cfg.write_size).min(self.cfg.bytes);
+            let chunk = side.pattern.slice(side.sent..end);
+            match stack.tcp_send(now, h, chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    side.sent += n;
+                    progressed = true;
+                }
+            }
+        }
+        if side.sent == self.cfg.bytes && !side.shut {
+            side.shut = stack.tcp_shutdown(now, h).is_ok();
+            progressed = true;
+        }
+        if side.eof && side.done_at.is_none() && side.received == self.cfg.bytes {
+            side.done_at = Some(now);
+        }
+        // Close once our data is acknowledged and the peer is done.
+        if side.shut && side.eof {
+            if let Ok(info) = stack.tcp_info(h) {
+                if info.unacked == 0 && info.unsent == 0 && info.readable == 0 {
+                    stack.tcp_close(now, h).expect("live handle");
+                    side.closed = true;
+                    progressed = true;
+                }
+            }
+        }
+        progressed
+    }
+}
+
+fn pattern_of(sides: &[Side; 2], i: usize) -> Bytes {
+    sides[i].pattern.clone()
+}
+
+/// One-line summary of a frame (for `IXORA_SIM_TRACE`).
+pub fn describe(frame: &[u8]) -> String {
+    use ixora_core::wire::{
+        ethernet::EthernetFrame, ipv4::Ipv4Packet, tcp::TcpOptions, tcp::TcpPacket,
+    };
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return "short".into();
+    };
+    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
+        return format!("{:?}", eth.ethertype());
+    };
+    let Ok(t) = TcpPacket::new_checked(ip.payload()) else {
+        return format!("ip proto {:?}", ip.protocol());
+    };
+    let o = TcpOptions::parse(t.options()).unwrap_or_default();
+    let sacks: Vec<String> = o
+        .sacks()
+        .iter()
+        .map(|b| format!("{}-{}", b.left, b.right))
+        .collect();
+    format!(
+        "{:?} seq={} ack={} len={} win={} ts={:?} sack=[{}]",
+        t.flags(),
+        t.seq_number(),
+        t.ack_number(),
+        t.payload().len(),
+        t.window_len(),
+        o.timestamp,
+        sacks.join(",")
+    )
+}
