@@ -5,6 +5,8 @@ use ixora_core::{CcAlgorithm, Duration};
 use ixora_sim::{LinkConfig, Transfer, TransferConfig};
 use std::process::ExitCode;
 
+mod kernel;
+
 /// Ixora — a userspace TCP/IP dataplane.
 ///
 /// Subcommands run the protocol core in a simulated network today; the
@@ -29,6 +31,32 @@ enum Cmd {
     ///
     /// Example: ixora sim --bytes 16MiB --loss 0.05 --reorder 0.05 --seed 7
     Sim(SimArgs),
+    /// Show what this build is: version, sizes, defaults, drop reasons.
+    Info(InfoArgs),
+    /// Measure the Linux kernel TCP stack for comparison (used by the
+    /// benchmark scripts inside a private network namespace).
+    #[command(hide = true)]
+    BenchKernel(BenchKernelArgs),
+}
+
+#[derive(Args)]
+struct InfoArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct BenchKernelArgs {
+    /// Address to listen on and connect to (must be in 198.18.0.0/15).
+    #[arg(long)]
+    addr: std::net::SocketAddrV4,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 1448)]
+    size: usize,
+    /// Messages to send.
+    #[arg(long, default_value_t = 1_000_000)]
+    count: u64,
 }
 
 #[derive(Args)]
@@ -67,6 +95,9 @@ struct SimArgs {
     /// Give up after this many seconds of virtual time.
     #[arg(long, default_value_t = 3600)]
     time_limit_s: u64,
+    /// Print a readable summary instead of the JSON line.
+    #[arg(long)]
+    text: bool,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -128,11 +159,15 @@ fn sim(a: SimArgs) -> ExitCode {
     let start = std::time::Instant::now();
     let mut report = Transfer::new(cfg).run();
     report.wall_ms = start.elapsed().as_secs_f64() * 1e3;
-    match serde_json::to_string(&report) {
-        Ok(s) => println!("{s}"),
-        Err(e) => {
-            eprintln!("ixora sim: cannot encode the report: {e}");
-            return ExitCode::FAILURE;
+    if a.text {
+        print_text(&report, &a);
+    } else {
+        match serde_json::to_string(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("ixora sim: cannot encode the report: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
     if report.intact && report.clean_close {
@@ -142,9 +177,124 @@ fn sim(a: SimArgs) -> ExitCode {
     }
 }
 
+fn print_text(r: &ixora_sim::TransferReport, a: &SimArgs) {
+    let mib = r.bytes as f64 / (1 << 20) as f64;
+    let verdict = if r.intact && r.clean_close {
+        "OK"
+    } else {
+        "FAILED"
+    };
+    println!(
+        "{verdict}: {mib:.1} MiB each way, {} congestion control, link {} Mbit/s, {} µs one way, loss {:.1}%, reorder {:.1}%, seed {}",
+        r.cc, a.rate_mbps, a.delay_us, a.loss * 100.0, a.reorder * 100.0, r.seed
+    );
+    println!(
+        "  data intact both ways: {}   clean close: {}",
+        if r.intact { "yes" } else { "NO" },
+        if r.clean_close { "yes" } else { "NO" }
+    );
+    println!(
+        "  {:.1} Mbit/s per direction over {:.0} ms of virtual time ({:.0} ms of wall time)",
+        r.goodput_mbps, r.sim_time_ms, r.wall_ms
+    );
+    println!(
+        "  link: {} frames, {} lost, {} reordered, {} duplicated, {} corrupted, {} queue drops",
+        r.link.sent,
+        r.link.lost,
+        r.link.reordered,
+        r.link.duplicated,
+        r.link.corrupted,
+        r.link.queue_drops
+    );
+    println!(
+        "  TCP: {} retransmitted segments, {} fast recoveries, {} timeouts",
+        r.retransmits, r.fast_retransmits, r.timeouts
+    );
+    if let Some(e) = &r.error {
+        println!("  error: {e}");
+    }
+}
+
+fn info(a: InfoArgs) -> ExitCode {
+    use ixora_core::{DropReason, Stack, StackConfig};
+    let state = Stack::<Vec<u8>, Vec<u8>>::connection_state_size();
+    let d = StackConfig::new(
+        ixora_core::wire::ethernet::MacAddr([2, 0, 0, 0, 0, 1]),
+        std::net::Ipv4Addr::new(198, 18, 0, 1),
+        24,
+    );
+    if a.json {
+        let drops: Vec<_> = DropReason::ALL
+            .iter()
+            .map(|r| serde_json::json!({"name": r.name(), "description": r.description()}))
+            .collect();
+        let v = serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "connection_state_bytes": state,
+            "defaults": {
+                "mtu": d.mtu,
+                "timer_tick_us": d.timer_tick.as_micros() as u64,
+                "cc": d.tcp.cc.name(),
+                "recv_buffer": d.tcp.recv_buffer,
+                "send_buffer": d.tcp.send_buffer,
+                "delayed_ack_ms": d.tcp.delayed_ack.as_millis() as u64,
+                "rto_min_ms": d.tcp.rto_min.as_millis() as u64,
+                "msl_s": d.tcp.msl.as_secs(),
+            },
+            "drop_reasons": drops,
+        });
+        println!("{v}");
+    } else {
+        println!("ixora {}", env!("CARGO_PKG_VERSION"));
+        println!("connection state: {state} bytes per TCP connection (data buffers excluded)");
+        println!(
+            "defaults: MTU {}, timer tick {} µs, {} congestion control, {} KiB receive / {} KiB send buffer,",
+            d.mtu,
+            d.timer_tick.as_micros(),
+            d.tcp.cc.name(),
+            d.tcp.recv_buffer / 1024,
+            d.tcp.send_buffer / 1024
+        );
+        println!(
+            "          delayed ACK {} ms, minimum RTO {} ms, TIME-WAIT {} s",
+            d.tcp.delayed_ack.as_millis(),
+            d.tcp.rto_min.as_millis(),
+            2 * d.tcp.msl.as_secs()
+        );
+        println!("drop reasons ({}):", DropReason::ALL.len());
+        for r in DropReason::ALL {
+            println!("  {:<24} {}", r.name(), r.description());
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn bench_kernel(a: BenchKernelArgs) -> ExitCode {
+    let o = a.addr.ip().octets();
+    if !(o[0] == 198 && (o[1] == 18 || o[1] == 19)) {
+        eprintln!(
+            "ixora bench-kernel: --addr {} is outside 198.18.0.0/15, the benchmarking range",
+            a.addr
+        );
+        return ExitCode::from(2);
+    }
+    match kernel::run(std::net::SocketAddr::V4(a.addr), a.size, a.count) {
+        Ok(r) => {
+            println!("{}", serde_json::to_string(&r).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ixora bench-kernel: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Sim(a) => sim(a),
+        Cmd::Info(a) => info(a),
+        Cmd::BenchKernel(a) => bench_kernel(a),
     }
 }

@@ -187,9 +187,11 @@ mod tests {
 
     #[test]
     fn merge_adds_everything() {
-        let mut a = Counters::default();
-        a.tcp_in_segs = 3;
-        a.tcp_timewait_recycled = 1;
+        let mut a = Counters {
+            tcp_in_segs: 3,
+            tcp_timewait_recycled: 1,
+            ..Default::default()
+        };
         a.drop(DropReason::TcpPaws);
         let mut b = a.clone();
         b.merge(&a);

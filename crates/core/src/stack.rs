@@ -609,8 +609,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(())
     }
 
-    /// Stop listening. Half-open connections are forgotten; knocked ones
-    /// not yet accepted are reset (and reported `Dead`).
+    /// Stop listening. Every connection from the listener that the
+    /// application has not accepted is reset: half-open ones silently,
+    /// knocked ones with a `Dead` event (the application must still close
+    /// their handles).
     pub fn tcp_unlisten(&mut self, port: u16) -> Result<(), Error> {
         self.listeners.remove(&port).ok_or(Error::InvalidHandle)?;
         for idx in 0..self.conns.len() as u32 {
@@ -1630,6 +1632,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                         .get(h.idx as usize)
                         .is_some_and(|s| s.gen == h.gen)
                     {
+                        if mac.is_none() {
+                            self.with_tcb(h.idx, |tcb, ctx| tcb.neighbor_failed(ctx));
+                        }
                         self.after(h.idx);
                     }
                 }
@@ -1652,98 +1657,102 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         if buf.len() < self.max_frame_len() {
             return None;
         }
-        while let Some(c) = self.ctrlq.pop_front() {
-            if let Some(n) = self.emit_ctrl(c, buf) {
-                self.counters.tx_frames += 1;
-                return Some(n);
+        // Parking a packet on ARP queues a request on `ctrlq`: go round
+        // again so it leaves in this same call.
+        'again: loop {
+            while let Some(c) = self.ctrlq.pop_front() {
+                if let Some(n) = self.emit_ctrl(c, buf) {
+                    self.counters.tx_frames += 1;
+                    return Some(n);
+                }
             }
-        }
-        while let Some(&idx) = self.txq.front() {
-            let Some(tcb) = self.conns[idx as usize].tcb.as_mut() else {
+            while let Some(&idx) = self.txq.front() {
+                let Some(tcb) = self.conns[idx as usize].tcb.as_mut() else {
+                    self.txq.pop_front();
+                    continue;
+                };
+                if !tcb.wants_tx() {
+                    tcb.flags &= !flag::IN_TXQ;
+                    self.txq.pop_front();
+                    self.after(idx);
+                    continue;
+                }
+                let remote = tcb.tuple.remote_ip;
+                let mac = match self.resolve(remote) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => {
+                        self.txq.pop_front();
+                        if let Some(t) = self.tcb_mut(idx) {
+                            t.flags &= !flag::IN_TXQ;
+                        }
+                        let h = self.handle_of(idx);
+                        self.park(remote, Waiter::Conn(h));
+                        continue 'again;
+                    }
+                    Err(reason) => {
+                        // No route: nothing will ever go out; the connection's
+                        // own timers end it.
+                        self.counters.drop(reason);
+                        self.txq.pop_front();
+                        if let Some(t) = self.tcb_mut(idx) {
+                            t.flags &= !flag::IN_TXQ;
+                        }
+                        continue;
+                    }
+                };
+                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+                let l4 = l3 + ipv4::HEADER_LEN;
+                let csum = self.cfg.checksums.tcp;
+                let n = self
+                    .with_tcb(idx, |tcb, ctx| tcb.poll_segment(ctx, &mut buf[l4..], csum))
+                    .flatten();
                 self.txq.pop_front();
-                continue;
-            };
-            if !tcb.wants_tx() {
-                tcb.flags &= !flag::IN_TXQ;
-                self.txq.pop_front();
+                if let Some(t) = self.tcb_mut(idx) {
+                    t.flags &= !flag::IN_TXQ;
+                }
+                // Round robin: back of the queue if it has more.
                 self.after(idx);
-                continue;
-            }
-            let remote = tcb.tuple.remote_ip;
-            let mac = match self.resolve(remote) {
-                Ok(Some(m)) => m,
-                Ok(None) => {
-                    self.txq.pop_front();
-                    if let Some(t) = self.tcb_mut(idx) {
-                        t.flags &= !flag::IN_TXQ;
-                    }
-                    let h = self.handle_of(idx);
-                    self.park(remote, Waiter::Conn(h));
-                    continue;
+                if let Some(n) = n {
+                    self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true);
+                    self.counters.tx_frames += 1;
+                    return Some(l4 + n);
                 }
-                Err(reason) => {
-                    // No route: nothing will ever go out; the connection's
-                    // own timers end it.
-                    self.counters.drop(reason);
-                    self.txq.pop_front();
-                    if let Some(t) = self.tcb_mut(idx) {
-                        t.flags &= !flag::IN_TXQ;
-                    }
-                    continue;
-                }
-            };
-            let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
-            let l4 = l3 + ipv4::HEADER_LEN;
-            let csum = self.cfg.checksums.tcp;
-            let n = self
-                .with_tcb(idx, |tcb, ctx| tcb.poll_segment(ctx, &mut buf[l4..], csum))
-                .flatten();
-            self.txq.pop_front();
-            if let Some(t) = self.tcb_mut(idx) {
-                t.flags &= !flag::IN_TXQ;
             }
-            // Round robin: back of the queue if it has more.
-            self.after(idx);
-            if let Some(n) = n {
-                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true);
+            while let Some(u) = self.udp_txq.pop_front() {
+                let dst = *u.dst.ip();
+                let mac = match self.resolve(dst) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => {
+                        self.park(dst, Waiter::Udp(u));
+                        continue 'again;
+                    }
+                    Err(reason) => {
+                        self.counters.drop(reason);
+                        continue;
+                    }
+                };
+                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+                let l4 = l3 + ipv4::HEADER_LEN;
+                let repr = UdpRepr {
+                    src_port: u.src_port,
+                    dst_port: u.dst.port(),
+                };
+                let payload = u.data.as_ref();
+                repr.emit(
+                    &mut buf[l4..],
+                    self.cfg.ip,
+                    dst,
+                    payload,
+                    self.cfg.checksums.udp,
+                );
+                let n = repr.buffer_len(payload.len());
+                self.write_ipv4(&mut buf[l3..], dst, Protocol::Udp, n, false);
+                self.counters.udp_out_datagrams += 1;
                 self.counters.tx_frames += 1;
                 return Some(l4 + n);
             }
+            return None;
         }
-        while let Some(u) = self.udp_txq.pop_front() {
-            let dst = *u.dst.ip();
-            let mac = match self.resolve(dst) {
-                Ok(Some(m)) => m,
-                Ok(None) => {
-                    self.park(dst, Waiter::Udp(u));
-                    continue;
-                }
-                Err(reason) => {
-                    self.counters.drop(reason);
-                    continue;
-                }
-            };
-            let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
-            let l4 = l3 + ipv4::HEADER_LEN;
-            let repr = UdpRepr {
-                src_port: u.src_port,
-                dst_port: u.dst.port(),
-            };
-            let payload = u.data.as_ref();
-            repr.emit(
-                &mut buf[l4..],
-                self.cfg.ip,
-                dst,
-                payload,
-                self.cfg.checksums.udp,
-            );
-            let n = repr.buffer_len(payload.len());
-            self.write_ipv4(&mut buf[l3..], dst, Protocol::Udp, n, false);
-            self.counters.udp_out_datagrams += 1;
-            self.counters.tx_frames += 1;
-            return Some(l4 + n);
-        }
-        None
     }
 
     fn write_eth(&self, buf: &mut [u8], dst: MacAddr, ethertype: EtherType) -> usize {

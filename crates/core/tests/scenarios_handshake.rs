@@ -20,9 +20,22 @@ fn passive_open_three_way_handshake() {
     assert!(synack.opts.window_scale.is_some());
     assert!(synack.opts.sack_permitted);
     assert_eq!(synack.opts.timestamp.map(|t| t.1), Some(10));
-    h.send(Seg::to(80).seq(PEER_ISS + 1).ack(synack.seq + 1).ts(11, synack.opts.timestamp.unwrap().0));
+    h.send(
+        Seg::to(80)
+            .seq(PEER_ISS + 1)
+            .ack(synack.seq + 1)
+            .ts(11, synack.opts.timestamp.unwrap().0),
+    );
     let ev = h.events();
-    let Event::Knock { handle, listener_cookie, local_port, .. } = ev[0] else { panic!("{ev:?}") };
+    let Event::Knock {
+        handle,
+        listener_cookie,
+        local_port,
+        ..
+    } = ev[0]
+    else {
+        panic!("{ev:?}")
+    };
     assert_eq!((listener_cookie, local_port), (1, 80));
     h.stack.tcp_accept(handle, 42).unwrap();
     assert_eq!(h.stack.tcp_state(handle).unwrap(), State::Established);
@@ -36,11 +49,18 @@ fn passive_open_three_way_handshake() {
 fn active_open() {
     let mut h = Harness::new(|_| {});
     let (handle, iss) = h.active_open(|syn| {
-        Seg::to(syn.src_port).syn().seq(PEER_ISS).ack(syn.seq + 1).mss(1400)
+        Seg::to(syn.src_port)
+            .syn()
+            .seq(PEER_ISS)
+            .ack(syn.seq + 1)
+            .mss(1400)
     });
     let ack = h.expect_tcp();
     assert_eq!((ack.seq, ack.ack), (iss + 1, Some(PEER_ISS + 1)));
-    assert!(matches!(h.events()[..], [Event::Connected { cookie: 9, .. }]));
+    assert!(matches!(
+        h.events()[..],
+        [Event::Connected { cookie: 9, .. }]
+    ));
     assert_eq!(h.stack.tcp_state(handle).unwrap(), State::Established);
     // Without the peer's options, none are used (RFC 7323 §2.2, §3.2).
     let info = h.stack.tcp_info(handle).unwrap();

@@ -10,6 +10,8 @@
 //! send the same number of pattern bytes, verify every byte received, close
 //! in order and wait out TIME-WAIT.
 
+pub mod fuzz;
+
 use bytes::Bytes;
 use ixora_core::wire::ethernet::MacAddr;
 use ixora_core::{CcAlgorithm, ConnHandle, Counters, Duration, Event, Instant, Stack, StackConfig};

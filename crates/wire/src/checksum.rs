@@ -121,6 +121,7 @@ mod tests {
             proptest::prop_assert_eq!(data(&v), naive(&v));
         }
 
+        /// RFC 1624 eqn. 3 agrees with recomputing.
         #[test]
         fn incremental_update_matches_full(
             v in proptest::collection::vec(proptest::num::u8::ANY, 4..64),

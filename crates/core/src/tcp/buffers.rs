@@ -583,11 +583,11 @@ mod model_tests {
                 let skip = nxt.since(s);
                 if skip >= end - start { continue; }
                 off += skip;
-                s = s + skip;
+                s += skip;
                 let plen = frame.len() - off;
                 if s == nxt {
                     q.push_ready(frame, off, off + plen);
-                    nxt = nxt + plen;
+                    nxt += plen;
                     nxt = q.drain_ooo(nxt);
                 } else {
                     q.insert_ooo(s, frame, off, off + plen, 1000);

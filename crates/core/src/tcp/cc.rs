@@ -63,8 +63,9 @@ pub trait CongestionControl {
     /// Loss recovery ended (RFC 6582 §3.2 step 3 / RFC 6675 §5).
     fn on_recovery_end(&mut self, now: Instant, w: &mut Window, flight: u32) {
         let _ = now;
-        // RFC 6582: set cwnd to min(ssthresh, FlightSize + SMSS).
-        w.cwnd = w.ssthresh.min(flight.saturating_add(w.mss)).max(w.mss);
+        // RFC 6582 §3.2 step 3 (option 1): cwnd = min(ssthresh,
+        // max(FlightSize, SMSS) + SMSS).
+        w.cwnd = w.ssthresh.min(flight.max(w.mss).saturating_add(w.mss));
     }
     /// Stable algorithm name.
     fn name(&self) -> &'static str;

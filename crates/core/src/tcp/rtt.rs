@@ -30,12 +30,12 @@ impl RttEstimator {
     pub fn sample(&mut self, r: Duration, granularity: Duration, min: Duration, max: Duration) {
         let r = r.as_micros().min(u128::from(u32::MAX / 2)) as u32;
         if !self.sampled {
-            // (2.2) SRTT <- R, RTTVAR <- R/2
+            // RFC 6298 (2.2): SRTT <- R, RTTVAR <- R/2
             self.srtt_us = r;
             self.rttvar_us = r / 2;
             self.sampled = true;
         } else {
-            // (2.3) RTTVAR <- (1 - 1/4) RTTVAR + 1/4 |SRTT - R'|
+            // RFC 6298 (2.3): RTTVAR <- (1 - 1/4) RTTVAR + 1/4 |SRTT - R'|
             //       SRTT <- (1 - 1/8) SRTT + 1/8 R'
             let delta = self.srtt_us.abs_diff(r);
             self.rttvar_us = (3 * u64::from(self.rttvar_us) / 4 + u64::from(delta) / 4) as u32;
@@ -102,6 +102,7 @@ mod tests {
     const MIN: Duration = Duration::from_millis(200);
     const MAX: Duration = Duration::from_secs(60);
 
+    /// RFC 6298 (2.2): the first measurement.
     #[test]
     fn first_sample_rfc6298_2_2() {
         let mut e = RttEstimator::new(Duration::from_secs(1));
@@ -113,6 +114,7 @@ mod tests {
         assert_eq!(e.rto(MAX), Duration::from_millis(300));
     }
 
+    /// RFC 6298 (2.3): later measurements.
     #[test]
     fn subsequent_samples_rfc6298_2_3() {
         let mut e = RttEstimator::new(Duration::from_secs(1));
@@ -123,6 +125,7 @@ mod tests {
         assert_eq!(e.srtt(), Duration::from_micros(112_500));
     }
 
+    /// RFC 6298 (2.4), (2.5) bounds and RFC 6298 (5.5) backoff.
     #[test]
     fn bounds_and_backoff_rfc6298_5_5() {
         let mut e = RttEstimator::new(Duration::from_secs(1));

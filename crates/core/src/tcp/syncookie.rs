@@ -163,6 +163,7 @@ mod tests {
         }
     }
 
+    /// RFC 6528 §3: ISN = M + F(4-tuple, secret).
     #[test]
     fn isn_depends_on_tuple_and_time_rfc6528() {
         let k = Keyed::new([7; 16]);
@@ -176,6 +177,7 @@ mod tests {
         assert_ne!(Keyed::new([8; 16]).isn(&t, Instant::ZERO), a);
     }
 
+    /// RFC 4987 §3.6: the cookie round trip.
     #[test]
     fn cookie_roundtrip_and_expiry() {
         let k = Keyed::new([1; 16]);

@@ -407,7 +407,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         t.snd_una = iss + 1;
         t.snd_nxt = iss + 1;
         t.snd_max = iss + 1;
-        t.recover = iss + 1;
+        // RFC 6582 §3.2: `recover` starts at the ISS.
+        t.recover = iss;
         t.high_rxt = iss + 1;
         let opts = TcpOptions {
             mss: Some(peer_mss),
@@ -688,8 +689,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         match self.state {
             State::SynSent | State::SynReceived => {
-                self.flags |= SHUT_WR;
                 self.fin_seq = self.data_end();
+                self.flags |= SHUT_WR;
                 true
             }
             State::Established => {
@@ -775,6 +776,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
     }
 
+    /// The next hop did not answer ARP: a connection still opening fails
+    /// (RFC 1122 §4.2.3.5: the application is told); an open one carries
+    /// on and its retransmission timer decides.
+    pub fn neighbor_failed(&mut self, ctx: &mut Ctx) {
+        if self.state == State::SynSent {
+            ctx.counters.tcp_attempt_fails += 1;
+            self.die(DeadReason::Unreachable);
+        }
+    }
+
     /// An ICMP error names this connection (RFC 1122 §4.2.3.9, RFC 5461):
     /// hard errors abort a connection still in SYN-SENT; otherwise they are
     /// only counted (soft errors).
@@ -816,6 +827,30 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
         }
 
+        // Simultaneous open: in SYN-RECEIVED the peer's SYN-ACK repeats its
+        // SYN at IRS, left of the window. RFC 9293 §3.10.7.4 trims sequence
+        // space outside the window: drop the SYN and process the rest (a
+        // zero-length segment at RCV.NXT whose ACK may complete the
+        // handshake), as Linux does.
+        let trimmed;
+        let seg = if self.state == State::SynReceived
+            && seg.flags.syn()
+            && seg.ack.is_some()
+            && seg.seq == self.irs
+        {
+            trimmed = Segment {
+                seq: seg.seq + 1,
+                flags: Flags(seg.flags.0 & !Flags::SYN.0),
+                // Its window is unscaled (RFC 7323 §2.2); expressed in our
+                // scaled units it rounds down, which is safe.
+                wnd: seg.wnd >> self.snd_wscale,
+                ..*seg
+            };
+            &trimmed
+        } else {
+            seg
+        };
+
         // First: is the segment acceptable? (RFC 9293 §3.10.7.4, the
         // four-case table).
         let seg_len = seg.len();
@@ -827,7 +862,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             // A zero-length segment exactly at the right edge is accepted
             // too (as Linux does): a peer whose data filled our window has
             // no other sequence number to put on its ACKs.
-            (0, _) => in_wnd(seq) || seq == self.rcv_nxt + wnd,
+            (0, _) => in_wnd(seq) || (seq == self.rcv_nxt + wnd && !seg.flags.rst()),
             // RFC 9293: with a zero window still process ACKs and RSTs
             // of a segment at RCV.NXT (its data is then trimmed).
             (_, 0) => seq == self.rcv_nxt,
@@ -1009,7 +1044,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             // Our SYN is acknowledged: ESTABLISHED.
             self.on_syn_acked(ctx, ack);
             self.snd_una = ack;
-            self.snd_wnd = u32::from(seg.wnd) << self.snd_wscale;
+            // RFC 7323 §2.2: the window of a SYN-ACK is never scaled.
+            self.snd_wnd = u32::from(seg.wnd);
             self.max_snd_wnd = self.snd_wnd;
             self.snd_wl2 = ack;
             self.rcv_adv = self.rcv_nxt;
@@ -1044,7 +1080,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.t_rtx = Instant::NEVER;
     }
 
-    /// Enter ESTABLISHED (from SYN-SENT or SYN-RECEIVED).
+    /// Enter ESTABLISHED (from SYN-SENT or SYN-RECEIVED), completing the
+    /// three-way handshake of RFC 9293 §3.5.
     fn establish(&mut self, ctx: &mut Ctx) {
         if self.state == State::SynReceived {
             self.on_syn_acked(ctx, self.iss + 1);
@@ -1054,7 +1091,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
         }
         self.state = State::Established;
-        self.recover = self.snd_una;
+        // RFC 6582 §3.2: `recover` starts at the ISS.
+        self.recover = self.iss;
         self.high_rxt = self.snd_una;
         if self.has(SYN_RETRANSMITTED) {
             // RFC 5681 §3.1: after a lost SYN the initial window is one
@@ -1191,8 +1229,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 }
             }
         }
+        // The RTO backoff stays until a valid RTT sample clears it (Karn's
+        // algorithm, RFC 6298 §5 note); `sample` resets it.
         self.retries = 0;
-        self.rtt.reset_backoff();
         let flight_before = self.snd_max.since(self.snd_una) as u32;
         self.snd_una = ack;
         if self.snd_nxt.diff(ack) < 0 {
@@ -1310,7 +1349,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let mss = self.mss();
         self.flags |= IN_RECOVERY | RETX_FIRST;
         self.flags &= !(TIMING | TLP_TIMER | TLP_PROBE);
-        let flight = self.snd_max.since(self.snd_una) as u32;
+        // RFC 5681 §3.2 (2): FlightSize excludes what limited transmit
+        // (RFC 3042) sent beyond cwnd.
+        let flight = (self.snd_max.since(self.snd_una) as u32).min(self.win.cwnd);
         self.recover = self.snd_max;
         self.high_rxt = self.snd_una;
         self.cc.on_congestion_event(ctx.now, &mut self.win, flight);
@@ -1367,13 +1408,18 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // Trim what lies beyond the window (a FIN beyond it is dropped too).
         let right = self.rcv_adv.max(self.rcv_nxt);
         let room = right.since(seq);
-        if len > room {
+        let beyond_window = len > room;
+        if beyond_window {
             len = room;
             fin = false;
         }
         if len == 0 && !fin {
             if seg.payload_len > 0 {
-                ctx.counters.drop(DropReason::TcpDuplicate);
+                ctx.counters.drop(if beyond_window {
+                    DropReason::TcpOutOfWindow
+                } else {
+                    DropReason::TcpDuplicate
+                });
                 self.flags |= ACK_NOW;
             }
             return;
@@ -1472,8 +1518,18 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             return false;
         }
         match (self.has(TS_OK), seg.opts.timestamp) {
-            (true, Some((tsval, _))) => (tsval.wrapping_sub(self.ts_recent) as i32) > 0,
-            _ => seg.seq.diff(self.rcv_nxt) > 0,
+            // RFC 6191 §2 (1) a newer timestamp, (2) an equal one with a
+            // higher sequence number.
+            (true, Some((tsval, _))) => {
+                let d = tsval.wrapping_sub(self.ts_recent) as i32;
+                d > 0 || (d == 0 && seg.seq.diff(self.rcv_nxt) > 0)
+            }
+            // RFC 6191 §2 (3): the old connection used timestamps, the SYN
+            // has none: honour it.
+            (true, None) => true,
+            // RFC 9293 §3.10.7 / RFC 1122 §4.2.2.13: no timestamps, a
+            // sequence number beyond the old connection's.
+            (false, _) => seg.seq.diff(self.rcv_nxt) > 0,
         }
     }
 
@@ -1615,7 +1671,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.flags &= !PERSIST;
                 self.t_rtx = Instant::NEVER;
             }
-            if self.t_rtx.is_never() && !self.has(SYN_PENDING) {
+            // The handshake timer runs from `connect`, before the SYN can go
+            // out (it may wait for ARP), so SYN retries bound the wait.
+            if self.t_rtx.is_never() {
                 if handshake {
                     self.t_rtx = ctx.now + self.rto(ctx);
                 } else {

@@ -120,8 +120,16 @@ impl Seg {
 pub enum Out {
     Tcp(Seg),
     Arp(ArpRepr),
-    Icmp { ty: u8, code: u8, data: Vec<u8> },
-    Udp { src_port: u16, dst_port: u16, payload: Vec<u8> },
+    Icmp {
+        ty: u8,
+        code: u8,
+        data: Vec<u8>,
+    },
+    Udp {
+        src_port: u16,
+        dst_port: u16,
+        payload: Vec<u8>,
+    },
 }
 
 /// The stack under test and the time.
@@ -166,12 +174,20 @@ impl Harness {
             operation: op,
             sender_mac: PEER_MAC,
             sender_ip: PEER,
-            target_mac: if op == Operation::Reply { US_MAC } else { MacAddr::UNSPECIFIED },
+            target_mac: if op == Operation::Reply {
+                US_MAC
+            } else {
+                MacAddr::UNSPECIFIED
+            },
             target_ip: target,
         };
         let eth = EthernetRepr {
             src_addr: PEER_MAC,
-            dst_addr: if op == Operation::Reply { US_MAC } else { MacAddr::BROADCAST },
+            dst_addr: if op == Operation::Reply {
+                US_MAC
+            } else {
+                MacAddr::BROADCAST
+            },
             ethertype: EtherType::Arp,
             vlan: None,
         };
@@ -208,7 +224,10 @@ impl Harness {
 
     /// A UDP datagram from the peer's `sport` to our `dport`.
     pub fn udp_frame(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-        let repr = UdpRepr { src_port: sport, dst_port: dport };
+        let repr = UdpRepr {
+            src_port: sport,
+            dst_port: dport,
+        };
         let mut u = vec![0u8; repr.buffer_len(payload.len())];
         repr.emit(&mut u, PEER, US, payload, Checksum::Both);
         Self::ip_frame(Protocol::Udp, &u)
@@ -291,7 +310,11 @@ impl Harness {
 
     /// Nothing was sent.
     pub fn expect_silence(&mut self) {
-        assert!(self.out.is_empty(), "expected nothing sent, got {:?}", self.out);
+        assert!(
+            self.out.is_empty(),
+            "expected nothing sent, got {:?}",
+            self.out
+        );
     }
 
     /// All pending events.
@@ -306,7 +329,10 @@ impl Harness {
         let _ = self.stack.tcp_listen(port, None, 77);
         self.send(syn(Seg::to(port).syn()));
         let synack = self.expect_tcp();
-        assert!(synack.is(Flags::SYN) && synack.ack == Some(PEER_ISS + 1), "{synack:?}");
+        assert!(
+            synack.is(Flags::SYN) && synack.ack == Some(PEER_ISS + 1),
+            "{synack:?}"
+        );
         let iss = synack.seq;
         let mut ack = Seg::to(port).seq(PEER_ISS + 1).ack(iss + 1);
         if let Some((val, _)) = synack.opts.timestamp {

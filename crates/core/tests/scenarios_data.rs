@@ -1,0 +1,1231 @@
+//! Scenario tests: TCP data transfer and timers — IX flow control, window
+//! scaling, SWS avoidance, Nagle, delayed ACKs, SACK generation, the
+//! retransmission timer, tail loss probes, fast retransmit and recovery,
+//! zero-window probing, keepalive and the initial window.
+//!
+//! The test plays the peer (198.18.0.1) against the stack (198.18.0.2) in
+//! virtual time. Sequence offsets below are relative to the first data byte
+//! of each direction: `ours(c, n)` is our ISS + 1 + n, `theirs(n)` is the
+//! peer's ISS + 1 + n.
+
+mod common;
+use common::*;
+use ixora_core::wire::arp::Operation;
+use ixora_core::wire::tcp::Flags;
+use ixora_core::{CcAlgorithm, ConnHandle, DeadReason, Duration, Event, State};
+
+/// Tolerance for timer expiries: the timing wheel rounds deadlines up to
+/// its 16 µs tick.
+const SLACK: Duration = Duration::from_millis(1);
+
+/// An established connection, seen from the peer.
+#[derive(Debug, Clone, Copy)]
+struct Conn {
+    h: ConnHandle,
+    port: u16,
+    /// The stack's ISS.
+    iss: u32,
+}
+
+/// Our sequence number `n` bytes into our data stream.
+fn ours(c: &Conn, n: u32) -> u32 {
+    c.iss.wrapping_add(1).wrapping_add(n)
+}
+
+/// The peer's sequence number `n` bytes into its data stream.
+fn theirs(n: u32) -> u32 {
+    PEER_ISS.wrapping_add(1).wrapping_add(n)
+}
+
+/// The peer acknowledges `n` bytes of our data (window 65535 unless changed).
+fn ack(c: &Conn, n: u32) -> Seg {
+    Seg::to(c.port).seq(theirs(0)).ack(ours(c, n))
+}
+
+/// The peer sends `d` at offset `off` of its stream, acknowledging nothing
+/// of ours beyond the SYN.
+fn data(c: &Conn, off: u32, d: &[u8]) -> Seg {
+    Seg::to(c.port).seq(theirs(off)).ack(ours(c, 0)).data(d)
+}
+
+/// Passive open on `port`: the peer's SYN is `syn` applied to a bare SYN,
+/// the handshake's final ACK arrives `rtt` after our SYN-ACK (so the stack
+/// takes an RTT sample of `rtt`) and carries window `win`.
+fn open(h: &mut Harness, port: u16, rtt: Duration, win: u16, syn: impl FnOnce(Seg) -> Seg) -> Conn {
+    h.stack.tcp_listen(port, None, 77).unwrap();
+    h.send(syn(Seg::to(port).syn()));
+    let synack = h.expect_tcp();
+    assert!(synack.is(Flags::SYN), "{synack:?}");
+    assert_eq!(synack.ack, Some(theirs(0)));
+    h.advance(rtt);
+    h.expect_silence();
+    let mut a = Seg::to(port).seq(theirs(0)).ack(synack.seq + 1).win(win);
+    if let Some((val, _)) = synack.opts.timestamp {
+        a = a.ts(100, val);
+    }
+    h.send(a);
+    let handle = match h.events().as_slice() {
+        [Event::Knock { handle, .. }] => *handle,
+        other => panic!("expected one knock, got {other:?}"),
+    };
+    h.stack.tcp_accept(handle, 5).unwrap();
+    h.expect_silence();
+    Conn {
+        h: handle,
+        port,
+        iss: synack.seq,
+    }
+}
+
+/// A plain connection: peer MSS 1460, no other options, RTT 100 ms.
+fn open_plain(h: &mut Harness) -> Conn {
+    open(h, 8080, Duration::from_millis(100), 65535, |s| s.mss(1460))
+}
+
+/// Local port of a connection.
+fn hc_port(h: &Harness, hc: ConnHandle) -> u16 {
+    h.stack.tcp_addrs(hc).unwrap().0.port()
+}
+
+/// The peer's first data segment to `port`, acknowledging our SYN.
+fn data_to(port: u16, iss: u32, d: &[u8]) -> Seg {
+    Seg::to(port)
+        .seq(theirs(0))
+        .ack(iss.wrapping_add(1))
+        .data(d)
+}
+
+/// Everything the stack sent, as TCP segments.
+fn segs(h: &mut Harness) -> Vec<Seg> {
+    std::iter::from_fn(|| h.out.pop_front())
+        .map(|o| match o {
+            Out::Tcp(s) => s,
+            other => panic!("expected TCP, got {other:?}"),
+        })
+        .collect()
+}
+
+/// Payload bytes in `s`.
+fn bytes(s: &[Seg]) -> usize {
+    s.iter().map(|s| s.payload.len()).sum()
+}
+
+/// `(seq, payload length)` of each segment, for assertion messages.
+fn brief(s: &[Seg]) -> Vec<(u32, usize)> {
+    s.iter().map(|s| (s.seq, s.payload.len())).collect()
+}
+
+/// The application offers `d`; whatever the stack then sends is collected.
+fn app_send(h: &mut Harness, c: &Conn, d: Vec<u8>) -> usize {
+    let n = h.stack.tcp_send(h.now, c.h, d).unwrap();
+    h.drain();
+    n
+}
+
+/// The peer answers the stack's ARP cache refreshes (the entry learned at
+/// the start ages out after `arp_timeout`), so long idle periods keep the
+/// link layer resolved.
+fn answer_arp(h: &mut Harness) {
+    while let Some(i) = h.out.iter().position(|o| matches!(o, Out::Arp(_))) {
+        let Some(Out::Arp(a)) = h.out.remove(i) else {
+            unreachable!()
+        };
+        assert_eq!((a.operation, a.target_ip), (Operation::Request, PEER));
+        h.inject_arp(Operation::Reply, US);
+        h.drain();
+    }
+}
+
+/// Run timers until the stack sends something (other than an ARP refresh,
+/// which the peer answers) or `limit` passes; returns how long that took
+/// (`None`: nothing within `limit`).
+fn run_until_output(h: &mut Harness, limit: Duration) -> Option<Duration> {
+    let start = h.now;
+    let end = start + limit;
+    for _ in 0..1_000_000 {
+        answer_arp(h);
+        if !h.out.is_empty() {
+            return Some(h.now - start);
+        }
+        match h.stack.poll_timeout() {
+            Some(t) if t <= end => {
+                h.now = h.now.max(t);
+                h.stack.handle_timeout(h.now);
+                h.drain();
+            }
+            _ => {
+                h.now = end;
+                h.stack.handle_timeout(end);
+                h.drain();
+                answer_arp(h);
+                return (!h.out.is_empty()).then(|| h.now - start);
+            }
+        }
+    }
+    panic!("timers did not converge");
+}
+
+/// `got` is `want`, give or take a timer tick.
+fn assert_close(got: Duration, want: Duration, what: &str) {
+    assert!(
+        got >= want.saturating_sub(SLACK) && got <= want + SLACK,
+        "{what}: got {got:?}, want {want:?}"
+    );
+}
+
+// ===== IX flow control ====================================================
+
+/// IX: `tcp_send` takes only what the peer's window allows; `Sent` reports acked bytes and window.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6
+//= type=test
+#[test]
+fn ix_send_accepts_only_what_the_window_allows() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(100), 4000, |s| {
+        s.mss(1460)
+    });
+    assert_eq!(h.stack.tcp_send_space(c.h).unwrap(), 4000);
+    // Offer more than the window: partial acceptance.
+    assert_eq!(app_send(&mut h, &c, vec![7u8; 10_000]), 4000);
+    // The window is full: nothing more is taken.
+    assert_eq!(app_send(&mut h, &c, vec![8u8; 10]), 0);
+    assert_eq!(h.stack.tcp_send_space(c.h).unwrap(), 0);
+    let out = segs(&mut h);
+    let lens: Vec<_> = out.iter().map(|s| s.payload.len()).collect();
+    assert_eq!(lens, [1460, 1460, 1080]);
+    assert_eq!(out[0].seq, ours(&c, 0));
+    assert_eq!(out[2].seq, ours(&c, 2920));
+    assert!(out.iter().all(|s| s.payload.iter().all(|&b| b == 7)));
+    // The peer acknowledges part of it; the window slides.
+    h.send(ack(&c, 2920).win(4000));
+    assert_eq!(
+        h.events(),
+        [Event::Sent {
+            handle: c.h,
+            cookie: 5,
+            acked: 2920,
+            window: 2920
+        }]
+    );
+    h.send(ack(&c, 4000).win(4000));
+    assert_eq!(
+        h.events(),
+        [Event::Sent {
+            handle: c.h,
+            cookie: 5,
+            acked: 1080,
+            window: 4000
+        }]
+    );
+    // The application offers the rest again.
+    assert_eq!(app_send(&mut h, &c, vec![9u8; 6000]), 4000);
+    assert_eq!(bytes(&segs(&mut h)), 4000);
+}
+
+/// IX: data is read in place; the window shrinks while unread and re-opens on `tcp_recv_done`.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
+//= type=test
+#[test]
+fn ix_recv_in_place_window_reopens_after_recv_done() {
+    let mut h = Harness::new(|c| c.tcp.recv_buffer = 16384);
+    let c = open_plain(&mut h);
+    let mut sent = Vec::new();
+    let mut windows = Vec::new();
+    for i in 0..6u32 {
+        let d = vec![i as u8 + 1; 1460];
+        h.send(data(&c, i * 1460, &d));
+        sent.extend_from_slice(&d);
+        // Every second full segment is acknowledged at once.
+        if i % 2 == 1 {
+            let a = h.expect_tcp();
+            assert_eq!(a.ack, Some(theirs((i + 1) * 1460)));
+            windows.push(a.win);
+        }
+        h.expect_silence();
+    }
+    assert_eq!(windows, [16384 - 2920, 16384 - 5840, 16384 - 8760]);
+    assert_eq!(
+        h.events(),
+        [Event::Recv {
+            handle: c.h,
+            cookie: 5,
+            readable: 8760
+        }]
+    );
+    // Zero copy: one chunk per received frame, the bytes as sent.
+    let chunks: Vec<Vec<u8>> = h
+        .stack
+        .tcp_recv_chunks(c.h)
+        .unwrap()
+        .map(|s| s.to_vec())
+        .collect();
+    assert_eq!(chunks.len(), 6);
+    assert_eq!(chunks.concat(), sent);
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().rcv_wnd, 16384 - 8760);
+    // Releasing a little does not justify a window update by itself.
+    h.stack.tcp_recv_done(h.now, c.h, 1000).unwrap();
+    h.drain();
+    h.expect_silence();
+    assert_eq!(h.stack.tcp_readable(c.h).unwrap(), 7760);
+    // Releasing the rest re-opens the whole window at once.
+    h.stack.tcp_recv_done(h.now, c.h, 7760).unwrap();
+    h.drain();
+    let upd = h.expect_tcp();
+    assert_eq!(upd.ack, Some(theirs(8760)));
+    assert_eq!(upd.win, 16384);
+    assert!(upd.payload.is_empty());
+    h.expect_silence();
+}
+
+/// IX: unread data closes the window to zero until `tcp_recv_done` re-opens it.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
+//= type=test
+#[test]
+fn ix_unread_data_closes_window_until_recv_done() {
+    let mut h = Harness::new(|c| c.tcp.recv_buffer = 4096);
+    let c = open_plain(&mut h);
+    h.send(data(&c, 0, &[1; 1460]));
+    h.send(data(&c, 1460, &[2; 1460]));
+    assert_eq!(h.expect_tcp().win, 4096 - 2920);
+    h.send(data(&c, 2920, &[3; 1176]));
+    h.advance(Duration::from_millis(40));
+    let a = h.expect_tcp();
+    assert_eq!((a.ack, a.win), (Some(theirs(4096)), 0));
+    // More data does not fit: acknowledged but not taken.
+    h.send(data(&c, 4096, &[4; 100]));
+    let a = h.expect_tcp();
+    assert_eq!((a.ack, a.win), (Some(theirs(4096)), 0));
+    assert_eq!(h.stack.tcp_readable(c.h).unwrap(), 4096);
+    h.stack.tcp_recv_done(h.now, c.h, 4096).unwrap();
+    h.drain();
+    let upd = h.expect_tcp();
+    assert_eq!((upd.ack, upd.win), (Some(theirs(4096)), 4096));
+}
+
+// ===== window scaling =====================================================
+
+/// RFC 7323 §2: negotiated shifts scale both directions; the SYN-ACK window is unscaled.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-2.2
+//= type=test
+#[test]
+fn window_scaling_negotiated_shift_used_both_ways() {
+    let mut h = Harness::new(|_| {});
+    h.stack.tcp_listen(8080, None, 1).unwrap();
+    h.send(Seg::to(8080).syn().mss(1460).wscale(2).win(1000));
+    let synack = h.expect_tcp();
+    // 256 KiB buffer: shift 3; the SYN-ACK window itself is never scaled.
+    assert_eq!(synack.opts.window_scale, Some(3));
+    assert_eq!(synack.win, 65535);
+    h.send(Seg::to(8080).seq(theirs(0)).ack(synack.seq + 1).win(1000));
+    let Event::Knock { handle, .. } = h.events()[0] else {
+        panic!()
+    };
+    h.stack.tcp_accept(handle, 5).unwrap();
+    let c = Conn {
+        h: handle,
+        port: 8080,
+        iss: synack.seq,
+    };
+    let info = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(info.wscale, Some((2, 3)));
+    // The peer's window field 1000 means 1000 << 2.
+    assert_eq!(info.snd_wnd, 4000);
+    assert_eq!(app_send(&mut h, &c, vec![0; 10_000]), 4000);
+    assert_eq!(bytes(&segs(&mut h)), 4000);
+    // Our window field is scaled down by our shift (rounded up).
+    h.send(data(&c, 0, &[5; 1000]).ack(ours(&c, 4000)).win(1000));
+    h.advance(Duration::from_millis(40));
+    let a = h.expect_tcp();
+    assert_eq!(a.win, (262_144u32 - 1000).div_ceil(8) as u16);
+}
+
+/// RFC 7323 §2.2: without the option in the peer's SYN, neither side scales.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-2.2
+//= type=test
+#[test]
+fn window_scaling_unused_without_peer_option() {
+    let mut h = Harness::new(|_| {});
+    h.stack.tcp_listen(8080, None, 1).unwrap();
+    h.send(Seg::to(8080).syn().mss(1460));
+    let synack = h.expect_tcp();
+    assert_eq!(synack.opts.window_scale, None);
+    assert_eq!(synack.win, 65535);
+    h.send(Seg::to(8080).seq(theirs(0)).ack(synack.seq + 1).win(1000));
+    let Event::Knock { handle, .. } = h.events()[0] else {
+        panic!()
+    };
+    h.stack.tcp_accept(handle, 5).unwrap();
+    let c = Conn {
+        h: handle,
+        port: 8080,
+        iss: synack.seq,
+    };
+    let info = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(info.wscale, None);
+    assert_eq!(info.snd_wnd, 1000);
+    h.send(data(&c, 0, &[5; 1000]));
+    h.advance(Duration::from_millis(40));
+    // A 256 KiB buffer is advertised as the largest unscaled window.
+    assert_eq!(h.expect_tcp().win, 65535);
+}
+
+/// RFC 7323 §2.2: an active open offers scaling and drops it if the SYN-ACK lacks the option.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-2.2
+//= type=test
+#[test]
+fn window_scaling_active_open_declined_by_peer() {
+    let mut h = Harness::new(|_| {});
+    let (hc, iss) = h.active_open(|syn| {
+        assert_eq!(syn.opts.window_scale, Some(3));
+        assert_eq!(syn.win, 65535);
+        Seg::to(syn.src_port)
+            .syn()
+            .seq(PEER_ISS)
+            .ack(syn.seq + 1)
+            .mss(1460)
+            .win(1000)
+    });
+    let a = h.expect_tcp();
+    assert_eq!(a.win, 65535);
+    let info = h.stack.tcp_info(hc).unwrap();
+    assert_eq!(info.wscale, None);
+    assert_eq!(info.snd_wnd, 1000);
+    // Our ACK of the SYN-ACK and later windows stay unscaled.
+    h.send(data_to(hc_port(&h, hc), iss, b"x").win(1000));
+    h.advance(Duration::from_millis(40));
+    assert_eq!(h.expect_tcp().win, 65535);
+    assert_eq!(h.stack.tcp_info(hc).unwrap().snd_wnd, 1000);
+}
+
+/// RFC 7323 §2.3: after an active open our ACKs and the peer's windows use the shifts.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-2.3
+//= type=test
+#[test]
+fn window_scaling_active_open_uses_negotiated_shift() {
+    let mut h = Harness::new(|_| {});
+    let (hc, iss) = h.active_open(|syn| {
+        Seg::to(syn.src_port)
+            .syn()
+            .seq(PEER_ISS)
+            .ack(syn.seq + 1)
+            .mss(1460)
+            .wscale(2)
+            .win(1000)
+    });
+    let a = h.expect_tcp();
+    assert_eq!(u32::from(a.win), 262_144 / 8);
+    assert_eq!(h.stack.tcp_info(hc).unwrap().wscale, Some((2, 3)));
+    let port = hc_port(&h, hc);
+    h.send(Seg::to(port).seq(theirs(0)).ack(iss + 1).win(1000));
+    assert_eq!(h.stack.tcp_info(hc).unwrap().snd_wnd, 4000);
+}
+
+/// RFC 7323 §2.2: the window of the SYN-ACK completing an active open must not be scaled.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-2.2
+//= type=test
+#[test]
+fn active_open_does_not_scale_the_syn_ack_window() {
+    // RFC 7323 §2.2: "The window field in a segment where the SYN bit is set
+    // (i.e., a <SYN> or <SYN,ACK>) MUST NOT be scaled." The SYN-ACK that
+    // completes an active open advertises 1000 bytes, whatever its shift.
+    let mut h = Harness::new(|_| {});
+    let (hc, _) = h.active_open(|syn| {
+        Seg::to(syn.src_port)
+            .syn()
+            .seq(PEER_ISS)
+            .ack(syn.seq + 1)
+            .mss(1460)
+            .wscale(2)
+            .win(1000)
+    });
+    h.expect_tcp();
+    let info = h.stack.tcp_info(hc).unwrap();
+    assert_eq!(info.snd_wnd, 1000, "SYN-ACK window must not be scaled");
+    assert_eq!(h.stack.tcp_send_space(hc).unwrap(), 1000);
+}
+
+// ===== silly window syndrome, Nagle =======================================
+
+/// RFC 1122 §4.2.3.3: the right edge moves only by at least min(RCV.BUFF/2, MSS).
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.3
+//= type=test
+#[test]
+fn receiver_sws_avoidance() {
+    let mut h = Harness::new(|c| c.tcp.recv_buffer = 8192);
+    let c = open_plain(&mut h);
+    let mut off = 0;
+    for len in [1460u32, 1460, 1460, 1460, 1460, 892] {
+        h.send(data(&c, off, &vec![1; len as usize]));
+        off += len;
+    }
+    let wins: Vec<_> = segs(&mut h).iter().map(|s| s.win).collect();
+    assert_eq!(wins, [8192 - 2920, 8192 - 5840, 0]);
+    // The application frees less than an MSS: no window update...
+    h.stack.tcp_recv_done(h.now, c.h, 1000).unwrap();
+    h.drain();
+    h.expect_silence();
+    // ...and an ACK sent for another reason still offers zero.
+    h.send(data(&c, 0, &[1; 1460]));
+    let a = h.expect_tcp();
+    assert_eq!((a.ack, a.win), (Some(theirs(8192)), 0));
+    // A full MSS freed: the window opens (and the update goes out at once
+    // because it was closed).
+    h.stack.tcp_recv_done(h.now, c.h, 460).unwrap();
+    h.drain();
+    let a = h.expect_tcp();
+    assert_eq!((a.ack, a.win), (Some(theirs(8192)), 1460));
+}
+
+/// RFC 1122 §4.2.3.4: no window-limited segment below min(MSS, max window/2) is sent.
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.4
+//= type=test
+#[test]
+fn sender_sws_avoidance() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(100), 20_000, |s| {
+        s.mss(1000)
+    });
+    assert_eq!(app_send(&mut h, &c, vec![3; 20_000]), 20_000);
+    // Initial window: ten segments.
+    assert_eq!(bytes(&segs(&mut h)), 10_000);
+    // The peer acknowledges them but (discouragingly) shrinks its window
+    // to 5500 bytes beyond: five full segments, then 500 bytes are held.
+    h.send(ack(&c, 10_000).win(5500));
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 5);
+    assert!(out.iter().all(|s| s.payload.len() == 1000));
+    h.send(ack(&c, 15_000).win(500));
+    h.expect_silence();
+    h.send(ack(&c, 15_000).win(800));
+    h.expect_silence();
+    // A window worth sending: full segments again.
+    h.send(ack(&c, 15_000).win(5000));
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 5);
+    assert_eq!(out[0].seq, ours(&c, 15_000));
+    assert!(out.iter().all(|s| s.payload.len() == 1000));
+}
+
+/// RFC 1122 §4.2.3.4: Nagle is off by default and on after `tcp_set_nodelay(h, false)`.
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.4
+//= type=test
+#[test]
+fn nagle_off_by_default_and_on_with_set_nodelay_false() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    app_send(&mut h, &c, vec![1; 100]);
+    app_send(&mut h, &c, vec![2; 100]);
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 2, "Nagle must be off by default");
+    h.send(ack(&c, 200));
+    h.events();
+
+    h.stack.tcp_set_nodelay(c.h, false).unwrap();
+    app_send(&mut h, &c, vec![3; 100]);
+    // Nothing in flight: the small segment goes.
+    assert_eq!(segs(&mut h).len(), 1);
+    app_send(&mut h, &c, vec![4; 100]);
+    // Unacknowledged data in flight: the small segment is held.
+    h.expect_silence();
+    // A full segment is never held...
+    app_send(&mut h, &c, vec![5; 2000]);
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 300), 1460));
+    // ...and the tail goes when everything is acknowledged.
+    h.send(ack(&c, 300));
+    h.expect_silence();
+    h.send(ack(&c, 1760));
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 1760), 640));
+}
+
+// ===== delayed ACK, SACK generation =======================================
+
+/// RFC 1122 §4.2.3.2: one segment is ACKed after the delay, every second one at once.
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.2
+//= type=test
+#[test]
+fn delayed_ack_timer_and_every_second_segment() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    let delack = h.stack.config().tcp.delayed_ack;
+    h.send(data(&c, 0, &[1; 500]));
+    h.expect_silence();
+    let t = run_until_output(&mut h, Duration::from_secs(1)).expect("delayed ACK");
+    assert_close(t, delack, "delayed ACK");
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(500)));
+    assert_eq!(h.stack.counters().tcp_delayed_acks, 1);
+    // Two full segments: ACK at once.
+    h.send(data(&c, 500, &[2; 1460]));
+    h.expect_silence();
+    h.send(data(&c, 1960, &[3; 1460]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(3420)));
+    h.expect_silence();
+    // Nothing left to acknowledge: the timer does not fire an extra ACK.
+    assert_eq!(run_until_output(&mut h, Duration::from_secs(1)), None);
+    assert_eq!(h.stack.counters().tcp_delayed_acks, 1);
+}
+
+/// RFC 5681 §4.2, RFC 2018 §4: out-of-order data gets an immediate dup ACK with SACK blocks.
+//= https://www.rfc-editor.org/rfc/rfc2018#section-4
+//= type=test
+//= https://www.rfc-editor.org/rfc/rfc5681#section-4.2
+//= type=test
+#[test]
+fn out_of_order_data_gets_immediate_dupack_with_sack() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460).sack_perm()
+    });
+    assert!(h.stack.tcp_info(c.h).unwrap().sack);
+    let sacks = |s: &Seg| -> Vec<(u32, u32)> {
+        s.opts
+            .sacks()
+            .iter()
+            .map(|b| (b.left.0, b.right.0))
+            .collect()
+    };
+    h.send(data(&c, 1000, &[2; 1000]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(0)));
+    assert_eq!(sacks(&a), [(theirs(1000), theirs(2000))]);
+    h.send(data(&c, 3000, &[4; 1000]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(0)));
+    assert_eq!(
+        sacks(&a),
+        [(theirs(3000), theirs(4000)), (theirs(1000), theirs(2000))]
+    );
+    // Adjacent to the second block: the merged block leads.
+    h.send(data(&c, 4000, &[5; 500]));
+    let a = h.expect_tcp();
+    assert_eq!(
+        sacks(&a),
+        [(theirs(3000), theirs(4500)), (theirs(1000), theirs(2000))]
+    );
+    // Extending the older block: that block leads now.
+    h.send(data(&c, 2000, &[3; 500]));
+    let a = h.expect_tcp();
+    assert_eq!(
+        sacks(&a),
+        [(theirs(1000), theirs(2500)), (theirs(3000), theirs(4500))]
+    );
+    assert_eq!(h.stack.counters().tcp_ooo_segments, 4);
+    // Filling the first hole: immediate ACK, remaining block reported.
+    h.send(data(&c, 0, &[1; 1000]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(2500)));
+    assert_eq!(sacks(&a), [(theirs(3000), theirs(4500))]);
+    h.send(data(&c, 2500, &[9; 500]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(4500)));
+    assert!(sacks(&a).is_empty());
+    h.expect_silence();
+    assert_eq!(h.stack.tcp_readable(c.h).unwrap(), 4500);
+}
+
+// ===== retransmission timer ===============================================
+
+/// RFC 6298 (2.1), (5.5): the RTO is 1 s before any sample (the SYN) and doubles per expiry.
+//= https://www.rfc-editor.org/rfc/rfc6298#section-2
+//= type=test
+//= https://www.rfc-editor.org/rfc/rfc6298#section-5
+//= type=test
+#[test]
+fn rto_is_one_second_before_any_sample_and_doubles() {
+    let mut h = Harness::new(|_| {});
+    h.stack
+        .tcp_connect(h.now, 1, std::net::SocketAddrV4::new(PEER, PEER_PORT))
+        .unwrap();
+    h.drain();
+    let syn = h.expect_tcp();
+    for (i, want) in [1u64, 2, 4, 8].into_iter().enumerate() {
+        let t = run_until_output(&mut h, Duration::from_secs(100)).unwrap();
+        assert_close(t, Duration::from_secs(want), "SYN retransmission");
+        let again = h.expect_tcp();
+        assert!(again.is(Flags::SYN));
+        assert_eq!(again.seq, syn.seq);
+        assert_eq!(h.stack.counters().tcp_timeouts, i as u64 + 1);
+    }
+}
+
+/// RFC 6298 (5.7), RFC 5681 §3.1: after a lost SYN, data RTO is 3 s and IW one segment.
+//= https://www.rfc-editor.org/rfc/rfc6298#section-5
+//= type=test
+//= https://www.rfc-editor.org/rfc/rfc5681#section-3.1
+//= type=test
+#[test]
+fn rto_is_three_seconds_after_lost_syn() {
+    let mut h = Harness::new(|_| {});
+    let hc = h
+        .stack
+        .tcp_connect(h.now, 1, std::net::SocketAddrV4::new(PEER, PEER_PORT))
+        .unwrap();
+    h.drain();
+    let syn = h.expect_tcp();
+    run_until_output(&mut h, Duration::from_secs(2)).unwrap();
+    h.expect_tcp();
+    h.send(
+        Seg::to(syn.src_port)
+            .syn()
+            .seq(PEER_ISS)
+            .ack(syn.seq + 1)
+            .mss(1460),
+    );
+    h.expect_tcp();
+    let info = h.stack.tcp_info(hc).unwrap();
+    assert_eq!(info.rto, Duration::from_secs(3));
+    assert_eq!(info.cwnd, 1460);
+    h.stack.tcp_send(h.now, hc, vec![1; 5000]).unwrap();
+    h.drain();
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1, "initial window of one segment");
+    let t = run_until_output(&mut h, Duration::from_secs(10)).unwrap();
+    assert_close(t, Duration::from_secs(3), "first data RTO");
+    assert_eq!(h.expect_tcp().seq, syn.seq + 1);
+}
+
+/// RFC 6298 (2.2), (2.3): SRTT, RTTVAR and RTO from the first and a later RTT sample.
+//= https://www.rfc-editor.org/rfc/rfc6298#section-2
+//= type=test
+#[test]
+fn rto_computed_from_rtt_samples() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    // First sample: the handshake, R = 100 ms.
+    let info = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(info.srtt, Duration::from_millis(100));
+    assert_eq!(info.rttvar, Duration::from_millis(50));
+    assert_eq!(info.rto, Duration::from_millis(300));
+    // Second sample, R' = 50 ms.
+    app_send(&mut h, &c, vec![1; 1000]);
+    segs(&mut h);
+    h.advance(Duration::from_millis(50));
+    h.send(ack(&c, 1000));
+    let info = h.stack.tcp_info(c.h).unwrap();
+    // RTTVAR = 3/4·50 + 1/4·|100 − 50| = 50; SRTT = 7/8·100 + 1/8·50.
+    assert_eq!(info.rttvar, Duration::from_millis(50));
+    assert_eq!(info.srtt, Duration::from_micros(93_750));
+    assert_eq!(info.rto, Duration::from_micros(293_750));
+}
+
+/// RFC 6298 (5.4)-(5.6): expiry resends the first unacked segment; the RTO doubles.
+//= https://www.rfc-editor.org/rfc/rfc6298#section-5
+//= type=test
+#[test]
+fn rto_retransmits_first_unacked_segment_with_backoff() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    let rto = h.stack.tcp_info(c.h).unwrap().rto;
+    app_send(&mut h, &c, vec![1; 2920]);
+    assert_eq!(segs(&mut h).len(), 2);
+    for i in 0..3u32 {
+        let t = run_until_output(&mut h, Duration::from_secs(60)).unwrap();
+        assert_close(t, rto * (1 << i), "retransmission timeout");
+        let out = segs(&mut h);
+        // After a timeout cwnd is one segment: only the first goes.
+        assert_eq!(out.len(), 1, "{:?}", brief(&out));
+        assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 0), 1460));
+    }
+    let ctr = h.stack.counters();
+    assert_eq!(ctr.tcp_timeouts, 3);
+    assert_eq!(ctr.tcp_retrans_segs, 3);
+    let info = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(info.retransmits, 3);
+    assert_eq!(info.cwnd, 1460);
+    assert_eq!(info.rto, rto * 8);
+}
+
+/// RFC 6298 §3 (Karn): an ACK of retransmitted data yields no RTT sample.
+//= https://www.rfc-editor.org/rfc/rfc6298#section-3
+//= type=test
+#[test]
+fn karn_no_rtt_sample_from_retransmitted_segment() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    let before = h.stack.tcp_info(c.h).unwrap();
+    app_send(&mut h, &c, vec![1; 1000]);
+    segs(&mut h);
+    let t = run_until_output(&mut h, Duration::from_secs(5)).unwrap();
+    segs(&mut h);
+    // The ACK comes RTO + 10 ms after the original: not a sample.
+    h.advance(Duration::from_millis(10));
+    h.send(ack(&c, 1000));
+    assert!(t > before.srtt);
+    let after = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(after.srtt, before.srtt);
+    assert_eq!(after.rttvar, before.rttvar);
+    // A segment sent after that is timed again.
+    app_send(&mut h, &c, vec![2; 1000]);
+    segs(&mut h);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, 2000));
+    let later = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(later.srtt, Duration::from_millis(100));
+    assert_eq!(later.rttvar, Duration::from_micros(37_500));
+}
+
+/// RFC 6298 §5, RFC 9293 §3.8.1: the backed-off RTO is kept until a valid RTT sample.
+//= https://www.rfc-editor.org/rfc/rfc6298#section-5
+//= type=test
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.1
+//= type=test
+#[test]
+fn rto_backoff_kept_until_a_valid_rtt_sample() {
+    // RFC 6298 §5 (note after 5.7) and RFC 9293 §3.8.1: the backed-off RTO is
+    // kept until a new RTT measurement — which a retransmitted segment cannot
+    // give (Karn) — so the next new segment still waits for the doubled RTO.
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    let rto = h.stack.tcp_info(c.h).unwrap().rto;
+    app_send(&mut h, &c, vec![1; 1000]);
+    segs(&mut h);
+    run_until_output(&mut h, Duration::from_secs(5)).unwrap();
+    segs(&mut h);
+    // The retransmission is acknowledged: no sample (Karn).
+    h.advance(Duration::from_millis(10));
+    h.send(ack(&c, 1000));
+    h.events();
+    app_send(&mut h, &c, vec![2; 1000]);
+    segs(&mut h);
+    let t = run_until_output(&mut h, Duration::from_secs(5)).unwrap();
+    assert_close(t, rto * 2, "RTO after an unsampled ACK");
+}
+
+/// RFC 1122 §4.2.3.5: after `data_retries` retransmissions the connection is dead.
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.5
+//= type=test
+#[test]
+fn connection_times_out_after_data_retries() {
+    let mut h = Harness::new(|c| c.tcp.data_retries = 3);
+    let c = open_plain(&mut h);
+    app_send(&mut h, &c, vec![1; 1000]);
+    segs(&mut h);
+    let mut retrans = 0;
+    while let Some(_t) = run_until_output(&mut h, Duration::from_secs(120)) {
+        let out = segs(&mut h);
+        assert!(out
+            .iter()
+            .all(|s| s.seq == ours(&c, 0) && !s.is(Flags::RST)));
+        retrans += out.len();
+    }
+    assert_eq!(retrans, 3);
+    assert_eq!(h.stack.counters().tcp_timeouts, 3);
+    assert_eq!(
+        h.events(),
+        [Event::Dead {
+            handle: c.h,
+            cookie: 5,
+            reason: DeadReason::TimedOut
+        }]
+    );
+    assert_eq!(h.stack.tcp_state(c.h).unwrap(), State::Closed);
+    h.stack.tcp_close(h.now, c.h).unwrap();
+    assert_eq!(h.stack.tcp_connection_count(), 0);
+}
+
+/// RFC 8985 §7: with SACK a tail loss probe goes out after 2·SRTT, then the RTO.
+//= https://www.rfc-editor.org/rfc/rfc8985#section-7
+//= type=test
+#[test]
+fn tail_loss_probe_then_rto() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460).sack_perm()
+    });
+    let rto = h.stack.tcp_info(c.h).unwrap().rto;
+    app_send(&mut h, &c, vec![1; 2920]);
+    assert_eq!(segs(&mut h).len(), 2);
+    let t = run_until_output(&mut h, Duration::from_secs(5)).unwrap();
+    assert_close(t, Duration::from_millis(200), "probe timeout 2·SRTT");
+    let probe = segs(&mut h);
+    assert_eq!(probe.len(), 1);
+    assert_eq!(
+        (probe[0].seq, probe[0].payload.len()),
+        (ours(&c, 1460), 1460)
+    );
+    assert_eq!(h.stack.counters().tcp_timeouts, 0);
+    let t = run_until_output(&mut h, Duration::from_secs(5)).unwrap();
+    assert_close(t, rto, "RTO after the probe");
+    let out = segs(&mut h);
+    assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 0), 1460));
+    assert_eq!(h.stack.counters().tcp_timeouts, 1);
+}
+
+// ===== fast retransmit and recovery =======================================
+
+/// Configuration tweak: NewReno, whose window arithmetic RFC 5681 fixes.
+fn newreno(c: &mut ixora_core::StackConfig) {
+    c.tcp.cc = CcAlgorithm::NewReno;
+}
+
+/// A NewReno connection with peer MSS 1000 (`sack`: SACK permitted) whose
+/// first 1000 bytes were sent and acknowledged (cwnd 11000 after that ACK).
+/// Returns the connection and the offset of the next data byte.
+fn warmed_up(h: &mut Harness, sack: bool) -> (Conn, u32) {
+    let c = open(h, 8080, Duration::from_millis(100), 65535, |s| {
+        let s = s.mss(1000);
+        if sack {
+            s.sack_perm()
+        } else {
+            s
+        }
+    });
+    assert_eq!(app_send(h, &c, vec![0; 1000]), 1000);
+    assert_eq!(segs(h).len(), 1);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, 1000));
+    h.events();
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().cwnd, 11_000);
+    (c, 1000)
+}
+
+/// RFC 5681 §3.2: the third dup ACK resends SND.UNA; cwnd = ssthresh + 3·SMSS.
+//= https://www.rfc-editor.org/rfc/rfc5681#section-3.2
+//= type=test
+#[test]
+fn fast_retransmit_on_third_duplicate_ack() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, false);
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    h.send(ack(&c, b));
+    h.send(ack(&c, b));
+    h.expect_silence();
+    assert_eq!(h.stack.counters().tcp_fast_retrans, 0);
+    h.send(ack(&c, b));
+    let out = segs(&mut h);
+    assert_eq!(brief(&out), [(ours(&c, b), 1000)]);
+    assert_eq!(h.stack.counters().tcp_fast_retrans, 1);
+    assert_eq!(h.stack.counters().tcp_timeouts, 0);
+    let info = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(info.ssthresh, 5000);
+    assert_eq!(info.cwnd, 8000);
+    h.send(ack(&c, b));
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().cwnd, 9000);
+}
+
+/// RFC 6582 §3.2: `recover` starts at the ISS, so a lost first segment is fast-retransmitted.
+//= https://www.rfc-editor.org/rfc/rfc6582#section-3.2
+//= type=test
+#[test]
+fn first_segment_loss_is_fast_retransmitted() {
+    // RFC 6582 §3.2 step 1: `recover` starts at the ISS, so three duplicate
+    // ACKs of the very first data byte (the first segment lost) are a fast
+    // retransmit like any other — not a wait for the RTO.
+    let mut h = Harness::new(newreno);
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1000)
+    });
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    for _ in 0..3 {
+        h.send(ack(&c, 0));
+    }
+    let out = segs(&mut h);
+    assert_eq!(brief(&out), [(ours(&c, 0), 1000)], "fast retransmit");
+    assert_eq!(h.stack.counters().tcp_fast_retrans, 1);
+}
+
+/// RFC 6675 §5: with SACK, a lost first segment starts loss recovery (no `recover` gate).
+//= https://www.rfc-editor.org/rfc/rfc6675#section-5
+//= type=test
+#[test]
+fn first_segment_loss_starts_sack_recovery() {
+    // RFC 6675 §5: with SACK, loss recovery starts once DupThresh duplicate
+    // ACKs arrive or IsLost(HighACK + 1) — there is no `recover` gate — so a
+    // lost first segment is retransmitted at once.
+    let mut h = Harness::new(newreno);
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1000).sack_perm()
+    });
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    h.send(ack(&c, 0).sack(&[(ours(&c, 1000), ours(&c, 2000))]));
+    h.send(ack(&c, 0).sack(&[(ours(&c, 1000), ours(&c, 3000))]));
+    h.send(ack(&c, 0).sack(&[(ours(&c, 1000), ours(&c, 4000))]));
+    let out = segs(&mut h);
+    assert_eq!(brief(&out), [(ours(&c, 0), 1000)], "SACK recovery");
+    assert_eq!(h.stack.counters().tcp_sack_recoveries, 1);
+}
+
+/// RFC 3042 §2: each of the first two dup ACKs releases one new segment, cwnd unchanged.
+//= https://www.rfc-editor.org/rfc/rfc3042#section-2
+//= type=test
+#[test]
+fn limited_transmit_on_first_two_dupacks() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, false);
+    app_send(&mut h, &c, vec![1; 20_000]);
+    assert_eq!(segs(&mut h).len(), 11);
+    for i in 0..2u32 {
+        h.send(ack(&c, b));
+        let out = segs(&mut h);
+        assert_eq!(brief(&out), [(ours(&c, b + 11_000 + i * 1000), 1000)]);
+        assert_eq!(h.stack.tcp_info(c.h).unwrap().cwnd, 11_000);
+    }
+    h.send(ack(&c, b));
+    let out = segs(&mut h);
+    assert_eq!(brief(&out)[0], (ours(&c, b), 1000), "fast retransmit");
+}
+
+/// RFC 5681 §3.2 step 2: ssthresh must not count data sent by limited transmit.
+//= https://www.rfc-editor.org/rfc/rfc5681#section-3.2
+//= type=test
+#[test]
+fn ssthresh_excludes_limited_transmit_segments() {
+    // RFC 5681 §3.2 step 2: "When [RFC3042] is in use, additional data sent in
+    // limited transmit MUST NOT be included in this calculation" — ssthresh is
+    // half of the 11 segments in flight before the two limited transmits.
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, false);
+    app_send(&mut h, &c, vec![1; 20_000]);
+    assert_eq!(segs(&mut h).len(), 11);
+    for _ in 0..3 {
+        h.send(ack(&c, b));
+    }
+    assert_eq!(
+        segs(&mut h).len(),
+        3,
+        "two limited transmits, one retransmit"
+    );
+    let info = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(info.ssthresh, 5500, "FlightSize excludes limited transmit");
+    assert_eq!(info.cwnd, 8500);
+}
+
+/// RFC 6582 §3.2 step 5: a partial ACK resends the next hole and deflates cwnd.
+//= https://www.rfc-editor.org/rfc/rfc6582#section-3.2
+//= type=test
+#[test]
+fn newreno_partial_ack_retransmits_next_hole() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, false);
+    app_send(&mut h, &c, vec![1; 10_000]);
+    segs(&mut h);
+    for _ in 0..3 {
+        h.send(ack(&c, b));
+    }
+    assert_eq!(brief(&segs(&mut h)), [(ours(&c, b), 1000)]);
+    // Segments 0–2 arrive, segment 3 was lost as well.
+    h.send(ack(&c, b + 3000));
+    let out = segs(&mut h);
+    assert_eq!(brief(&out), [(ours(&c, b + 3000), 1000)]);
+    // cwnd = 8000 − 3000 acked + 1 SMSS.
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().cwnd, 6000);
+    assert_eq!(h.stack.counters().tcp_fast_retrans, 1);
+    assert_eq!(h.stack.counters().tcp_timeouts, 0);
+}
+
+/// RFC 6582 §3.2 step 3: the full ACK sets cwnd to min(ssthresh, max(Flight, SMSS)+SMSS).
+//= https://www.rfc-editor.org/rfc/rfc6582#section-3.2
+//= type=test
+#[test]
+fn newreno_full_ack_sets_cwnd_per_rfc6582() {
+    // RFC 6582 §3.2 step 3: on the full ACK cwnd becomes
+    // min(ssthresh, max(FlightSize, SMSS) + SMSS) or ssthresh — with nothing
+    // left in flight that is 2·SMSS or 5000, never 1·SMSS.
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, false);
+    app_send(&mut h, &c, vec![1; 10_000]);
+    segs(&mut h);
+    for _ in 0..3 {
+        h.send(ack(&c, b));
+    }
+    assert_eq!(brief(&segs(&mut h)), [(ours(&c, b), 1000)]);
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().ssthresh, 5000);
+    h.send(ack(&c, b + 10_000));
+    let cwnd = h.stack.tcp_info(c.h).unwrap().cwnd;
+    assert!(
+        cwnd == 2000 || cwnd == 5000,
+        "cwnd after full ACK {cwnd}, want 2000 or 5000"
+    );
+}
+
+/// RFC 6675 §5: SACKed data above > 2·SMSS marks a hole lost; lost holes are resent.
+//= https://www.rfc-editor.org/rfc/rfc6675#section-5
+//= type=test
+#[test]
+fn sack_recovery_retransmits_lost_holes() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true);
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    let o = |n: u32| ours(&c, b + n);
+    // Two segments SACKed above the hole: not yet lost.
+    h.send(ack(&c, b).sack(&[(o(1000), o(3000))]));
+    h.expect_silence();
+    // Three: segment 0 is lost.
+    h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    let ctr = h.stack.counters();
+    assert_eq!((ctr.tcp_fast_retrans, ctr.tcp_sack_recoveries), (1, 1));
+    let info = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!((info.ssthresh, info.cwnd), (5000, 5000));
+    // Segment 5 lost too: once SACKs show it, it is retransmitted.
+    h.send(ack(&c, b).sack(&[(o(6000), o(10_000)), (o(1000), o(5000))]));
+    assert_eq!(brief(&segs(&mut h)), [(o(5000), 1000)]);
+    // Everything acknowledged: recovery over, no timeout on the way.
+    h.send(ack(&c, b + 10_000));
+    h.expect_silence();
+    assert_eq!(h.stack.counters().tcp_timeouts, 0);
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().unacked, 0);
+}
+
+// ===== zero window, keepalive =============================================
+
+/// RFC 9293 §3.8.6.1: zero-window probes back off and never time out while answered.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.1
+//= type=test
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.2.17
+//= type=test
+#[test]
+fn zero_window_probes_back_off_and_never_time_out() {
+    let mut h = Harness::new(|c| c.tcp.data_retries = 3);
+    let c = open_plain(&mut h);
+    assert_eq!(app_send(&mut h, &c, vec![1; 3000]), 3000);
+    h.drain();
+    segs(&mut h);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, 3000).win(0));
+    assert_eq!(
+        h.events(),
+        [Event::Sent {
+            handle: c.h,
+            cookie: 5,
+            acked: 3000,
+            window: 0
+        }]
+    );
+    assert_eq!(app_send(&mut h, &c, vec![2; 1000]), 0);
+    h.drain();
+    h.expect_silence();
+    let base = h.stack.tcp_info(c.h).unwrap().rto;
+    let max = h.stack.config().tcp.rto_max;
+    for k in 0..14u32 {
+        let t = run_until_output(&mut h, Duration::from_secs(300)).expect("probe");
+        let want = (base * (1 << k)).min(max);
+        assert_close(t, want, "persist interval");
+        let p = h.expect_tcp();
+        assert!(p.payload.is_empty() && p.flags == Flags::default(), "{p:?}");
+        assert_eq!(p.seq, ours(&c, 3000).wrapping_sub(1));
+        assert_eq!(p.ack, Some(theirs(0)));
+        h.expect_silence();
+        h.send(ack(&c, 3000).win(0));
+        h.expect_silence();
+    }
+    assert_eq!(h.stack.counters().tcp_zero_window_probes, 14);
+    assert_eq!(h.stack.tcp_state(c.h).unwrap(), State::Established);
+    assert!(h.events().is_empty());
+    // The window opens.
+    h.send(ack(&c, 3000).win(5000));
+    assert_eq!(
+        h.events(),
+        [Event::Sent {
+            handle: c.h,
+            cookie: 5,
+            acked: 0,
+            window: 5000
+        }]
+    );
+    assert_eq!(app_send(&mut h, &c, vec![3; 5000]), 5000);
+    let out = segs(&mut h);
+    assert_eq!(bytes(&out), 5000);
+    assert_eq!(out[0].seq, ours(&c, 3000));
+}
+
+/// RFC 1122 §4.2.3.6: keepalive probes after idle; answered they keep, unanswered they kill.
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.6
+//= type=test
+#[test]
+fn keepalive_probes_and_timeout() {
+    let mut h = Harness::new(|c| {
+        c.tcp.keepalive_idle = Duration::from_secs(10);
+        c.tcp.keepalive_interval = Duration::from_secs(1);
+        c.tcp.keepalive_probes = 3;
+    });
+    // Off by default, and the default idle time is at least two hours.
+    let defaults = ixora_core::TcpConfig::default();
+    assert!(!defaults.keepalive);
+    assert!(defaults.keepalive_idle >= Duration::from_secs(2 * 3600));
+    let c = open_plain(&mut h);
+    assert_eq!(run_until_output(&mut h, Duration::from_secs(3600)), None);
+    // Idle counts from the last segment received.
+    h.send(ack(&c, 0));
+    h.stack.tcp_set_keepalive(c.h, true).unwrap();
+    let t = run_until_output(&mut h, Duration::from_secs(60)).unwrap();
+    assert_close(t, Duration::from_secs(10), "first keepalive");
+    let p = h.expect_tcp();
+    assert!(p.payload.is_empty());
+    assert_eq!(p.seq, ours(&c, 0).wrapping_sub(1));
+    assert_eq!(h.stack.counters().tcp_keepalive_probes, 1);
+    // Answered: the connection lives, the next probe after another idle.
+    h.send(ack(&c, 0));
+    h.expect_silence();
+    let t = run_until_output(&mut h, Duration::from_secs(60)).unwrap();
+    assert_close(t, Duration::from_secs(10), "keepalive after an answer");
+    h.expect_tcp();
+    // Unanswered: two more probes one interval apart, then death.
+    for _ in 0..2 {
+        let t = run_until_output(&mut h, Duration::from_secs(60)).unwrap();
+        assert_close(t, Duration::from_secs(1), "keepalive interval");
+        h.expect_tcp();
+    }
+    assert!(h.events().is_empty());
+    assert_eq!(run_until_output(&mut h, Duration::from_secs(60)), None);
+    assert_eq!(h.stack.counters().tcp_keepalive_probes, 4);
+    assert_eq!(
+        h.events(),
+        [Event::Dead {
+            handle: c.h,
+            cookie: 5,
+            reason: DeadReason::TimedOut
+        }]
+    );
+}
+
+// ===== initial window, state size =========================================
+
+/// RFC 6928 §2: the initial window is min(10·MSS, max(2·MSS, 14600)).
+//= https://www.rfc-editor.org/rfc/rfc6928#section-2
+//= type=test
+#[test]
+fn initial_window_is_iw10() {
+    for (mtu, peer_mss, want) in [
+        (1500u16, Some(1460u16), 14_600usize),
+        (1500, None, 5360),
+        (9000, Some(8960), 17_920),
+    ] {
+        let mut h = Harness::new(|c| c.mtu = mtu);
+        let c = open(
+            &mut h,
+            8080,
+            Duration::from_millis(100),
+            65535,
+            |s| match peer_mss {
+                Some(m) => s.mss(m),
+                None => s,
+            },
+        );
+        assert_eq!(h.stack.tcp_info(c.h).unwrap().cwnd as usize, want);
+        app_send(&mut h, &c, vec![1; 60_000]);
+        let out = segs(&mut h);
+        assert_eq!(bytes(&out), want, "mtu {mtu}, peer MSS {peer_mss:?}");
+        let mss = usize::from(peer_mss.unwrap_or(536));
+        assert!(out.iter().all(|s| s.payload.len() == mss));
+    }
+}
+
+/// IX: per-connection state (buffers aside) is at most 512 bytes.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.3.1
+//= type=test
+#[test]
+fn connection_state_is_small() {
+    let n = TestStack::connection_state_size();
+    println!("connection state: {n} bytes");
+    assert!(n <= 512, "connection state is {n} bytes");
+}

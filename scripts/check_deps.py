@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Enforce the layer dependency direction of docs/ARCHITECTURE.md.
+
+Each workspace crate may depend only on the Ixora crates listed for it
+(normal and build dependencies; dev-dependencies may also use lower layers
+and test helpers). Exits non-zero naming the offending edge.
+"""
+import json
+import subprocess
+import sys
+
+# crate -> Ixora crates it may depend on (transitively closed by hand).
+ALLOWED = {
+    "ixora-wire": set(),
+    "ixora-core": {"ixora-wire"},
+    "ixora-sim": {"ixora-core", "ixora-wire"},
+    "ixora": {"ixora-core", "ixora-sim", "ixora-wire"},
+}
+DEV_EXTRA = {
+    "ixora-wire": set(),
+    "ixora-core": set(),
+    "ixora-sim": set(),
+    "ixora": set(),
+}
+
+
+def main():
+    meta = json.loads(subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
+        check=True, capture_output=True, text=True).stdout)
+    names = {p["name"] for p in meta["packages"]}
+    bad = []
+    for p in meta["packages"]:
+        name = p["name"]
+        if name not in ALLOWED:
+            bad.append(f"{name}: a workspace crate with no layer in scripts/check_deps.py")
+            continue
+        for d in p["dependencies"]:
+            dep = d["name"]
+            if dep not in names:
+                continue
+            allowed = ALLOWED[name] | (DEV_EXTRA[name] if d.get("kind") == "dev" else set())
+            if dep not in allowed:
+                bad.append(f"{name} -> {dep} ({d.get('kind') or 'normal'}) breaks the layer order")
+    if bad:
+        print("dependency direction violated:\n  " + "\n  ".join(bad))
+        sys.exit(1)
+    print(f"dependency direction ok ({len(names)} crates: wire <- core <- sim <- ixora)")
+
+
+if __name__ == "__main__":
+    main()
