@@ -67,3 +67,48 @@ fn active_open() {
     assert!(!info.timestamps && !info.sack && info.wscale.is_none());
     assert_eq!(info.mss, 1400);
 }
+
+/// RFC 9293 §3.7.1: Eff.snd.MSS counts options — timestamps and SACK
+/// blocks shrink the payload so the segment never exceeds the peer's MSS
+/// plus headers; without an MSS option the peer gets 536 (§3.7.1 default).
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.7.1
+//= type=test
+#[test]
+fn effective_mss_excludes_options() {
+    let mut h = Harness::new(|_| {});
+    let (c, iss) = h.passive_open(80, |s| s.mss(1000).sack_perm().ts(1, 0));
+    h.stack.tcp_send(h.now, c, vec![7u8; 3000]).unwrap();
+    h.drain();
+    let first = h.expect_tcp();
+    assert_eq!(first.payload.len(), 1000 - 12, "timestamps take 12 bytes");
+    while !h.out.is_empty() {
+        h.expect_tcp();
+    }
+    // Out-of-order data from the peer: our next segments carry a SACK block.
+    let ts = first.opts.timestamp.unwrap().0;
+    h.send(
+        Seg::to(80)
+            .seq(PEER_ISS + 1 + 100)
+            .ack(iss + 1)
+            .ts(200, ts)
+            .data(&[1; 50]),
+    );
+    let dupack = h.expect_tcp();
+    assert_eq!(dupack.opts.sacks().len(), 1);
+    h.stack.tcp_send(h.now, c, vec![8u8; 3000]).unwrap();
+    h.drain();
+    let with_sack = h.expect_tcp();
+    assert_eq!(with_sack.opts.sacks().len(), 1);
+    assert_eq!(
+        with_sack.payload.len(),
+        1000 - 12 - 12,
+        "one SACK block takes 12 more"
+    );
+
+    // No MSS option: 536 (RFC 9293 §3.7.1, RFC 1122 §4.2.2.6).
+    let mut h = Harness::new(|_| {});
+    let (c, _) = h.passive_open(81, |s| s);
+    h.stack.tcp_send(h.now, c, vec![7u8; 3000]).unwrap();
+    h.drain();
+    assert_eq!(h.expect_tcp().payload.len(), 536);
+}
