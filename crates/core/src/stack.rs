@@ -4,17 +4,17 @@ use crate::arp::{ArpCache, Lookup};
 use crate::config::StackConfig;
 use crate::counters::{Counters, DropReason};
 use crate::tcp::syncookie::{self, Keyed, Tuple};
-use crate::tcp::tcb::{ev, flag, Ctx, RateLimiter, RstReply, Segment, Tcb};
+use crate::tcp::tcb::{ev, flag, scale_for, Ctx, RateLimiter, RstReply, Segment, Tcb};
 use crate::tcp::{ConnHandle, DeadReason, State, TcpInfo};
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
-use crate::wire;
 use crate::wire::arp::{ArpPacket, ArpRepr, Operation};
 use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
 use crate::wire::icmpv4::{self, Icmpv4Packet, Icmpv4Repr};
 use crate::wire::ipv4::{self, Ipv4Packet, Ipv4Repr, Protocol};
 use crate::wire::tcp::{Flags, SeqNum, TcpOptions, TcpPacket, TcpRepr};
 use crate::wire::udp::{UdpPacket, UdpRepr};
+use crate::wire::{self, Checksum};
 use crate::{same_subnet, Error, KeyedState};
 use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -739,10 +739,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         self.advance_clock(now);
         let tcb = self.lookup_handle(h)?;
         if !matches!(tcb.state, State::Established | State::CloseWait) {
-            return match tcb.state {
-                State::SynSent | State::SynReceived => Err(Error::InvalidState),
-                _ => Err(Error::InvalidState),
-            };
+            return Err(Error::InvalidState);
         }
         let n = self
             .with_tcb(h.idx, |tcb, ctx| tcb.send(ctx, data))
@@ -1054,35 +1051,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     }
 
     fn ipv4_input(&mut self, frame: R, off: usize) {
-        let (repr, l4_off) = {
-            let b = &frame.as_ref()[off..];
-            let p = match Ipv4Packet::new_checked(b) {
-                Ok(p) => p,
-                Err(wire::Error::Truncated) => {
-                    self.counters.drop(DropReason::Ipv4Truncated);
-                    return;
-                }
-                Err(_) => {
-                    self.counters.drop(DropReason::Ipv4Malformed);
-                    return;
-                }
-            };
-            let repr = match Ipv4Repr::parse(&p, self.cfg.checksums.ipv4) {
-                Ok(r) => r,
-                Err(wire::Error::Checksum) => {
-                    self.counters.drop(DropReason::Ipv4BadChecksum);
-                    return;
-                }
-                Err(_) => {
-                    self.counters.drop(DropReason::Ipv4Malformed);
-                    return;
-                }
-            };
-            if p.is_fragment() {
-                self.counters.drop(DropReason::Ipv4Fragment);
-                return;
-            }
-            (repr, off + p.header_len())
+        let (repr, l4_off) = match parse_ipv4(&frame.as_ref()[off..], self.cfg.checksums.ipv4) {
+            Ok((repr, hl)) => (repr, off + hl),
+            Err(r) => return self.counters.drop(r),
         };
         if repr.dst_addr != self.cfg.ip {
             self.counters.drop(DropReason::Ipv4NotForUs);
@@ -1115,28 +1086,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     }
 
     fn udp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {
-        let (repr, range) = {
-            let b = &frame.as_ref()[l4.clone()];
-            let p = match UdpPacket::new_checked(b) {
-                Ok(p) => p,
-                Err(_) => {
-                    self.counters.drop(DropReason::UdpMalformed);
-                    return;
-                }
-            };
-            let repr = match UdpRepr::parse(&p, src, self.cfg.ip, self.cfg.checksums.udp) {
-                Ok(r) => r,
-                Err(wire::Error::Checksum) => {
-                    self.counters.drop(DropReason::UdpBadChecksum);
-                    return;
-                }
-                Err(_) => {
-                    self.counters.drop(DropReason::UdpMalformed);
-                    return;
-                }
-            };
-            let r = p.payload_range();
-            (repr, l4.start + r.start..l4.start + r.end)
+        let b = &frame.as_ref()[l4.clone()];
+        let (repr, range) = match parse_udp(b, src, self.cfg.ip, self.cfg.checksums.udp) {
+            Ok((repr, r)) => (repr, l4.start + r.start..l4.start + r.end),
+            Err(r) => return self.counters.drop(r),
         };
         let limit = self.cfg.udp_rx_queue;
         match self.udp.get_mut(&repr.dst_port) {
@@ -1251,37 +1204,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     }
 
     fn tcp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {
-        let seg = {
-            let b = &frame.as_ref()[l4.clone()];
-            let p = match TcpPacket::new_checked(b) {
-                Ok(p) => p,
-                Err(_) => {
-                    self.counters.drop(DropReason::TcpMalformed);
-                    return;
-                }
-            };
-            let r = match TcpRepr::parse(&p, src, self.cfg.ip, self.cfg.checksums.tcp) {
-                Ok(r) => r,
-                Err(wire::Error::Checksum) => {
-                    self.counters.drop(DropReason::TcpBadChecksum);
-                    return;
-                }
-                Err(_) => {
-                    self.counters.drop(DropReason::TcpMalformed);
-                    return;
-                }
-            };
-            Segment {
-                src_port: r.src_port,
-                dst_port: r.dst_port,
-                seq: r.seq,
-                ack: r.ack,
-                flags: r.flags,
-                wnd: r.window_len,
-                opts: r.options,
-                payload_off: l4.start + p.header_len(),
-                payload_len: r.payload.len(),
-            }
+        let b = &frame.as_ref()[l4.clone()];
+        let seg = match parse_tcp(b, l4.start, src, self.cfg.ip, self.cfg.checksums.tcp) {
+            Ok(seg) => seg,
+            Err(r) => return self.counters.drop(r),
         };
         self.counters.tcp_in_segs += 1;
         let f = seg.flags;
@@ -1498,8 +1424,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     /// Answer a SYN without keeping state (RFC 4987 §3.6).
     fn send_syn_cookie(&mut self, src: Ipv4Addr, seg: &Segment, tuple: &Tuple) {
         let peer_mss = seg.opts.mss.unwrap_or(536);
-        let (cookie, mss) = self.keyed.cookie(tuple, seg.seq.0, peer_mss, self.now);
-        let _ = mss;
+        // The cookie remembers the peer's MSS rounded down to its table.
+        let (cookie, _) = self.keyed.cookie(tuple, seg.seq.0, peer_mss, self.now);
         let tcp = &self.cfg.tcp;
         let ts = (tcp.timestamps)
             .then_some(seg.opts.timestamp)
@@ -1517,13 +1443,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let opts = TcpOptions {
             mss: Some(self.local_mss),
             window_scale: ts.and(
-                (tcp.window_scaling && seg.opts.window_scale.is_some()).then(|| {
-                    let mut s = 0u8;
-                    while (tcp.recv_buffer >> s) > 65535 && s < 14 {
-                        s += 1;
-                    }
-                    s
-                }),
+                (tcp.window_scaling && seg.opts.window_scale.is_some())
+                    .then(|| scale_for(tcp.recv_buffer)),
             ),
             sack_permitted: ts.is_some() && tcp.sack && seg.opts.sack_permitted,
             timestamp: ts,
@@ -1924,4 +1845,65 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             }
         }
     }
+}
+
+/// What a wire error means at a layer: a bad checksum or a malformed packet.
+fn wire_reason(e: wire::Error, bad_checksum: DropReason, malformed: DropReason) -> DropReason {
+    if e == wire::Error::Checksum {
+        bad_checksum
+    } else {
+        malformed
+    }
+}
+
+/// Parse an IPv4 header: the repr and the header length, or why not.
+/// Fragments are refused (no reassembly yet).
+fn parse_ipv4(b: &[u8], csum: Checksum) -> Result<(Ipv4Repr, usize), DropReason> {
+    let p = Ipv4Packet::new_checked(b).map_err(|e| match e {
+        wire::Error::Truncated => DropReason::Ipv4Truncated,
+        _ => DropReason::Ipv4Malformed,
+    })?;
+    let repr = Ipv4Repr::parse(&p, csum)
+        .map_err(|e| wire_reason(e, DropReason::Ipv4BadChecksum, DropReason::Ipv4Malformed))?;
+    if p.is_fragment() {
+        return Err(DropReason::Ipv4Fragment);
+    }
+    Ok((repr, p.header_len()))
+}
+
+/// Parse a UDP datagram: the repr and the payload range within `b`.
+fn parse_udp(
+    b: &[u8],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    csum: Checksum,
+) -> Result<(UdpRepr, core::ops::Range<usize>), DropReason> {
+    let p = UdpPacket::new_checked(b).map_err(|_| DropReason::UdpMalformed)?;
+    let repr = UdpRepr::parse(&p, src, dst, csum)
+        .map_err(|e| wire_reason(e, DropReason::UdpBadChecksum, DropReason::UdpMalformed))?;
+    Ok((repr, p.payload_range()))
+}
+
+/// Parse a TCP segment found at `base` in its frame into a [`Segment`].
+fn parse_tcp(
+    b: &[u8],
+    base: usize,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    csum: Checksum,
+) -> Result<Segment, DropReason> {
+    let p = TcpPacket::new_checked(b).map_err(|_| DropReason::TcpMalformed)?;
+    let r = TcpRepr::parse(&p, src, dst, csum)
+        .map_err(|e| wire_reason(e, DropReason::TcpBadChecksum, DropReason::TcpMalformed))?;
+    Ok(Segment {
+        src_port: r.src_port,
+        dst_port: r.dst_port,
+        seq: r.seq,
+        ack: r.ack,
+        flags: r.flags,
+        wnd: r.window_len,
+        opts: r.options,
+        payload_off: base + p.header_len(),
+        payload_len: r.payload.len(),
+    })
 }

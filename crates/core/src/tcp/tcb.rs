@@ -185,7 +185,7 @@ fn ts_clock(now: Instant) -> u32 {
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
 
 /// Window-scale shift that lets `buf` be advertised (RFC 7323 §2.3: ≤ 14).
-fn scale_for(buf: u32) -> u8 {
+pub(crate) fn scale_for(buf: u32) -> u8 {
     let mut s = 0u8;
     while (buf >> s) > 65535 && s < 14 {
         s += 1;
