@@ -49,6 +49,8 @@ pub(crate) struct ArpCache {
     capacity: usize,
     /// Earliest `next_try` of an incomplete entry.
     deadline: Instant,
+    /// Unresolved entries evicted to make room: their waiters must be told.
+    evicted: Vec<Ipv4Addr>,
 }
 
 impl ArpCache {
@@ -66,6 +68,7 @@ impl ArpCache {
             retries,
             capacity: capacity.max(1),
             deadline: Instant::NEVER,
+            evicted: Vec::new(),
         }
     }
 
@@ -110,20 +113,34 @@ impl ArpCache {
         Lookup::MissRequest
     }
 
-    /// Evict when full: a stale entry if any, else the least recently
-    /// updated (a linear scan, only when the cache is full).
+    /// Evict when full (a linear scan, only then): stale entries first,
+    /// then unanswered ones, then the least recently confirmed — so a
+    /// flood of unanswered lookups cannot push out the gateway.
     fn make_room(&mut self, _now: Instant) {
         if self.map.len() < self.capacity {
             return;
         }
+        let rank = |s: NState| match s {
+            NState::Stale => 0,
+            NState::Incomplete => 1,
+            NState::Reachable => 2,
+        };
         let victim = self
             .map
             .iter()
-            .min_by_key(|(ip, n)| (n.state != NState::Stale, n.updated, u32::from(**ip)))
-            .map(|(ip, _)| *ip);
-        if let Some(v) = victim {
+            .min_by_key(|(ip, n)| (rank(n.state), n.updated, u32::from(**ip)))
+            .map(|(ip, n)| (*ip, n.state));
+        if let Some((v, state)) = victim {
             self.map.remove(&v);
+            if state == NState::Incomplete {
+                self.evicted.push(v);
+            }
         }
+    }
+
+    /// Addresses evicted while unresolved since the last call.
+    pub fn take_evicted(&mut self) -> Vec<Ipv4Addr> {
+        std::mem::take(&mut self.evicted)
     }
 
     /// RFC 826 merge: update an entry we have. Returns true if one existed.

@@ -100,6 +100,14 @@ pub struct TcpConfig {
     pub max_ooo_segments: u16,
     /// In-order segments (frames) held per connection before more are dropped.
     pub max_rx_segments: u16,
+    /// The least a held received frame is charged against a connection's
+    /// memory budget (twice `recv_buffer` for in-order and again for
+    /// out-of-order data): the size of a packet buffer, so a peer sending
+    /// tiny segments cannot pin more buffers than a full window would.
+    pub frame_truesize: u32,
+    /// Zero-window probes an orphaned connection (closed by the application)
+    /// sends before it is dropped (Linux `tcp_orphan_retries`).
+    pub orphan_retries: u8,
     /// First and last port for outgoing connections (RFC 6056).
     pub ephemeral_ports: (u16, u16),
 }
@@ -133,6 +141,8 @@ impl Default for TcpConfig {
             challenge_ack_limit: 1000,
             max_ooo_segments: 256,
             max_rx_segments: 1024,
+            frame_truesize: 2048,
+            orphan_retries: 8,
             ephemeral_ports: (49152, 65535),
         }
     }
@@ -176,6 +186,11 @@ pub struct StackConfig {
     pub icmp_error_limit: u32,
     /// Datagrams queued per UDP socket before more are dropped.
     pub udp_rx_queue: usize,
+    /// Most memory (frame cost, see `tcp.frame_truesize`) held in
+    /// out-of-order queues by all connections together; beyond it
+    /// out-of-order segments are dropped (and retransmitted later), so
+    /// many connections with holes cannot exhaust the packet buffers.
+    pub ooo_memory: usize,
     /// Resolution of the timer wheel (IX: 16 µs).
     pub timer_tick: Duration,
     /// TCP parameters.
@@ -201,6 +216,7 @@ impl StackConfig {
             arp_capacity: 4096,
             icmp_error_limit: 1000,
             udp_rx_queue: 1024,
+            ooo_memory: 64 << 20,
             timer_tick: Duration::from_micros(16),
             tcp: TcpConfig::default(),
         }

@@ -147,6 +147,7 @@ counters! {
     tcp_keepalive_probes = "ixora_tcp_keepalive_probes_total", "Keepalive probes sent";
     tcp_ooo_segments = "ixora_tcp_ooo_segments_total", "Segments queued out of order (TCPOFOQueue)";
     tcp_timewait_recycled = "ixora_tcp_timewait_recycled_total", "TIME-WAIT connections replaced by a new SYN (RFC 6191)";
+    tcp_pmtu_reductions = "ixora_tcp_pmtu_reductions_total", "Segment size lowered by ICMP fragmentation-needed (RFC 1191)";
 }
 
 impl Counters {
@@ -198,6 +199,6 @@ mod tests {
         assert_eq!(b.tcp_in_segs, 6);
         assert_eq!(b.tcp_timewait_recycled, 2);
         assert_eq!(b.drops(DropReason::TcpPaws), 2);
-        assert_eq!(b.iter().count(), 32);
+        assert_eq!(b.iter().count(), 33);
     }
 }

@@ -4,7 +4,7 @@ use crate::arp::{ArpCache, Lookup};
 use crate::config::StackConfig;
 use crate::counters::{Counters, DropReason};
 use crate::tcp::syncookie::{self, Keyed, Tuple};
-use crate::tcp::tcb::{ev, flag, scale_for, Ctx, RateLimiter, RstReply, Segment, Tcb};
+use crate::tcp::tcb::{ev, flag, scale_for, Ctx, IcmpKind, RateLimiter, RstReply, Segment, Tcb};
 use crate::tcp::{ConnHandle, DeadReason, State, TcpInfo};
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
@@ -23,6 +23,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 const CTRL_QUEUE_LIMIT: usize = 4096;
 /// Most packets parked waiting for ARP resolution.
 const ARP_WAIT_LIMIT: usize = 1024;
+/// Most packets parked on one unresolved neighbour.
+const ARP_WAIT_PER_NEIGHBOR: usize = 64;
 /// Most UDP datagrams queued for transmit.
 const UDP_TX_LIMIT: usize = 4096;
 
@@ -247,6 +249,8 @@ pub struct Stack<R, T> {
     udp_txq: VecDeque<UdpOut<T>>,
     next_ephemeral: u32,
     ip_ident: u16,
+    /// Cost of the frames held out of order by all connections.
+    ooo_held: usize,
     scratch_ips: (Vec<Ipv4Addr>, Vec<Ipv4Addr>),
 }
 
@@ -261,7 +265,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             local_mss: cfg.local_mss(),
             now,
             counters: Counters::default(),
-            challenge: RateLimiter::new(cfg.tcp.challenge_ack_limit),
+            challenge: RateLimiter::randomized(cfg.tcp.challenge_ack_limit, cfg.secret),
             icmp_limit: RateLimiter::new(cfg.icmp_error_limit),
             wheel: TimerWheel::new(cfg.timer_tick, now),
             fired: Vec::new(),
@@ -284,6 +288,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             udp_txq: VecDeque::new(),
             next_ephemeral: 0,
             ip_ident: 0,
+            ooo_held: 0,
             scratch_ips: (Vec::new(), Vec::new()),
             cfg,
         };
@@ -382,17 +387,23 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             counters,
             challenge,
             now,
+            ooo_held,
             ..
         } = self;
         let tcb = conns.get_mut(idx as usize)?.tcb.as_mut()?;
+        let before = tcb.ooo_cost();
         let mut ctx = Ctx {
             now: *now,
             cfg: &cfg.tcp,
             counters,
             challenge,
             tick: cfg.timer_tick,
+            ooo_room: cfg.ooo_memory.saturating_sub(*ooo_held),
         };
-        Some(f(tcb, &mut ctx))
+        let x = f(tcb, &mut ctx);
+        // Out-of-order memory across all connections (a stack-wide cap).
+        *ooo_held = *ooo_held - before + tcb.ooo_cost();
+        Some(x)
     }
 
     /// After anything touched a TCB: file its events, output and timer,
@@ -432,7 +443,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             tcb.wheel_at = d;
             self.wheel.schedule(idx, d);
         }
-        if tcb.reapable() && tcb.flags & (flag::IN_EVQ | flag::IN_TXQ) == 0 {
+        if tcb.reapable() {
             self.reap(idx);
         }
     }
@@ -441,7 +452,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let slot = &mut self.conns[idx as usize];
         let Some(tcb) = slot.tcb.take() else { return };
         slot.gen = slot.gen.wrapping_add(1);
+        self.ooo_held -= tcb.ooo_cost();
         self.wheel.cancel(idx);
+        // Stale queue entries would otherwise point at the slot's next
+        // occupant (rare: an application closed with events unread).
+        if tcb.flags & flag::IN_TXQ != 0 {
+            self.txq.retain(|&i| i != idx);
+        }
+        if tcb.flags & flag::IN_EVQ != 0 {
+            self.evq
+                .retain(|s| !matches!(s, EvSrc::Tcp(i) if *i == idx));
+        }
         let t = tcb.tuple;
         self.table
             .remove(&ConnKey::new(t.remote_ip, t.remote_port, t.local_port));
@@ -567,7 +588,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     if tcb.ev == 0 {
                         tcb.flags &= !flag::IN_EVQ;
                         self.evq.pop_front();
-                        if tcb.reapable() && tcb.flags & flag::IN_TXQ == 0 {
+                        if tcb.reapable() {
                             self.reap(idx);
                         }
                     }
@@ -620,14 +641,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 Some(t) if t.passive() && t.listener == port && t.flags & flag::ACCEPTED == 0);
             if orphan {
                 let was_knocked = self.tcb_mut(idx).is_some_and(|t| t.knocked());
-                self.with_tcb(idx, |tcb, ctx| {
-                    tcb.abort(ctx);
-                    if was_knocked {
-                        // The application saw the knock: tell it.
-                        tcb.flags &= !flag::APP_CLOSED;
-                        tcb.ev |= ev::DEAD;
-                    }
-                });
+                let rst = self
+                    .with_tcb(idx, |tcb, ctx| {
+                        let rst = tcb.abort(ctx);
+                        // The listener is gone: its queues no longer count
+                        // this connection (a new listener starts at zero).
+                        tcb.flags &= !(flag::SYNQ | flag::ACCEPTQ);
+                        if was_knocked {
+                            // The application saw the knock: tell it.
+                            tcb.flags &= !flag::APP_CLOSED;
+                            tcb.ev |= ev::DEAD;
+                        }
+                        rst.map(|r| (tcb.tuple, r))
+                    })
+                    .flatten();
+                self.send_rst(rst);
                 self.after(idx);
             }
         }
@@ -704,6 +732,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 counters: &mut self.counters,
                 challenge: &mut self.challenge,
                 tick: self.cfg.timer_tick,
+                ooo_room: 0,
             };
             Tcb::connect(&mut ctx, tuple, iss, ts_offset, local_mss, cookie)
         };
@@ -818,7 +847,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         self.advance_clock(now);
         self.lookup_handle(h)?;
         let accepted = self.tcb_mut(h.idx).map(|t| t.flags & flag::ACCEPTQ != 0);
-        self.with_tcb(h.idx, |tcb, ctx| tcb.close(ctx));
+        let rst = self
+            .with_tcb(h.idx, |tcb, ctx| tcb.close(ctx).map(|r| (tcb.tuple, r)))
+            .flatten();
+        self.send_rst(rst);
         if accepted == Some(true) {
             if let Some(tcb) = self.tcb_mut(h.idx) {
                 tcb.flags &= !flag::ACCEPTQ;
@@ -836,7 +868,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     pub fn tcp_abort(&mut self, now: Instant, h: ConnHandle) -> Result<(), Error> {
         self.advance_clock(now);
         self.lookup_handle(h)?;
-        self.with_tcb(h.idx, |tcb, ctx| tcb.abort(ctx));
+        let rst = self
+            .with_tcb(h.idx, |tcb, ctx| tcb.abort(ctx).map(|r| (tcb.tuple, r)))
+            .flatten();
+        self.send_rst(rst);
         self.after(h.idx);
         Ok(())
     }
@@ -844,6 +879,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     /// Nagle off (`true`, the default) or on.
     pub fn tcp_set_nodelay(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
         self.tcp_mut(h)?.set_nodelay(on);
+        // Data Nagle was holding may go now.
+        self.after(h.idx);
         Ok(())
     }
 
@@ -1032,6 +1069,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             && same_subnet(sip, self.cfg.ip, self.cfg.prefix_len)
         {
             self.arp.insert(sip, repr.sender_mac, self.now);
+            self.release_evicted();
         }
         if !sip.is_unspecified() {
             self.release_waiters(sip, Some(repr.sender_mac));
@@ -1119,7 +1157,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     fn icmp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {
         enum Act {
             Echo,
-            Error { code: u8, original: [u8; 28] },
+            Error {
+                code: u8,
+                mtu: u16,
+                original: [u8; 28],
+            },
             Nothing,
         }
         let act = {
@@ -1130,7 +1172,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             };
             match Icmpv4Repr::parse(&p, self.cfg.checksums.icmpv4) {
                 Ok(Icmpv4Repr::EchoRequest { .. }) => Act::Echo,
-                Ok(Icmpv4Repr::DstUnreachable { code, original, .. }) => {
+                Ok(Icmpv4Repr::DstUnreachable {
+                    code,
+                    next_hop_mtu,
+                    original,
+                }) => {
                     let mut o = [0u8; 28];
                     // The quoted header may carry options: keep its first
                     // 20 bytes and the 8 after the options.
@@ -1141,7 +1187,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     }
                     o[..20].copy_from_slice(&original[..20]);
                     o[20..].copy_from_slice(&original[ihl..ihl + 8]);
-                    Act::Error { code, original: o }
+                    Act::Error {
+                        code,
+                        mtu: next_hop_mtu,
+                        original: o,
+                    }
                 }
                 Ok(Icmpv4Repr::TimeExceeded { .. }) | Ok(Icmpv4Repr::EchoReply { .. }) => {
                     Act::Nothing
@@ -1169,13 +1219,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     icmp_len: l4.len(),
                 });
             }
-            Act::Error { code, original } => self.icmp_error_input(code, &original),
+            Act::Error {
+                code,
+                mtu,
+                original,
+            } => self.icmp_error_input(code, mtu, &original),
             Act::Nothing => self.counters.drop(DropReason::IcmpUnsupported),
         }
     }
 
     /// An ICMP destination-unreachable about one of our segments.
-    fn icmp_error_input(&mut self, code: u8, o: &[u8; 28]) {
+    fn icmp_error_input(&mut self, code: u8, mtu: u16, o: &[u8; 28]) {
         let proto = o[9];
         let osrc = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
         let odst = Ipv4Addr::new(o[16], o[17], o[18], o[19]);
@@ -1191,12 +1245,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             return;
         };
         // RFC 1122 §4.2.3.9: protocol and port unreachable are hard errors
-        // (RFC 5461: act on them only while connecting).
-        let hard = matches!(
-            code,
-            icmpv4::unreachable::PROTOCOL | icmpv4::unreachable::PORT
-        );
-        let matched = self.with_tcb(idx, |tcb, ctx| tcb.icmp_error(ctx, hard, seq));
+        // (RFC 5461: act on them only while connecting); "fragmentation
+        // needed" lowers the path MTU (RFC 1191).
+        let kind = match code {
+            icmpv4::unreachable::PROTOCOL | icmpv4::unreachable::PORT => IcmpKind::Hard,
+            icmpv4::unreachable::FRAG_NEEDED => IcmpKind::FragNeeded(mtu),
+            _ => IcmpKind::Soft,
+        };
+        let matched = self.with_tcb(idx, |tcb, ctx| tcb.icmp_error(ctx, kind, seq));
         if matched != Some(true) {
             self.counters.drop(DropReason::IcmpNoMatch);
         }
@@ -1363,6 +1419,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     counters: &mut self.counters,
                     challenge: &mut self.challenge,
                     tick: self.cfg.timer_tick,
+                    ooo_room: 0,
                 };
                 let mut t = Tcb::from_cookie(
                     &mut ctx,
@@ -1381,7 +1438,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             let idx = self.insert_tcb(tcb);
             // Deliver whatever the ACK carried.
             if seg.payload_len > 0 || f.fin() {
-                self.with_tcb(idx, |tcb, ctx| tcb.on_segment(ctx, seg, frame));
+                let rst = self
+                    .with_tcb(idx, |tcb, ctx| {
+                        tcb.on_segment(ctx, seg, frame).map(|r| (tcb.tuple, r))
+                    })
+                    .flatten();
+                self.send_rst(rst);
             }
             self.after(idx);
             return;
@@ -1409,6 +1471,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 counters: &mut self.counters,
                 challenge: &mut self.challenge,
                 tick: self.cfg.timer_tick,
+                ooo_room: 0,
             };
             Tcb::from_syn(&mut ctx, tuple, iss, ts_offset, local_mss, seg)
         };
@@ -1460,6 +1523,18 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             wnd: tcp.recv_buffer.min(65535) as u16,
             opts,
         });
+    }
+
+    /// Queue a stateless RST for a connection's tuple.
+    fn send_rst(&mut self, rst: Option<(Tuple, RstReply)>) {
+        if let Some((t, rst)) = rst {
+            self.push_ctrl(Ctrl::Rst {
+                remote: t.remote_ip,
+                rport: t.remote_port,
+                lport: t.local_port,
+                rst,
+            });
+        }
     }
 
     fn push_ctrl(&mut self, c: Ctrl<R>) {
@@ -1520,18 +1595,45 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             }
             Lookup::MissRequest => {
                 self.queue_arp_request(hop);
+                self.release_evicted();
                 Ok(None)
             }
             Lookup::Pending => Ok(None),
         }
     }
 
+    /// Hold a packet (or a connection's turn to send) until `dst`'s next hop
+    /// resolves. Bounded overall and per neighbour; a connection is parked
+    /// once however often it asks.
     fn park(&mut self, dst: Ipv4Addr, w: Waiter<R, T>) {
         let hop = self.next_hop(dst).unwrap_or(dst);
-        if self.arp_wait.len() < ARP_WAIT_LIMIT {
+        if let Waiter::Conn(h) = &w {
+            let Some(tcb) = self.tcb_mut(h.idx) else {
+                return;
+            };
+            if tcb.flags & flag::ARP_WAIT != 0 {
+                return;
+            }
+            tcb.flags |= flag::ARP_WAIT;
+        }
+        let per_hop = self.arp_wait.iter().filter(|(h, _)| *h == hop).count();
+        if self.arp_wait.len() < ARP_WAIT_LIMIT && per_hop < ARP_WAIT_PER_NEIGHBOR {
             self.arp_wait.push((hop, w));
         } else {
+            if let Waiter::Conn(h) = &w {
+                if let Some(t) = self.tcb_mut(h.idx) {
+                    t.flags &= !flag::ARP_WAIT;
+                }
+            }
             self.counters.drop(DropReason::NeighborUnresolved);
+        }
+    }
+
+    /// Release the waiters of ARP entries the cache evicted while still
+    /// unresolved (they would otherwise wait forever).
+    fn release_evicted(&mut self) {
+        for ip in self.arp.take_evicted() {
+            self.release_waiters(ip, None);
         }
     }
 
@@ -1553,6 +1655,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                         .get(h.idx as usize)
                         .is_some_and(|s| s.gen == h.gen)
                     {
+                        if let Some(t) = self.tcb_mut(h.idx) {
+                            t.flags &= !flag::ARP_WAIT;
+                        }
                         if mac.is_none() {
                             self.with_tcb(h.idx, |tcb, ctx| tcb.neighbor_failed(ctx));
                         }

@@ -142,12 +142,14 @@ impl<T: AsRef<[u8]>> SendQueue<T> {
     }
 }
 
-/// A run of payload bytes inside a received frame.
+/// A run of payload bytes inside a received frame, and what the frame
+/// costs to hold.
 #[derive(Debug)]
 struct Seg<R> {
     buf: R,
     start: u32,
     end: u32,
+    cost: u32,
 }
 
 /// An out-of-order run, with its sequence number.
@@ -170,18 +172,25 @@ pub enum OooInsert {
     Queued,
     /// Every byte was already queued.
     Duplicate,
-    /// The out-of-order list is at its limit.
+    /// The out-of-order list is at its limit (segments or memory); nothing
+    /// held was changed.
     Full,
 }
 
 /// Received data held for the application.
+///
+/// Every held frame is charged a *cost* (its length, at least the size of
+/// a packet buffer — the caller decides), so a peer sending tiny segments
+/// cannot pin more buffers than a peer filling the window legitimately.
 #[derive(Debug)]
 pub struct RecvQueue<R> {
     ready: VecDeque<Seg<R>>,
     ready_len: u32,
+    ready_cost: u32,
     ooo: Vec<OooSeg<R>>,
-    /// Sequence number of the most recently queued out-of-order segment
-    /// (RFC 2018 §4: it leads the SACK option).
+    ooo_cost: u32,
+    /// Sequence number of the most recently received out-of-order segment
+    /// (RFC 2018 §4: the block holding it leads the SACK option).
     last_ooo: Option<SeqNum>,
 }
 
@@ -190,7 +199,9 @@ impl<R> Default for RecvQueue<R> {
         RecvQueue {
             ready: VecDeque::new(),
             ready_len: 0,
+            ready_cost: 0,
             ooo: Vec::new(),
+            ooo_cost: 0,
             last_ooo: None,
         }
     }
@@ -207,9 +218,19 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
         self.ready.len()
     }
 
+    /// Cost of the frames holding in-order bytes.
+    pub fn ready_cost(&self) -> usize {
+        self.ready_cost as usize
+    }
+
     /// Frames waiting out of order.
     pub fn ooo_segments(&self) -> usize {
         self.ooo.len()
+    }
+
+    /// Cost of the frames waiting out of order.
+    pub fn ooo_cost(&self) -> usize {
+        self.ooo_cost as usize
     }
 
     /// Out-of-order bytes held.
@@ -220,15 +241,17 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
             .sum()
     }
 
-    /// Append in-order payload `buf[start..end]`.
-    pub fn push_ready(&mut self, buf: R, start: usize, end: usize) {
+    /// Append in-order payload `buf[start..end]`; the frame costs `cost`.
+    pub fn push_ready(&mut self, buf: R, start: usize, end: usize, cost: usize) {
         if end > start {
             self.ready.push_back(Seg {
                 buf,
                 start: start as u32,
                 end: end as u32,
+                cost: cost as u32,
             });
             self.ready_len += (end - start) as u32;
+            self.ready_cost += cost as u32;
         }
     }
 
@@ -266,6 +289,7 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
             let len = front.end - front.start;
             if left >= len {
                 left -= len;
+                self.ready_cost -= front.cost;
                 self.ready.pop_front();
             } else {
                 front.start += left;
@@ -276,30 +300,48 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
         n
     }
 
-    /// Queue `buf[start..end]`, which begins at `seq` beyond RCV.NXT.
-    /// Existing segments it overlaps are trimmed or dropped, so the list
-    /// stays sorted and disjoint without splitting any frame.
+    /// Queue `buf[start..end]`, which begins at `seq` beyond RCV.NXT and
+    /// whose frame costs `cost`. Existing segments it overlaps are trimmed
+    /// or dropped, so the list stays sorted and disjoint without splitting
+    /// any frame. Refused (`Full`, nothing changed) when the list would hold
+    /// more than `max_segments` frames or `max_cost`.
     pub fn insert_ooo(
         &mut self,
         seq: SeqNum,
         buf: R,
-        start: usize,
-        end: usize,
-        limit: usize,
+        (start, end): (usize, usize),
+        cost: usize,
+        (max_segments, max_cost): (usize, usize),
     ) -> OooInsert {
         let new_end = seq + (end - start);
+        // Most recent arrival, for the first SACK block (RFC 2018 §4), even
+        // when it brings nothing new.
+        self.last_ooo = Some(seq);
         // Fully covered by one existing segment?
         if self
             .ooo
             .iter()
             .any(|o| o.seq.diff(seq) <= 0 && o.end_seq().diff(new_end) >= 0)
         {
-            self.last_ooo = Some(seq);
             return OooInsert::Duplicate;
         }
-        // Drop segments entirely inside the new one; trim partial overlaps.
-        self.ooo
-            .retain(|o| !(o.seq.diff(seq) >= 0 && o.end_seq().diff(new_end) <= 0));
+        let inside = |o: &OooSeg<R>| o.seq.diff(seq) >= 0 && o.end_seq().diff(new_end) <= 0;
+        // Decide before touching anything: segments entirely inside the new
+        // one go, everything else stays.
+        let (gone, gone_cost) = self
+            .ooo
+            .iter()
+            .filter(|o| inside(o))
+            .fold((0usize, 0usize), |(n, c), o| {
+                (n + 1, c + o.seg.cost as usize)
+            });
+        if self.ooo.len() - gone >= max_segments
+            || self.ooo_cost as usize - gone_cost + cost > max_cost
+        {
+            return OooInsert::Full;
+        }
+        self.ooo.retain(|o| !inside(o));
+        self.ooo_cost -= gone_cost as u32;
         for o in &mut self.ooo {
             if o.seq.diff(seq) < 0 && o.end_seq().diff(seq) > 0 {
                 // o overlaps our head: cut o's tail at `seq`.
@@ -311,9 +353,6 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
                 o.seg.start += cut;
                 o.seq = new_end;
             }
-        }
-        if self.ooo.len() >= limit {
-            return OooInsert::Full;
         }
         let at = self
             .ooo
@@ -328,10 +367,11 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
                     buf,
                     start: start as u32,
                     end: end as u32,
+                    cost: cost as u32,
                 },
             },
         );
-        self.last_ooo = Some(seq);
+        self.ooo_cost += cost as u32;
         OooInsert::Queued
     }
 
@@ -354,9 +394,11 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
             }
         }
         for o in self.ooo.drain(..taken) {
+            self.ooo_cost -= o.seg.cost;
             let len = o.seg.end - o.seg.start;
             if len > 0 {
                 self.ready_len += len;
+                self.ready_cost += o.seg.cost;
                 self.ready.push_back(o.seg);
             }
         }
@@ -366,39 +408,59 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
         rcv_nxt
     }
 
-    /// SACK blocks describing the out-of-order data (RFC 2018 §4): the
-    /// block holding the most recently received segment first, then the
+    /// SACK blocks describing the out-of-order data (RFC 2018 §4): first
+    /// the block containing the most recently received segment, then the
     /// others from the highest down. Returns the number written.
     pub fn sack_blocks(&self, out: &mut [SackBlock]) -> usize {
-        let mut blocks: [SackBlock; 8] = Default::default();
-        let mut n = 0usize;
-        let mut first: Option<usize> = None;
+        if out.is_empty() {
+            return 0;
+        }
+        // Merge contiguous segments into blocks on the fly; keep the block
+        // holding `last_ooo` and the highest blocks (a small ring).
+        let mut first: Option<SackBlock> = None;
+        let mut ring = [SackBlock::default(); 4];
+        let mut count = 0usize;
+        let mut cur: Option<SackBlock> = None;
+        let mut flush = |b: SackBlock, first: &mut Option<SackBlock>| {
+            let holds_last = self
+                .last_ooo
+                .is_some_and(|l| l.diff(b.left) >= 0 && l.diff(b.right) < 0);
+            if holds_last && first.is_none() {
+                *first = Some(b);
+            } else {
+                ring[count % ring.len()] = b;
+                count += 1;
+            }
+        };
         for o in &self.ooo {
             let (s, e) = (o.seq, o.end_seq());
-            if n > 0 && blocks[n - 1].right == s {
-                blocks[n - 1].right = e;
-            } else if n < blocks.len() {
-                blocks[n] = SackBlock { left: s, right: e };
-                n += 1;
-            } else {
-                break;
-            }
-            if Some(s) == self.last_ooo {
-                first = Some(n - 1);
-            }
+            cur = match cur {
+                Some(mut b) if b.right == s => {
+                    b.right = e;
+                    Some(b)
+                }
+                Some(b) => {
+                    flush(b, &mut first);
+                    Some(SackBlock { left: s, right: e })
+                }
+                None => Some(SackBlock { left: s, right: e }),
+            };
+        }
+        if let Some(b) = cur {
+            flush(b, &mut first);
         }
         let mut written = 0;
         if let Some(f) = first {
-            if written < out.len() {
-                out[written] = blocks[f];
-                written += 1;
-            }
+            out[0] = f;
+            written = 1;
         }
-        for i in (0..n).rev() {
-            if Some(i) == first || written >= out.len() {
-                continue;
+        let kept = count.min(ring.len());
+        for k in 0..kept {
+            if written >= out.len() {
+                break;
             }
-            out[written] = blocks[i];
+            // Highest first: walk the ring backwards from the newest entry.
+            out[written] = ring[(count - 1 - k) % ring.len()];
             written += 1;
         }
         written
@@ -408,7 +470,9 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
     pub fn clear(&mut self) {
         self.ready.clear();
         self.ready_len = 0;
+        self.ready_cost = 0;
         self.ooo.clear();
+        self.ooo_cost = 0;
         self.last_ooo = None;
     }
 }
@@ -479,11 +543,11 @@ mod tests {
         let mut nxt = SeqNum(100);
         // bytes 100..105 "abcde", 105..110 "fghij", 110..115 "klmno"
         assert_eq!(
-            q.insert_ooo(SeqNum(110), v("__klmno"), 2, 7, 8),
+            q.insert_ooo(SeqNum(110), v("__klmno"), (2, 7), 1, (8, usize::MAX)),
             OooInsert::Queued
         );
         assert_eq!(
-            q.insert_ooo(SeqNum(105), v("fghij"), 0, 5, 8),
+            q.insert_ooo(SeqNum(105), v("fghij"), (0, 5), 1, (8, usize::MAX)),
             OooInsert::Queued
         );
         let mut blocks = [SackBlock::default(); 4];
@@ -495,7 +559,7 @@ mod tests {
                 right: SeqNum(115)
             }
         );
-        q.push_ready(v("abcde"), 0, 5);
+        q.push_ready(v("abcde"), 0, 5, 5);
         nxt += 5;
         nxt = q.drain_ooo(nxt);
         assert_eq!(nxt, SeqNum(115));
@@ -510,14 +574,14 @@ mod tests {
     #[test]
     fn ooo_overlaps_are_trimmed() {
         let mut q: RecvQueue<Vec<u8>> = RecvQueue::default();
-        q.insert_ooo(SeqNum(10), v("0123456789"), 0, 10, 8); // 10..20
+        q.insert_ooo(SeqNum(10), v("0123456789"), (0, 10), 1, (8, usize::MAX)); // 10..20
         assert_eq!(
-            q.insert_ooo(SeqNum(12), v("23"), 0, 2, 8),
+            q.insert_ooo(SeqNum(12), v("23"), (0, 2), 1, (8, usize::MAX)),
             OooInsert::Duplicate
         );
-        q.insert_ooo(SeqNum(15), v("56789ABCDE"), 0, 10, 8); // 15..25 trims first to 10..15
-        q.insert_ooo(SeqNum(30), v("UVWXY"), 0, 5, 8); // 30..35
-        q.insert_ooo(SeqNum(28), v("STUVWXYZ[]"), 0, 10, 8); // 28..38 swallows 30..35
+        q.insert_ooo(SeqNum(15), v("56789ABCDE"), (0, 10), 1, (8, usize::MAX)); // 15..25 trims first to 10..15
+        q.insert_ooo(SeqNum(30), v("UVWXY"), (0, 5), 1, (8, usize::MAX)); // 30..35
+        q.insert_ooo(SeqNum(28), v("STUVWXYZ[]"), (0, 10), 1, (8, usize::MAX)); // 28..38 swallows 30..35
         assert_eq!(q.ooo_segments(), 3);
         let nxt = q.drain_ooo(SeqNum(10));
         assert_eq!(nxt, SeqNum(25));
@@ -537,8 +601,14 @@ mod tests {
     #[test]
     fn ooo_limit() {
         let mut q: RecvQueue<Vec<u8>> = RecvQueue::default();
-        assert_eq!(q.insert_ooo(SeqNum(10), v("a"), 0, 1, 1), OooInsert::Queued);
-        assert_eq!(q.insert_ooo(SeqNum(20), v("b"), 0, 1, 1), OooInsert::Full);
+        assert_eq!(
+            q.insert_ooo(SeqNum(10), v("a"), (0, 1), 1, (1, usize::MAX)),
+            OooInsert::Queued
+        );
+        assert_eq!(
+            q.insert_ooo(SeqNum(20), v("b"), (0, 1), 1, (1, usize::MAX)),
+            OooInsert::Full
+        );
     }
 
     #[test]
@@ -546,9 +616,9 @@ mod tests {
         // RFC 2018 §4: the first SACK block MUST specify the contiguous block
         // containing the segment which triggered this ACK.
         let mut q: RecvQueue<Vec<u8>> = RecvQueue::default();
-        q.insert_ooo(SeqNum(10), v("a"), 0, 1, 8);
-        q.insert_ooo(SeqNum(30), v("b"), 0, 1, 8);
-        q.insert_ooo(SeqNum(20), v("c"), 0, 1, 8);
+        q.insert_ooo(SeqNum(10), v("a"), (0, 1), 1, (8, usize::MAX));
+        q.insert_ooo(SeqNum(30), v("b"), (0, 1), 1, (8, usize::MAX));
+        q.insert_ooo(SeqNum(20), v("c"), (0, 1), 1, (8, usize::MAX));
         let mut blocks = [SackBlock::default(); 3];
         assert_eq!(q.sack_blocks(&mut blocks), 3);
         assert_eq!(blocks[0].left, SeqNum(20));
@@ -586,11 +656,11 @@ mod model_tests {
                 s += skip;
                 let plen = frame.len() - off;
                 if s == nxt {
-                    q.push_ready(frame, off, off + plen);
+                    q.push_ready(frame, off, off + plen, 1);
                     nxt += plen;
                     nxt = q.drain_ooo(nxt);
                 } else {
-                    q.insert_ooo(s, frame, off, off + plen, 1000);
+                    q.insert_ooo(s, frame, (off, off + plen), 1, (1000, usize::MAX));
                 }
             }
             let got: Vec<u8> = q.chunks().flatten().copied().collect();

@@ -44,8 +44,8 @@ pub(crate) mod flag {
     pub const IN_RECOVERY: u32 = 1 << 12;
     /// Retransmit the segment at SND.UNA now (fast retransmit, partial ACK).
     pub const RETX_FIRST: u32 = 1 << 13;
-    /// Send RST and close.
-    pub const RST_PENDING: u32 = 1 << 14;
+    /// Parked on ARP resolution (stack bookkeeping).
+    pub const ARP_WAIT: u32 = 1 << 14;
     /// Send a window or keepalive probe.
     pub const PROBE_PENDING: u32 = 1 << 15;
     /// Send (or resend) our SYN / SYN-ACK.
@@ -111,6 +111,17 @@ impl Segment {
     }
 }
 
+/// How an ICMP destination-unreachable bears on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IcmpKind {
+    /// Protocol or port unreachable.
+    Hard,
+    /// Fragmentation needed, with the next-hop MTU.
+    FragNeeded(u16),
+    /// Anything else.
+    Soft,
+}
+
 /// A RST the stack must send on the TCB's behalf (the TCB may be gone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RstReply {
@@ -118,11 +129,21 @@ pub(crate) struct RstReply {
     pub ack: Option<SeqNum>,
 }
 
-/// Token bucket for challenge ACKs (RFC 5961 §7), shared by a stack.
+/// A per-second budget (RFC 5961 §7 challenge ACKs, ICMP errors), shared
+/// by a stack.
+///
+/// With a key, each one-second window's budget is drawn from
+/// [limit/2, 3·limit/2] and the windows' phase is shifted, both by a keyed
+/// hash: an off-path attacker can no longer count the shared budget down to
+/// learn whether a spoofed segment hit another connection's window (the
+/// CVE-2016-5696 side channel). Deterministic for a given secret.
 #[derive(Debug, Clone)]
 pub(crate) struct RateLimiter {
     per_sec: u32,
+    key: Option<[u8; 16]>,
+    phase_us: u64,
     window: u64,
+    budget: u32,
     used: u32,
 }
 
@@ -130,18 +151,37 @@ impl RateLimiter {
     pub fn new(per_sec: u32) -> RateLimiter {
         RateLimiter {
             per_sec,
+            key: None,
+            phase_us: 0,
             window: u64::MAX,
+            budget: per_sec,
             used: 0,
         }
     }
 
+    pub fn randomized(per_sec: u32, key: [u8; 16]) -> RateLimiter {
+        let phase_us = keyed(&key, u64::MAX) % 1_000_000;
+        RateLimiter {
+            key: Some(key),
+            phase_us,
+            ..RateLimiter::new(per_sec)
+        }
+    }
+
     pub fn allow(&mut self, now: Instant) -> bool {
-        let w = now.as_micros() / 1_000_000;
+        let w = (now.as_micros() + self.phase_us) / 1_000_000;
         if w != self.window {
             self.window = w;
             self.used = 0;
+            self.budget = match self.key {
+                Some(k) => {
+                    let spread = u64::from(self.per_sec) + 1;
+                    self.per_sec / 2 + (keyed(&k, w) % spread) as u32
+                }
+                None => self.per_sec,
+            };
         }
-        if self.used < self.per_sec {
+        if self.used < self.budget {
             self.used += 1;
             true
         } else {
@@ -149,6 +189,17 @@ impl RateLimiter {
         }
     }
 }
+
+fn keyed(key: &[u8; 16], x: u64) -> u64 {
+    use std::hash::Hasher;
+    let mut h = siphasher::sip::SipHasher13::new_with_key(key);
+    h.write_u64(x);
+    h.finish()
+}
+
+/// At most one challenge ACK per connection in this many milliseconds
+/// (Linux `tcp_invalid_ratelimit`), besides the stack-wide budget.
+const CHALLENGE_INTERVAL_MS: u32 = 500;
 
 /// What a TCB may use of its stack while handling one input.
 pub(crate) struct Ctx<'a> {
@@ -158,12 +209,13 @@ pub(crate) struct Ctx<'a> {
     pub challenge: &'a mut RateLimiter,
     /// Timer granularity G of RFC 6298.
     pub tick: Duration,
+    /// Out-of-order memory still available stack-wide.
+    pub ooo_room: usize,
 }
 
 /// What the next segment out of this connection is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Out {
-    Rst,
     Syn,
     /// Data and/or FIN from `seq`.
     Data {
@@ -263,6 +315,10 @@ pub(crate) struct Tcb<R, T> {
     probes: u8,
     /// Persist-timer backoff shift; reset when the window opens.
     persist_shift: u8,
+    /// Window probes sent since the peer last answered.
+    zwp: u8,
+    /// When this connection last sent a challenge ACK (ms clock, 0: never).
+    last_challenge_ms: u32,
     unacked_segs: u8,
     last_rx: Instant,
     retrans_total: u32,
@@ -336,6 +392,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             retries: 0,
             probes: 0,
             persist_shift: 0,
+            zwp: 0,
+            last_challenge_ms: 0,
             unacked_segs: 0,
             last_rx: ctx.now,
             retrans_total: 0,
@@ -494,7 +552,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// First sequence number of the data stream.
     fn data_base(&self) -> SeqNum {
-        self.snd_una.max(self.iss + 1)
+        // Not a sequence comparison: after 2 GiB SND.UNA is "behind" ISS+1
+        // in modular order. Before the SYN is acknowledged the data starts
+        // after it; afterwards at SND.UNA.
+        if matches!(self.state, State::SynSent | State::SynReceived) {
+            self.iss + 1
+        } else {
+            self.snd_una
+        }
     }
 
     /// One past the last byte accepted from the application.
@@ -541,8 +606,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     }
 
     fn challenge_ack(&mut self, ctx: &mut Ctx) {
-        // RFC 5961 §7: limit the rate of challenge ACKs.
-        if ctx.challenge.allow(ctx.now) {
+        // RFC 5961 §7: limit the rate of challenge ACKs — per connection,
+        // so one connection cannot drain the shared budget, and stack-wide.
+        let now_ms = ctx.now.as_millis() as u32;
+        let recent = self.last_challenge_ms != 0
+            && now_ms.wrapping_sub(self.last_challenge_ms) < CHALLENGE_INTERVAL_MS;
+        if !recent && ctx.challenge.allow(ctx.now) {
+            self.last_challenge_ms = now_ms.max(1);
             ctx.counters.tcp_challenge_acks += 1;
             self.flags |= ACK_NOW;
         } else {
@@ -559,10 +629,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// May the TCB be freed?
     pub fn reapable(&self) -> bool {
-        self.state == State::Closed
-            && !self.has(RST_PENDING)
-            && (!self.has(OWNED) || self.has(APP_CLOSED))
-            && self.ev == 0
+        self.state == State::Closed && (!self.has(OWNED) || self.has(APP_CLOSED)) && self.ev == 0
     }
 
     /// Take the bytes acknowledged since the last `sent` event.
@@ -580,6 +647,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             .window_end()
             .min(self.snd_una + cfg.send_buffer as usize);
         limit.since(self.data_end())
+    }
+
+    /// Cost of the frames this connection holds out of order.
+    pub fn ooo_cost(&self) -> usize {
+        self.rcvq.ooo_cost()
     }
 
     /// Readable in-order bytes.
@@ -712,38 +784,53 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// The application closes (or rejects) the connection and forgets the
     /// handle. Unread data or a rejected connection resets it (RFC 9293
     /// §3.10.4 ABORT; RFC 2525 §2.17).
-    pub fn close(&mut self, ctx: &mut Ctx) {
+    /// Returns the RST to send, if the connection is reset.
+    #[must_use]
+    pub fn close(&mut self, ctx: &mut Ctx) -> Option<RstReply> {
         let unread = self.rcvq.ready_len() > 0;
         // Closing a knocked connection that was never accepted rejects it.
         let rejected = self.has(PASSIVE) && !self.has(ACCEPTED);
         self.flags |= APP_CLOSED;
         self.ev = 0;
         match self.state {
-            State::Closed => {}
-            State::SynSent => self.die(DeadReason::Aborted),
+            State::Closed => None,
+            State::SynSent => {
+                self.die(DeadReason::Aborted);
+                None
+            }
             _ if unread || rejected => self.abort(ctx),
-            State::TimeWait | State::Closing | State::LastAck | State::FinWait1 => {}
+            State::TimeWait | State::Closing | State::LastAck | State::FinWait1 => None,
             State::FinWait2 => {
                 self.t_wait = ctx.now + ctx.cfg.fin_wait2_timeout;
+                None
             }
             _ => {
                 self.shutdown();
+                None
             }
         }
     }
 
-    /// Reset the connection now.
-    pub fn abort(&mut self, ctx: &mut Ctx) {
+    /// Reset the connection now (RFC 9293 §3.10.5 ABORT): CLOSED at once;
+    /// the RST `<SEQ=SND.NXT><ACK=RCV.NXT><CTL=RST,ACK>` is returned for the
+    /// stack to send without state, so a peer that cannot be reached (no
+    /// ARP answer, no route) never keeps the TCB alive.
+    #[must_use]
+    pub fn abort(&mut self, ctx: &mut Ctx) -> Option<RstReply> {
         let live = self.state.is_synchronized() || self.state == State::SynReceived;
-        if live && self.state != State::TimeWait {
-            self.flags |= RST_PENDING;
+        let rst = (live && self.state != State::TimeWait).then(|| {
             if matches!(self.state, State::Established | State::CloseWait) {
                 ctx.counters.tcp_estab_resets += 1;
             }
-        }
+            RstReply {
+                seq: self.snd_max,
+                ack: Some(self.rcv_nxt),
+            }
+        });
         self.flags |= APP_CLOSED;
         self.ev = 0;
         self.die(DeadReason::Aborted);
+        rst
     }
 
     /// A snapshot for `tcp_info`.
@@ -787,30 +874,73 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     }
 
     /// An ICMP error names this connection (RFC 1122 §4.2.3.9, RFC 5461):
-    /// hard errors abort a connection still in SYN-SENT; otherwise they are
-    /// only counted (soft errors).
-    pub fn icmp_error(&mut self, ctx: &mut Ctx, hard: bool, seq: SeqNum) -> bool {
+    /// hard errors abort a connection still in SYN-SENT; "fragmentation
+    /// needed" lowers the path MTU (RFC 1191); other errors are only
+    /// counted (soft errors).
+    pub fn icmp_error(&mut self, ctx: &mut Ctx, kind: IcmpKind, seq: SeqNum) -> bool {
         // RFC 5927 §4.1: the quoted sequence number must be in flight.
         if seq.diff(self.snd_una) < 0 || seq.diff(self.snd_max) >= 0 {
             return false;
         }
-        if hard && self.state == State::SynSent {
-            ctx.counters.tcp_attempt_fails += 1;
-            self.die(DeadReason::Unreachable);
+        match kind {
+            IcmpKind::Hard if self.state == State::SynSent => {
+                ctx.counters.tcp_attempt_fails += 1;
+                self.die(DeadReason::Unreachable);
+            }
+            IcmpKind::FragNeeded(mtu) => self.reduce_pmtu(ctx, mtu),
+            _ => {}
         }
         true
+    }
+
+    /// RFC 1191 §6.3: a Datagram Too Big message with next-hop MTU `mtu`
+    /// lowers the segment size, and what is in flight is sent again at
+    /// that size (not a congestion signal: cwnd is untouched). The MTU is
+    /// floored at 576 bytes (RFC 1191 allows 68; a tiny MTU is an attack on
+    /// throughput — Linux floors at 552); `mtu` 0 (old routers, RFC 1191
+    /// §5) is ignored.
+    fn reduce_pmtu(&mut self, ctx: &mut Ctx, mtu: u16) {
+        if mtu == 0 {
+            return;
+        }
+        let base = mtu.max(576) - 40;
+        if base >= self.mss_base {
+            return;
+        }
+        self.mss_base = base;
+        self.seg_mss = if self.has(TS_OK) { base - 12 } else { base };
+        self.win.mss = u32::from(self.seg_mss);
+        self.snd_nxt = self.snd_una;
+        self.recover = self.snd_max;
+        self.high_rxt = self.snd_una;
+        self.sb.clear();
+        self.flags &= !(IN_RECOVERY | RETX_FIRST | TIMING | TLP_PROBE | TLP_OUT);
+        ctx.counters.tcp_pmtu_reductions += 1;
     }
 
     // ----- input ---------------------------------------------------------
 
     /// Process one segment for this connection (RFC 9293 §3.10.7.3 and
     /// §3.10.7.4). The frame is kept if it carries payload to deliver.
+    #[must_use]
     pub fn on_segment(&mut self, ctx: &mut Ctx, seg: &Segment, frame: R) -> Option<RstReply> {
         match self.state {
             State::SynSent => return self.on_segment_syn_sent(ctx, seg),
             State::Closed | State::Listen => {
-                ctx.counters.drop(DropReason::TcpIgnored);
-                return None;
+                // A dead connection the application has not closed yet
+                // answers as CLOSED does (RFC 9293 §3.10.7.1).
+                ctx.counters.drop(DropReason::TcpNoConnection);
+                return match (seg.flags.rst(), seg.ack) {
+                    (true, _) => None,
+                    (false, Some(ack)) => Some(RstReply {
+                        seq: ack,
+                        ack: None,
+                    }),
+                    (false, None) => Some(RstReply {
+                        seq: SeqNum(0),
+                        ack: Some(seg.seq + seg.len()),
+                    }),
+                };
             }
             _ => {}
         }
@@ -991,6 +1121,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         self.last_rx = ctx.now;
         self.probes = 0;
+        self.zwp = 0;
         self.t_ka = Instant::NEVER;
         self.process_ack(ctx, seg, ack);
         if self.state == State::Closed {
@@ -1000,7 +1131,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // Sixth (URG) is not supported: urgent data is delivered inline.
         // Seventh and eighth: text and FIN.
         if seg.payload_len > 0 || seg.flags.fin() {
-            self.process_data(ctx, seg, frame);
+            return self.process_data(ctx, seg, frame);
         }
         None
     }
@@ -1266,6 +1397,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             let srtt = self.rtt.srtt();
             self.cc
                 .on_ack(ctx.now, &mut self.win, data_acked, flight_before, srtt);
+            // An application- or receiver-limited flow would inflate cwnd
+            // without bound; more than twice the peer's largest window can
+            // never be used (RFC 7661 spirit).
+            let cap = (2 * self.max_snd_wnd).max(4 * self.mss());
+            self.win.cwnd = self.win.cwnd.min(cap);
         }
 
         if self.has(TLP_OUT) && ack.diff(self.tlp_end) >= 0 {
@@ -1370,7 +1506,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// The seventh and eighth steps: segment text and FIN
     /// (RFC 9293 §3.10.7.4).
-    fn process_data(&mut self, ctx: &mut Ctx, seg: &Segment, frame: R) {
+    fn process_data(&mut self, ctx: &mut Ctx, seg: &Segment, frame: R) -> Option<RstReply> {
         match self.state {
             State::Established | State::FinWait1 | State::FinWait2 => {}
             _ => {
@@ -1378,14 +1514,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 if seg.payload_len > 0 {
                     ctx.counters.drop(DropReason::TcpIgnored);
                 }
-                return;
+                return None;
             }
-        }
-        if self.has(APP_CLOSED) && seg.payload_len > 0 {
-            // Nobody will read it: reset (RFC 2525 §2.17, as Linux).
-            ctx.counters.drop(DropReason::TcpDataAfterClose);
-            self.abort(ctx);
-            return;
         }
         let mut seq = seg.seq;
         let mut off = seg.payload_off;
@@ -1422,17 +1552,30 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 });
                 self.flags |= ACK_NOW;
             }
-            return;
+            return None;
         }
+        if len > 0 && self.has(APP_CLOSED) {
+            // New data nobody will read: reset (RFC 2525 §2.17, as Linux).
+            // Checked after trimming: a retransmission of old data with a
+            // new FIN is an orderly close.
+            ctx.counters.drop(DropReason::TcpDataAfterClose);
+            return self.abort(ctx);
+        }
+        // What holding this frame costs (at least a packet buffer), so tiny
+        // segments cannot pin more buffers than a window's worth.
+        let cost = frame.as_ref().len().max(ctx.cfg.frame_truesize as usize);
+        let budget = 2 * self.rcv_buf as usize;
         if seq == self.rcv_nxt {
             if len > 0 {
-                if self.rcvq.ready_segments() >= usize::from(ctx.cfg.max_rx_segments) {
+                if self.rcvq.ready_segments() >= usize::from(ctx.cfg.max_rx_segments)
+                    || self.rcvq.ready_cost() + cost > budget
+                {
                     ctx.counters.drop(DropReason::TcpRxQueueFull);
                     self.flags |= ACK_NOW;
-                    return;
+                    return None;
                 }
                 let had_ooo = self.rcvq.ooo_segments() > 0;
-                self.rcvq.push_ready(frame, off, off + len);
+                self.rcvq.push_ready(frame, off, off + len, cost);
                 self.rcv_nxt += len;
                 self.rcv_nxt = self.rcvq.drain_ooo(self.rcv_nxt);
                 if had_ooo {
@@ -1451,13 +1594,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
         } else {
             if len > 0 {
-                match self.rcvq.insert_ooo(
-                    seq,
-                    frame,
-                    off,
-                    off + len,
-                    usize::from(ctx.cfg.max_ooo_segments),
-                ) {
+                let budget = budget.min(self.rcvq.ooo_cost() + ctx.ooo_room);
+                let limits = (usize::from(ctx.cfg.max_ooo_segments), budget);
+                match self
+                    .rcvq
+                    .insert_ooo(seq, frame, (off, off + len), cost, limits)
+                {
                     OooInsert::Queued => ctx.counters.tcp_ooo_segments += 1,
                     OooInsert::Duplicate => ctx.counters.drop(DropReason::TcpDuplicate),
                     OooInsert::Full => ctx.counters.drop(DropReason::TcpOooQueueFull),
@@ -1471,6 +1613,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             // (a duplicate ACK, with SACK blocks).
             self.flags |= ACK_NOW;
         }
+        None
     }
 
     /// RFC 1122 §4.2.3.2: ACK at least every second full segment, and
@@ -1600,6 +1743,20 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 if self.snd_una == self.snd_max {
                     return;
                 }
+                if self.snd_wnd == 0 {
+                    // The peer shrank its window to zero under our data.
+                    // RFC 1122 §4.2.2.16: probe it the standard way, and do
+                    // not time out while it answers; resend from SND.UNA
+                    // once it opens.
+                    self.snd_nxt = self.snd_una;
+                    self.flags &= !(IN_RECOVERY | RETX_FIRST | TIMING | TLP_PROBE | TLP_OUT);
+                    self.rtt.back_off();
+                    self.send_window_probe(ctx);
+                    if self.state != State::Closed {
+                        self.t_rtx = ctx.now + self.rto(ctx);
+                    }
+                    return;
+                }
                 if self.retries >= ctx.cfg.data_retries {
                     self.die(DeadReason::TimedOut);
                     return;
@@ -1634,9 +1791,25 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         ) {
             return;
         }
+        self.send_window_probe(ctx);
+    }
+
+    /// Send a zero-window probe — unless the peer stopped answering them
+    /// (`data_retries` in a row), or the connection is an orphan that has
+    /// probed `orphan_retries` times: a peer holding its window shut must
+    /// not pin a connection nobody will use (RFC 1122 §4.2.2.17 only asks to
+    /// keep it while the peer acknowledges; Linux `tcp_orphan_retries`).
+    fn send_window_probe(&mut self, ctx: &mut Ctx) {
+        self.persist_shift = self.persist_shift.saturating_add(1);
+        self.zwp = self.zwp.saturating_add(1);
+        if self.zwp > ctx.cfg.data_retries
+            || (self.has(APP_CLOSED) && self.persist_shift > ctx.cfg.orphan_retries)
+        {
+            self.die(DeadReason::TimedOut);
+            return;
+        }
         self.flags |= PROBE_PENDING;
         ctx.counters.tcp_zero_window_probes += 1;
-        self.persist_shift = self.persist_shift.saturating_add(1);
     }
 
     /// Keepalive (RFC 1122 §4.2.3.6).
@@ -1728,9 +1901,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// The segment to send next, without side effects.
     fn next_out(&self) -> Option<Out> {
-        if self.has(RST_PENDING) {
-            return Some(Out::Rst);
-        }
         match self.state {
             State::Closed | State::Listen => return None,
             State::SynSent | State::SynReceived => {
@@ -1828,7 +1998,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         } else {
             0
         };
-        let cwnd = self.win.cwnd + limited;
+        let cwnd = self.win.cwnd.saturating_add(limited);
         if flight >= cwnd {
             return None;
         }
@@ -1972,13 +2142,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             payload: &[],
         };
         let n = match out {
-            Out::Rst => {
-                repr.flags = Flags::RST;
-                self.flags &= !RST_PENDING;
-                ctx.counters.tcp_out_rsts += 1;
-                self.state = State::Closed;
-                repr.emit(buf, src, dst, csum)
-            }
             Out::Syn => {
                 repr.flags = Flags::SYN;
                 repr.seq = self.iss;
