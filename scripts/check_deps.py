@@ -13,14 +13,18 @@ import sys
 ALLOWED = {
     "ixora-wire": set(),
     "ixora-core": {"ixora-wire"},
+    "ixora-io": {"ixora-wire"},
     "ixora-sim": {"ixora-core", "ixora-wire"},
-    "ixora": {"ixora-core", "ixora-sim", "ixora-wire"},
+    "ixora": {"ixora-core", "ixora-sim", "ixora-wire", "ixora-io", "ixora-engine"},
+    "ixora-engine": {"ixora-core", "ixora-io", "ixora-wire"},
 }
 DEV_EXTRA = {
     "ixora-wire": set(),
     "ixora-core": set(),
     "ixora-sim": set(),
     "ixora": set(),
+    "ixora-io": set(),
+    "ixora-engine": set(),
 }
 
 
@@ -45,7 +49,7 @@ def main():
     if bad:
         print("dependency direction violated:\n  " + "\n  ".join(bad))
         sys.exit(1)
-    print(f"dependency direction ok ({len(names)} crates: wire <- core <- sim <- ixora)")
+    print(f"dependency direction ok ({len(names)} crates: wire <- core <- engine <- ixora; io <- engine; sim for tests)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+//! (backend under construction)

@@ -1,0 +1,97 @@
+//! Ixora's I/O layer: network ports and their queues, and the per-core
+//! packet-buffer pools they fill and drain. Beneath the engine; knows
+//! nothing of TCP.
+//!
+//! A [`Port`] is one interface opened with a backend (AF_XDP, AF_PACKET,
+//! TAP, a shared-memory wire, or an in-process loopback). It is opened on
+//! the main thread and shared; each core then opens its own [`Queue`] on it
+//! with its own [`Pool`], and from then on the queue and the pool belong to
+//! that core alone — no locks, no shared writable memory on the fast path.
+//!
+//! Frames are [`PacketBuf`]s: handles to fixed-size chunks of the core's
+//! pool. A received frame is handed to the stack as is (zero copy); a frame
+//! to send is written by the stack straight into a chunk and posted. Where
+//! a backend cannot share memory with the kernel it copies once, at the
+//! boundary.
+//!
+//! `unsafe` lives only in [`pool`] (raw chunk memory) and in the backends'
+//! system-call and ring code, every block with a `SAFETY:` comment.
+
+pub mod af_packet;
+pub mod af_xdp;
+pub mod loopback;
+pub mod netns;
+pub mod pool;
+pub mod shm;
+pub mod sys;
+pub mod tap;
+
+pub use pool::{PacketBuf, Pool, PoolConfig};
+
+use ixora_wire::ethernet::MacAddr;
+use std::io;
+use std::os::fd::RawFd;
+
+/// What a port can do; the engine adapts to it and says what it lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caps {
+    /// Backend name (`af_xdp`, `af_packet`, `tap`, `shm`, `loopback`).
+    pub backend: &'static str,
+    /// Queues that can be opened (one per core).
+    pub queues: u32,
+    /// Frames move between the wire and our buffers without a copy.
+    pub zero_copy: bool,
+    /// The port spreads received flows over its queues consistently (a flow
+    /// always lands on the same queue); otherwise the engine steers in
+    /// software.
+    pub flow_steering: bool,
+    /// Received TCP/UDP checksums may be incomplete (the peer offloaded
+    /// them to a device that never computed them, as veth does): the stack
+    /// must not drop frames for a bad checksum.
+    pub rx_checksum_unreliable: bool,
+    /// Largest frame the port carries (MTU plus Ethernet header).
+    pub max_frame: usize,
+    /// A human-readable note on how the port was set up (attach mode,
+    /// fallbacks taken) for logs and `--verbose`.
+    pub note: String,
+}
+
+/// An opened network interface, shared by the cores.
+pub trait Port: Send + Sync {
+    /// What the port supports.
+    fn caps(&self) -> Caps;
+    /// The interface's Ethernet address.
+    fn mac(&self) -> MacAddr;
+    /// The pool for queue `queue`, made on the calling core's thread. Most
+    /// backends use an anonymous region; one that shares memory with its
+    /// peer (the shared-memory wire) maps it here.
+    fn pool(&self, queue: u32, cfg: PoolConfig) -> io::Result<Pool> {
+        let _ = queue;
+        Pool::new(cfg)
+    }
+    /// Open queue `queue` for the calling core, with its pool (from
+    /// [`Port::pool`]). Call on the thread that will use the queue.
+    fn open_queue(&self, queue: u32, pool: &Pool) -> io::Result<Box<dyn Queue>>;
+}
+
+/// One queue of a port, owned by one core.
+pub trait Queue {
+    /// Receive up to `max` frames, appending them to `out`; returns how
+    /// many. Never blocks.
+    fn rx_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize>;
+    /// Send frames from the front of `frames`, removing those taken; frames
+    /// the queue has no room for stay (retry later). Never blocks. Taken
+    /// frames return to the pool once the device is done with them.
+    fn tx_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize>;
+    /// A file descriptor that becomes readable when frames arrive, for the
+    /// engine to sleep on when idle; `None` if the queue can only be polled.
+    fn poll_fd(&self) -> Option<RawFd>;
+    /// Return buffers the device has finished with (transmit completions)
+    /// to the pool, and refill receive buffers. Cheap; called every cycle.
+    fn reclaim(&mut self) {}
+}
+
+/// A clear error for a port that cannot be opened.
+pub fn port_error(what: &str, iface: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} on {iface}: {e}"))
+}

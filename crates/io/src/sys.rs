@@ -1,0 +1,165 @@
+//! Small system-call helpers shared by the backends: interface lookups done
+//! through a socket of the *calling thread's* network namespace (not
+//! /sys, which shows the namespace it was mounted in), and errno handling.
+#![allow(unsafe_code)]
+
+use ixora_wire::ethernet::MacAddr;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Turn a -1 return into the errno as an `io::Error`.
+pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A socket of `domain`/`ty`/`proto`, close-on-exec.
+pub fn socket(domain: libc::c_int, ty: libc::c_int, proto: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: socket(2) has no memory arguments; the returned descriptor is
+    // fresh and owned by the OwnedFd from here on.
+    let fd = cvt(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, proto) })?;
+    // SAFETY: `fd` is a valid descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    let c = CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL"))?;
+    let bytes = c.as_bytes_with_nul();
+    if bytes.len() > libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "interface name {name:?} is longer than {} bytes",
+                libc::IFNAMSIZ - 1
+            ),
+        ));
+    }
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok(req)
+}
+
+fn ioctl_ifreq(req: libc::c_ulong, name: &str) -> io::Result<libc::ifreq> {
+    let s = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let mut r = ifreq(name)?;
+    // SAFETY: `r` is a valid, writable ifreq for an interface ioctl; the
+    // socket is open for the duration of the call.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), req as _, &mut r as *mut libc::ifreq) })
+        .map_err(|e| io::Error::new(e.kind(), format!("interface {name}: {e}")))?;
+    Ok(r)
+}
+
+/// Index of interface `name` in the calling thread's namespace.
+pub fn ifindex(name: &str) -> io::Result<u32> {
+    let r = ioctl_ifreq(libc::SIOCGIFINDEX, name)?;
+    // SAFETY: SIOCGIFINDEX filled the ifindex member of the union.
+    Ok(unsafe { r.ifr_ifru.ifru_ifindex } as u32)
+}
+
+/// Ethernet address of interface `name`.
+pub fn hwaddr(name: &str) -> io::Result<MacAddr> {
+    let r = ioctl_ifreq(libc::SIOCGIFHWADDR, name)?;
+    // SAFETY: SIOCGIFHWADDR filled the hwaddr member of the union.
+    let sa = unsafe { r.ifr_ifru.ifru_hwaddr };
+    let mut m = [0u8; 6];
+    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Ok(MacAddr(m))
+}
+
+/// MTU of interface `name`.
+pub fn mtu(name: &str) -> io::Result<u32> {
+    let r = ioctl_ifreq(libc::SIOCGIFMTU, name)?;
+    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+    Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// Number of RX queues of interface `name` (from ETHTOOL_GCHANNELS when
+/// the driver answers, else 1).
+pub fn rx_queues(name: &str) -> u32 {
+    #[repr(C)]
+    struct Channels {
+        cmd: u32,
+        max_rx: u32,
+        max_tx: u32,
+        max_other: u32,
+        max_combined: u32,
+        rx_count: u32,
+        tx_count: u32,
+        other_count: u32,
+        combined_count: u32,
+    }
+    let Ok(s) = socket(libc::AF_INET, libc::SOCK_DGRAM, 0) else {
+        return 1;
+    };
+    let Ok(mut r) = ifreq(name) else { return 1 };
+    let mut ch = Channels {
+        cmd: 0x3c, // ETHTOOL_GCHANNELS
+        max_rx: 0,
+        max_tx: 0,
+        max_other: 0,
+        max_combined: 0,
+        rx_count: 0,
+        tx_count: 0,
+        other_count: 0,
+        combined_count: 0,
+    };
+    r.ifr_ifru.ifru_data = (&mut ch as *mut Channels).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GCHANNELS reads and writes exactly
+    // one `struct ethtool_channels`, which `ch` is and which outlives the
+    // call.
+    let ok = unsafe {
+        libc::ioctl(
+            s.as_raw_fd(),
+            libc::SIOCETHTOOL as _,
+            &mut r as *mut libc::ifreq,
+        )
+    } == 0;
+    if !ok {
+        return 1;
+    }
+    ch.rx_count.max(ch.combined_count).max(1)
+}
+
+/// Wait until `fd` is readable or `timeout_ms` passes (-1: forever).
+pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, count 1.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_lookups() {
+        assert!(ifindex("lo").unwrap() >= 1);
+        assert_eq!(hwaddr("lo").unwrap(), MacAddr([0; 6]));
+        assert!(mtu("lo").unwrap() >= 1500);
+        assert!(ifindex("no-such-if0").is_err());
+        assert!(ifindex("a-name-much-too-long-for-linux").is_err());
+        assert!(rx_queues("lo") >= 1);
+    }
+}
