@@ -148,6 +148,7 @@ counters! {
     tcp_ooo_segments = "ixora_tcp_ooo_segments_total", "Segments queued out of order (TCPOFOQueue)";
     tcp_timewait_recycled = "ixora_tcp_timewait_recycled_total", "TIME-WAIT connections replaced by a new SYN (RFC 6191)";
     tcp_pmtu_reductions = "ixora_tcp_pmtu_reductions_total", "Segment size lowered by ICMP fragmentation-needed (RFC 1191)";
+    tcp_loss_probes = "ixora_tcp_loss_probes_total", "Tail loss probes sent (RFC 8985 §7, TCPLossProbes)";
 }
 
 impl Counters {
@@ -199,6 +200,6 @@ mod tests {
         assert_eq!(b.tcp_in_segs, 6);
         assert_eq!(b.tcp_timewait_recycled, 2);
         assert_eq!(b.drops(DropReason::TcpPaws), 2);
-        assert_eq!(b.iter().count(), 33);
+        assert_eq!(b.iter().count(), 34);
     }
 }

@@ -3,6 +3,7 @@
 //! (each end has its own pools); a mutex guards each direction, so this is
 //! for correctness, not speed.
 
+use crate::sys::EventFd;
 use crate::{Caps, PacketBuf, Pool, Port, Queue};
 use ixora_wire::ethernet::MacAddr;
 use std::collections::VecDeque;
@@ -10,7 +11,13 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex};
 
-type Lane = Arc<Mutex<VecDeque<Vec<u8>>>>;
+/// One direction of one queue: frames and the receiver's doorbell.
+struct LaneInner {
+    frames: Mutex<VecDeque<Vec<u8>>>,
+    bell: EventFd,
+}
+
+type Lane = Arc<LaneInner>;
 
 /// One end of a loopback wire.
 pub struct LoopbackPort {
@@ -26,7 +33,16 @@ const LANE_LIMIT: usize = 4096;
 
 /// Two ports joined by `queues` lanes each way.
 pub fn pair(macs: (MacAddr, MacAddr), queues: u32, mtu: usize) -> (LoopbackPort, LoopbackPort) {
-    let lanes = |n: u32| -> Vec<Lane> { (0..n).map(|_| Arc::default()).collect() };
+    let lanes = |n: u32| -> Vec<Lane> {
+        (0..n)
+            .map(|_| {
+                Arc::new(LaneInner {
+                    frames: Mutex::new(VecDeque::new()),
+                    bell: EventFd::new().expect("eventfd"),
+                })
+            })
+            .collect()
+    };
     let ab = lanes(queues);
     let ba = lanes(queues);
     let max_frame = mtu + 18;
@@ -91,7 +107,10 @@ struct LoopbackQueue {
 
 impl Queue for LoopbackQueue {
     fn rx_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
-        let mut lane = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lane = self.rx.frames.lock().unwrap_or_else(|e| e.into_inner());
+        if lane.is_empty() {
+            self.rx.bell.drain();
+        }
         let mut n = 0;
         while n < max {
             let Some(f) = lane.front() else { break };
@@ -104,18 +123,22 @@ impl Queue for LoopbackQueue {
     }
 
     fn tx_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
-        let mut lane = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lane = self.tx.frames.lock().unwrap_or_else(|e| e.into_inner());
         let n = frames.len();
         for f in frames.drain(..) {
             if lane.len() < LANE_LIMIT {
                 lane.push_back(f.as_slice().to_vec());
             }
         }
+        drop(lane);
+        if n > 0 {
+            self.tx.bell.ring();
+        }
         Ok(n)
     }
 
     fn poll_fd(&self) -> Option<RawFd> {
-        None
+        Some(self.rx.bell.raw())
     }
 }
 

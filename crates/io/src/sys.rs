@@ -149,6 +149,70 @@ pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
     Ok(n > 0)
 }
 
+/// An eventfd: a counter the kernel can wait on (a doorbell).
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    /// A non-blocking eventfd starting at zero.
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: eventfd(2) takes no pointers; the result is a fresh fd we
+        // own from here on.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        // SAFETY: `fd` is valid and ours.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Ring: add one to the counter (wakes a waiter).
+    pub fn ring(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our own descriptor.
+        unsafe {
+            libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8);
+        }
+    }
+
+    /// Reset the counter to zero (non-blocking).
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64 from our own
+        // non-blocking descriptor.
+        unsafe {
+            libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8);
+        }
+    }
+
+    /// The descriptor (readable while the counter is non-zero).
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Wait until any of `fds` is readable or `timeout_ms` passes (-1:
+/// forever). Returns whether one became readable.
+pub fn wait_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<bool> {
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; 8];
+    let n = fds.len().min(p.len());
+    for (slot, &fd) in p.iter_mut().zip(fds) {
+        slot.fd = fd;
+    }
+    // SAFETY: `p[..n]` are valid pollfds in a live array; poll writes only
+    // their `revents`.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -197,6 +197,9 @@ fn keyed(key: &[u8; 16], x: u64) -> u64 {
     h.finish()
 }
 
+/// Least probe timeout of the tail loss probe (RFC 8985 §7.2).
+const TLP_MIN_PTO: Duration = Duration::from_millis(10);
+
 /// At most one challenge ACK per connection in this many milliseconds
 /// (Linux `tcp_invalid_ratelimit`), besides the stack-wide budget.
 const CHALLENGE_INTERVAL_MS: u32 = 500;
@@ -1442,7 +1445,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             if self.snd_max.since(self.snd_una) <= self.mss() as usize {
                 pto += Duration::from_millis(200);
             }
-            let pto = pto.max(ctx.tick * 2).min(rto);
+            // Floor of 10 ms (as Linux): at microsecond RTTs, scheduling
+            // jitter alone exceeds 2·SRTT and would trigger spurious probes.
+            let pto = pto.max(TLP_MIN_PTO).min(rto);
             self.flags |= TLP_TIMER;
             self.t_rtx = ctx.now + pto;
         } else {
@@ -1459,6 +1464,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             return;
         }
         self.flags |= TLP_PROBE | TLP_OUT;
+        ctx.counters.tcp_loss_probes += 1;
         self.t_rtx = ctx.now + self.rto(ctx);
     }
 

@@ -1,0 +1,195 @@
+//! The native API (IX Table 1): batched calls an application makes on its
+//! core's dataplane, and the event conditions it receives.
+//!
+//! An application is an [`App`] per core. The engine calls it from the
+//! run-to-completion loop — with the events of the batch just processed,
+//! then once at the end of the batch — and it answers with calls on the
+//! [`Io`] it is handed. Calls take effect at once on that core's stack; the
+//! frames they produce leave at the end of the cycle, with everything else
+//! the batch produced (IX Fig. 1b steps 3–6).
+//!
+//! | IX call / event | here |
+//! |---|---|
+//! | `connect(cookie, dst_IP, dst_port)` | [`Io::connect`] |
+//! | `accept(handle, cookie)` | [`Io::accept`] |
+//! | `sendv(handle, scatter_gather_array)` | [`Io::sendv`] — returns the bytes the window accepted |
+//! | `recv_done(handle, bytes_acked)` | [`Io::recv_done`] |
+//! | `close(handle)` | [`Io::close`] |
+//! | `knock`, `connected`, `recv`, `sent`, `dead` | [`Event`] (`Knock`, `Connected`, `Recv`, `Sent`, `Dead`, and `PeerClosed`) |
+//!
+//! `recv` is zero-copy: [`Io::recv`] lends the received bytes in place, in
+//! the frames that carried them, until `recv_done`. `sendv` keeps the
+//! application's [`Bytes`] (reference-counted, immutable) until the peer
+//! acknowledges them. Handles belong to the core that made them.
+
+use crate::steer;
+use bytes::Bytes;
+use ixora_core::{ConnHandle, Error, Instant, Stack, UdpHandle};
+use ixora_io::PacketBuf;
+use std::net::SocketAddrV4;
+
+pub use ixora_core::Event;
+
+/// The stack type of a core.
+pub type CoreStack = Stack<PacketBuf, Bytes>;
+
+/// One core's view of the dataplane, handed to the application's callbacks.
+pub struct Io<'a> {
+    pub(crate) stack: &'a mut CoreStack,
+    pub(crate) now: Instant,
+    pub(crate) core: usize,
+    pub(crate) cores: usize,
+    pub(crate) stop: &'a mut bool,
+}
+
+impl Io<'_> {
+    /// This core's index (0-based).
+    pub fn core(&self) -> usize {
+        self.core
+    }
+
+    /// Number of cores.
+    pub fn cores(&self) -> usize {
+        self.cores
+    }
+
+    /// The time of this cycle.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Ask this core to stop after the current cycle.
+    pub fn stop(&mut self) {
+        *self.stop = true;
+    }
+
+    /// Listen on a TCP port (every core that wants connections listens; a
+    /// connection is delivered to the core its flow hashes to).
+    pub fn listen(&mut self, port: u16, backlog: Option<u32>, cookie: u64) -> Result<(), Error> {
+        self.stack.tcp_listen(port, backlog, cookie)
+    }
+
+    /// Open a connection (IX `connect`). The local port is chosen so the
+    /// flow hashes to this core.
+    pub fn connect(&mut self, cookie: u64, dst: SocketAddrV4) -> Result<ConnHandle, Error> {
+        let (core, cores) = (self.core, self.cores);
+        let local = self.stack.config().ip;
+        self.stack.tcp_connect_with(self.now, cookie, dst, |port| {
+            cores <= 1
+                || steer::flow_hash(*dst.ip(), local, dst.port(), port) as usize % cores == core
+        })
+    }
+
+    /// Accept a knocked connection (IX `accept`), giving it a cookie.
+    pub fn accept(&mut self, h: ConnHandle, cookie: u64) -> Result<(), Error> {
+        self.stack.tcp_accept(h, cookie)
+    }
+
+    /// Send a scatter-gather list (IX `sendv`): returns how many bytes the
+    /// window accepted, from the front of `bufs`. The stack keeps the
+    /// accepted buffers (cheap `Bytes` clones) until acknowledged; offer
+    /// the rest again after a `Sent` event.
+    pub fn sendv(&mut self, h: ConnHandle, bufs: &[Bytes]) -> Result<usize, Error> {
+        let mut total = 0;
+        for b in bufs {
+            let n = self.stack.tcp_send(self.now, h, b.clone())?;
+            total += n;
+            if n < b.len() {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Send one buffer; returns the bytes accepted.
+    pub fn send(&mut self, h: ConnHandle, buf: Bytes) -> Result<usize, Error> {
+        self.stack.tcp_send(self.now, h, buf)
+    }
+
+    /// Bytes `sendv` would accept now.
+    pub fn send_space(&self, h: ConnHandle) -> Result<usize, Error> {
+        self.stack.tcp_send_space(h)
+    }
+
+    /// The received bytes, in place in their frames (IX `recv`: read-only,
+    /// zero-copy, valid until `recv_done`).
+    pub fn recv(&self, h: ConnHandle) -> Result<impl Iterator<Item = &[u8]> + '_, Error> {
+        self.stack.tcp_recv_chunks(h)
+    }
+
+    /// Bytes readable now.
+    pub fn readable(&self, h: ConnHandle) -> Result<usize, Error> {
+        self.stack.tcp_readable(h)
+    }
+
+    /// Done with `n` received bytes (IX `recv_done`): frees their frames and
+    /// opens the window.
+    pub fn recv_done(&mut self, h: ConnHandle, n: usize) -> Result<(), Error> {
+        self.stack.tcp_recv_done(self.now, h, n)
+    }
+
+    /// Half-close: FIN after the queued data.
+    pub fn shutdown(&mut self, h: ConnHandle) -> Result<(), Error> {
+        self.stack.tcp_shutdown(self.now, h)
+    }
+
+    /// Close or reject (IX `close`); the handle is gone afterwards.
+    pub fn close(&mut self, h: ConnHandle) -> Result<(), Error> {
+        self.stack.tcp_close(self.now, h)
+    }
+
+    /// Reset the connection; the handle is gone afterwards.
+    pub fn abort(&mut self, h: ConnHandle) -> Result<(), Error> {
+        self.stack.tcp_abort(self.now, h)
+    }
+
+    /// Nagle off (`true`, the default) or on.
+    pub fn set_nodelay(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
+        self.stack.tcp_set_nodelay(h, on)
+    }
+
+    /// Bind a UDP socket on this core (port 0: ephemeral).
+    pub fn udp_bind(&mut self, port: u16, cookie: u64) -> Result<UdpHandle, Error> {
+        self.stack.udp_bind(port, cookie)
+    }
+
+    /// Send a datagram.
+    pub fn udp_send(&mut self, h: UdpHandle, dst: SocketAddrV4, data: Bytes) -> Result<(), Error> {
+        self.stack.udp_send(h, dst, data)
+    }
+
+    /// The next datagram received on `h`: source and payload (copied out of
+    /// its frame, which is released).
+    pub fn udp_recv(&mut self, h: UdpHandle) -> Result<Option<(SocketAddrV4, Bytes)>, Error> {
+        Ok(self
+            .stack
+            .udp_recv(h)?
+            .map(|d| (d.src, Bytes::copy_from_slice(d.payload()))))
+    }
+
+    /// The core's stack, for anything the calls above do not cover
+    /// (`tcp_info`, counters).
+    pub fn stack(&self) -> &CoreStack {
+        self.stack
+    }
+}
+
+/// An application running on one core. Every method runs inside the
+/// core's loop; none may block.
+pub trait App {
+    /// Once, before the first cycle (listen, connect).
+    fn start(&mut self, io: &mut Io) {
+        let _ = io;
+    }
+    /// One event condition.
+    fn event(&mut self, io: &mut Io, ev: Event);
+    /// After the events of a batch: the place to flush coalesced writes.
+    fn end_of_batch(&mut self, io: &mut Io) {
+        let _ = io;
+    }
+    /// When the core has been idle for a while (at most every `tick` of
+    /// the engine configuration): timers of the application.
+    fn tick(&mut self, io: &mut Io) {
+        let _ = io;
+    }
+}

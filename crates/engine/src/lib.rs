@@ -1,0 +1,480 @@
+//! Ixora's dataplane engine: one run-to-completion loop per core (IX §3,
+//! Fig. 1b), each owning one queue of the port, its own packet-buffer pool,
+//! its own protocol stack (flow table, timing wheel, counters) and its own
+//! application instance. Nothing writable is shared between cores on the
+//! fast path; the only cross-core traffic is the hand-over of a frame that
+//! arrived on the wrong core's queue (see [`steer`]).
+//!
+//! The cycle:
+//! 1. poll the queue for at most `batch` frames (adaptive, bounded batching:
+//!    take what is waiting, never wait to fill a batch);
+//! 2. run the protocols on them;
+//! 3. hand the resulting events to the application;
+//! 4. the application answers with batched calls ([`Io`]);
+//! 5. run the timers that are due;
+//! 6. build outgoing frames straight into pool buffers and post them, then
+//!    reclaim buffers the device has finished with.
+//!
+//! When a cycle finds nothing to do the core sleeps on the queue's file
+//! descriptor (and its hand-over doorbell) until a frame or the next timer
+//! — an idle dataplane uses no CPU — unless `poll` asks it to spin for the
+//! lowest latency.
+
+pub mod api;
+pub mod ev;
+pub mod steer;
+
+pub use api::{App, CoreStack, Event, Io};
+
+use crossbeam_queue::ArrayQueue;
+use ixora_core::wire::Checksum;
+use ixora_core::{Counters, Duration, Instant, Stack, StackConfig, TcpConfig};
+use ixora_io::{PacketBuf, PoolConfig, Port, Queue};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::time::TimeValLike;
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// How to run the engine.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Our address on the port.
+    pub ip: Ipv4Addr,
+    /// Prefix length of the local subnet.
+    pub prefix_len: u8,
+    /// Default gateway, if any.
+    pub gateway: Option<Ipv4Addr>,
+    /// Cores (threads), each with one queue of the port.
+    pub cores: usize,
+    /// Most frames taken from the queue per cycle (IX's B; default 64).
+    pub batch: usize,
+    /// Spin when idle instead of sleeping (lowest latency, a full core).
+    pub poll: bool,
+    /// Pin core `i` to CPU `cpus[i]` when given.
+    pub cpus: Option<Vec<usize>>,
+    /// Packet buffers per core.
+    pub pool_chunks: u32,
+    /// Back pools with hugepages when the machine has them.
+    pub hugepages: bool,
+    /// TCP parameters.
+    pub tcp: TcpConfig,
+    /// Interval of the application's `tick`.
+    pub tick: Duration,
+}
+
+impl EngineConfig {
+    /// Defaults for address `ip/prefix_len`: one core, batch 64, sleeping
+    /// when idle.
+    pub fn new(ip: Ipv4Addr, prefix_len: u8) -> EngineConfig {
+        EngineConfig {
+            ip,
+            prefix_len,
+            gateway: None,
+            cores: 1,
+            batch: 64,
+            poll: false,
+            cpus: None,
+            pool_chunks: 8192,
+            hugepages: true,
+            tcp: TcpConfig::default(),
+            tick: Duration::from_millis(1),
+        }
+    }
+}
+
+/// What one core did.
+#[derive(Debug, Clone, Default)]
+pub struct CoreReport {
+    /// Core index.
+    pub core: usize,
+    /// Frames taken from the queue.
+    pub rx_frames: u64,
+    /// Frames posted to the queue.
+    pub tx_frames: u64,
+    /// Frames handed to another core (they arrived on the wrong queue).
+    pub steered_out: u64,
+    /// Frames handed over by other cores.
+    pub steered_in: u64,
+    /// Hand-overs dropped (the receiving core's mailbox was full).
+    pub steer_drops: u64,
+    /// Loop iterations.
+    pub cycles: u64,
+    /// Times the core slept waiting for work.
+    pub sleeps: u64,
+    /// Buffer allocations refused (pool exhausted).
+    pub pool_exhausted: u64,
+    /// CPU time the core's thread used, in seconds.
+    pub cpu_seconds: f64,
+    /// The stack's counters.
+    pub counters: Counters,
+    /// Largest batch seen.
+    pub max_batch: usize,
+}
+
+/// What the whole engine did.
+#[derive(Debug, Clone, Default)]
+pub struct EngineReport {
+    /// Per core.
+    pub cores: Vec<CoreReport>,
+}
+
+impl EngineReport {
+    /// Stack counters summed over the cores.
+    pub fn counters(&self) -> Counters {
+        let mut c = Counters::default();
+        for r in &self.cores {
+            c.merge(&r.counters);
+        }
+        c
+    }
+}
+
+/// Frames handed between cores, and the doorbells to wake a sleeping core.
+struct Mailboxes {
+    boxes: Vec<ArrayQueue<Vec<u8>>>,
+    bells: Vec<EventFd>,
+    sleeping: Vec<AtomicBool>,
+}
+
+impl Mailboxes {
+    fn new(cores: usize) -> io::Result<Mailboxes> {
+        let mut bells = Vec::with_capacity(cores);
+        for _ in 0..cores {
+            bells.push(
+                EventFd::from_flags(EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)
+                    .map_err(io::Error::from)?,
+            );
+        }
+        Ok(Mailboxes {
+            boxes: (0..cores).map(|_| ArrayQueue::new(4096)).collect(),
+            bells,
+            sleeping: (0..cores).map(|_| AtomicBool::new(false)).collect(),
+        })
+    }
+
+    /// Give `frame` to core `to`; false if its mailbox is full.
+    fn post(&self, to: usize, frame: Vec<u8>) -> bool {
+        let ok = self.boxes[to].push(frame).is_ok();
+        if ok && self.sleeping[to].load(Ordering::Acquire) {
+            let _ = self.bells[to].write(1);
+        }
+        ok
+    }
+}
+
+/// Random bytes for the stack's keyed hashes (ISNs, cookies, ports).
+fn secret() -> [u8; 16] {
+    use std::io::Read;
+    let mut s = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = f.read_exact(&mut s);
+    }
+    // Mix in the time and pid in case /dev/urandom is unavailable.
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    for (i, b) in t
+        .to_le_bytes()
+        .iter()
+        .chain(std::process::id().to_le_bytes().iter())
+        .enumerate()
+    {
+        s[i % 16] ^= b;
+    }
+    s
+}
+
+/// Run the engine on `port` until `stop` is set or every core's
+/// application asked to stop. `make_app(core)` builds each core's
+/// application on that core's thread.
+pub fn run<P, A, F>(
+    port: Arc<P>,
+    cfg: &EngineConfig,
+    make_app: F,
+    stop: Arc<AtomicBool>,
+) -> io::Result<EngineReport>
+where
+    P: Port + ?Sized,
+    A: App,
+    F: Fn(usize) -> A + Sync,
+{
+    let caps = port.caps();
+    if cfg.cores == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cores: must be at least 1",
+        ));
+    }
+    if cfg.cores as u32 > caps.queues {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "cores: {} asked but the {} port has {} queue(s); one queue per core",
+                cfg.cores, caps.backend, caps.queues
+            ),
+        ));
+    }
+    if cfg.batch == 0 || cfg.batch > 4096 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "batch: must be in 1..=4096",
+        ));
+    }
+    if let Some(cpus) = &cfg.cpus {
+        if cpus.len() < cfg.cores {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cpus: {} given for {} cores", cpus.len(), cfg.cores),
+            ));
+        }
+    }
+    let mail = Mailboxes::new(cfg.cores)?;
+    let secret = secret();
+    let start = std::time::Instant::now();
+    let results: Vec<io::Result<CoreReport>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.cores)
+            .map(|i| {
+                let (port, mail, make_app, stop) = (&port, &mail, &make_app, &stop);
+                std::thread::Builder::new()
+                    .name(format!("ixora-core-{i}"))
+                    .spawn_scoped(s, move || {
+                        let r = run_core(i, &**port, cfg, mail, make_app, stop, secret, start);
+                        if r.is_err() {
+                            // One core failing stops the others.
+                            stop.store(true, Ordering::Relaxed);
+                            for b in &mail.bells {
+                                let _ = b.write(1);
+                            }
+                        }
+                        r
+                    })
+                    .expect("spawn core thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("core thread panicked")))
+            })
+            .collect()
+    });
+    let mut report = EngineReport::default();
+    for r in results {
+        report.cores.push(r?);
+    }
+    Ok(report)
+}
+
+fn thread_cpu_seconds() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| t.num_nanoseconds() as f64 / 1e9)
+        .unwrap_or(0.0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_core<P, A, F>(
+    i: usize,
+    port: &P,
+    cfg: &EngineConfig,
+    mail: &Mailboxes,
+    make_app: &F,
+    stop: &AtomicBool,
+    secret: [u8; 16],
+    start: std::time::Instant,
+) -> io::Result<CoreReport>
+where
+    P: Port + ?Sized,
+    A: App,
+    F: Fn(usize) -> A,
+{
+    if let Some(cpus) = &cfg.cpus {
+        let mut set = nix::sched::CpuSet::new();
+        set.set(cpus[i]).map_err(io::Error::from)?;
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+            .map_err(io::Error::from)?;
+    }
+    let caps = port.caps();
+    let chunk = (caps.max_frame + 64).next_power_of_two().max(2048);
+    let pool = port.pool(
+        i as u32,
+        PoolConfig {
+            chunks: cfg.pool_chunks,
+            chunk_size: chunk,
+            headroom: 0,
+            hugepages: cfg.hugepages,
+        },
+    )?;
+    let mut queue: Box<dyn Queue> = port.open_queue(i as u32, &pool)?;
+    let clock = |s: std::time::Instant| Instant::from_micros(s.elapsed().as_micros() as u64);
+
+    let mut scfg = StackConfig::new(port.mac(), cfg.ip, cfg.prefix_len);
+    scfg.gateway = cfg.gateway;
+    scfg.tcp = cfg.tcp.clone();
+    scfg.secret = secret;
+    scfg.mtu = scfg
+        .mtu
+        .min((caps.max_frame.saturating_sub(18)).min(9000) as u16);
+    if caps.rx_checksum_unreliable {
+        // The peer's checksums may never have been computed (offloaded to a
+        // virtual device): compute ours, do not judge theirs.
+        scfg.checksums.tcp = Checksum::Tx;
+        scfg.checksums.udp = Checksum::Tx;
+    }
+    let mut stack: CoreStack = Stack::new(scfg, clock(start))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut app = make_app(i);
+    let mut rep = CoreReport {
+        core: i,
+        ..CoreReport::default()
+    };
+    let cores = cfg.cores;
+    let mut local_stop = false;
+    {
+        let mut io = Io {
+            stack: &mut stack,
+            now: clock(start),
+            core: i,
+            cores,
+            stop: &mut local_stop,
+        };
+        app.start(&mut io);
+    }
+    let mut rx: Vec<PacketBuf> = Vec::with_capacity(cfg.batch);
+    let mut tx: Vec<PacketBuf> = Vec::with_capacity(cfg.batch);
+    let mut next_tick = clock(start) + cfg.tick;
+    let qfd = queue.poll_fd();
+    let bell = mail.bells[i].as_raw_fd();
+
+    while !stop.load(Ordering::Relaxed) && !local_stop {
+        rep.cycles += 1;
+        let now = clock(start);
+        let mut work = false;
+
+        // (1) receive at most `batch` frames, (2) run the protocols.
+        let n = queue.rx_burst(&mut rx, cfg.batch)?;
+        rep.rx_frames += n as u64;
+        rep.max_batch = rep.max_batch.max(n);
+        for f in rx.drain(..) {
+            work = true;
+            match steer::target(f.as_slice(), i, cores) {
+                steer::Target::Core(c) if c == i => stack.handle_frame(now, f),
+                steer::Target::Core(c) => {
+                    rep.steered_out += 1;
+                    if !mail.post(c, f.as_slice().to_vec()) {
+                        rep.steer_drops += 1;
+                    }
+                }
+                steer::Target::All => {
+                    for c in (0..cores).filter(|&c| c != i) {
+                        if !mail.post(c, f.as_slice().to_vec()) {
+                            rep.steer_drops += 1;
+                        }
+                    }
+                    stack.handle_frame(now, f);
+                }
+            }
+        }
+        for _ in 0..cfg.batch {
+            let Some(v) = mail.boxes[i].pop() else { break };
+            work = true;
+            rep.steered_in += 1;
+            match pool.copy_in(&v) {
+                Some(b) => stack.handle_frame(now, b),
+                None => rep.pool_exhausted += 1,
+            }
+        }
+
+        // (5) timers (before the application, so their events go with this
+        // batch's).
+        if stack.poll_timeout().is_some_and(|t| t <= now) {
+            stack.handle_timeout(now);
+        }
+
+        // (3)-(4) events to the application, its batched calls back.
+        {
+            let mut io = Io {
+                stack: &mut stack,
+                now,
+                core: i,
+                cores,
+                stop: &mut local_stop,
+            };
+            while let Some(ev) = io.stack.poll_event() {
+                work = true;
+                app.event(&mut io, ev);
+            }
+            app.end_of_batch(&mut io);
+            if now >= next_tick {
+                next_tick = now + cfg.tick;
+                app.tick(&mut io);
+            }
+        }
+
+        // (6) transmit: frames built straight into pool buffers.
+        loop {
+            if tx.len() >= cfg.batch {
+                queue.tx_burst(&mut tx)?;
+                if !tx.is_empty() {
+                    break; // the device is full; retry next cycle
+                }
+            }
+            let Some(mut b) = pool.alloc() else {
+                rep.pool_exhausted += 1;
+                break;
+            };
+            match stack.poll_transmit(now, b.spare_mut()) {
+                Some(n) => {
+                    b.set_len(n);
+                    tx.push(b);
+                    rep.tx_frames += 1;
+                    work = true;
+                }
+                None => break,
+            }
+        }
+        if !tx.is_empty() {
+            queue.tx_burst(&mut tx)?;
+        }
+        queue.reclaim();
+
+        if !work && tx.is_empty() && !cfg.poll {
+            // Idle: sleep until a frame, a hand-over or the next timer.
+            let wake = stack
+                .poll_timeout()
+                .unwrap_or(Instant::NEVER)
+                .min(next_tick);
+            let now = clock(start);
+            let ms = if wake <= now {
+                0
+            } else {
+                (wake - now).as_millis().clamp(1, 100) as i32
+            };
+            mail.sleeping[i].store(true, Ordering::Release);
+            if mail.boxes[i].is_empty() && !stop.load(Ordering::Relaxed) {
+                rep.sleeps += 1;
+                sleep_on(qfd, bell, ms);
+                // Drain the doorbell.
+                let _ = mail.bells[i].read();
+            }
+            mail.sleeping[i].store(false, Ordering::Release);
+        }
+    }
+    rep.counters = stack.counters().clone();
+    rep.cpu_seconds = thread_cpu_seconds();
+    Ok(rep)
+}
+
+/// Sleep until `qfd` or `bell` is readable, or `ms` milliseconds pass.
+fn sleep_on(qfd: Option<i32>, bell: i32, ms: i32) {
+    let mut fds = [bell, -1];
+    if let Some(f) = qfd {
+        fds[1] = f;
+    }
+    let n = if qfd.is_some() { 2 } else { 1 };
+    let _ = ixora_io::sys::wait_any(&fds[..n], ms);
+}
