@@ -5,7 +5,11 @@ use ixora_core::{CcAlgorithm, Duration};
 use ixora_sim::{LinkConfig, Transfer, TransferConfig};
 use std::process::ExitCode;
 
+mod apps;
+mod backends;
+mod dataplane;
 mod kernel;
+mod kernel_echo;
 
 /// Ixora — a userspace TCP/IP dataplane.
 ///
@@ -31,12 +35,126 @@ enum Cmd {
     ///
     /// Example: ixora sim --bytes 16MiB --loss 0.05 --reorder 0.05 --seed 7
     Sim(SimArgs),
+    /// Serve TCP echo on the dataplane: every byte received is sent back,
+    /// so any TCP client (socat, nc, Linux, another Ixora) is a valid peer.
+    ///
+    /// Example: ixora echo-server --backend af_xdp --iface veth1 --ip 198.18.0.2/24 --port 7
+    EchoServer(EchoServerArgs),
+    /// Measure an echo server: c connections each make n round trips of s
+    /// bytes, then close and are replaced, for a fixed time (the benchmark
+    /// of IX §5.3, mTCP and MegaPipe). Prints one JSON line: messages/s,
+    /// connections/s, round-trip latency percentiles.
+    EchoClient(EchoClientArgs),
+    /// Ping-pong latency and goodput by message size, as NetPIPE, against
+    /// any echo server. Prints one JSON line per size.
+    Netpipe(NetpipeArgs),
     /// Show what this build is: version, sizes, defaults, drop reasons.
     Info(InfoArgs),
     /// Measure the Linux kernel TCP stack for comparison (used by the
     /// benchmark scripts inside a private network namespace).
     #[command(hide = true)]
     BenchKernel(BenchKernelArgs),
+    /// An epoll echo server on the Linux kernel stack (the benchmark's
+    /// baseline; same behaviour as echo-server).
+    KernelEchoServer(KernelEchoServerArgs),
+    /// An epoll echo client on the Linux kernel stack (same plan and
+    /// report as echo-client).
+    KernelEchoClient(KernelEchoClientArgs),
+}
+
+#[derive(Args)]
+struct EchoServerArgs {
+    #[command(flatten)]
+    dp: dataplane::DataplaneArgs,
+    /// TCP port to serve.
+    #[arg(long, default_value_t = 7)]
+    port: u16,
+    /// Stop after this many seconds (default: until SIGINT or SIGTERM).
+    #[arg(long)]
+    duration: Option<u64>,
+}
+
+#[derive(Args)]
+struct EchoClientArgs {
+    #[command(flatten)]
+    dp: dataplane::DataplaneArgs,
+    /// Echo server address, e.g. 198.18.0.2:7.
+    #[arg(long)]
+    server: std::net::SocketAddrV4,
+    /// Concurrent connections (spread over the cores).
+    #[arg(long, short = 'c', default_value_t = 1)]
+    conns: usize,
+    /// Round trips per connection before it closes and is replaced.
+    #[arg(long, short = 'n', default_value_t = 1024)]
+    rounds: usize,
+    /// Message size in bytes.
+    #[arg(long, short = 's', default_value_t = 64)]
+    size: usize,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Unmeasured seconds first.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Check every echoed byte (on by default).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    verify: bool,
+}
+
+#[derive(Args)]
+struct NetpipeArgs {
+    #[command(flatten)]
+    dp: dataplane::DataplaneArgs,
+    /// Echo server address.
+    #[arg(long)]
+    server: std::net::SocketAddrV4,
+    /// Largest message size (sizes are powers of two ±3 bytes up to it).
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    max_size: usize,
+    /// Milliseconds spent on each size (at least --min-rounds round trips).
+    #[arg(long, default_value_t = 200)]
+    per_size_ms: u64,
+    /// Fewest round trips per size.
+    #[arg(long, default_value_t = 50)]
+    min_rounds: usize,
+}
+
+#[derive(Args)]
+struct KernelEchoServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:7")]
+    addr: std::net::SocketAddr,
+    /// Event-loop threads (SO_REUSEPORT).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Stop after this many seconds (default: until SIGINT or SIGTERM).
+    #[arg(long)]
+    duration: Option<u64>,
+}
+
+#[derive(Args)]
+struct KernelEchoClientArgs {
+    /// Echo server address.
+    #[arg(long)]
+    server: std::net::SocketAddr,
+    /// Concurrent connections.
+    #[arg(long, short = 'c', default_value_t = 1)]
+    conns: usize,
+    /// Round trips per connection.
+    #[arg(long, short = 'n', default_value_t = 1024)]
+    rounds: usize,
+    /// Message size.
+    #[arg(long, short = 's', default_value_t = 64)]
+    size: usize,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Unmeasured seconds first.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Event-loop threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
 }
 
 #[derive(Args)]
@@ -290,11 +408,244 @@ fn bench_kernel(a: BenchKernelArgs) -> ExitCode {
     }
 }
 
+fn fail(cmd: &str, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("ixora {cmd}: {e}");
+    ExitCode::FAILURE
+}
+
+fn print_engine(cmd: &str, r: &ixora_engine::EngineReport) {
+    let c = r.counters();
+    let cpu: f64 = r.cores.iter().map(|x| x.cpu_seconds).sum();
+    let rx: u64 = r.cores.iter().map(|x| x.rx_frames).sum();
+    let tx: u64 = r.cores.iter().map(|x| x.tx_frames).sum();
+    eprintln!(
+        "ixora {cmd}: {} core(s), {rx} frames in, {tx} out, {:.2} CPU s; TCP {} passive / {} active opens, {} retransmits; {} drops",
+        r.cores.len(),
+        cpu,
+        c.tcp_passive_opens,
+        c.tcp_active_opens,
+        c.tcp_retrans_segs,
+        c.total_drops()
+    );
+    for (reason, n) in c.drop_iter().filter(|d| d.1 > 0) {
+        eprintln!("  drop {:<24} {n}", reason.name());
+    }
+}
+
+fn echo_server(a: EchoServerArgs) -> ExitCode {
+    let port = match dataplane::open_port(&a.dp) {
+        Ok(p) => p,
+        Err(e) => return fail("echo-server", e),
+    };
+    let stop = dataplane::stop_on_signals();
+    if let Some(secs) = a.duration {
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(secs));
+            s.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let cfg = a.dp.engine_config();
+    eprintln!(
+        "ixora echo-server: {} on {} ({}), {}/{} port {}, {} core(s)",
+        port.caps().backend,
+        a.dp.iface,
+        port.caps().note,
+        a.dp.ip.0,
+        a.dp.ip.1,
+        a.port,
+        cfg.cores
+    );
+    let svc_port = a.port;
+    let r = ixora_engine::run(
+        port,
+        &cfg,
+        |_| {
+            ixora_engine::ev::EvApp::new(
+                apps::echo::EchoService { port: svc_port },
+                ixora_engine::ev::EvConfig::default(),
+            )
+        },
+        stop,
+    );
+    match r {
+        Ok(r) => {
+            print_engine("echo-server", &r);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail("echo-server", e),
+    }
+}
+
+fn echo_client(a: EchoClientArgs) -> ExitCode {
+    use std::sync::{Arc, Mutex};
+    if a.conns == 0 || a.rounds == 0 || a.size == 0 {
+        return fail(
+            "echo-client",
+            "--conns, --rounds and --size must be at least 1",
+        );
+    }
+    let port = match dataplane::open_port(&a.dp) {
+        Ok(p) => p,
+        Err(e) => return fail("echo-client", e),
+    };
+    let stop = dataplane::stop_on_signals();
+    let cfg = a.dp.engine_config();
+    let plan = apps::client::ClientPlan {
+        server: a.server,
+        conns: a.conns,
+        rounds: a.rounds,
+        size: a.size,
+        duration: std::time::Duration::from_secs_f64(a.duration),
+        warmup: std::time::Duration::from_secs_f64(a.warmup),
+        verify: a.verify,
+    };
+    let totals = Arc::new(Mutex::new(apps::client::ClientTotals::default()));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A watchdog: stop a little after the measured window even if some
+    // connection hangs.
+    {
+        let (s, d) = (stop.clone(), a.warmup + a.duration + 5.0);
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs_f64(d));
+            s.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let cores = cfg.cores;
+    let r = ixora_engine::run(
+        port,
+        &cfg,
+        |core| {
+            ixora_engine::ev::EvApp::new(
+                apps::client::ClientService::new(
+                    plan.clone(),
+                    core,
+                    cores,
+                    totals.clone(),
+                    done.clone(),
+                ),
+                ixora_engine::ev::EvConfig::default(),
+            )
+        },
+        stop,
+    );
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => return fail("echo-client", e),
+    };
+    let t = totals.lock().unwrap_or_else(|e| e.into_inner());
+    let secs = a.duration;
+    let rep = apps::client::ClientReport {
+        size: a.size,
+        rounds: a.rounds,
+        conns: a.conns,
+        cores,
+        seconds: secs,
+        msgs_per_sec: t.messages as f64 / secs,
+        conns_per_sec: t.connections as f64 / secs,
+        rtt_us: t
+            .hist
+            .as_ref()
+            .map(apps::client::Latency::from_hist)
+            .unwrap_or_default(),
+        errors: t.errors,
+        cpu_seconds: r.cores.iter().map(|c| c.cpu_seconds).sum(),
+    };
+    println!("{}", serde_json::to_string(&rep).unwrap_or_default());
+    print_engine("echo-client", &r);
+    if t.messages == 0 || t.errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn netpipe(a: NetpipeArgs) -> ExitCode {
+    use std::sync::{Arc, Mutex};
+    let port = match dataplane::open_port(&a.dp) {
+        Ok(p) => p,
+        Err(e) => return fail("netpipe", e),
+    };
+    let stop = dataplane::stop_on_signals();
+    let mut cfg = a.dp.engine_config();
+    cfg.cores = 1;
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let err = Arc::new(Mutex::new(None));
+    let sizes = apps::netpipe::sizes(a.max_size);
+    let r = ixora_engine::run(
+        port,
+        &cfg,
+        |_| {
+            ixora_engine::ev::EvApp::new(
+                apps::netpipe::NetpipeService::new(
+                    a.server,
+                    sizes.clone(),
+                    std::time::Duration::from_millis(a.per_size_ms),
+                    a.min_rounds,
+                    out.clone(),
+                    err.clone(),
+                ),
+                ixora_engine::ev::EvConfig::default(),
+            )
+        },
+        stop,
+    );
+    if let Err(e) = r {
+        return fail("netpipe", e);
+    }
+    for p in out.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        println!("{}", serde_json::to_string(p).unwrap_or_default());
+    }
+    if let Some(e) = err.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        return fail("netpipe", e);
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Sim(a) => sim(a),
+        Cmd::EchoServer(a) => echo_server(a),
+        Cmd::EchoClient(a) => echo_client(a),
+        Cmd::Netpipe(a) => netpipe(a),
         Cmd::Info(a) => info(a),
         Cmd::BenchKernel(a) => bench_kernel(a),
+        Cmd::KernelEchoServer(a) => {
+            let stop = dataplane::stop_on_signals();
+            if let Some(secs) = a.duration {
+                let s = stop.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_secs(secs));
+                    s.store(true, std::sync::atomic::Ordering::Relaxed);
+                });
+            }
+            match kernel_echo::server(a.addr, a.threads, stop) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail("kernel-echo-server", e),
+            }
+        }
+        Cmd::KernelEchoClient(a) => {
+            let plan = kernel_echo::KernelClientPlan {
+                server: a.server,
+                conns: a.conns,
+                rounds: a.rounds,
+                size: a.size,
+                duration: std::time::Duration::from_secs_f64(a.duration),
+                warmup: std::time::Duration::from_secs_f64(a.warmup),
+                threads: a.threads,
+            };
+            match kernel_echo::client(plan) {
+                Ok(r) => {
+                    println!("{}", serde_json::to_string(&r).unwrap_or_default());
+                    if r.msgs_per_sec > 0.0 {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => fail("kernel-echo-client", e),
+            }
+        }
     }
 }

@@ -451,7 +451,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     fn reap(&mut self, idx: u32) {
         let slot = &mut self.conns[idx as usize];
         let Some(tcb) = slot.tcb.take() else { return };
-        slot.gen = slot.gen.wrapping_add(1);
+        slot.gen = slot.gen.wrapping_add(1).max(1);
         self.ooo_held -= tcb.ooo_cost();
         self.wheel.cancel(idx);
         // Stale queue entries would otherwise point at the slot's next

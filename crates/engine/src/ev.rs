@@ -162,6 +162,11 @@ pub trait Service {
     fn tick(&mut self, ctl: &mut Ctl<Self::H>) {
         let _ = ctl;
     }
+    /// Called at the end of every batch, before writes are flushed (open
+    /// replacement connections here, without waiting for a tick).
+    fn end_of_batch(&mut self, ctl: &mut Ctl<Self::H>) {
+        let _ = ctl;
+    }
 }
 
 struct ConnState {
@@ -447,6 +452,13 @@ impl<S: Service> App for EvApp<S> {
     }
 
     fn end_of_batch(&mut self, io: &mut Io) {
+        let mut pending = Vec::new();
+        let mut ctl = Ctl {
+            io,
+            pending: &mut pending,
+        };
+        self.svc.end_of_batch(&mut ctl);
+        self.connecting.extend(pending);
         self.flush(io);
     }
 

@@ -117,6 +117,20 @@ impl ConnHandle {
     pub fn index(self) -> u32 {
         self.idx
     }
+
+    /// The handle as one number (never 0), for foreign-language APIs.
+    pub fn to_bits(self) -> u64 {
+        (u64::from(self.gen) << 32) | u64::from(self.idx)
+    }
+
+    /// A handle from [`to_bits`](Self::to_bits). Any number is accepted;
+    /// a stack rejects one that does not name a live connection.
+    pub fn from_bits(bits: u64) -> ConnHandle {
+        ConnHandle {
+            idx: bits as u32,
+            gen: (bits >> 32) as u32,
+        }
+    }
 }
 
 /// A snapshot of one connection (like Linux `TCP_INFO`).

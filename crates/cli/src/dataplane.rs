@@ -1,0 +1,135 @@
+//! Options shared by the dataplane commands, and opening the port.
+
+use clap::{Args, ValueEnum};
+use ixora_engine::EngineConfig;
+use ixora_io::Port;
+use std::net::Ipv4Addr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// NIC backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// XDP sockets on a Linux interface (one per queue); Ixora attaches its
+    /// own XDP program and removes it on exit. Copy mode on veth.
+    #[value(name = "af_xdp")]
+    AfXdp,
+    /// TPACKET_V3 rings with PACKET_FANOUT hash across queues: works on any
+    /// interface.
+    #[value(name = "af_packet")]
+    AfPacket,
+    /// A multi-queue TAP device Ixora creates (`--iface` names it); the
+    /// kernel sees the other end of the link.
+    #[value(name = "tap")]
+    Tap,
+    /// A shared-memory wire to another Ixora process: `--iface` is the
+    /// Unix socket path; `--shm-role listen` on one side, `connect` on the
+    /// other.
+    #[value(name = "shm")]
+    Shm,
+}
+
+/// Role on a shared-memory wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShmRole {
+    /// Create the socket and wait for the peer.
+    Listen,
+    /// Connect to a listening peer.
+    Connect,
+}
+
+/// XDP attach mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum XdpAttach {
+    /// Native (driver) mode if the driver has it, else generic (skb).
+    Auto,
+    /// Driver mode only.
+    Native,
+    /// Generic (skb) mode.
+    Skb,
+}
+
+/// How to run the dataplane.
+#[derive(Debug, Clone, Args)]
+pub struct DataplaneArgs {
+    /// NIC backend.
+    #[arg(long, value_enum, default_value = "af_xdp")]
+    pub backend: Backend,
+    /// Interface to own (af_xdp, af_packet), TAP device to create (tap),
+    /// or Unix socket path (shm).
+    #[arg(long)]
+    pub iface: String,
+    /// Our IPv4 address and prefix length, e.g. 198.18.0.2/24. With a
+    /// Linux interface, do not configure this address in Linux as well.
+    #[arg(long, value_parser = parse_cidr)]
+    pub ip: (Ipv4Addr, u8),
+    /// Default gateway (must be on the local subnet).
+    #[arg(long)]
+    pub gateway: Option<Ipv4Addr>,
+    /// Cores (threads), each owning one queue of the interface.
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Most frames taken per cycle (IX's batch bound B).
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Spin when idle for the lowest latency (uses a whole core each)
+    /// instead of sleeping until traffic arrives.
+    #[arg(long)]
+    pub poll: bool,
+    /// Pin core i to CPU cpus[i], e.g. --cpus 0,1.
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Option<Vec<usize>>,
+    /// XDP attach mode (af_xdp).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub xdp_mode: XdpAttach,
+    /// Role on the shared-memory wire (shm).
+    #[arg(long, value_enum, default_value = "listen")]
+    pub shm_role: ShmRole,
+    /// Packet buffers per core.
+    #[arg(long, default_value_t = 8192)]
+    pub buffers: u32,
+}
+
+/// Parse `a.b.c.d/len`.
+pub fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (ip, len) = s.split_once('/').ok_or_else(|| {
+        format!("{s:?} is not an address with a prefix length, e.g. 198.18.0.2/24")
+    })?;
+    let ip: Ipv4Addr = ip
+        .parse()
+        .map_err(|_| format!("{ip:?} is not an IPv4 address"))?;
+    let len: u8 = len
+        .parse()
+        .ok()
+        .filter(|l| (1..=32).contains(l))
+        .ok_or_else(|| format!("prefix length {len:?} is not in 1..=32"))?;
+    Ok((ip, len))
+}
+
+impl DataplaneArgs {
+    /// The engine configuration these options describe.
+    pub fn engine_config(&self) -> EngineConfig {
+        let mut c = EngineConfig::new(self.ip.0, self.ip.1);
+        c.gateway = self.gateway;
+        c.cores = self.cores;
+        c.batch = self.batch;
+        c.poll = self.poll;
+        c.cpus = self.cpus.clone();
+        c.pool_chunks = self.buffers;
+        c
+    }
+}
+
+/// Stop flag set by SIGINT and SIGTERM.
+pub fn stop_on_signals() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    stop
+}
+
+/// Open the port the options name.
+pub fn open_port(a: &DataplaneArgs) -> std::io::Result<Arc<dyn Port>> {
+    crate::backends::open(a)
+}
