@@ -130,6 +130,54 @@ pub fn rx_queues(name: &str) -> u32 {
     ch.rx_count.max(ch.combined_count).max(1)
 }
 
+/// Kernel driver of interface `name` (ETHTOOL_GDRVINFO), e.g. `veth`.
+pub fn driver(name: &str) -> io::Result<String> {
+    #[repr(C)]
+    struct DrvInfo {
+        cmd: u32,
+        driver: [u8; 32],
+        version: [u8; 32],
+        fw_version: [u8; 32],
+        bus_info: [u8; 32],
+        erom_version: [u8; 32],
+        reserved2: [u8; 12],
+        n_priv_flags: u32,
+        n_stats: u32,
+        testinfo_len: u32,
+        eedump_len: u32,
+        regdump_len: u32,
+    }
+    let s = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let mut r = ifreq(name)?;
+    let mut info = DrvInfo {
+        cmd: 0x03, // ETHTOOL_GDRVINFO
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    r.ifr_ifru.ifru_data = (&mut info as *mut DrvInfo).cast();
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GDRVINFO reads and writes exactly one
+    // `struct ethtool_drvinfo`, which `info` is and which outlives the call.
+    cvt(unsafe {
+        libc::ioctl(
+            s.as_raw_fd(),
+            libc::SIOCETHTOOL as _,
+            &mut r as *mut libc::ifreq,
+        )
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("interface {name}: driver info: {e}")))?;
+    let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
+    Ok(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+}
+
 /// Wait until `fd` is readable or `timeout_ms` passes (-1: forever).
 pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
     let mut p = libc::pollfd {
