@@ -62,6 +62,12 @@ pub trait Port: Send + Sync {
     fn caps(&self) -> Caps;
     /// The interface's Ethernet address.
     fn mac(&self) -> MacAddr;
+    /// The pool geometry this port can work with, given what the engine
+    /// would like (a port whose pool lives in memory shared with its peer
+    /// dictates chunk size and count).
+    fn fit_pool(&self, want: PoolConfig) -> PoolConfig {
+        want
+    }
     /// The pool for queue `queue`, made on the calling core's thread. Most
     /// backends use an anonymous region; one that shares memory with its
     /// peer (the shared-memory wire) maps it here.

@@ -1,1 +1,0 @@
-//! (backend under construction)

@@ -1,0 +1,544 @@
+//! System calls for the shared-memory wire: memfds and their seals,
+//! mappings, eventfds, epoll, and Unix `SOCK_SEQPACKET` sockets that carry
+//! descriptors (`SCM_RIGHTS`).
+//!
+//! Everything here is slow path (handshake, arming a doorbell, checking on
+//! the peer) except [`ring`], which a producer calls only when the consumer
+//! asked to be woken.
+
+use crate::sys::cvt;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+/// A shared mapping of a memfd that is not a pool (the ring area, or the
+/// peer's pool mapped read-only). Unmapped on drop.
+pub(super) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Mapping {
+    /// Map `len` bytes of `fd` shared, populated; writable or read-only.
+    pub(super) fn map(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<Mapping> {
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        // SAFETY: a fresh shared mapping with no address hint touches no
+        // existing memory; the result is checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: NonNull::new(p.cast()).expect("mmap never returns null on success"),
+            len,
+        })
+    }
+
+    /// Start of the mapping.
+    pub(super) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly one mapping made by `map` and not
+        // unmapped before; every user holds the `Arc` that owns this value,
+        // so nothing uses the memory any more.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+// SAFETY: the mapping is process-wide memory with no thread affinity. All
+// accesses to it go through atomics (ring area) or raw byte copies into
+// private memory (the peer's pool), never through `&`/`&mut` to plain data,
+// so sharing the handle between threads cannot create a data race on Rust
+// references.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+fn owned(fd: libc::c_int) -> OwnedFd {
+    // SAFETY: `fd` was just returned by a successful system call that
+    // created it; nothing else owns it.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// A sealable memfd of `len` bytes, close-on-exec, not executable.
+pub(super) fn memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
+    let cname = CString::new(name).expect("memfd names have no NUL");
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    // SAFETY: `cname` is a valid NUL-terminated string for the call.
+    let mut fd = unsafe { libc::memfd_create(cname.as_ptr(), flags | libc::MFD_NOEXEC_SEAL) };
+    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // Kernels before 6.3 know no MFD_NOEXEC_SEAL.
+        // SAFETY: as above.
+        fd = unsafe { libc::memfd_create(cname.as_ptr(), flags) };
+    }
+    let fd = owned(cvt(fd)?);
+    let len = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "memfd too large"))?;
+    // SAFETY: ftruncate on a descriptor we own; no memory arguments.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len) })?;
+    Ok(fd)
+}
+
+/// Add `seals` to a memfd.
+pub(super) fn seal(fd: BorrowedFd<'_>, seals: libc::c_int) -> io::Result<()> {
+    // SAFETY: fcntl(F_ADD_SEALS) takes an int argument; no memory involved.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) })?;
+    Ok(())
+}
+
+/// Check a memfd received from the peer before mapping it: a tmpfs (not
+/// hugetlbfs) file of at least `len` bytes carrying at least `seals`, so
+/// the peer can neither shrink it under our mapping (SIGBUS) nor punch
+/// holes that a hugetlb fault could not fill.
+pub(super) fn check_memfd(fd: BorrowedFd<'_>, len: usize, seals: libc::c_int) -> io::Result<()> {
+    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+    // SAFETY: fcntl(F_GET_SEALS) has no memory arguments.
+    let have = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    if have < 0 {
+        return Err(bad(format!(
+            "peer sent a descriptor that is not a sealable memfd: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    if have & seals != seals {
+        return Err(bad(format!(
+            "peer memfd lacks seals {:#x} (has {have:#x})",
+            seals & !have
+        )));
+    }
+    // SAFETY: fstatfs/fstat fill the zeroed plain-data structs we pass.
+    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `sfs` is valid and writable.
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut sfs) })?;
+    if sfs.f_type != libc::TMPFS_MAGIC {
+        return Err(bad(format!(
+            "peer memfd is not on tmpfs (f_type {:#x}); hugetlb memfds are refused",
+            sfs.f_type
+        )));
+    }
+    // SAFETY: as above.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is valid and writable.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    if (st.st_size as u64) < len as u64 {
+        return Err(bad(format!(
+            "peer memfd holds {} bytes, {len} expected",
+            st.st_size
+        )));
+    }
+    Ok(())
+}
+
+/// Ask the kernel to back `len` bytes at `ptr` with pages now (best
+/// effort; first-touch faults otherwise).
+pub(super) fn populate_write(ptr: *mut u8, len: usize) {
+    // SAFETY: madvise does not access the memory as Rust data; the range
+    // is one whole writable mapping we own. Errors (old kernels) are
+    // ignored: pages then fault in on first touch.
+    unsafe {
+        libc::madvise(ptr.cast(), len, libc::MADV_POPULATE_WRITE);
+    }
+}
+
+/// A non-blocking, close-on-exec eventfd with initial value `init`.
+pub(super) fn eventfd(init: u32) -> io::Result<OwnedFd> {
+    // SAFETY: eventfd(2) has no memory arguments.
+    let fd = cvt(unsafe { libc::eventfd(init, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
+    Ok(owned(fd))
+}
+
+/// Check that a doorbell received from the peer is an eventfd and make it
+/// non-blocking, so ringing it can never block us (a pipe or socket in its
+/// place could).
+pub(super) fn check_eventfd(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    if let Ok(l) = link {
+        if l.as_os_str().as_bytes() != b"anon_inode:[eventfd]" {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("peer doorbell is not an eventfd ({})", l.display()),
+            ));
+        }
+    }
+    // SAFETY: fcntl with int arguments only.
+    let fl = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
+/// Ring a doorbell: add one to the eventfd. Errors are ignored: EAGAIN
+/// means the counter is saturated, which is readable anyway.
+#[inline]
+pub(super) fn ring(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live local; `fd` is a non-blocking
+    // eventfd owned by the caller's shared state.
+    unsafe {
+        libc::write(fd, (&one as *const u64).cast(), 8);
+    }
+}
+
+/// Drain a doorbell (set the eventfd counter to zero; non-blocking).
+pub(super) fn drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live local; `fd` is our own
+    // non-blocking eventfd. EAGAIN (already zero) is fine.
+    unsafe {
+        libc::read(fd, (&mut v as *mut u64).cast(), 8);
+    }
+}
+
+/// An epoll instance watching `fds` for input (and hang-up).
+pub(super) fn epoll(fds: &[RawFd]) -> io::Result<OwnedFd> {
+    // SAFETY: epoll_create1 has no memory arguments.
+    let ep = owned(cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
+    for (i, fd) in fds.iter().enumerate() {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: i as u64,
+        };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        cvt(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, *fd, &mut ev) })?;
+    }
+    Ok(ep)
+}
+
+/// What a non-blocking look at the control socket says about the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PeerState {
+    /// Connected and quiet.
+    Alive,
+    /// Hung up, reset, or broke the protocol by speaking after the
+    /// handshake.
+    Gone,
+}
+
+/// Peek at the control socket without blocking.
+pub(super) fn peer_state(sock: RawFd) -> PeerState {
+    let mut b = [0u8; 1];
+    // SAFETY: receives at most one byte into a live local buffer.
+    let n = unsafe {
+        libc::recv(
+            sock,
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => PeerState::Alive,
+            _ => PeerState::Gone,
+        }
+    } else {
+        // 0: orderly hang-up; >0: the peer spoke after the handshake,
+        // which the protocol never does.
+        PeerState::Gone
+    }
+}
+
+/// The peer's process id (SO_PEERCRED).
+pub(super) fn peer_pid(sock: BorrowedFd<'_>) -> Option<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred`/`len` are valid and sized for SO_PEERCRED.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && cred.pid > 0).then_some(cred.pid as u32)
+}
+
+/// A `sockaddr_un` for `path` and its length.
+fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain old data; all-zero is valid.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.is_empty() || bytes.contains(&0) || bytes.len() >= a.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "socket path {} is empty, has a NUL, or is longer than {} bytes",
+                path.display(),
+                a.sun_path.len() - 1
+            ),
+        ));
+    }
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in a.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    Ok((a, len as libc::socklen_t))
+}
+
+fn seqpacket() -> io::Result<OwnedFd> {
+    crate::sys::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0)
+}
+
+/// Bind a non-blocking listening SEQPACKET socket at `path`.
+pub(super) fn bind_listen(path: &Path) -> io::Result<OwnedFd> {
+    let (a, len) = sockaddr(path)?;
+    let s = seqpacket()?;
+    // SAFETY: `a` is a valid sockaddr_un of `len` bytes.
+    cvt(unsafe { libc::bind(s.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) })?;
+    // SAFETY: listen(2) has no memory arguments.
+    cvt(unsafe { libc::listen(s.as_raw_fd(), 4) })?;
+    Ok(s)
+}
+
+/// One non-blocking connection attempt to `path`.
+pub(super) fn connect_once(path: &Path) -> io::Result<OwnedFd> {
+    let (a, len) = sockaddr(path)?;
+    let s = seqpacket()?;
+    // SAFETY: `a` is a valid sockaddr_un of `len` bytes.
+    cvt(unsafe { libc::connect(s.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) })?;
+    Ok(s)
+}
+
+/// Accept one connection (non-blocking; `WouldBlock` when none waits).
+pub(super) fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // SAFETY: accept4 with null address arguments writes no memory.
+    let fd = cvt(unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+        )
+    })?;
+    Ok(owned(fd))
+}
+
+/// Milliseconds left until `deadline` for poll(2), at least 1 unless past.
+fn left_ms(deadline: Instant) -> io::Result<i32> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "shm handshake timed out",
+        ));
+    }
+    Ok(left.as_millis().clamp(1, i32::MAX as u128) as i32)
+}
+
+/// Wait for `events` on `fd` until `deadline`.
+pub(super) fn wait(fd: RawFd, events: i16, deadline: Instant) -> io::Result<()> {
+    loop {
+        let ms = left_ms(deadline)?;
+        let mut p = libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, count 1.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n > 0 {
+            return Ok(());
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Most descriptors one handshake message carries.
+pub(super) const MAX_FDS: usize = 4;
+
+/// Control-message buffer, aligned for `cmsghdr`.
+#[repr(C, align(8))]
+struct CmsgBuf([u8; 128]);
+
+/// Send one message with `fds` attached, waiting for room until
+/// `deadline`. Never raises SIGPIPE.
+pub(super) fn send_msg(
+    sock: BorrowedFd<'_>,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+    deadline: Instant,
+) -> io::Result<()> {
+    assert!(fds.len() <= MAX_FDS);
+    let mut cbuf = CmsgBuf([0; 128]);
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: msghdr is plain old data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let bytes = (fds.len() * std::mem::size_of::<RawFd>()) as u32;
+        // SAFETY: CMSG_SPACE is pure arithmetic.
+        let space = unsafe { libc::CMSG_SPACE(bytes) } as usize;
+        assert!(space <= cbuf.0.len());
+        msg.msg_control = cbuf.0.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: msg_control points at `space` writable, aligned bytes,
+        // enough for one header and `fds.len()` descriptors, so the first
+        // header and its data are inside the buffer.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(bytes) as _;
+            let data = libc::CMSG_DATA(c).cast::<RawFd>();
+            for (i, fd) in fds.iter().enumerate() {
+                data.add(i).write_unaligned(fd.as_raw_fd());
+            }
+        }
+    }
+    loop {
+        // SAFETY: `msg` and everything it points to (iov, data, cbuf) are
+        // live for the call; sendmsg only reads them.
+        let n = unsafe {
+            libc::sendmsg(
+                sock.as_raw_fd(),
+                &msg,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            if n as usize != data.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "short handshake send",
+                ));
+            }
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock => wait(sock.as_raw_fd(), libc::POLLOUT, deadline)?,
+            io::ErrorKind::Interrupted => {}
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Receive one message of at most `buf.len()` bytes and the descriptors
+/// attached to it, waiting until `deadline`. Every received descriptor is
+/// owned (closed on drop) before anything is checked; a truncated message
+/// or control part is an error.
+pub(super) fn recv_msg(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    loop {
+        wait(sock.as_raw_fd(), libc::POLLIN, deadline)?;
+        let mut cbuf = CmsgBuf([0; 128]);
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: msghdr is plain old data; all-zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.0.as_mut_ptr().cast();
+        msg.msg_controllen = cbuf.0.len() as _;
+        // SAFETY: `msg` points at a live, writable iovec/buffer and
+        // control buffer of the lengths given.
+        let n = unsafe {
+            libc::recvmsg(
+                sock.as_raw_fd(),
+                &mut msg,
+                libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => continue,
+                _ => return Err(e),
+            }
+        }
+        let mut fds = Vec::new();
+        // SAFETY: the kernel filled `msg_controllen` bytes of `cbuf` with
+        // well-formed control messages; CMSG_FIRSTHDR/NXTHDR stay inside
+        // that length, and an SCM_RIGHTS payload holds `cmsg_len -
+        // CMSG_LEN(0)` bytes of descriptors that were installed in our
+        // table for us to own.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                    let bytes = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                    let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                    for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                        fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "oversized shm handshake message",
+            ));
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "shm peer hung up during the handshake",
+            ));
+        }
+        return Ok((n as usize, fds));
+    }
+}
+
+/// Sleep a little between connection attempts.
+pub(super) fn backoff(deadline: Instant) -> io::Result<()> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "shm connect timed out",
+        ));
+    }
+    std::thread::sleep(left.min(Duration::from_millis(2)));
+    Ok(())
+}
