@@ -17,6 +17,7 @@ ALLOWED = {
     "ixora-sim": {"ixora-core", "ixora-wire"},
     "ixora": {"ixora-core", "ixora-sim", "ixora-wire", "ixora-io", "ixora-engine"},
     "ixora-engine": {"ixora-core", "ixora-io", "ixora-wire"},
+    "ixora-capi": {"ixora-core", "ixora-io", "ixora-engine", "ixora-wire"},
 }
 DEV_EXTRA = {
     "ixora-wire": set(),
@@ -25,6 +26,7 @@ DEV_EXTRA = {
     "ixora": set(),
     "ixora-io": set(),
     "ixora-engine": set(),
+    "ixora-capi": set(),
 }
 
 

@@ -180,6 +180,9 @@ struct ConnState {
     abort: bool,
     peer_closed: bool,
     shut: bool,
+    /// The handler left received bytes unconsumed (back-pressure): offer
+    /// them again once the output drains.
+    rx_stalled: bool,
 }
 
 impl ConnState {
@@ -195,6 +198,7 @@ impl ConnState {
             abort: false,
             peer_closed: false,
             shut: false,
+            rx_stalled: false,
         }
     }
 }
@@ -294,6 +298,7 @@ impl<S: Service> EvApp<S> {
         };
         let limit = self.cfg.max_pending;
         let mut consumed = 0usize;
+        slot.st.rx_stalled = false;
         if let Ok(chunks) = io.recv(handle) {
             for chunk in chunks {
                 let mut c = Conn {
@@ -303,6 +308,7 @@ impl<S: Service> EvApp<S> {
                 let took = slot.h.data(&mut c, chunk).min(chunk.len());
                 consumed += took;
                 if took < chunk.len() {
+                    slot.st.rx_stalled = true;
                     break;
                 }
             }
@@ -318,10 +324,24 @@ impl<S: Service> EvApp<S> {
         let mut dirty = std::mem::take(&mut self.dirty);
         dirty.sort_unstable();
         dirty.dedup();
+        let half = self.cfg.max_pending / 2;
+        let mut again = Vec::new();
         for i in dirty.drain(..) {
             self.flush_one(io, i);
+            // Input held back for lack of output room: offer it again once
+            // the output has drained below half the limit.
+            if let Some(Some(s)) = self.conns.get(i) {
+                if s.st.rx_stalled && s.st.pending <= half {
+                    again.push(s.st.handle);
+                }
+            }
         }
         self.dirty = dirty;
+        for h in again {
+            self.deliver(io, h);
+            let i = h.index() as usize;
+            self.flush_one(io, i);
+        }
     }
 
     fn flush_one(&mut self, io: &mut Io, i: usize) {

@@ -299,16 +299,14 @@ where
             .map_err(io::Error::from)?;
     }
     let caps = port.caps();
-    let chunk = (caps.max_frame + 64).next_power_of_two().max(2048);
-    let pool = port.pool(
-        i as u32,
-        PoolConfig {
-            chunks: cfg.pool_chunks,
-            chunk_size: chunk,
-            headroom: 0,
-            hugepages: cfg.hugepages,
-        },
-    )?;
+    let chunk = caps.max_frame.next_power_of_two().max(2048);
+    let want = PoolConfig {
+        chunks: cfg.pool_chunks,
+        chunk_size: chunk,
+        headroom: 0,
+        hugepages: cfg.hugepages,
+    };
+    let pool = port.pool(i as u32, port.fit_pool(want))?;
     let mut queue: Box<dyn Queue> = port.open_queue(i as u32, &pool)?;
     let clock = |s: std::time::Instant| Instant::from_micros(s.elapsed().as_micros() as u64);
 

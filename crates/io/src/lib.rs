@@ -101,3 +101,67 @@ pub trait Queue {
 pub fn port_error(what: &str, iface: &str, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what} on {iface}: {e}"))
 }
+
+/// How long a shared-memory listener waits for its peer in [`open_named`].
+pub const SHM_ACCEPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Open a port by backend name with `queues` queues and each backend's
+/// latency-oriented defaults:
+///
+/// | name | `iface` | opens |
+/// |---|---|---|
+/// | `af_xdp` | interface | [`af_xdp::AfXdpPort`], native attach when the driver has it |
+/// | `af_packet` | interface | [`af_packet::AfPacketPort`], per-frame ring (no block-timer latency) |
+/// | `tap` | device name to create | [`tap::TapPort`] |
+/// | `shm` or `shm-listen` | socket path | [`shm::ShmPort::listen`], waits for the peer |
+/// | `shm-connect` | socket path | [`shm::ShmPort::connect`] |
+pub fn open_named(backend: &str, iface: &str, queues: u32) -> io::Result<std::sync::Arc<dyn Port>> {
+    use std::sync::Arc;
+    let q = queues.max(1);
+    Ok(match backend {
+        "af_xdp" => Arc::new(af_xdp::AfXdpPort::open(
+            iface,
+            af_xdp::AfXdpConfig {
+                queues: Some(q),
+                ..af_xdp::AfXdpConfig::default()
+            },
+        )?),
+        "af_packet" => Arc::new(af_packet::AfPacketPort::open(
+            iface,
+            af_packet::AfPacketConfig {
+                queues: q,
+                rx_ring: af_packet::RxRing::Frames,
+                ..af_packet::AfPacketConfig::default()
+            },
+        )?),
+        "tap" => Arc::new(tap::TapPort::create(
+            Some(iface),
+            tap::TapConfig {
+                queues: q,
+                ..tap::TapConfig::default()
+            },
+        )?),
+        "shm" | "shm-listen" => Arc::new(
+            shm::ShmPort::listen(
+                std::path::Path::new(iface),
+                shm::ShmConfig {
+                    queues: q,
+                    ..shm::ShmConfig::default()
+                },
+            )?
+            .accept(SHM_ACCEPT_TIMEOUT)?,
+        ),
+        "shm-connect" => Arc::new(shm::ShmPort::connect(
+            std::path::Path::new(iface),
+            std::time::Duration::from_secs(30),
+        )?),
+        other => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "unknown backend {other:?}: expected af_xdp, af_packet, tap, shm-listen or shm-connect"
+                ),
+            ))
+        }
+    })
+}
