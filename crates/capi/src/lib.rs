@@ -88,7 +88,10 @@ fn cstr(p: *const c_char) -> Option<String> {
     }
     // SAFETY: the header requires NUL-terminated strings that stay valid
     // for the duration of `ixora_run`'s setup.
-    unsafe { CStr::from_ptr(p) }.to_str().ok().map(str::to_owned)
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .ok()
+        .map(str::to_owned)
 }
 
 fn errno(e: &std::io::Error) -> c_int {
@@ -102,14 +105,14 @@ const fn libc_einval() -> c_int {
 fn core_errno(e: ixora_core::Error) -> c_int {
     use ixora_core::Error::*;
     -match e {
-        InvalidHandle => 9,     // EBADF
-        AddrInUse => 98,        // EADDRINUSE
-        NoPorts => 99,          // EADDRNOTAVAIL
-        InvalidState => 107,    // ENOTCONN
-        Unreachable => 113,     // EHOSTUNREACH
-        WouldBlock => 11,       // EAGAIN
-        MessageTooLong => 90,   // EMSGSIZE
-        InvalidArgument => 22,  // EINVAL
+        InvalidHandle => 9,    // EBADF
+        AddrInUse => 98,       // EADDRINUSE
+        NoPorts => 99,         // EADDRNOTAVAIL
+        InvalidState => 107,   // ENOTCONN
+        Unreachable => 113,    // EHOSTUNREACH
+        WouldBlock => 11,      // EAGAIN
+        MessageTooLong => 90,  // EMSGSIZE
+        InvalidArgument => 22, // EINVAL
     }
 }
 
@@ -152,7 +155,9 @@ impl App for CApp {
                 Some(f) => {
                     let ip = u32::from(*remote.ip()).to_be();
                     // SAFETY: as in `start`.
-                    self.call(io, |w, u| unsafe { f(w, u, handle.to_bits(), ip, remote.port()) });
+                    self.call(io, |w, u| unsafe {
+                        f(w, u, handle.to_bits(), ip, remote.port())
+                    });
                 }
                 None => {
                     let _ = io.close(handle);
@@ -191,7 +196,9 @@ impl App for CApp {
                     delivered += n;
                     // SAFETY: `p..p+n` lies in a frame the stack holds until
                     // recv_done releases it (the header's contract).
-                    self.call(io, |w, u| unsafe { f(w, u, handle.to_bits(), cookie, p, n) });
+                    self.call(io, |w, u| unsafe {
+                        f(w, u, handle.to_bits(), cookie, p, n)
+                    });
                 }
             }
             Event::Sent {
@@ -202,7 +209,9 @@ impl App for CApp {
             } => {
                 if let Some(f) = cb.sent {
                     // SAFETY: as in `start`.
-                    self.call(io, |w, u| unsafe { f(w, u, handle.to_bits(), cookie, acked, window) });
+                    self.call(io, |w, u| unsafe {
+                        f(w, u, handle.to_bits(), cookie, acked, window)
+                    });
                 }
             }
             Event::PeerClosed { handle, cookie } => {
@@ -291,7 +300,11 @@ pub unsafe extern "C" fn ixora_run(
     };
     let mut ec = EngineConfig::new(ip, len);
     ec.cores = cfg.cores.max(1) as usize;
-    ec.batch = if cfg.batch == 0 { 64 } else { cfg.batch as usize };
+    ec.batch = if cfg.batch == 0 {
+        64
+    } else {
+        cfg.batch as usize
+    };
     ec.poll = cfg.poll != 0;
     ec.gateway = cstr(cfg.gateway).and_then(|g| g.parse().ok());
     let port: Arc<dyn Port> = match ixora_io::open_named(&backend, &iface, ec.cores as u32) {
@@ -335,7 +348,9 @@ pub unsafe extern "C" fn ixora_run(
 #[no_mangle]
 pub unsafe extern "C" fn ixora_listen(io: *mut IxoraIo, port: u16) -> c_int {
     // SAFETY: function contract.
-    let Some(io) = (unsafe { IxoraIo::get(io) }) else { return -libc_einval() };
+    let Some(io) = (unsafe { IxoraIo::get(io) }) else {
+        return -libc_einval();
+    };
     match io.listen(port, None, 0) {
         Ok(()) => 0,
         Err(e) => core_errno(e),
@@ -347,9 +362,16 @@ pub unsafe extern "C" fn ixora_listen(io: *mut IxoraIo, port: u16) -> c_int {
 /// # Safety
 /// As [`ixora_listen`].
 #[no_mangle]
-pub unsafe extern "C" fn ixora_connect(io: *mut IxoraIo, cookie: u64, ip_be: u32, port: u16) -> i64 {
+pub unsafe extern "C" fn ixora_connect(
+    io: *mut IxoraIo,
+    cookie: u64,
+    ip_be: u32,
+    port: u16,
+) -> i64 {
     // SAFETY: function contract.
-    let Some(io) = (unsafe { IxoraIo::get(io) }) else { return -22 };
+    let Some(io) = (unsafe { IxoraIo::get(io) }) else {
+        return -22;
+    };
     let dst = SocketAddrV4::new(Ipv4Addr::from(u32::from_be(ip_be)), port);
     match io.connect(cookie, dst) {
         Ok(h) => h.to_bits() as i64,
@@ -364,7 +386,9 @@ pub unsafe extern "C" fn ixora_connect(io: *mut IxoraIo, cookie: u64, ip_be: u32
 #[no_mangle]
 pub unsafe extern "C" fn ixora_accept(io: *mut IxoraIo, h: u64, cookie: u64) -> c_int {
     // SAFETY: function contract.
-    let Some(io) = (unsafe { IxoraIo::get(io) }) else { return -libc_einval() };
+    let Some(io) = (unsafe { IxoraIo::get(io) }) else {
+        return -libc_einval();
+    };
     match io.accept(ConnHandle::from_bits(h), cookie) {
         Ok(()) => 0,
         Err(e) => core_errno(e),
@@ -377,9 +401,16 @@ pub unsafe extern "C" fn ixora_accept(io: *mut IxoraIo, h: u64, cookie: u64) -> 
 /// As [`ixora_listen`]; `iov` must point to `iovcnt` valid iovecs whose
 /// memory stays valid and unchanged until acknowledged.
 #[no_mangle]
-pub unsafe extern "C" fn ixora_sendv(io: *mut IxoraIo, h: u64, iov: *const Iovec, iovcnt: c_int) -> isize {
+pub unsafe extern "C" fn ixora_sendv(
+    io: *mut IxoraIo,
+    h: u64,
+    iov: *const Iovec,
+    iovcnt: c_int,
+) -> isize {
     // SAFETY: function contract.
-    let Some(io) = (unsafe { IxoraIo::get(io) }) else { return -22 };
+    let Some(io) = (unsafe { IxoraIo::get(io) }) else {
+        return -22;
+    };
     if iov.is_null() || iovcnt < 0 {
         return -22;
     }
@@ -402,7 +433,13 @@ pub unsafe extern "C" fn ixora_sendv(io: *mut IxoraIo, h: u64, iov: *const Iovec
                     break;
                 }
             }
-            Err(e) => return if total > 0 { total } else { core_errno(e) as isize },
+            Err(e) => {
+                return if total > 0 {
+                    total
+                } else {
+                    core_errno(e) as isize
+                }
+            }
         }
     }
     total
@@ -420,9 +457,16 @@ pub struct Iovec {
 /// # Safety
 /// As [`ixora_listen`]; `data` must point to `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn ixora_send_copy(io: *mut IxoraIo, h: u64, data: *const c_void, len: usize) -> isize {
+pub unsafe extern "C" fn ixora_send_copy(
+    io: *mut IxoraIo,
+    h: u64,
+    data: *const c_void,
+    len: usize,
+) -> isize {
     // SAFETY: function contract.
-    let Some(io) = (unsafe { IxoraIo::get(io) }) else { return -22 };
+    let Some(io) = (unsafe { IxoraIo::get(io) }) else {
+        return -22;
+    };
     if data.is_null() && len > 0 {
         return -22;
     }
@@ -449,7 +493,9 @@ pub unsafe extern "C" fn ixora_send_copy(io: *mut IxoraIo, h: u64, data: *const 
 #[no_mangle]
 pub unsafe extern "C" fn ixora_recv_done(io: *mut IxoraIo, h: u64, n: usize) -> c_int {
     // SAFETY: function contract.
-    let Some(io) = (unsafe { IxoraIo::get(io) }) else { return -libc_einval() };
+    let Some(io) = (unsafe { IxoraIo::get(io) }) else {
+        return -libc_einval();
+    };
     match io.recv_done(ConnHandle::from_bits(h), n) {
         Ok(()) => 0,
         Err(e) => core_errno(e),
@@ -463,7 +509,9 @@ pub unsafe extern "C" fn ixora_recv_done(io: *mut IxoraIo, h: u64, n: usize) -> 
 #[no_mangle]
 pub unsafe extern "C" fn ixora_close(io: *mut IxoraIo, h: u64) -> c_int {
     // SAFETY: function contract.
-    let Some(io) = (unsafe { IxoraIo::get(io) }) else { return -libc_einval() };
+    let Some(io) = (unsafe { IxoraIo::get(io) }) else {
+        return -libc_einval();
+    };
     match io.close(ConnHandle::from_bits(h)) {
         Ok(()) => 0,
         Err(e) => core_errno(e),

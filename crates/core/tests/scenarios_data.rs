@@ -1076,6 +1076,36 @@ fn sack_recovery_retransmits_lost_holes() {
     assert_eq!(h.stack.tcp_info(c.h).unwrap().unacked, 0);
 }
 
+/// RFC 8985 §6.2–6.3: a lost retransmission is found by RACK once a segment
+/// sent no later than it is delivered and RACK.rtt + reo_wnd has passed (the
+/// reordering timer), and is sent again without waiting for the RTO.
+//= https://www.rfc-editor.org/rfc/rfc8985#section-6.2
+//= type=test
+#[test]
+fn rack_resends_a_lost_retransmission_before_the_rto() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true); // SRTT = min RTT = 100 ms
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    let o = |n: u32| ours(&c, b + n);
+    // Three segments SACKed above segment 0: it is lost and resent.
+    h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    // One RTT later the rest arrives, but not the retransmission. RACK.rtt
+    // is 100 ms and reo_wnd = min RTT / 4 = 25 ms: not yet overdue.
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, b).sack(&[(o(1000), o(10_000))]));
+    h.expect_silence();
+    // The reordering timer fires at 125 ms: segment 0 is lost again.
+    h.advance(Duration::from_millis(30));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    assert_eq!(h.stack.counters().tcp_timeouts, 0);
+    assert_eq!(h.stack.counters().tcp_retrans_segs, 2);
+    h.send(ack(&c, b + 10_000));
+    h.expect_silence();
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().unacked, 0);
+}
+
 // ===== zero window, keepalive =============================================
 
 /// RFC 9293 §3.8.6.1: zero-window probes back off and never time out while answered.

@@ -58,3 +58,31 @@ fn shutdown_before_established() {
     run(&[Connect, Shutdown(false)]).unwrap();
     run(&[Connect, Deliver, Shutdown(true), Deliver, Deliver, Deliver]).unwrap();
 }
+
+/// Regression (fuzz): a 2-byte raw frame after close in CLOSING left the
+/// transmission records short of SND.MAX.
+#[test]
+fn records_follow_snd_max_through_closing() {
+    use Op::*;
+    run(&[
+        Connect,
+        Deliver,
+        Deliver,
+        Send(true, 59175),
+        Deliver,
+        Deliver,
+        Deliver,
+        Deliver,
+        Send(true, 10537),
+        Connect,
+        Deliver,
+        Deliver,
+        Send(true, 10537),
+        Shutdown(false),
+        Advance(41094),
+        Close(true),
+        RawFrame(true, vec![41, 0]),
+        Advance(0),
+    ])
+    .unwrap();
+}

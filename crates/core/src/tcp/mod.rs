@@ -8,8 +8,8 @@
 
 pub mod buffers;
 pub mod cc;
+pub mod rack;
 pub mod rtt;
-pub mod scoreboard;
 pub mod syncookie;
 pub(crate) mod tcb;
 

@@ -10,8 +10,8 @@
 
 use super::buffers::{OooInsert, RecvQueue, SendQueue};
 use super::cc::{CongestionControl, Controller, Window};
+use super::rack::{AckOutcome, RtxRecords};
 use super::rtt::RttEstimator;
-use super::scoreboard::Scoreboard;
 use super::syncookie::Tuple;
 use super::{DeadReason, State, TcpInfo};
 use crate::config::TcpConfig;
@@ -57,7 +57,8 @@ pub(crate) mod flag {
     /// A passive connection completed its handshake and was announced.
     pub const KNOCKED: u32 = 1 << 20;
     pub const SYN_RETRANSMITTED: u32 = 1 << 21;
-    /// An RTT measurement is running (`rtt_seq`, `rtt_at`).
+    /// The handshake RTT is being measured (`syn_at`); data segments are
+    /// timed by their transmission records.
     pub const TIMING: u32 = 1 << 22;
     /// `t_rtx` is the persist timer, not the retransmission timer.
     pub const PERSIST: u32 = 1 << 23;
@@ -198,6 +199,12 @@ fn keyed(key: &[u8; 16], x: u64) -> u64 {
 }
 
 /// Least probe timeout of the tail loss probe (RFC 8985 §7.2).
+/// The microsecond clock of the transmission records (wrapping).
+#[inline]
+fn us_clock(now: Instant) -> u32 {
+    now.as_micros() as u32
+}
+
 const TLP_MIN_PTO: Duration = Duration::from_millis(10);
 
 /// At most one challenge ACK per connection in this many milliseconds
@@ -295,21 +302,22 @@ pub(crate) struct Tcb<R, T> {
     last_ack_sent: SeqNum,
 
     rtt: RttEstimator,
-    rtt_seq: SeqNum,
-    rtt_at: Instant,
+    /// When our first SYN left (µs clock, with TIMING).
+    syn_at: u32,
+    /// One record per segment in flight; RACK (RFC 8985 §6).
+    recs: RtxRecords,
 
     win: Window,
     cc: Controller,
     /// RFC 6582 `recover` / RFC 6675 `RecoveryPoint`.
     recover: SeqNum,
-    /// RFC 6675 `HighRxt`.
-    high_rxt: SeqNum,
     /// RFC 8985 TLP.end_seq.
     tlp_end: SeqNum,
     dupacks: u8,
-    sb: Scoreboard,
 
     t_rtx: Instant,
+    /// RACK's reordering timer (RFC 8985 §6.2 step 5).
+    t_reo: Instant,
     t_delack: Instant,
     t_ka: Instant,
     t_wait: Instant,
@@ -379,16 +387,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             ts_offset,
             last_ack_sent: SeqNum(0),
             rtt: RttEstimator::new(cfg.rto_initial),
-            rtt_seq: iss,
-            rtt_at: Instant::ZERO,
+            syn_at: 0,
+            recs: RtxRecords::default(),
             win: Window::initial(mss),
             cc: Controller::new(cfg.cc),
             recover: iss,
-            high_rxt: iss,
             tlp_end: iss,
             dupacks: 0,
-            sb: Scoreboard::default(),
             t_rtx: Instant::NEVER,
+            t_reo: Instant::NEVER,
             t_delack: Instant::NEVER,
             t_ka: Instant::NEVER,
             t_wait: Instant::NEVER,
@@ -470,7 +477,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         t.snd_max = iss + 1;
         // RFC 6582 §3.2: `recover` starts at the ISS.
         t.recover = iss;
-        t.high_rxt = iss + 1;
         let opts = TcpOptions {
             mss: Some(peer_mss),
             window_scale: wscale,
@@ -597,7 +603,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.emit_event(ev::DEAD);
         self.sendq.clear();
         self.rcvq.clear();
+        self.recs.clear();
         self.t_rtx = Instant::NEVER;
+        self.t_reo = Instant::NEVER;
         self.t_delack = Instant::NEVER;
         self.t_ka = Instant::NEVER;
         self.t_wait = Instant::NEVER;
@@ -915,9 +923,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.win.mss = u32::from(self.seg_mss);
         self.snd_nxt = self.snd_una;
         self.recover = self.snd_max;
-        self.high_rxt = self.snd_una;
-        self.sb.clear();
-        self.flags &= !(IN_RECOVERY | RETX_FIRST | TIMING | TLP_PROBE | TLP_OUT);
+        self.recs.on_rto();
+        self.t_reo = Instant::NEVER;
+        self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
         ctx.counters.tcp_pmtu_reductions += 1;
     }
 
@@ -1204,8 +1212,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// RTT sample of the handshake, unless the SYN was retransmitted.
     fn on_syn_acked(&mut self, ctx: &mut Ctx, ack: SeqNum) {
-        if self.has(TIMING) && ack.diff(self.rtt_seq) >= 0 {
-            let r = ctx.now.saturating_since(self.rtt_at);
+        if self.has(TIMING) && ack.diff(self.iss + 1) >= 0 {
+            let r = Duration::from_micros(u64::from(us_clock(ctx.now).wrapping_sub(self.syn_at)));
             self.rtt
                 .sample(r, ctx.tick, ctx.cfg.rto_min, ctx.cfg.rto_max);
         }
@@ -1227,7 +1235,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.state = State::Established;
         // RFC 6582 §3.2: `recover` starts at the ISS.
         self.recover = self.iss;
-        self.high_rxt = self.snd_una;
         if self.has(SYN_RETRANSMITTED) {
             // RFC 5681 §3.1: after a lost SYN the initial window is one
             // segment; RFC 6298 (5.7): without an RTT sample the RTO is 3 s.
@@ -1251,14 +1258,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// loss detection, and FIN acknowledgment.
     fn process_ack(&mut self, ctx: &mut Ctx, seg: &Segment, ack: SeqNum) {
         let new_wnd = u32::from(seg.wnd) << self.snd_wscale;
-        let newly_sacked = if self.has(SACK_OK) && !seg.opts.sacks().is_empty() {
-            self.sb.update(self.snd_una, self.snd_max, seg.opts.sacks())
-        } else {
-            0
-        };
         let outstanding = self.snd_max.diff(self.snd_una) > 0;
+        let mut acked = AckOutcome::default();
+        if outstanding && ack.diff(self.snd_una) >= 0 && ack.diff(self.snd_max) <= 0 {
+            let sacks = if self.has(SACK_OK) {
+                seg.opts.sacks()
+            } else {
+                &[]
+            };
+            acked = self
+                .recs
+                .on_ack(ack, sacks, self.snd_max, us_clock(ctx.now));
+        }
+        let newly_sacked = acked.newly_sacked;
         if ack.diff(self.snd_una) > 0 {
-            self.on_new_ack(ctx, seg, ack);
+            self.on_new_ack(ctx, seg, ack, acked.rtt_sample);
         } else if ack == self.snd_una && outstanding {
             // RFC 6675 §2: with SACK, an ACK that SACKs new data is a
             // duplicate even if it carries data (bidirectional transfers
@@ -1273,12 +1287,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.on_dupack(ctx);
             }
         }
-        if self.has(SACK_OK) && !self.has(IN_RECOVERY) && self.snd_max.diff(self.snd_una) > 0 {
-            // RFC 6675 §5 (4): IsLost(HighACK + 1) also starts recovery.
-            let mss = self.mss();
-            if self.sb.is_lost(self.snd_una, mss) {
-                self.enter_recovery(ctx);
-            }
+        if self.has(SACK_OK) && self.snd_max.diff(self.snd_una) > 0 {
+            self.detect_losses(ctx);
         }
 
         // Send window update (RFC 9293 §3.10.7.4: SND.WL1 < SEG.SEQ, or
@@ -1327,7 +1337,31 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
     }
 
-    fn on_new_ack(&mut self, ctx: &mut Ctx, seg: &Segment, ack: SeqNum) {
+    /// Loss detection with SACK: RFC 6675 `IsLost` holes and RACK
+    /// (RFC 8985 §6.2) mark transmission records lost; a first loss starts
+    /// recovery (RFC 6675 §5 (4)), and RACK's reordering timer is armed for
+    /// records not yet overdue.
+    fn detect_losses(&mut self, ctx: &mut Ctx) {
+        let mss = self.mss();
+        // RFC 8985 §6.2 step 4: RACK.reo_wnd = min(RACK.min_RTT / 4, SRTT)
+        // (no DSACK-driven adaptation yet).
+        let srtt_us = self.rtt.srtt().as_micros().min(u128::from(u32::MAX)) as u32;
+        let reo_wnd = (self.recs.min_rtt() / 4).min(srtt_us);
+        let (lost, wait) = self
+            .recs
+            .detect_loss(self.snd_una, us_clock(ctx.now), reo_wnd, mss);
+        self.t_reo = if wait > 0 {
+            ctx.now + Duration::from_micros(u64::from(wait))
+        } else {
+            Instant::NEVER
+        };
+        let _ = lost;
+        if self.recs.any_lost() && !self.has(IN_RECOVERY) {
+            self.enter_recovery(ctx);
+        }
+    }
+
+    fn on_new_ack(&mut self, ctx: &mut Ctx, seg: &Segment, ack: SeqNum, rtt_sample: Option<u32>) {
         let acked = ack.since(self.snd_una) as u32;
         let fin_part =
             u32::from(self.fin_sent() && ack.diff(self.fin_seq) > 0 && !self.has(FIN_ACKED));
@@ -1337,14 +1371,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.acked_unreported = self.acked_unreported.saturating_add(data_acked);
             self.emit_event(ev::SENT);
         }
-        // RTT (RFC 6298 §3 with Karn's rule: TIMING is cleared whenever the
-        // timed segment is retransmitted), else RFC 7323 §4 RTTM.
+        // RTT (RFC 6298 §3 with Karn's rule: the transmission records give
+        // a sample only from a segment never retransmitted), else RFC 7323
+        // §4 RTTM.
         let mut sampled = false;
-        if self.has(TIMING) && ack.diff(self.rtt_seq) >= 0 {
-            let r = ctx.now.saturating_since(self.rtt_at);
+        if let Some(us) = rtt_sample {
+            let r = Duration::from_micros(u64::from(us));
             self.rtt
                 .sample(r, ctx.tick, ctx.cfg.rto_min, ctx.cfg.rto_max);
-            self.flags &= !TIMING;
             sampled = true;
         }
         if !sampled && self.has(TS_OK) {
@@ -1371,10 +1405,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if self.snd_nxt.diff(ack) < 0 {
             self.snd_nxt = ack;
         }
-        if self.high_rxt.diff(ack) < 0 {
-            self.high_rxt = ack;
-        }
-        self.sb.ack(ack);
 
         if self.has(IN_RECOVERY) {
             if ack.diff(self.recover) >= 0 {
@@ -1415,6 +1445,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // timer when a probe is allowed).
         if self.snd_una == self.snd_max {
             self.t_rtx = Instant::NEVER;
+            self.t_reo = Instant::NEVER;
             self.flags &= !(PERSIST | TLP_TIMER);
         } else {
             self.arm_rtx(ctx);
@@ -1472,7 +1503,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.dupacks = self.dupacks.saturating_add(1);
         let mss = self.mss();
         if !self.has(IN_RECOVERY) {
-            if u32::from(self.dupacks) >= super::scoreboard::DUP_THRESH {
+            if u32::from(self.dupacks) >= super::rack::DUP_THRESH {
                 self.enter_recovery(ctx);
             }
         } else if !self.has(SACK_OK) {
@@ -1484,18 +1515,32 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// Fast retransmit and fast recovery (RFC 6675 §5, RFC 6582 §3.2).
     fn enter_recovery(&mut self, ctx: &mut Ctx) {
         // RFC 6582 §3.2 step 2: only if the ACK covers more than `recover`
-        // (one window reduction per loss episode).
-        if self.snd_una.diff(self.recover) <= 0 {
+        // (one window reduction per loss episode) — or, with SACK, when a
+        // segment sent after the last reduction is known lost (a new
+        // episode).
+        let una = self.snd_una;
+        let sack_new_episode = self.has(SACK_OK)
+            && self
+                .recs
+                .first_lost(una)
+                .is_some_and(|l| l.start.diff(self.recover) >= 0);
+        if una.diff(self.recover) <= 0 && !sack_new_episode {
+            if self.has(SACK_OK) && self.snd_nxt == self.snd_max && self.recs.any_lost() {
+                // Retransmissions lost after a timeout (found by RACK): repair
+                // them by SACK recovery, without reducing the window again.
+                self.flags |= IN_RECOVERY;
+                self.flags &= !(TLP_TIMER | TLP_PROBE);
+                self.recover = self.snd_max;
+            }
             return;
         }
         let mss = self.mss();
         self.flags |= IN_RECOVERY | RETX_FIRST;
-        self.flags &= !(TIMING | TLP_TIMER | TLP_PROBE);
+        self.flags &= !(TLP_TIMER | TLP_PROBE);
         // RFC 5681 §3.2 (2): FlightSize excludes what limited transmit
         // (RFC 3042) sent beyond cwnd.
         let flight = (self.snd_max.since(self.snd_una) as u32).min(self.win.cwnd);
         self.recover = self.snd_max;
-        self.high_rxt = self.snd_una;
         self.cc.on_congestion_event(ctx.now, &mut self.win, flight);
         ctx.counters.tcp_fast_retrans += 1;
         if self.has(SACK_OK) {
@@ -1687,6 +1732,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// Earliest pending deadline.
     pub fn next_deadline(&self) -> Instant {
         self.t_rtx
+            .min(self.t_reo)
             .min(self.t_delack)
             .min(self.t_ka)
             .min(self.t_wait)
@@ -1710,6 +1756,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             if self.state.is_synchronized() {
                 ctx.counters.tcp_delayed_acks += 1;
                 self.flags |= ACK_NOW;
+            }
+        }
+        if self.t_reo <= now {
+            self.t_reo = Instant::NEVER;
+            // RFC 8985 §6.3: the reordering window has passed.
+            if self.state.is_synchronized() && self.snd_una != self.snd_max {
+                self.detect_losses(ctx);
             }
         }
         if self.t_rtx <= now {
@@ -1755,7 +1808,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     // not time out while it answers; resend from SND.UNA
                     // once it opens.
                     self.snd_nxt = self.snd_una;
-                    self.flags &= !(IN_RECOVERY | RETX_FIRST | TIMING | TLP_PROBE | TLP_OUT);
+                    self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
                     self.rtt.back_off();
                     self.send_window_probe(ctx);
                     if self.state != State::Closed {
@@ -1776,10 +1829,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.rtt.back_off();
                 self.snd_nxt = self.snd_una;
                 self.recover = self.snd_max;
-                self.high_rxt = self.snd_una;
-                self.flags &= !(IN_RECOVERY | RETX_FIRST | TIMING | TLP_PROBE | TLP_OUT);
+                self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
                 // RFC 2018 §8: the receiver may have reneged; forget SACKs.
-                self.sb.clear();
+                self.recs.on_rto();
+                self.t_reo = Instant::NEVER;
                 self.dupacks = 0;
                 // (5.6) restart the timer with the new RTO.
                 self.t_rtx = ctx.now + self.rto(ctx);
@@ -1962,10 +2015,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 // RFC 6675 (4.3) / RFC 6582 step 3 and 5: retransmit the
                 // first unacknowledged segment now, whatever the window.
                 let first_end = if self.has(SACK_OK) {
-                    self.sb
-                        .holes(self.snd_una, self.snd_max, self.mss())
-                        .next()
-                        .map_or(self.snd_max, |h| h.end)
+                    self.recs.first_hole(self.snd_una).end
                 } else {
                     self.snd_max
                 };
@@ -2058,19 +2108,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// RFC 6675 §4 NextSeg, under the pipe limit of §5 (C).
     fn next_seg_sack(&self, mss: usize, seq_end: SeqNum) -> Option<Out> {
         let m = self.mss();
-        let pipe = self.sb.pipe(self.snd_una, self.snd_max, self.high_rxt, m);
+        // Pipe: sent, neither SACKed nor marked lost (a retransmitted
+        // record counts once; RFC 6675 §4 SetPipe with RACK's marks).
+        let pipe = self.recs.pipe(self.snd_una) as u32;
         if self.win.cwnd.saturating_sub(pipe) < m {
             return None;
         }
-        // (1) the first lost, not yet retransmitted hole.
-        for h in self.sb.holes(self.snd_una, self.snd_max, m) {
-            if !h.lost {
-                continue;
-            }
-            let s = h.start.max(self.high_rxt);
-            if s.diff(h.end) < 0 {
-                return self.range(s, (s + mss).min(h.end), true);
-            }
+        // (1) the first segment marked lost (by IsLost or RACK) and not
+        // retransmitted since — a lost retransmission included.
+        if let Some(l) = self.recs.first_lost(self.snd_una) {
+            return self.range(l.start, (l.start + mss).min(l.end), true);
         }
         // (2) new data.
         if self.snd_nxt == self.snd_max {
@@ -2083,17 +2130,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 return Some(o);
             }
         }
-        // (3) a hole below SACKed data, even if not yet deemed lost.
-        for h in self.sb.holes(self.snd_una, self.snd_max, m) {
-            if !h.below_sacked {
-                continue;
-            }
-            let s = h.start.max(self.high_rxt);
-            if s.diff(h.end) < 0 {
-                return self.range(s, (s + mss).min(h.end), true);
-            }
-        }
-        None
+        // (3) a segment below SACKed data, not yet retransmitted, even if
+        // not yet deemed lost.
+        let h = self.recs.next_unsent_hole(self.snd_una)?;
+        self.range(h.start, (h.start + mss).min(h.end), true)
     }
 
     /// The window field to advertise, applying receiver SWS avoidance
@@ -2180,8 +2220,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     self.retrans_total += 1;
                 } else if !self.has(TIMING) {
                     self.flags |= TIMING;
-                    self.rtt_seq = self.iss + 1;
-                    self.rtt_at = ctx.now;
+                    self.syn_at = us_clock(ctx.now);
                 }
                 self.snd_nxt = self.iss + 1;
                 if self.snd_max.diff(self.snd_nxt) < 0 {
@@ -2244,6 +2283,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     sendq.copy_out(offset, out)
                 });
                 let end = seq + len as usize + usize::from(fin);
+                self.recs
+                    .on_send(self.snd_una, seq, end, self.snd_max, us_clock(ctx.now));
                 if seq == self.snd_nxt {
                     self.snd_nxt = end;
                 }
@@ -2253,18 +2294,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 if rexmit {
                     ctx.counters.tcp_retrans_segs += 1;
                     self.retrans_total += 1;
-                    if self.has(TIMING) && seq.diff(self.rtt_seq) < 0 {
-                        // Karn: never time a retransmitted segment.
-                        self.flags &= !TIMING;
-                    }
-                    if self.high_rxt.diff(end) < 0 && self.has(IN_RECOVERY) {
-                        self.high_rxt = end;
-                    }
                     self.flags &= !RETX_FIRST;
-                } else if !self.has(TIMING) && len > 0 {
-                    self.flags |= TIMING;
-                    self.rtt_seq = end;
-                    self.rtt_at = ctx.now;
                 }
                 if self.has(TLP_PROBE) {
                     // The probe is out: the RTO (armed in on_pto) now runs.
@@ -2345,6 +2375,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         if self.has(IN_RECOVERY) && !self.state.is_synchronized() {
             return e("loss recovery outside a synchronized state");
+        }
+        if self.state != State::Closed {
+            if let Err(m) = self.recs.check(self.snd_una, self.snd_max) {
+                return e(m);
+            }
         }
         Ok(())
     }
