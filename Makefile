@@ -11,7 +11,8 @@ SHELL   := /bin/bash
 CARGO   ?= cargo
 PYTHON  ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
-APT_PACKAGES := build-essential pkg-config python3 python3-matplotlib iproute2
+APT_PACKAGES := build-essential pkg-config python3 python3-matplotlib python3-scapy iproute2 \
+                iputils-ping iputils-arping ethtool socat nftables
 FUZZ_TARGETS := wire_ethernet wire_arp wire_ipv4 wire_icmpv4 wire_udp wire_tcp \
                 wire_tcp_options engine_ops engine_frames
 
@@ -61,9 +62,10 @@ lint:
 check-deps:
 	$(PYTHON) scripts/check_deps.py
 
+## Release mode: the interop tests move 100 MB per backend, direction and
+## loss rate through the real dataplane.
 unit:
-	$(CARGO) test --workspace
-	$(CARGO) build --release -p ixora
+	$(CARGO) test --workspace --release
 	./target/release/ixora sim --bytes 4MiB --loss 0.05 --reorder 0.05 --seed 7 >/dev/null
 	./target/release/ixora sim --bytes 4MiB --loss 0.05 --reorder 0.05 --seed 7 --cc newreno >/dev/null
 	$(PYTHON) scripts/rfc_report.py --check

@@ -193,6 +193,8 @@ pub fn client(plan: KernelClientPlan) -> io::Result<ClientReport> {
         msgs_per_sec: t.messages as f64 / secs,
         conns_per_sec: t.connections as f64 / secs,
         rtt_us: t.hist.as_ref().map(Latency::from_hist).unwrap_or_default(),
+        messages: t.messages,
+        connections: t.connections,
         errors: t.errors,
         cpu_seconds: cpu_seconds() - cpu0,
     })

@@ -99,6 +99,13 @@ struct EchoClientArgs {
     /// Check every echoed byte (on by default).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     verify: bool,
+    /// Transfer mode: open the --conns connections once, run their --rounds
+    /// round trips, and exit when all are done (exit status 1 unless every
+    /// one finished with identical bytes). --duration becomes a time limit
+    /// and --warmup is ignored. Example, 100 MB echoed and checked:
+    /// `--once -c 1 -s 65536 -n 1526 --duration 120`.
+    #[arg(long)]
+    once: bool,
 }
 
 #[derive(Args)]
@@ -413,7 +420,7 @@ fn fail(cmd: &str, e: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn print_engine(cmd: &str, r: &ixora_engine::EngineReport) {
+fn print_engine(cmd: &str, r: &ixora_engine::EngineReport, port: &dyn ixora_io::Port) {
     let c = r.counters();
     let cpu: f64 = r.cores.iter().map(|x| x.cpu_seconds).sum();
     let rx: u64 = r.cores.iter().map(|x| x.rx_frames).sum();
@@ -427,8 +434,15 @@ fn print_engine(cmd: &str, r: &ixora_engine::EngineReport) {
         c.tcp_retrans_segs,
         c.total_drops()
     );
+    for (name, _, n) in c.iter().filter(|d| d.2 > 0) {
+        let name = name.trim_start_matches("ixora_").trim_end_matches("_total");
+        eprintln!("  count {name:<26} {n}");
+    }
     for (reason, n) in c.drop_iter().filter(|d| d.1 > 0) {
-        eprintln!("  drop {:<24} {n}", reason.name());
+        eprintln!("  drop {:<27} {n}", reason.name());
+    }
+    for (name, n) in port.stats().into_iter().filter(|d| d.1 > 0) {
+        eprintln!("  {} {name:<23} {n}", port.caps().backend);
     }
 }
 
@@ -457,6 +471,7 @@ fn echo_server(a: EchoServerArgs) -> ExitCode {
         cfg.cores
     );
     let svc_port = a.port;
+    let keep = port.clone();
     let r = ixora_engine::run(
         port,
         &cfg,
@@ -470,7 +485,7 @@ fn echo_server(a: EchoServerArgs) -> ExitCode {
     );
     match r {
         Ok(r) => {
-            print_engine("echo-server", &r);
+            print_engine("echo-server", &r, keep.as_ref());
             ExitCode::SUCCESS
         }
         Err(e) => fail("echo-server", e),
@@ -497,9 +512,11 @@ fn echo_client(a: EchoClientArgs) -> ExitCode {
         rounds: a.rounds,
         size: a.size,
         duration: std::time::Duration::from_secs_f64(a.duration),
-        warmup: std::time::Duration::from_secs_f64(a.warmup),
+        warmup: std::time::Duration::from_secs_f64(if a.once { 0.0 } else { a.warmup }),
         verify: a.verify,
+        once: a.once,
     };
+    let started = std::time::Instant::now();
     let totals = Arc::new(Mutex::new(apps::client::ClientTotals::default()));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // A watchdog: stop a little after the measured window even if some
@@ -512,6 +529,7 @@ fn echo_client(a: EchoClientArgs) -> ExitCode {
         });
     }
     let cores = cfg.cores;
+    let keep = port.clone();
     let r = ixora_engine::run(
         port,
         &cfg,
@@ -534,7 +552,11 @@ fn echo_client(a: EchoClientArgs) -> ExitCode {
         Err(e) => return fail("echo-client", e),
     };
     let t = totals.lock().unwrap_or_else(|e| e.into_inner());
-    let secs = a.duration;
+    let secs = if a.once {
+        started.elapsed().as_secs_f64()
+    } else {
+        a.duration
+    };
     let rep = apps::client::ClientReport {
         size: a.size,
         rounds: a.rounds,
@@ -548,12 +570,21 @@ fn echo_client(a: EchoClientArgs) -> ExitCode {
             .as_ref()
             .map(apps::client::Latency::from_hist)
             .unwrap_or_default(),
+        messages: t.messages,
+        connections: t.connections,
         errors: t.errors,
         cpu_seconds: r.cores.iter().map(|c| c.cpu_seconds).sum(),
     };
     println!("{}", serde_json::to_string(&rep).unwrap_or_default());
-    print_engine("echo-client", &r);
-    if t.messages == 0 || t.errors > 0 {
+    print_engine("echo-client", &r, keep.as_ref());
+    let unfinished = a.once && t.connections < a.conns as u64;
+    if unfinished {
+        eprintln!(
+            "echo-client: {} of {} connections finished their {} round trips in {:.1} s",
+            t.connections, a.conns, a.rounds, secs
+        );
+    }
+    if t.messages == 0 || t.errors > 0 || unfinished {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -250,6 +250,18 @@ impl AfPacketPort {
 }
 
 impl Port for AfPacketPort {
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let s = AfPacketPort::stats(self);
+        vec![
+            ("rx_frames", s.rx_frames),
+            ("rx_ring_drops", s.rx_ring_drops),
+            ("rx_oversize", s.rx_oversize),
+            ("rx_csum_not_ready", s.rx_csum_not_ready),
+            ("tx_frames", s.tx_frames),
+            ("tx_oversize", s.tx_oversize),
+        ]
+    }
+
     fn caps(&self) -> Caps {
         let kib = self.cfg.block_size >> 10;
         let rx = match self.cfg.rx_ring {

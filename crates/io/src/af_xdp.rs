@@ -516,6 +516,23 @@ impl AfXdpPort {
 }
 
 impl Port for AfXdpPort {
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let s = AfXdpPort::stats(self);
+        vec![
+            ("rx_frames", s.rx_frames),
+            ("tx_frames", s.tx_frames),
+            ("tx_dropped", s.tx_dropped),
+            ("bad_descs", s.bad_descs),
+            ("fill_starved", s.fill_starved),
+            ("kicks", s.kicks),
+            ("kernel_rx_dropped", s.kernel_rx_dropped),
+            ("kernel_rx_ring_full", s.kernel_rx_ring_full),
+            ("kernel_fill_ring_empty", s.kernel_fill_ring_empty),
+            ("kernel_rx_invalid_descs", s.kernel_rx_invalid_descs),
+            ("kernel_tx_invalid_descs", s.kernel_tx_invalid_descs),
+        ]
+    }
+
     fn caps(&self) -> Caps {
         Caps {
             backend: "af_xdp",

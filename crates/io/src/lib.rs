@@ -78,6 +78,11 @@ pub trait Port: Send + Sync {
     /// Open queue `queue` for the calling core, with its pool (from
     /// [`Port::pool`]). Call on the thread that will use the queue.
     fn open_queue(&self, queue: u32, pool: &Pool) -> io::Result<Box<dyn Queue>>;
+    /// The backend's own counters, summed over queues, as `(name, value)`
+    /// (kernel drops, ring stalls, wake-ups), for reports.
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// One queue of a port, owned by one core.

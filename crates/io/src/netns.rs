@@ -107,6 +107,20 @@ impl NetNs {
         nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)
     }
 
+    /// Turn IPv6 off in the namespace, so no router solicitations or MLD
+    /// reports appear on test links.
+    pub fn disable_ipv6(&self) -> io::Result<()> {
+        self.exec(
+            "sysctl",
+            &[
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ],
+        )
+        .map(|_| ())
+    }
+
     /// Add an IPv4 address (must be in 198.18.0.0/15) to `dev` and bring it up.
     pub fn addr(&self, dev: &str, ip: Ipv4Addr, prefix: u8) -> io::Result<()> {
         if !is_bench_addr(ip) {

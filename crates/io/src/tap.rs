@@ -328,6 +328,17 @@ impl TapPort {
 }
 
 impl Port for TapPort {
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let s = TapPort::stats(self);
+        vec![
+            ("rx_frames", s.rx_frames),
+            ("rx_csum_completed", s.rx_csum_completed),
+            ("rx_dropped", s.rx_dropped),
+            ("tx_frames", s.tx_frames),
+            ("tx_errors", s.tx_errors),
+        ]
+    }
+
     fn caps(&self) -> Caps {
         Caps {
             backend: "tap",
@@ -520,6 +531,7 @@ impl Queue for TapQueue {
                 Err(e) => {
                     if e.kind() != io::ErrorKind::WouldBlock
                         && e.kind() != io::ErrorKind::Interrupted
+                        && e.raw_os_error() != Some(libc::EIO)
                     {
                         err = Some(e);
                     }
@@ -581,7 +593,11 @@ impl Queue for TapQueue {
                 match e.raw_os_error() {
                     // No room now: the frame stays for the next burst.
                     Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR) => break,
-                    // Refused (link down, malformed): dropped, counted.
+                    // The device is down (its kernel side not up yet, or
+                    // taken down): the frame is lost, as on a wire without
+                    // carrier; counted, not an error.
+                    Some(libc::EIO) => self.local.tx_errors += 1,
+                    // Refused (malformed): dropped, counted.
                     _ => {
                         self.local.tx_errors += 1;
                         err = Some(e);

@@ -41,15 +41,7 @@ fn in_ns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
 
 /// No IPv6 chatter (router solicitations, MLD) on the test link.
 fn quiet(ns: &NetNs) {
-    ns.exec(
-        "sysctl",
-        &[
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-            "net.ipv6.conf.default.disable_ipv6=1",
-        ],
-    )
-    .expect("sysctl");
+    ns.disable_ipv6().expect("sysctl");
 }
 
 /// A TAP port whose Linux side sits in namespace `b` with `peer_ip`/24.

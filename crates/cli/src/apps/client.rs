@@ -30,6 +30,9 @@ pub struct ClientPlan {
     pub warmup: Duration,
     /// Check every echoed byte.
     pub verify: bool,
+    /// Open each connection once and stop when all have finished (a
+    /// transfer test): everything is measured, `duration` is a time limit.
+    pub once: bool,
 }
 
 /// Results merged over the cores.
@@ -64,6 +67,10 @@ pub struct ClientReport {
     pub conns_per_sec: f64,
     /// Round-trip latency percentiles in microseconds.
     pub rtt_us: Latency,
+    /// Round trips completed in the measured window.
+    pub messages: u64,
+    /// Connections that finished their round trips in the window.
+    pub connections: u64,
     /// Errors (failed connections, wrong bytes).
     pub errors: u64,
     /// CPU seconds the dataplane cores used.
@@ -113,10 +120,15 @@ struct CoreState {
     connections: u64,
     errors: u64,
     open: usize,
+    /// Connections opened so far.
+    opened: usize,
 }
 
 impl CoreState {
     fn measuring(&self, now: Instant) -> bool {
+        if self.plan.once {
+            return true;
+        }
         let t = now - self.start;
         t >= self.plan.warmup && t < self.plan.warmup + self.plan.duration
     }
@@ -150,6 +162,7 @@ impl ClientService {
                 connections: 0,
                 errors: 0,
                 open: 0,
+                opened: 0,
             })),
             conns,
             totals,
@@ -174,6 +187,9 @@ impl ClientService {
             return;
         }
         while self.st.borrow().open < self.conns {
+            if self.st.borrow().plan.once && self.st.borrow().opened >= self.conns {
+                return;
+            }
             self.seed += 1;
             let h = ClientConn {
                 st: self.st.clone(),
@@ -186,7 +202,11 @@ impl ClientService {
                 salt: self.seed as u8,
             };
             match ctl.connect(server, h) {
-                Ok(()) => self.st.borrow_mut().open += 1,
+                Ok(()) => {
+                    let mut st = self.st.borrow_mut();
+                    st.open += 1;
+                    st.opened += 1;
+                }
                 Err(_) => {
                     self.st.borrow_mut().errors += 1;
                     break;
@@ -230,7 +250,8 @@ impl Service for ClientService {
 
     fn tick(&mut self, ctl: &mut Ctl<ClientConn>) {
         let st = self.st.borrow();
-        let over = Instant::now() - st.start >= st.plan.warmup + st.plan.duration;
+        let finished = st.plan.once && st.opened >= self.conns && st.open == 0;
+        let over = finished || Instant::now() - st.start >= st.plan.warmup + st.plan.duration;
         let idle = st.open == 0;
         drop(st);
         if over {

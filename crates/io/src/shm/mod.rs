@@ -604,6 +604,32 @@ impl ShmPort {
 }
 
 impl Port for ShmPort {
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let mut t = ShmStats::default();
+        for q in 0..self.shared.queues.len() as u32 {
+            if let Some(s) = ShmPort::stats(self, q) {
+                t.rx_frames += s.rx_frames;
+                t.tx_frames += s.tx_frames;
+                t.bad_descriptors += s.bad_descriptors;
+                t.bad_indices += s.bad_indices;
+                t.bad_returns += s.bad_returns;
+                t.rx_dropped += s.rx_dropped;
+                t.tx_dropped += s.tx_dropped;
+                t.tx_copied += s.tx_copied;
+            }
+        }
+        vec![
+            ("rx_frames", t.rx_frames),
+            ("tx_frames", t.tx_frames),
+            ("bad_descriptors", t.bad_descriptors),
+            ("bad_indices", t.bad_indices),
+            ("bad_returns", t.bad_returns),
+            ("rx_dropped", t.rx_dropped),
+            ("tx_dropped", t.tx_dropped),
+            ("tx_copied", t.tx_copied),
+        ]
+    }
+
     fn fit_pool(&self, want: PoolConfig) -> PoolConfig {
         // The pools live in the shared regions the handshake sized.
         PoolConfig {
