@@ -3,6 +3,7 @@
 #   make demo        install what is needed, build (release), run the main job
 #   make test        install what is needed, build, run every test and check
 #
+#   make bench       echo: Ixora vs the Linux kernel stack -> docs/bench/echo.*
 #   make bench-core  core cost per segment vs. the Linux kernel -> docs/bench/
 #   make fuzz        run every fuzz target for FUZZ_SECONDS (default 60) each
 #   make rfc-report  which RFC sections have code and tests -> docs/rfc-coverage.md
@@ -18,7 +19,7 @@ FUZZ_TARGETS := wire_ethernet wire_arp wire_ipv4 wire_icmpv4 wire_udp wire_tcp \
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps build demo test lint check-deps unit bench-core fuzz fuzz-build rfc-report clean
+.PHONY: all deps build demo test lint check-deps unit bench bench-core fuzz fuzz-build rfc-report clean
 
 all: build
 
@@ -37,21 +38,15 @@ deps:
 build: deps
 	$(CARGO) build --release --workspace
 
-## The main job, until the dataplane exists: TCP transfers in the simulated
-## network, printed readably.
+## The main job with its default setup: the AF_XDP echo server on a private
+## veth link, Linux talking to it, Ixora vs the kernel, and the core in the
+## simulated network (scripts/demo.py; needs root).
 demo: build
-	@echo
-	@echo "== Ixora demo: two TCP stacks, 16 MiB each way over a simulated 1 Gbit/s link =="
-	@echo
-	./target/release/ixora sim --text --bytes 16MiB --seed 7
-	@echo
-	./target/release/ixora sim --text --bytes 16MiB --loss 0.01 --reorder 0.01 --seed 7
-	@echo
-	./target/release/ixora sim --text --bytes 16MiB --loss 0.05 --reorder 0.05 --seed 7 --cc cubic
-	@echo
-	./target/release/ixora sim --text --bytes 16MiB --loss 0.05 --reorder 0.05 --seed 7 --cc newreno
-	@echo
-	@echo "Each run is deterministic (same seed, same result); 'ixora sim --help' lists the knobs."
+	$(PYTHON) scripts/demo.py
+
+## Issue 3's side-by-side echo benchmark -> docs/bench/echo.{json,md,png}.
+bench: build
+	$(PYTHON) scripts/bench_echo.py
 
 test: deps lint check-deps unit
 

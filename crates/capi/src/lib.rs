@@ -11,6 +11,8 @@ use bytes::Bytes;
 use ixora_core::{ConnHandle, DeadReason};
 use ixora_engine::{App, EngineConfig, Event, Io};
 use ixora_io::Port;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,9 +62,15 @@ unsafe impl Send for IxoraCallbacks {}
 // SAFETY: as above; the struct itself is immutable plain data.
 unsafe impl Sync for IxoraCallbacks {}
 
+/// Per connection (handle bits): how many bytes at the front of its
+/// readable data `recv` has already handed out that `ixora_recv_done` has
+/// not released yet. Each received byte is handed out exactly once.
+type Delivered = RefCell<HashMap<u64, usize>>;
+
 /// `ixora_io`: a core's native API for the duration of one callback.
 pub struct IxoraIo {
     io: *mut c_void,
+    delivered: *const Delivered,
 }
 
 impl IxoraIo {
@@ -79,6 +87,21 @@ impl IxoraIo {
         // SAFETY: per the function contract, `p` points to a live IxoraIo
         // whose `io` points to a live `Io` exclusively lent to this call.
         unsafe { ((*p).io as *mut Io).as_mut() }
+    }
+
+    /// The core's delivery bookkeeping.
+    ///
+    /// # Safety
+    /// As [`IxoraIo::get`]; the map lives in the core's `CApp`, which
+    /// outlives the callback. Borrows of the `RefCell` must not be held
+    /// across a call into C.
+    unsafe fn delivered<'a>(p: *const IxoraIo) -> Option<&'a Delivered> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: per the function contract, `p` points to a live IxoraIo
+        // whose `delivered` points to its core's live map (or is NULL).
+        unsafe { (*p).delivered.as_ref() }
     }
 }
 
@@ -118,12 +141,14 @@ fn core_errno(e: ixora_core::Error) -> c_int {
 
 struct CApp {
     cb: IxoraCallbacks,
+    delivered: Delivered,
 }
 
 impl CApp {
     fn call<R>(&self, io: &mut Io, f: impl FnOnce(*mut IxoraIo, *mut c_void) -> R) -> R {
         let mut w = IxoraIo {
             io: io as *mut Io as *mut c_void,
+            delivered: &self.delivered,
         };
         f(&mut w, self.cb.user)
     }
@@ -171,15 +196,24 @@ impl App for CApp {
             }
             Event::Recv { handle, cookie, .. } => {
                 let Some(f) = cb.recv else { return };
-                // Hand out each contiguous piece once. The callback may call
-                // recv_done, releasing pieces from the front; re-read the
-                // list each time so no pointer to a released frame escapes.
-                let start = io.readable(handle).unwrap_or(0);
-                let mut delivered = 0usize;
+                let key = handle.to_bits();
+                // Hand out each received byte once, one contiguous piece per
+                // call, starting after what earlier calls handed out and
+                // ixora_recv_done has not released yet. The callback may
+                // call recv_done (releasing from the front) or close the
+                // handle; re-read the list each time so no pointer to a
+                // released frame escapes. Every round hands out at least
+                // one byte, so the loop ends.
                 loop {
-                    let now = io.readable(handle).unwrap_or(0);
-                    let released = start.saturating_sub(now);
-                    let mut skip = delivered.saturating_sub(released);
+                    let Ok(readable) = io.readable(handle) else {
+                        self.delivered.borrow_mut().remove(&key);
+                        break;
+                    };
+                    let done = self.delivered.borrow().get(&key).copied().unwrap_or(0);
+                    if done >= readable {
+                        break;
+                    }
+                    let mut skip = done;
                     let mut piece: Option<(*const u8, usize)> = None;
                     if let Ok(chunks) = io.recv(handle) {
                         for c in chunks {
@@ -193,12 +227,10 @@ impl App for CApp {
                         }
                     }
                     let Some((p, n)) = piece else { break };
-                    delivered += n;
+                    self.delivered.borrow_mut().insert(key, done + n);
                     // SAFETY: `p..p+n` lies in a frame the stack holds until
                     // recv_done releases it (the header's contract).
-                    self.call(io, |w, u| unsafe {
-                        f(w, u, handle.to_bits(), cookie, p, n)
-                    });
+                    self.call(io, |w, u| unsafe { f(w, u, key, cookie, p, n) });
                 }
             }
             Event::Sent {
@@ -231,6 +263,7 @@ impl App for CApp {
                     self.call(io, |w, u| unsafe { f(w, u, handle.to_bits(), cookie, r) });
                 }
                 None => {
+                    self.delivered.borrow_mut().remove(&handle.to_bits());
                     let _ = io.close(handle);
                 }
             },
@@ -329,7 +362,15 @@ pub unsafe extern "C" fn ixora_run(
             }
         })
     };
-    let r = ixora_engine::run(port, &ec, |_| CApp { cb }, flag.clone());
+    let r = ixora_engine::run(
+        port,
+        &ec,
+        |_| CApp {
+            cb,
+            delivered: RefCell::new(HashMap::new()),
+        },
+        flag.clone(),
+    );
     flag.store(true, Ordering::Relaxed);
     let _ = watcher.join();
     match r {
@@ -411,6 +452,9 @@ pub unsafe extern "C" fn ixora_sendv(
     let Some(io) = (unsafe { IxoraIo::get(io) }) else {
         return -22;
     };
+    if iovcnt == 0 {
+        return 0;
+    }
     if iov.is_null() || iovcnt < 0 {
         return -22;
     }
@@ -470,20 +514,36 @@ pub unsafe extern "C" fn ixora_send_copy(
     if data.is_null() && len > 0 {
         return -22;
     }
+    if len == 0 {
+        return 0;
+    }
     let h = ConnHandle::from_bits(h);
     let room = match io.send_space(h) {
         Ok(r) => r.min(len),
         Err(e) => return core_errno(e) as isize,
     };
-    if room == 0 {
-        return 0;
-    }
     // SAFETY: the caller passes `len` readable bytes at `data`.
-    let src = unsafe { std::slice::from_raw_parts(data as *const u8, room) };
-    match io.send(h, Bytes::copy_from_slice(src)) {
-        Ok(n) => n as isize,
-        Err(e) => core_errno(e) as isize,
+    let src = unsafe { std::slice::from_raw_parts(data as *const u8, len) };
+    // Copy only what the window takes now.
+    let mut total = 0;
+    if room > 0 {
+        match io.send(h, Bytes::copy_from_slice(&src[..room])) {
+            Ok(n) => total = n,
+            Err(e) => return core_errno(e) as isize,
+        }
     }
+    if total < len {
+        // Offer the next byte as well. With the window full (the usual
+        // case) the stack takes nothing but notes that the application
+        // is waiting, so `sent` follows when the peer's window opens;
+        // without this a window update that acknowledges no new data
+        // would report nothing and the caller would wait forever. Should
+        // the window have room after all, the byte goes like the others.
+        if let Ok(n) = io.send(h, Bytes::copy_from_slice(&src[total..total + 1])) {
+            total += n;
+        }
+    }
+    total as isize
 }
 
 /// See the header.
@@ -493,11 +553,25 @@ pub unsafe extern "C" fn ixora_send_copy(
 #[no_mangle]
 pub unsafe extern "C" fn ixora_recv_done(io: *mut IxoraIo, h: u64, n: usize) -> c_int {
     // SAFETY: function contract.
+    let delivered = unsafe { IxoraIo::delivered(io) };
+    // SAFETY: function contract.
     let Some(io) = (unsafe { IxoraIo::get(io) }) else {
         return -libc_einval();
     };
     match io.recv_done(ConnHandle::from_bits(h), n) {
-        Ok(()) => 0,
+        Ok(()) => {
+            // The released bytes leave the front of what was handed out.
+            if let Some(d) = delivered {
+                let mut d = d.borrow_mut();
+                if let Some(k) = d.get_mut(&h) {
+                    *k = k.saturating_sub(n);
+                    if *k == 0 {
+                        d.remove(&h);
+                    }
+                }
+            }
+            0
+        }
         Err(e) => core_errno(e),
     }
 }
@@ -508,6 +582,10 @@ pub unsafe extern "C" fn ixora_recv_done(io: *mut IxoraIo, h: u64, n: usize) -> 
 /// As [`ixora_listen`].
 #[no_mangle]
 pub unsafe extern "C" fn ixora_close(io: *mut IxoraIo, h: u64) -> c_int {
+    // SAFETY: function contract.
+    if let Some(d) = unsafe { IxoraIo::delivered(io) } {
+        d.borrow_mut().remove(&h);
+    }
     // SAFETY: function contract.
     let Some(io) = (unsafe { IxoraIo::get(io) }) else {
         return -libc_einval();

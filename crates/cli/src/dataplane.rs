@@ -88,6 +88,30 @@ pub struct DataplaneArgs {
     /// Packet buffers per core.
     #[arg(long, default_value_t = 8192)]
     pub buffers: u32,
+    /// Local ports for outgoing connections, LOW-HIGH (the IANA dynamic
+    /// range by default). A port still in TIME-WAIT is reused for a new
+    /// connection after a second, with timestamps.
+    #[arg(long, value_parser = parse_port_range, default_value = "49152-65535")]
+    pub local_ports: (u16, u16),
+}
+
+/// Parse `low-high`.
+pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("{s:?} is not a port range, e.g. 49152-65535"))?;
+    let lo: u16 = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("{a:?} is not a port"))?;
+    let hi: u16 = b
+        .trim()
+        .parse()
+        .map_err(|_| format!("{b:?} is not a port"))?;
+    if lo == 0 || lo > hi {
+        return Err(format!("{s:?}: want 1 <= low <= high <= 65535"));
+    }
+    Ok((lo, hi))
 }
 
 /// Parse `a.b.c.d/len`.
@@ -116,6 +140,7 @@ impl DataplaneArgs {
         c.poll = self.poll;
         c.cpus = self.cpus.clone();
         c.pool_chunks = self.buffers;
+        c.tcp.ephemeral_ports = self.local_ports;
         c
     }
 }

@@ -196,6 +196,7 @@ pub fn client(plan: KernelClientPlan) -> io::Result<ClientReport> {
         messages: t.messages,
         connections: t.connections,
         errors: t.errors,
+        port_waits: 0,
         cpu_seconds: cpu_seconds() - cpu0,
     })
 }

@@ -573,6 +573,7 @@ fn echo_client(a: EchoClientArgs) -> ExitCode {
         messages: t.messages,
         connections: t.connections,
         errors: t.errors,
+        port_waits: t.port_waits,
         cpu_seconds: r.cores.iter().map(|c| c.cpu_seconds).sum(),
     };
     println!("{}", serde_json::to_string(&rep).unwrap_or_default());

@@ -338,15 +338,7 @@ impl Net {
 
     /// Run `f` on a thread inside the Linux namespace.
     fn in_linux<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        let ns = self.lx();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                ns.enter().expect("enter namespace");
-                f()
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        })
+        self.lx().run(f)
     }
 
     /// Wait until Ixora's echo server answers a TCP connection.

@@ -701,18 +701,37 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let range = u32::from(hi - lo) + 1;
         let offset = self.keyed.port_offset(self.cfg.ip, rip, remote.port());
         let mut port = None;
+        // A port held only by a TIME-WAIT connection old enough to reuse,
+        // taken if no free port is found (Linux `tcp_tw_reuse`).
+        let mut reusable = None;
         for i in 0..range {
             let p =
                 lo + ((offset.wrapping_add(self.next_ephemeral).wrapping_add(i)) % range) as u16;
-            if !self
-                .table
-                .contains_key(&ConnKey::new(rip, remote.port(), p))
-                && !self.listeners.contains_key(&p)
-                && accept_port(p)
-            {
+            if self.listeners.contains_key(&p) || !accept_port(p) {
+                continue;
+            }
+            match self.table.get(&ConnKey::new(rip, remote.port(), p)) {
+                None => {
+                    self.next_ephemeral = self.next_ephemeral.wrapping_add(i + 1);
+                    port = Some(p);
+                    break;
+                }
+                Some(&idx) if reusable.is_none() => {
+                    let msl = self.cfg.tcp.msl;
+                    if self.conns[idx as usize].tcb.as_ref().is_some_and(|t| {
+                        !t.owned() && t.time_wait_reusable_by_connect(self.now, msl)
+                    }) {
+                        reusable = Some((p, idx, i));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        if port.is_none() {
+            if let Some((p, idx, i)) = reusable {
+                self.recycle_time_wait(idx);
                 self.next_ephemeral = self.next_ephemeral.wrapping_add(i + 1);
                 port = Some(p);
-                break;
             }
         }
         let lport = port.ok_or(Error::NoPorts)?;
@@ -1286,15 +1305,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 && self.listeners.contains_key(&seg.dst_port);
             if recyclable {
                 // RFC 6191: a new SYN may take over a TIME-WAIT tuple.
-                self.counters.tcp_timewait_recycled += 1;
-                let tcb = self.tcb_mut(idx).expect("checked above");
-                tcb.state = State::Closed;
-                tcb.flags &= !(flag::IN_TXQ | flag::IN_EVQ);
-                tcb.ev = 0;
-                self.txq.retain(|&i| i != idx);
-                self.evq
-                    .retain(|s| !matches!(s, EvSrc::Tcp(i) if *i == idx));
-                self.reap(idx);
+                self.recycle_time_wait(idx);
             } else {
                 if tcb.state == State::SynReceived
                     && tcb.passive()
@@ -1631,6 +1642,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
 
     /// Release the waiters of ARP entries the cache evicted while still
     /// unresolved (they would otherwise wait forever).
+    /// Free a TIME-WAIT connection whose tuple a new one takes over.
+    fn recycle_time_wait(&mut self, idx: u32) {
+        self.counters.tcp_timewait_recycled += 1;
+        let Some(tcb) = self.tcb_mut(idx) else {
+            return;
+        };
+        tcb.state = State::Closed;
+        tcb.flags &= !(flag::IN_TXQ | flag::IN_EVQ);
+        tcb.ev = 0;
+        self.txq.retain(|&i| i != idx);
+        self.evq
+            .retain(|s| !matches!(s, EvSrc::Tcp(i) if *i == idx));
+        self.reap(idx);
+    }
+
     fn release_evicted(&mut self) {
         for ip in self.arp.take_evicted() {
             self.release_waiters(ip, None);

@@ -529,6 +529,63 @@ fn active_close_through_time_wait() {
     h.expect_silence();
 }
 
+/// An outgoing connection may take a port still in TIME-WAIT once a second
+/// has passed, with timestamps (Linux `tcp_tw_reuse`): the new SYN's TSval
+/// is newer than any the old incarnation sent, so the peer (RFC 6191) and
+/// PAWS tell them apart. Without a free port and before that second, the
+/// connect fails with `NoPorts`.
+//= https://www.rfc-editor.org/rfc/rfc6191#section-2
+//= type=test
+#[test]
+fn connect_reuses_a_time_wait_port_after_a_second() {
+    let mut h = Harness::new(|c| {
+        c.tcp.msl = Duration::from_secs(30);
+        c.tcp.ephemeral_ports = (50_000, 50_000);
+    });
+    let (c, syn) = connect(&mut h);
+    let iss = syn.seq;
+    let (syn_ts, _) = syn.opts.timestamp.expect("timestamps offered");
+    h.send(
+        Seg::to(syn.src_port)
+            .syn()
+            .seq(PEER_ISS)
+            .ack(iss + 1)
+            .ts(500, syn_ts),
+    );
+    expect_ack(&mut h, iss + 1, P1);
+    h.events();
+    h.stack.tcp_close(h.now, c).unwrap();
+    h.drain();
+    expect_fin(&mut h, iss + 1, P1);
+    h.send(
+        Seg::to(syn.src_port)
+            .seq(P1)
+            .ack(iss + 2)
+            .fin()
+            .ts(501, syn_ts),
+    );
+    expect_ack(&mut h, iss + 2, P1 + 1);
+    assert_eq!(states(&h), vec![State::TimeWait]);
+
+    // The only port is in TIME-WAIT for 60 s: not yet.
+    h.advance(ms(500));
+    assert_eq!(
+        h.stack
+            .tcp_connect(h.now, 9, SocketAddrV4::new(PEER, PEER_PORT))
+            .unwrap_err(),
+        Error::NoPorts
+    );
+    // A second into TIME-WAIT: the port is taken over.
+    h.advance(ms(600));
+    let (c2, syn2) = connect(&mut h);
+    assert_eq!(syn2.src_port, syn.src_port);
+    let (ts2, _) = syn2.opts.timestamp.expect("timestamps");
+    assert!(ts2.wrapping_sub(syn_ts) as i32 > 0, "newer TSval");
+    assert_eq!(h.stack.tcp_state(c2), Ok(State::SynSent));
+    assert_eq!(h.stack.counters().tcp_timewait_recycled, 1);
+    assert_eq!(h.stack.tcp_connection_count(), 1);
+}
+
 /// The TIME-WAIT timeout (2·MSL) deletes the TCB and frees the tuple.
 //= https://www.rfc-editor.org/rfc/rfc9293#section-3.10.8
 //= type=test

@@ -377,7 +377,8 @@ where
                 }
             }
         }
-        for _ in 0..cfg.batch {
+        // Frames other cores steered here (none with a single core).
+        for _ in 0..if cores > 1 { cfg.batch } else { 0 } {
             let Some(v) = mail.boxes[i].pop() else { break };
             work = true;
             rep.steered_in += 1;

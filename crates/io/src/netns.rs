@@ -107,6 +107,21 @@ impl NetNs {
         nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)
     }
 
+    /// Run `f` on a fresh thread inside this namespace and return its
+    /// result (sockets it opens belong here; threads it spawns inherit the
+    /// namespace); the calling thread stays where it is. A panic in `f` is
+    /// resumed in the caller.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                self.enter().expect("enter network namespace");
+                f()
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
     /// Turn IPv6 off in the namespace, so no router solicitations or MLD
     /// reports appear on test links.
     pub fn disable_ipv6(&self) -> io::Result<()> {

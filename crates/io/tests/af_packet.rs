@@ -28,14 +28,7 @@ fn root() -> bool {
 
 /// Run `f` on a fresh thread inside `ns` (the caller's thread stays put).
 fn in_ns<T: Send>(ns: &NetNs, f: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            ns.enter().expect("enter namespace");
-            f()
-        })
-        .join()
-        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    })
+    ns.run(f)
 }
 
 /// No IPv6 chatter (router solicitations, MLD) on the test link.

@@ -1706,6 +1706,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.flags &= !(PERSIST | PROBE_PENDING);
     }
 
+    /// May a new outgoing connection take this TIME-WAIT tuple (as Linux's
+    /// `tcp_tw_reuse`)? Only with timestamps, so the peer (RFC 6191) and
+    /// PAWS (RFC 7323 §5) tell the incarnations apart, and only a second
+    /// after TIME-WAIT began, so the new timestamps are strictly newer.
+    pub fn time_wait_reusable_by_connect(&self, now: Instant, msl: Duration) -> bool {
+        self.state == State::TimeWait
+            && self.has(TS_OK)
+            && now + 2 * msl >= self.t_wait + Duration::from_secs(1)
+    }
+
     /// RFC 6191: may a new SYN reuse this TIME-WAIT connection's tuple?
     pub fn time_wait_reusable(&self, seg: &Segment) -> bool {
         if self.state != State::TimeWait {
