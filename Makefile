@@ -12,6 +12,7 @@ SHELL   := /bin/bash
 CARGO   ?= cargo
 PYTHON  ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
+BENCH_ARGS ?= --repeat 3
 APT_PACKAGES := build-essential pkg-config python3 python3-matplotlib python3-scapy iproute2 \
                 iputils-ping iputils-arping ethtool socat nftables
 FUZZ_TARGETS := wire_ethernet wire_arp wire_ipv4 wire_icmpv4 wire_udp wire_tcp \
@@ -46,7 +47,7 @@ demo: build
 
 ## Issue 3's side-by-side echo benchmark -> docs/bench/echo.{json,md,png}.
 bench: build
-	$(PYTHON) scripts/bench_echo.py
+	$(PYTHON) scripts/bench_echo.py $(BENCH_ARGS)
 
 test: deps lint check-deps unit
 

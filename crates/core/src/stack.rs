@@ -701,37 +701,33 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let range = u32::from(hi - lo) + 1;
         let offset = self.keyed.port_offset(self.cfg.ip, rip, remote.port());
         let mut port = None;
-        // A port held only by a TIME-WAIT connection old enough to reuse,
-        // taken if no free port is found (Linux `tcp_tw_reuse`).
-        let mut reusable = None;
         for i in 0..range {
             let p =
                 lo + ((offset.wrapping_add(self.next_ephemeral).wrapping_add(i)) % range) as u16;
             if self.listeners.contains_key(&p) || !accept_port(p) {
                 continue;
             }
-            match self.table.get(&ConnKey::new(rip, remote.port(), p)) {
-                None => {
-                    self.next_ephemeral = self.next_ephemeral.wrapping_add(i + 1);
-                    port = Some(p);
-                    break;
-                }
-                Some(&idx) if reusable.is_none() => {
+            let free = match self.table.get(&ConnKey::new(rip, remote.port(), p)) {
+                None => true,
+                // Held only by a TIME-WAIT connection old enough to reuse
+                // (Linux `tcp_tw_reuse`): take it over, as the first
+                // candidate in order, so a busy client does not scan the
+                // whole range on every connect.
+                Some(&idx) => {
                     let msl = self.cfg.tcp.msl;
-                    if self.conns[idx as usize].tcb.as_ref().is_some_and(|t| {
+                    let reuse = self.conns[idx as usize].tcb.as_ref().is_some_and(|t| {
                         !t.owned() && t.time_wait_reusable_by_connect(self.now, msl)
-                    }) {
-                        reusable = Some((p, idx, i));
+                    });
+                    if reuse {
+                        self.recycle_time_wait(idx);
                     }
+                    reuse
                 }
-                Some(_) => {}
-            }
-        }
-        if port.is_none() {
-            if let Some((p, idx, i)) = reusable {
-                self.recycle_time_wait(idx);
+            };
+            if free {
                 self.next_ephemeral = self.next_ephemeral.wrapping_add(i + 1);
                 port = Some(p);
+                break;
             }
         }
         let lport = port.ok_or(Error::NoPorts)?;
