@@ -13,11 +13,17 @@ import sys
 ALLOWED = {
     "ixora-wire": set(),
     "ixora-core": {"ixora-wire"},
-    "ixora-io": {"ixora-wire"},
+    "ixora-channel": set(),
+    "ixora-io": {"ixora-wire", "ixora-channel"},
     "ixora-sim": {"ixora-core", "ixora-wire"},
-    "ixora": {"ixora-core", "ixora-sim", "ixora-wire", "ixora-io", "ixora-engine"},
-    "ixora-engine": {"ixora-core", "ixora-io", "ixora-wire"},
-    "ixora-capi": {"ixora-core", "ixora-io", "ixora-engine", "ixora-wire"},
+    "ixora": {"ixora-core", "ixora-sim", "ixora-wire", "ixora-io", "ixora-engine",
+              "ixora-channel", "ixora-service"},
+    "ixora-engine": {"ixora-core", "ixora-io", "ixora-wire", "ixora-channel"},
+    "ixora-capi": {"ixora-core", "ixora-io", "ixora-engine", "ixora-wire", "ixora-channel"},
+    # The stack service: an application of the engine serving apps over the channel.
+    "ixora-service": {"ixora-core", "ixora-io", "ixora-engine", "ixora-wire", "ixora-channel"},
+    # The preload shim never links the stack (DESIGN.md): only the channel.
+    "ixora-preload": {"ixora-channel"},
 }
 DEV_EXTRA = {
     "ixora-wire": set(),
@@ -27,6 +33,9 @@ DEV_EXTRA = {
     "ixora-io": set(),
     "ixora-engine": set(),
     "ixora-capi": set(),
+    "ixora-channel": set(),
+    "ixora-service": set(),
+    "ixora-preload": set(),
 }
 
 

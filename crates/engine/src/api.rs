@@ -40,6 +40,7 @@ pub struct Io<'a> {
     pub(crate) core: usize,
     pub(crate) cores: usize,
     pub(crate) stop: &'a mut bool,
+    pub(crate) bell: std::os::fd::BorrowedFd<'a>,
 }
 
 impl Io<'_> {
@@ -56,6 +57,13 @@ impl Io<'_> {
     /// The time of this cycle.
     pub fn now(&self) -> Instant {
         self.now
+    }
+
+    /// The core's doorbell: an eventfd; writing a non-zero 8-byte count to
+    /// it wakes the core from its idle sleep. Valid while the engine runs;
+    /// `dup` it to hand it to another thread or process.
+    pub fn doorbell(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.bell
     }
 
     /// Ask this core to stop after the current cycle.
@@ -185,6 +193,25 @@ pub trait App {
     fn event(&mut self, io: &mut Io, ev: Event);
     /// After the events of a batch: the place to flush coalesced writes.
     fn end_of_batch(&mut self, io: &mut Io) {
+        let _ = io;
+    }
+    /// Every cycle, after the events of the batch: poll sources of work
+    /// the engine does not know (shared-memory rings of other processes).
+    /// Return true if there was work.
+    fn poll(&mut self, io: &mut Io) -> bool {
+        let _ = io;
+        false
+    }
+    /// The core is about to sleep (after a cycle with no work; not in
+    /// `--poll` mode). Return false to stay awake: work arrived since
+    /// `poll`. Whoever may bring work while the core sleeps must then ring
+    /// [`Io::doorbell`].
+    fn sleep(&mut self, io: &mut Io) -> bool {
+        let _ = io;
+        true
+    }
+    /// The core woke from a sleep.
+    fn wake(&mut self, io: &mut Io) {
         let _ = io;
     }
     /// When the core has been idle for a while (at most every `tick` of

@@ -472,6 +472,10 @@ impl<S: Service> App for EvApp<S> {
     }
 
     fn end_of_batch(&mut self, io: &mut Io) {
+        // Flush first: connections that finish here must be seen by the
+        // service's end_of_batch (a client opens the next one now, not at
+        // the next tick).
+        self.flush(io);
         let mut pending = Vec::new();
         let mut ctl = Ctl {
             io,

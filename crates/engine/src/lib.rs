@@ -34,7 +34,7 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::time::TimeValLike;
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -339,6 +339,7 @@ where
             core: i,
             cores,
             stop: &mut local_stop,
+            bell: mail.bells[i].as_fd(),
         };
         app.start(&mut io);
     }
@@ -412,10 +413,18 @@ where
                 core: i,
                 cores,
                 stop: &mut local_stop,
+                bell: mail.bells[i].as_fd(),
             };
             while let Some(ev) = io.stack.poll_event() {
                 work = true;
                 app.event(&mut io, ev);
+            }
+            if app.poll(&mut io) {
+                work = true;
+                // Calls made in `poll` may have produced events.
+                while let Some(ev) = io.stack.poll_event() {
+                    app.event(&mut io, ev);
+                }
             }
             let mut ticked = false;
             if now >= next_tick {
@@ -472,13 +481,22 @@ where
             } else {
                 (wake - now).as_millis().clamp(1, 100) as i32
             };
-            mail.sleeping[i].store(true, Ordering::Release);
-            if mail.boxes[i].is_empty() && !stop.load(Ordering::Relaxed) {
+            mail.sleeping[i].store(true, Ordering::SeqCst);
+            let mut io = Io {
+                stack: &mut stack,
+                now,
+                core: i,
+                cores,
+                stop: &mut local_stop,
+                bell: mail.bells[i].as_fd(),
+            };
+            if mail.boxes[i].is_empty() && !stop.load(Ordering::Relaxed) && app.sleep(&mut io) {
                 rep.sleeps += 1;
                 sleep_on(qfd, bell, ms);
                 // Drain the doorbell.
                 let _ = mail.bells[i].read();
                 idle_cycles = 0; // time has passed: read the clock next cycle
+                app.wake(&mut io);
             }
             mail.sleeping[i].store(false, Ordering::Release);
         }

@@ -188,7 +188,7 @@
 //! ours. The copy is where untrusted memory becomes ours.
 #![allow(unsafe_code)]
 
-mod os;
+use ixora_channel::os;
 mod queue;
 mod ring;
 

@@ -1,9 +1,9 @@
 //! One open queue of a shared-memory port: the data path.
 
-use super::os;
 use super::ring::{Desc, RawRing, RawWord};
 use super::{bump, Shared, MAX_FRAME};
 use crate::{PacketBuf, Pool, Queue};
+use ixora_channel::os;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicU64, Ordering};

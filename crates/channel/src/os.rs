@@ -1,12 +1,12 @@
-//! System calls for the shared-memory wire: memfds and their seals,
+//! System calls for processes that share memory: memfds and their seals,
 //! mappings, eventfds, epoll, and Unix `SOCK_SEQPACKET` sockets that carry
-//! descriptors (`SCM_RIGHTS`).
+//! descriptors (`SCM_RIGHTS`). Used by the shared-memory wire (`ixora-io`),
+//! the socket service and the preload shim.
 //!
 //! Everything here is slow path (handshake, arming a doorbell, checking on
 //! the peer) except [`ring`], which a producer calls only when the consumer
 //! asked to be woken.
 
-use crate::sys::cvt;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -15,16 +15,26 @@ use std::path::Path;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-/// A shared mapping of a memfd that is not a pool (the ring area, or the
-/// peer's pool mapped read-only). Unmapped on drop.
-pub(super) struct Mapping {
+/// A shared mapping of a memfd. Unmapped on drop.
+pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
 
 impl Mapping {
     /// Map `len` bytes of `fd` shared, populated; writable or read-only.
-    pub(super) fn map(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<Mapping> {
+    pub fn map(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<Mapping> {
+        Mapping::map_with(fd, len, writable, true)
+    }
+
+    /// Map `len` bytes of `fd` shared; `populate` faults every page in now
+    /// (otherwise pages are allocated on first touch).
+    pub fn map_with(
+        fd: BorrowedFd<'_>,
+        len: usize,
+        writable: bool,
+        populate: bool,
+    ) -> io::Result<Mapping> {
         let prot = if writable {
             libc::PROT_READ | libc::PROT_WRITE
         } else {
@@ -37,7 +47,7 @@ impl Mapping {
                 std::ptr::null_mut(),
                 len,
                 prot,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
+                libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 },
                 fd.as_raw_fd(),
                 0,
             )
@@ -52,13 +62,18 @@ impl Mapping {
     }
 
     /// Start of the mapping.
-    pub(super) fn as_ptr(&self) -> *mut u8 {
+    pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
     /// Length in bytes.
-    pub(super) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// True for a zero-length mapping (never made by `map`).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -74,10 +89,9 @@ impl Drop for Mapping {
 }
 
 // SAFETY: the mapping is process-wide memory with no thread affinity. All
-// accesses to it go through atomics (ring area) or raw byte copies into
-// private memory (the peer's pool), never through `&`/`&mut` to plain data,
-// so sharing the handle between threads cannot create a data race on Rust
-// references.
+// accesses to it go through atomics or raw byte copies to and from private
+// memory, never through `&`/`&mut` to plain data, so sharing the handle
+// between threads cannot create a data race on Rust references.
 unsafe impl Send for Mapping {}
 // SAFETY: as above.
 unsafe impl Sync for Mapping {}
@@ -89,7 +103,7 @@ fn owned(fd: libc::c_int) -> OwnedFd {
 }
 
 /// A sealable memfd of `len` bytes, close-on-exec, not executable.
-pub(super) fn memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
+pub fn memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
     let cname = CString::new(name).expect("memfd names have no NUL");
     let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     // SAFETY: `cname` is a valid NUL-terminated string for the call.
@@ -108,7 +122,7 @@ pub(super) fn memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
 }
 
 /// Add `seals` to a memfd.
-pub(super) fn seal(fd: BorrowedFd<'_>, seals: libc::c_int) -> io::Result<()> {
+pub fn seal(fd: BorrowedFd<'_>, seals: libc::c_int) -> io::Result<()> {
     // SAFETY: fcntl(F_ADD_SEALS) takes an int argument; no memory involved.
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) })?;
     Ok(())
@@ -118,7 +132,7 @@ pub(super) fn seal(fd: BorrowedFd<'_>, seals: libc::c_int) -> io::Result<()> {
 /// hugetlbfs) file of at least `len` bytes carrying at least `seals`, so
 /// the peer can neither shrink it under our mapping (SIGBUS) nor punch
 /// holes that a hugetlb fault could not fill.
-pub(super) fn check_memfd(fd: BorrowedFd<'_>, len: usize, seals: libc::c_int) -> io::Result<()> {
+pub fn check_memfd(fd: BorrowedFd<'_>, len: usize, seals: libc::c_int) -> io::Result<()> {
     let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
     // SAFETY: fcntl(F_GET_SEALS) has no memory arguments.
     let have = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
@@ -159,7 +173,7 @@ pub(super) fn check_memfd(fd: BorrowedFd<'_>, len: usize, seals: libc::c_int) ->
 
 /// Ask the kernel to back `len` bytes at `ptr` with pages now (best
 /// effort; first-touch faults otherwise).
-pub(super) fn populate_write(ptr: *mut u8, len: usize) {
+pub fn populate_write(ptr: *mut u8, len: usize) {
     // SAFETY: madvise does not access the memory as Rust data; the range
     // is one whole writable mapping we own. Errors (old kernels) are
     // ignored: pages then fault in on first touch.
@@ -169,7 +183,7 @@ pub(super) fn populate_write(ptr: *mut u8, len: usize) {
 }
 
 /// A non-blocking, close-on-exec eventfd with initial value `init`.
-pub(super) fn eventfd(init: u32) -> io::Result<OwnedFd> {
+pub fn eventfd(init: u32) -> io::Result<OwnedFd> {
     // SAFETY: eventfd(2) has no memory arguments.
     let fd = cvt(unsafe { libc::eventfd(init, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
     Ok(owned(fd))
@@ -178,7 +192,7 @@ pub(super) fn eventfd(init: u32) -> io::Result<OwnedFd> {
 /// Check that a doorbell received from the peer is an eventfd and make it
 /// non-blocking, so ringing it can never block us (a pipe or socket in its
 /// place could).
-pub(super) fn check_eventfd(fd: BorrowedFd<'_>) -> io::Result<()> {
+pub fn check_eventfd(fd: BorrowedFd<'_>) -> io::Result<()> {
     let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()));
     if let Ok(l) = link {
         if l.as_os_str().as_bytes() != b"anon_inode:[eventfd]" {
@@ -198,7 +212,7 @@ pub(super) fn check_eventfd(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// Ring a doorbell: add one to the eventfd. Errors are ignored: EAGAIN
 /// means the counter is saturated, which is readable anyway.
 #[inline]
-pub(super) fn ring(fd: RawFd) {
+pub fn ring(fd: RawFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live local; `fd` is a non-blocking
     // eventfd owned by the caller's shared state.
@@ -208,7 +222,7 @@ pub(super) fn ring(fd: RawFd) {
 }
 
 /// Drain a doorbell (set the eventfd counter to zero; non-blocking).
-pub(super) fn drain(fd: RawFd) {
+pub fn drain(fd: RawFd) {
     let mut v: u64 = 0;
     // SAFETY: reads at most 8 bytes into a live local; `fd` is our own
     // non-blocking eventfd. EAGAIN (already zero) is fine.
@@ -218,7 +232,7 @@ pub(super) fn drain(fd: RawFd) {
 }
 
 /// An epoll instance watching `fds` for input (and hang-up).
-pub(super) fn epoll(fds: &[RawFd]) -> io::Result<OwnedFd> {
+pub fn epoll(fds: &[RawFd]) -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1 has no memory arguments.
     let ep = owned(cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
     for (i, fd) in fds.iter().enumerate() {
@@ -234,7 +248,7 @@ pub(super) fn epoll(fds: &[RawFd]) -> io::Result<OwnedFd> {
 
 /// What a non-blocking look at the control socket says about the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum PeerState {
+pub enum PeerState {
     /// Connected and quiet.
     Alive,
     /// Hung up, reset, or broke the protocol by speaking after the
@@ -243,7 +257,7 @@ pub(super) enum PeerState {
 }
 
 /// Peek at the control socket without blocking.
-pub(super) fn peer_state(sock: RawFd) -> PeerState {
+pub fn peer_state(sock: RawFd) -> PeerState {
     let mut b = [0u8; 1];
     // SAFETY: receives at most one byte into a live local buffer.
     let n = unsafe {
@@ -267,7 +281,7 @@ pub(super) fn peer_state(sock: RawFd) -> PeerState {
 }
 
 /// The peer's process id (SO_PEERCRED).
-pub(super) fn peer_pid(sock: BorrowedFd<'_>) -> Option<u32> {
+pub fn peer_pid(sock: BorrowedFd<'_>) -> Option<u32> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -311,22 +325,45 @@ fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
 }
 
 fn seqpacket() -> io::Result<OwnedFd> {
-    crate::sys::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, 0)
+    // SAFETY: socket(2) has no memory arguments.
+    let fd = cvt(unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    Ok(owned(fd))
+}
+
+/// `r` as a result: the OS error when negative.
+pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
 }
 
 /// Bind a non-blocking listening SEQPACKET socket at `path`.
-pub(super) fn bind_listen(path: &Path) -> io::Result<OwnedFd> {
+pub fn bind_listen(path: &Path) -> io::Result<OwnedFd> {
+    bind_listen_backlog(path, 4)
+}
+
+/// Bind a non-blocking listening SEQPACKET socket at `path` with room for
+/// `backlog` pending connections.
+pub fn bind_listen_backlog(path: &Path, backlog: i32) -> io::Result<OwnedFd> {
     let (a, len) = sockaddr(path)?;
     let s = seqpacket()?;
     // SAFETY: `a` is a valid sockaddr_un of `len` bytes.
     cvt(unsafe { libc::bind(s.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) })?;
     // SAFETY: listen(2) has no memory arguments.
-    cvt(unsafe { libc::listen(s.as_raw_fd(), 4) })?;
+    cvt(unsafe { libc::listen(s.as_raw_fd(), backlog) })?;
     Ok(s)
 }
 
 /// One non-blocking connection attempt to `path`.
-pub(super) fn connect_once(path: &Path) -> io::Result<OwnedFd> {
+pub fn connect_once(path: &Path) -> io::Result<OwnedFd> {
     let (a, len) = sockaddr(path)?;
     let s = seqpacket()?;
     // SAFETY: `a` is a valid sockaddr_un of `len` bytes.
@@ -335,7 +372,7 @@ pub(super) fn connect_once(path: &Path) -> io::Result<OwnedFd> {
 }
 
 /// Accept one connection (non-blocking; `WouldBlock` when none waits).
-pub(super) fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     // SAFETY: accept4 with null address arguments writes no memory.
     let fd = cvt(unsafe {
         libc::accept4(
@@ -354,14 +391,14 @@ fn left_ms(deadline: Instant) -> io::Result<i32> {
     if left.is_zero() {
         return Err(io::Error::new(
             io::ErrorKind::TimedOut,
-            "shm handshake timed out",
+            "timed out waiting on the control socket",
         ));
     }
     Ok(left.as_millis().clamp(1, i32::MAX as u128) as i32)
 }
 
 /// Wait for `events` on `fd` until `deadline`.
-pub(super) fn wait(fd: RawFd, events: i16, deadline: Instant) -> io::Result<()> {
+pub fn wait(fd: RawFd, events: i16, deadline: Instant) -> io::Result<()> {
     loop {
         let ms = left_ms(deadline)?;
         let mut p = libc::pollfd {
@@ -384,7 +421,7 @@ pub(super) fn wait(fd: RawFd, events: i16, deadline: Instant) -> io::Result<()> 
 }
 
 /// Most descriptors one handshake message carries.
-pub(super) const MAX_FDS: usize = 4;
+pub const MAX_FDS: usize = 4;
 
 /// Control-message buffer, aligned for `cmsghdr`.
 #[repr(C, align(8))]
@@ -392,7 +429,7 @@ struct CmsgBuf([u8; 128]);
 
 /// Send one message with `fds` attached, waiting for room until
 /// `deadline`. Never raises SIGPIPE.
-pub(super) fn send_msg(
+pub fn send_msg(
     sock: BorrowedFd<'_>,
     data: &[u8],
     fds: &[BorrowedFd<'_>],
@@ -443,7 +480,7 @@ pub(super) fn send_msg(
             if n as usize != data.len() {
                 return Err(io::Error::new(
                     io::ErrorKind::WriteZero,
-                    "short handshake send",
+                    "short control message send",
                 ));
             }
             return Ok(());
@@ -461,7 +498,7 @@ pub(super) fn send_msg(
 /// attached to it, waiting until `deadline`. Every received descriptor is
 /// owned (closed on drop) before anything is checked; a truncated message
 /// or control part is an error.
-pub(super) fn recv_msg(
+pub fn recv_msg(
     sock: BorrowedFd<'_>,
     buf: &mut [u8],
     deadline: Instant,
@@ -517,13 +554,13 @@ pub(super) fn recv_msg(
         if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                "oversized shm handshake message",
+                "oversized control message",
             ));
         }
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "shm peer hung up during the handshake",
+                "peer hung up on the control socket",
             ));
         }
         return Ok((n as usize, fds));
@@ -531,12 +568,12 @@ pub(super) fn recv_msg(
 }
 
 /// Sleep a little between connection attempts.
-pub(super) fn backoff(deadline: Instant) -> io::Result<()> {
+pub fn backoff(deadline: Instant) -> io::Result<()> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(io::Error::new(
             io::ErrorKind::TimedOut,
-            "shm connect timed out",
+            "timed out connecting to the control socket",
         ));
     }
     std::thread::sleep(left.min(Duration::from_millis(2)));

@@ -1,0 +1,136 @@
+//! Control messages between an application and the service, over a Unix
+//! `SOCK_SEQPACKET` socket (one message per packet; descriptors ride with
+//! the message they belong to).
+//!
+//! Every request and reply is a [`Msg`] of [`Msg::LEN`] bytes; a reply
+//! carries the result in `a` (`>= 0` success, `< 0` a negated errno). The
+//! `STATS` reply is followed by text in the same packet.
+
+/// Magic at the start of every message.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"IXCT");
+
+/// Operations.
+pub mod op {
+    /// Attach a new application (`a` = pid). Reply: `a` = app id, `b` =
+    /// slots, `c` = ring bytes; descriptors: down memfd, up memfd, the
+    /// service's doorbell.
+    pub const ATTACH: u32 = 1;
+    /// Join an attached application from a forked child (`a` = app id).
+    pub const JOIN: u32 = 2;
+    /// Register waiter `slot`'s eventfd (attached).
+    pub const WAITER: u32 = 3;
+    /// Create a socket. Reply: `a` = slot, `b` = generation.
+    pub const SOCKET: u32 = 4;
+    /// Bind socket `slot` to the packed address `a`.
+    pub const BIND: u32 = 5;
+    /// Listen on socket `slot` with backlog `a`.
+    pub const LISTEN: u32 = 6;
+    /// Connect socket `slot` to the packed address `a` (completes
+    /// asynchronously: watch the slot's state).
+    pub const CONNECT: u32 = 7;
+    /// Set option `a` of socket `slot` to `b` (see [`opt`](super::opt)).
+    pub const SETOPT: u32 = 8;
+    /// Statistics of the service and every app, as JSON text after the
+    /// reply.
+    pub const STATS: u32 = 9;
+    /// A reply.
+    pub const REPLY: u32 = 100;
+}
+
+/// Options of `SETOPT`.
+pub mod opt {
+    /// `TCP_NODELAY` (b: 0 or 1).
+    pub const NODELAY: u64 = 1;
+    /// `SO_KEEPALIVE` (b: 0 or 1).
+    pub const KEEPALIVE: u64 = 2;
+}
+
+/// One control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Msg {
+    /// [`op`].
+    pub op: u32,
+    /// Socket slot (or waiter index).
+    pub slot: u32,
+    /// Argument or result.
+    pub a: i64,
+    /// Argument or result.
+    pub b: u64,
+    /// Argument or result.
+    pub c: u64,
+}
+
+impl Msg {
+    /// Encoded length.
+    pub const LEN: usize = 40;
+
+    /// A request.
+    pub fn new(op: u32, slot: u32, a: i64, b: u64) -> Msg {
+        Msg {
+            op,
+            slot,
+            a,
+            b,
+            c: 0,
+        }
+    }
+
+    /// A reply with result `a`.
+    pub fn reply(a: i64) -> Msg {
+        Msg {
+            op: op::REPLY,
+            a,
+            ..Msg::default()
+        }
+    }
+
+    /// Encode.
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        b[4..8].copy_from_slice(&self.op.to_le_bytes());
+        b[8..12].copy_from_slice(&self.slot.to_le_bytes());
+        b[16..24].copy_from_slice(&self.a.to_le_bytes());
+        b[24..32].copy_from_slice(&self.b.to_le_bytes());
+        b[32..40].copy_from_slice(&self.c.to_le_bytes());
+        b
+    }
+
+    /// Decode the first [`Msg::LEN`] bytes of `b`; `None` if short or the
+    /// magic is wrong.
+    pub fn decode(b: &[u8]) -> Option<Msg> {
+        if b.len() < Self::LEN || b[0..4] != MAGIC.to_le_bytes() {
+            return None;
+        }
+        let u32at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u64at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        Some(Msg {
+            op: u32at(4),
+            slot: u32at(8),
+            a: u64at(16) as i64,
+            b: u64at(24),
+            c: u64at(32),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_rejects() {
+        let m = Msg {
+            op: op::CONNECT,
+            slot: 9,
+            a: -104,
+            b: 1 << 40,
+            c: 3,
+        };
+        assert_eq!(Msg::decode(&m.encode()), Some(m));
+        assert_eq!(Msg::decode(&m.encode()[..39]), None);
+        let mut bad = m.encode();
+        bad[0] = b'X';
+        assert_eq!(Msg::decode(&bad), None);
+    }
+}

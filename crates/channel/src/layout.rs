@@ -1,0 +1,515 @@
+//! The shared-memory layout of one attached application (NewtOS §4: socket
+//! buffers exposed to the application).
+//!
+//! Two memfds per application, both created by the service:
+//!
+//! * **down** — written only by the service, mapped *read-only* by the app
+//!   (sealed with `F_SEAL_FUTURE_WRITE` after the service mapped it, so the
+//!   app cannot regain write access). A header page (addresses, the
+//!   service's sleeping flag, the event sequence), one [`DownSlot`] per
+//!   socket (receive tail, transmit head, state, error, addresses), then
+//!   one receive ring of `ring` bytes per socket. A listening socket's
+//!   receive ring holds its accept queue instead: `u64` entries
+//!   `slot | gen << 32` of connections already established and mapped.
+//! * **up** — written by the app, read by the service, which validates
+//!   every index it reads: a header page (the activity word, waiter bits,
+//!   per-call counters), the activity bitmap (one bit per socket), one
+//!   [`UpSlot`] per socket (receive head, transmit tail, accept head,
+//!   requests), then one transmit ring per socket.
+//!
+//! Each index is written by one side only, and a consumer's head lives in
+//! the other region from the producer's tail, so they never share a cache
+//! line. Indices are free-running byte counts (`u64`); a ring position is
+//! the count modulo `ring`.
+//!
+//! Activity: after changing a socket's up slot, the app sets the socket's
+//! bit in the bitmap and increments the activity word; the service polls
+//! the word once per application per cycle, not every socket. If the
+//! service's sleeping flag is set, the app rings its doorbell (an eventfd).
+//! Waiting: an app thread that must block sets its waiter bit, re-checks,
+//! and sleeps on its own eventfd (registered over the control socket); the
+//! service, after a batch that changed the app's sockets, rings the
+//! eventfd of every waiter whose bit it clears.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+
+/// Magic of the down header.
+pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
+/// Magic of the up header.
+pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
+/// Layout version.
+pub const VERSION: u32 = 1;
+/// Waiters (blocking threads, epoll instances) per application.
+pub const MAX_WAITERS: usize = 256;
+/// Page size the layout aligns to.
+pub const PAGE: usize = 4096;
+
+/// Socket states ([`DownSlot::state`]).
+pub mod state {
+    /// Not in use.
+    pub const FREE: u32 = 0;
+    /// Created, not yet listening or connected.
+    pub const OPEN: u32 = 1;
+    /// Listening; the receive ring is the accept queue.
+    pub const LISTEN: u32 = 2;
+    /// Connecting (SYN sent).
+    pub const CONNECTING: u32 = 3;
+    /// Connected.
+    pub const ESTABLISHED: u32 = 4;
+    /// The connection is gone (see `flags`/`err`).
+    pub const CLOSED: u32 = 5;
+}
+
+/// Flags of a socket ([`DownSlot::flags`]).
+pub mod flag {
+    /// The peer closed its side and every byte before the FIN is in the
+    /// receive ring.
+    pub const EOF: u32 = 1;
+    /// The connection failed; `err` holds the errno.
+    pub const ERROR: u32 = 2;
+}
+
+/// Requests of the app ([`UpSlot::req`]).
+pub mod req {
+    /// Close when the transmit ring has drained (lazy close).
+    pub const CLOSE: u32 = 1;
+    /// Send FIN when the transmit ring has drained.
+    pub const SHUT_WR: u32 = 2;
+    /// Reset the connection now (close with `SO_LINGER` 0).
+    pub const ABORT: u32 = 4;
+}
+
+/// The calls the shim counts, in the order of [`UpHeader::counters`].
+pub const CALLS: [&str; 24] = [
+    "socket",
+    "bind",
+    "listen",
+    "accept",
+    "connect",
+    "read",
+    "write",
+    "close",
+    "shutdown",
+    "epoll_ctl",
+    "epoll_wait",
+    "poll",
+    "select",
+    "fcntl",
+    "ioctl",
+    "getsockopt",
+    "setsockopt",
+    "getsockname",
+    "getpeername",
+    "dup",
+    "sendfile",
+    "epoll_create",
+    "other",
+    "wake",
+];
+
+/// Index of `name` in [`CALLS`].
+pub const fn call(name: &str) -> usize {
+    let mut i = 0;
+    while i < CALLS.len() {
+        if str_eq(CALLS[i], name) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("unknown call name");
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The header page of the down region.
+#[repr(C, align(64))]
+pub struct DownHeader {
+    /// [`MAGIC_DOWN`].
+    pub magic: AtomicU64,
+    /// [`VERSION`].
+    pub version: AtomicU32,
+    /// Socket slots.
+    pub slots: AtomicU32,
+    /// Ring size in bytes.
+    pub ring: AtomicU32,
+    /// The service's IPv4 address (`u32::from(Ipv4Addr)`).
+    pub ip: AtomicU32,
+    /// Prefix length of its subnet.
+    pub prefix: AtomicU32,
+    /// Default gateway (0: none).
+    pub gateway: AtomicU32,
+    /// The application's id at the service.
+    pub app_id: AtomicU32,
+    _pad0: [u32; 7],
+    /// Non-zero while the service sleeps: ring its doorbell after activity.
+    pub svc_sleeping: AtomicU32,
+    _pad1: [u32; 15],
+    /// Incremented after every batch that changed one of the app's sockets.
+    pub event_seq: AtomicU64,
+}
+
+/// A socket as the service publishes it.
+#[repr(C, align(64))]
+pub struct DownSlot {
+    /// Bytes ever written into the receive ring.
+    pub rx_tail: AtomicU64,
+    /// Bytes ever taken from the transmit ring.
+    pub tx_head: AtomicU64,
+    /// Generation: incremented each time the slot is freed.
+    pub gen: AtomicU32,
+    /// [`state`].
+    pub state: AtomicU32,
+    /// [`flag`] bits.
+    pub flags: AtomicU32,
+    /// errno of a failed connection.
+    pub err: AtomicI32,
+    /// Accept-queue entries ever written (listening sockets).
+    pub acc_tail: AtomicU32,
+    /// Incremented on every change of this socket.
+    pub seq: AtomicU32,
+    /// Local address, [`pack`]ed.
+    pub local: AtomicU64,
+    /// Remote address, [`pack`]ed.
+    pub remote: AtomicU64,
+}
+
+/// The header page of the up region.
+#[repr(C, align(64))]
+pub struct UpHeader {
+    /// [`MAGIC_UP`].
+    pub magic: AtomicU64,
+    _pad0: [u64; 7],
+    /// Incremented by the app after it set bits in the activity bitmap.
+    pub activity: AtomicU64,
+    _pad1: [u64; 7],
+    /// One bit per waiter that wants its eventfd rung.
+    pub armed: [AtomicU64; MAX_WAITERS / 64],
+    /// Waiter indices in use (allocated by the app).
+    pub waiters_used: [AtomicU64; MAX_WAITERS / 64],
+    /// Per call of [`CALLS`]: `[resolved in user space, entered the kernel]`.
+    pub counters: [[AtomicU64; 2]; 32],
+    /// Calls on descriptors that are not Ixora's (passed to the kernel).
+    pub passthrough: AtomicU64,
+}
+
+/// A socket as the app drives it.
+#[repr(C, align(64))]
+pub struct UpSlot {
+    /// Bytes ever consumed from the receive ring.
+    pub rx_head: AtomicU64,
+    /// Bytes ever written into the transmit ring.
+    pub tx_tail: AtomicU64,
+    /// Accept-queue entries ever consumed.
+    pub acc_head: AtomicU32,
+    /// [`req`] bits.
+    pub req: AtomicU32,
+    /// Descriptors (in every process of the app) that refer to the socket.
+    pub refs: AtomicU32,
+    /// Options set by the app that the service applies (bit 0: Nagle on).
+    pub opts: AtomicU32,
+}
+
+/// Pack an IPv4 address and port into a `u64` (`ip << 16 | port`).
+pub const fn pack(ip: u32, port: u16) -> u64 {
+    ((ip as u64) << 16) | port as u64
+}
+
+/// Unpack what [`pack`] packed.
+pub const fn unpack(v: u64) -> (u32, u16) {
+    ((v >> 16) as u32, v as u16)
+}
+
+const fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+/// Sizes and offsets of the two regions of one application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Socket slots (a multiple of 64).
+    pub slots: u32,
+    /// Bytes per ring (a power of two).
+    pub ring: u32,
+}
+
+impl Layout {
+    /// Largest slot count.
+    pub const MAX_SLOTS: u32 = 65536;
+
+    /// A layout of `slots` sockets with rings of `ring` bytes; the error
+    /// names the bad value.
+    pub fn new(slots: u32, ring: u32) -> Result<Layout, String> {
+        if slots == 0 || slots % 64 != 0 || slots > Self::MAX_SLOTS {
+            return Err(format!(
+                "slots: {slots} is not a multiple of 64 in 64..={}",
+                Self::MAX_SLOTS
+            ));
+        }
+        if !ring.is_power_of_two() || !(4096..=(16 << 20)).contains(&ring) {
+            return Err(format!(
+                "ring: {ring} bytes is not a power of two in 4 KiB..=16 MiB"
+            ));
+        }
+        Ok(Layout { slots, ring })
+    }
+
+    fn slots_bytes(&self) -> usize {
+        round_up(self.slots as usize * 64, PAGE)
+    }
+
+    /// Offset of down slot `i`.
+    pub fn down_slot(&self, i: u32) -> usize {
+        PAGE + i as usize * 64
+    }
+
+    /// Offset of the receive ring of socket `i`.
+    pub fn rx_ring(&self, i: u32) -> usize {
+        PAGE + self.slots_bytes() + i as usize * self.ring as usize
+    }
+
+    /// Length of the down region.
+    pub fn down_len(&self) -> usize {
+        PAGE + self.slots_bytes() + self.slots as usize * self.ring as usize
+    }
+
+    fn bitmap_bytes(&self) -> usize {
+        round_up(self.slots as usize / 8, PAGE)
+    }
+
+    /// Offset of the activity bitmap (`slots / 64` words).
+    pub fn bitmap(&self) -> usize {
+        PAGE
+    }
+
+    /// Offset of up slot `i`.
+    pub fn up_slot(&self, i: u32) -> usize {
+        PAGE + self.bitmap_bytes() + i as usize * 64
+    }
+
+    /// Offset of the transmit ring of socket `i`.
+    pub fn tx_ring(&self, i: u32) -> usize {
+        PAGE + self.bitmap_bytes() + self.slots_bytes() + i as usize * self.ring as usize
+    }
+
+    /// Length of the up region.
+    pub fn up_len(&self) -> usize {
+        PAGE + self.bitmap_bytes() + self.slots_bytes() + self.slots as usize * self.ring as usize
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<DownHeader>() <= PAGE);
+const _: () = assert!(std::mem::size_of::<UpHeader>() <= PAGE);
+const _: () = assert!(std::mem::size_of::<DownSlot>() == 64);
+const _: () = assert!(std::mem::size_of::<UpSlot>() == 64);
+
+/// Typed access to one application's two regions, given their base
+/// addresses. Both the service and the shim use it; neither trusts what
+/// the other side wrote beyond what the type of each field allows (every
+/// field is an atomic integer, every ring access is bounded by `ring`).
+#[derive(Clone, Copy)]
+pub struct Regions {
+    down: *mut u8,
+    up: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: the pointers address shared mappings that outlive the value (the
+// owner keeps the mappings alive); all access is through atomics or
+// bounded byte copies.
+unsafe impl Send for Regions {}
+// SAFETY: as above.
+unsafe impl Sync for Regions {}
+
+impl Regions {
+    /// Access regions mapped at `down` (at least `layout.down_len()`
+    /// bytes) and `up` (at least `layout.up_len()` bytes).
+    ///
+    /// # Safety
+    /// Both mappings must stay mapped, at those lengths, for as long as the
+    /// value or any copy of it is used, and be aligned to a page.
+    pub unsafe fn new(down: *mut u8, up: *mut u8, layout: Layout) -> Regions {
+        Regions { down, up, layout }
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The down header.
+    pub fn down_header(&self) -> &DownHeader {
+        // SAFETY: offset 0 of a page-aligned mapping longer than a page;
+        // DownHeader is all atomics, valid for any bit pattern.
+        unsafe { &*(self.down as *const DownHeader) }
+    }
+
+    /// The up header.
+    pub fn up_header(&self) -> &UpHeader {
+        // SAFETY: as for `down_header`.
+        unsafe { &*(self.up as *const UpHeader) }
+    }
+
+    /// Down slot `i`. Panics if `i` is out of range.
+    pub fn down_slot(&self, i: u32) -> &DownSlot {
+        assert!(i < self.layout.slots, "slot {i} out of range");
+        // SAFETY: in bounds by the assert and the layout; 64-byte aligned
+        // (page-aligned base, 64-byte stride); all atomics.
+        unsafe { &*(self.down.add(self.layout.down_slot(i)) as *const DownSlot) }
+    }
+
+    /// Up slot `i`. Panics if `i` is out of range.
+    pub fn up_slot(&self, i: u32) -> &UpSlot {
+        assert!(i < self.layout.slots, "slot {i} out of range");
+        // SAFETY: as for `down_slot`.
+        unsafe { &*(self.up.add(self.layout.up_slot(i)) as *const UpSlot) }
+    }
+
+    /// Word `w` of the activity bitmap. Panics if out of range.
+    pub fn bitmap_word(&self, w: u32) -> &AtomicU64 {
+        assert!(w < self.layout.slots / 64, "bitmap word {w} out of range");
+        // SAFETY: in bounds (slots/64 words at `bitmap()`), 8-byte aligned.
+        unsafe { &*(self.up.add(self.layout.bitmap() + w as usize * 8) as *const AtomicU64) }
+    }
+
+    /// Mark socket `i` active and bump the activity word; true when the
+    /// service sleeps and must be woken.
+    pub fn signal(&self, i: u32) -> bool {
+        self.bitmap_word(i / 64)
+            .fetch_or(1 << (i % 64), Ordering::SeqCst);
+        self.up_header().activity.fetch_add(1, Ordering::SeqCst);
+        self.down_header().svc_sleeping.load(Ordering::SeqCst) != 0
+    }
+
+    /// Copy `dst.len()` bytes out of socket `i`'s receive ring (down)
+    /// starting at free-running position `pos`.
+    pub fn rx_read(&self, i: u32, pos: u64, dst: &mut [u8]) {
+        let base = self.layout.rx_ring(i);
+        copy_out(self.down, base, self.layout.ring, pos, dst);
+    }
+
+    /// Copy `src` into socket `i`'s receive ring (down) at `pos`. Service
+    /// only.
+    pub fn rx_write(&self, i: u32, pos: u64, src: &[u8]) {
+        let base = self.layout.rx_ring(i);
+        copy_in(self.down, base, self.layout.ring, pos, src);
+    }
+
+    /// Copy out of socket `i`'s transmit ring (up) at `pos`.
+    pub fn tx_read(&self, i: u32, pos: u64, dst: &mut [u8]) {
+        let base = self.layout.tx_ring(i);
+        copy_out(self.up, base, self.layout.ring, pos, dst);
+    }
+
+    /// Copy `src` into socket `i`'s transmit ring (up) at `pos`. App only.
+    pub fn tx_write(&self, i: u32, pos: u64, src: &[u8]) {
+        let base = self.layout.tx_ring(i);
+        copy_in(self.up, base, self.layout.ring, pos, src);
+    }
+
+    /// Accept-queue entry `k` of listening socket `i` (in its receive
+    /// ring).
+    pub fn acc_entry(&self, i: u32, k: u32) -> &AtomicU64 {
+        let cap = self.layout.ring / 8;
+        let off = self.layout.rx_ring(i) + (k % cap) as usize * 8;
+        // SAFETY: inside socket i's receive ring (asserted by rx_ring's
+        // caller contract via slot bounds: down_slot(i) panics first for a
+        // bad i), 8-byte aligned.
+        assert!(i < self.layout.slots);
+        unsafe { &*(self.down.add(off) as *const AtomicU64) }
+    }
+
+    /// Entries an accept queue holds.
+    pub fn acc_capacity(&self) -> u32 {
+        self.layout.ring / 8
+    }
+}
+
+/// Copy from a ring at `base` (of `ring` bytes) in the region at `region`.
+fn copy_out(region: *mut u8, base: usize, ring: u32, pos: u64, dst: &mut [u8]) {
+    assert!(dst.len() <= ring as usize, "copy larger than the ring");
+    let ring = ring as usize;
+    let off = (pos % ring as u64) as usize;
+    let first = dst.len().min(ring - off);
+    // SAFETY: `base..base+ring` is one ring inside the mapping (layout);
+    // `off + first <= ring` and the wrapped part is `< ring`. The other
+    // side may write these bytes concurrently; that can only garble the
+    // bytes of its own stream, which we copy as plain bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(region.add(base + off), dst.as_mut_ptr(), first);
+        std::ptr::copy_nonoverlapping(
+            region.add(base),
+            dst.as_mut_ptr().add(first),
+            dst.len() - first,
+        );
+    }
+}
+
+/// Copy into a ring (see [`copy_out`]).
+fn copy_in(region: *mut u8, base: usize, ring: u32, pos: u64, src: &[u8]) {
+    assert!(src.len() <= ring as usize, "copy larger than the ring");
+    let ring = ring as usize;
+    let off = (pos % ring as u64) as usize;
+    let first = src.len().min(ring - off);
+    // SAFETY: as in `copy_out`; the destination is a writable mapping of
+    // the caller's side.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), region.add(base + off), first);
+        std::ptr::copy_nonoverlapping(src.as_ptr().add(first), region.add(base), src.len() - first);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_rejects_bad_sizes() {
+        assert!(Layout::new(0, 65536).is_err());
+        assert!(Layout::new(65, 65536).is_err());
+        assert!(Layout::new(64, 5000).is_err());
+        assert!(Layout::new(64, 1 << 25).is_err());
+        let l = Layout::new(128, 65536).unwrap();
+        assert_eq!(l.down_slot(0) % PAGE, 0);
+        assert_eq!(l.rx_ring(0) % PAGE, 0);
+        assert_eq!(l.tx_ring(0) % PAGE, 0);
+        assert_eq!(l.rx_ring(127) + 65536, l.down_len());
+        assert_eq!(l.tx_ring(127) + 65536, l.up_len());
+        assert!(l.up_slot(0) >= l.bitmap() + 128 / 8);
+    }
+
+    #[test]
+    fn ring_copies_wrap() {
+        let l = Layout::new(64, 4096).unwrap();
+        let mut down = vec![0u64; l.down_len() / 8];
+        let mut up = vec![0u64; l.up_len() / 8];
+        // SAFETY: both vectors outlive `r` and are 8-byte aligned; the
+        // tests only need word alignment.
+        let r = unsafe { Regions::new(down.as_mut_ptr().cast(), up.as_mut_ptr().cast(), l) };
+        let src: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        r.tx_write(3, 4096 * 5 + 2000, &src);
+        let mut dst = vec![0u8; 3000];
+        r.tx_read(3, 2000, &mut dst);
+        assert_eq!(src, dst);
+        r.rx_write(63, 4095, &src[..10]);
+        let mut d2 = [0u8; 10];
+        r.rx_read(63, 4095, &mut d2);
+        assert_eq!(&src[..10], &d2);
+        assert!(!r.signal(5));
+        assert_eq!(r.bitmap_word(0).load(Ordering::Relaxed), 1 << 5);
+        assert_eq!(call("read"), 5);
+        assert_eq!(unpack(pack(0xc6120002, 7)), (0xc6120002, 7));
+    }
+}
