@@ -10,11 +10,13 @@ mod backends;
 mod dataplane;
 mod kernel;
 mod kernel_echo;
+mod sockets;
 
 /// Ixora — a userspace TCP/IP dataplane.
 ///
-/// Subcommands run the protocol core in a simulated network today; the
-/// dataplane, the POSIX-socket service and the benchmarks follow.
+/// The native dataplane (echo-server, echo-client, netpipe), the
+/// POSIX-socket service for unmodified programs (serve, run, stats) and
+/// the simulated network (sim).
 #[derive(Parser)]
 #[command(name = "ixora", version, about, long_about = None)]
 struct Cli {
@@ -48,6 +50,22 @@ enum Cmd {
     /// Ping-pong latency and goodput by message size, as NetPIPE, against
     /// any echo server. Prints one JSON line per size.
     Netpipe(NetpipeArgs),
+    /// Run the stack service: own an interface and serve the sockets of
+    /// programs started with `ixora run` over shared memory.
+    ///
+    /// Example: ixora serve --iface veth0 --ip 198.18.0.2/24 &
+    Serve(sockets::ServeArgs),
+    /// Run an unmodified program on the service: its TCP sockets on the
+    /// service's address (or INADDR_ANY), and connections to its subnet,
+    /// are served by Ixora without system calls on the data path;
+    /// everything else goes to the kernel.
+    ///
+    /// Example: ixora run -- memcached -p 11211 -t 1
+    Run(sockets::RunArgs),
+    /// What the service and its applications are doing: socket calls
+    /// resolved in user space versus calls that entered the kernel, per
+    /// call type, and the stack's counters.
+    Stats(sockets::StatsArgs),
     /// Show what this build is: version, sizes, defaults, drop reasons.
     Info(InfoArgs),
     /// Measure the Linux kernel TCP stack for comparison (used by the
@@ -639,6 +657,9 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Sim(a) => sim(a),
         Cmd::EchoServer(a) => echo_server(a),
+        Cmd::Serve(a) => sockets::serve(a),
+        Cmd::Run(a) => sockets::run(a),
+        Cmd::Stats(a) => sockets::stats(a),
         Cmd::EchoClient(a) => echo_client(a),
         Cmd::Netpipe(a) => netpipe(a),
         Cmd::Info(a) => info(a),

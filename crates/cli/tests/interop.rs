@@ -19,37 +19,16 @@
 //! `IXORA_INTEROP_MB` changes the transfer size (default 100) and
 //! `IXORA_INTEROP_LOSS` the loss rates (default `0,1,5`).
 
-use ixora_io::netns::{can_create_namespaces, unique_name, NetNs, Veth};
+use ixora_io::netns::{unique_name, NetNs, Veth};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ixora");
 
-/// One heavy test at a time (they share two cores).
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn root() -> bool {
-    if !can_create_namespaces() {
-        eprintln!("skipped: needs root");
-        return false;
-    }
-    true
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
+mod common;
+use common::{have, root, serial, Proc};
 
 fn transfer_bytes() -> usize {
     let mb: usize = std::env::var("IXORA_INTEROP_MB")
@@ -65,74 +44,6 @@ fn loss_rates() -> Vec<u32> {
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![0, 1, 5])
-}
-
-/// A process we started: stopped with SIGTERM (then SIGKILL) by its PID on
-/// drop; its standard error goes to a file we can read.
-struct Proc {
-    child: Child,
-    log: std::path::PathBuf,
-    what: String,
-}
-
-impl Proc {
-    fn spawn(mut cmd: Command, what: &str) -> Proc {
-        let log = std::env::temp_dir().join(unique_name(&format!("ixora-{what}"), false) + ".log");
-        let f = std::fs::File::create(&log).expect("log file");
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(f)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {what}: {e}"));
-        Proc {
-            child,
-            log,
-            what: what.to_string(),
-        }
-    }
-
-    fn pid(&self) -> nix::unistd::Pid {
-        nix::unistd::Pid::from_raw(self.child.id() as i32)
-    }
-
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// SIGTERM, wait (bounded), then the log.
-    fn stop(mut self) -> String {
-        self.terminate();
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn terminate(&mut self) {
-        if self.running() {
-            let _ = nix::sys::signal::kill(self.pid(), nix::sys::signal::Signal::SIGTERM);
-            let t = Instant::now();
-            while self.running() && t.elapsed() < Duration::from_secs(10) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if self.running() {
-                let _ = self.child.kill();
-            }
-        }
-        let _ = self.child.wait();
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.terminate();
-        if std::thread::panicking() {
-            eprintln!("--- {} log ---\n{}", self.what, self.log());
-        }
-        let _ = std::fs::remove_file(&self.log);
-    }
 }
 
 /// A child killed (by its PID) if the test fails before collecting it.

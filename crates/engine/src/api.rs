@@ -77,6 +77,11 @@ impl Io<'_> {
         self.stack.tcp_listen(port, backlog, cookie)
     }
 
+    /// Stop listening on `port`; connections not yet accepted are reset.
+    pub fn unlisten(&mut self, port: u16) -> Result<(), Error> {
+        self.stack.tcp_unlisten(port)
+    }
+
     /// Open a connection (IX `connect`). The local port is chosen so the
     /// flow hashes to this core.
     pub fn connect(&mut self, cookie: u64, dst: SocketAddrV4) -> Result<ConnHandle, Error> {
@@ -154,6 +159,11 @@ impl Io<'_> {
     /// Nagle off (`true`, the default) or on.
     pub fn set_nodelay(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
         self.stack.tcp_set_nodelay(h, on)
+    }
+
+    /// Keepalive probes on or off.
+    pub fn set_keepalive(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
+        self.stack.tcp_set_keepalive(h, on)
     }
 
     /// Bind a UDP socket on this core (port 0: ephemeral).

@@ -1,0 +1,225 @@
+//! `ixora serve`, `ixora run` and `ixora stats`: POSIX sockets without
+//! system calls for unmodified programs (issue 4, NewtOS).
+
+use crate::dataplane;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Where the service listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/ixora/ixora.sock";
+
+#[derive(Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub dp: dataplane::DataplaneArgs,
+    /// Control socket that applications attach to (`ixora run --socket`).
+    #[arg(long, env = "IXORA_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Sockets per application (a multiple of 64).
+    #[arg(long, default_value_t = 1024)]
+    pub slots: u32,
+    /// Bytes of each socket's receive ring and of its transmit ring (a
+    /// power of two, 4 KiB to 16 MiB). The receive ring bounds the TCP
+    /// window the service advertises.
+    #[arg(long, default_value_t = 65536)]
+    pub ring: u32,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
+    #[arg(long)]
+    pub duration: Option<u64>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Control socket of the service to use.
+    #[arg(long, env = "IXORA_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// The preload library (default: libixora_preload.so next to this
+    /// binary, then in ../lib).
+    #[arg(long, env = "IXORA_PRELOAD")]
+    pub preload: Option<PathBuf>,
+    /// Microseconds a call spins on the rings before it blocks in the
+    /// kernel (0: block at once).
+    #[arg(long, default_value_t = 50)]
+    pub spin_us: u64,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    /// Control socket of the service to ask.
+    #[arg(long, env = "IXORA_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Print the raw JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn serve(a: ServeArgs) -> ExitCode {
+    let mut cfg = a.dp.engine_config();
+    if cfg.cores != 1 {
+        eprintln!(
+            "ixora serve: --cores {} is not supported yet; the service runs on one core",
+            cfg.cores
+        );
+        return ExitCode::from(2);
+    }
+    cfg.cores = 1;
+    let port = match dataplane::open_port(&a.dp) {
+        Ok(p) => p,
+        Err(e) => return crate::fail("serve", e),
+    };
+    let stop = dataplane::stop_on_signals();
+    if let Some(secs) = a.duration {
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(secs));
+            s.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let mut scfg = ixora_service::ServiceConfig::new(a.socket.clone());
+    scfg.slots = a.slots;
+    scfg.ring = a.ring;
+    let (svc, control) = match ixora_service::start(&scfg, stop.clone()) {
+        Ok(x) => x,
+        Err(e) => return crate::fail("serve", e),
+    };
+    eprintln!(
+        "ixora serve: {} on {} ({}), {}/{}; applications attach at {} (ixora run --socket {} -- PROGRAM)",
+        port.caps().backend,
+        a.dp.iface,
+        port.caps().note,
+        a.dp.ip.0,
+        a.dp.ip.1,
+        a.socket.display(),
+        a.socket.display(),
+    );
+    let svc = std::sync::Mutex::new(Some(svc));
+    let keep = port.clone();
+    let r = ixora_engine::run(
+        port,
+        &cfg,
+        |_| svc.lock().unwrap().take().expect("one core"),
+        stop,
+    );
+    drop(control);
+    match r {
+        Ok(r) => {
+            crate::print_engine("serve", &r, keep.as_ref());
+            ExitCode::SUCCESS
+        }
+        Err(e) => crate::fail("serve", e),
+    }
+}
+
+fn find_preload(given: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(p) = given {
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("preload library {} does not exist", p.display()))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let dir = exe.parent().unwrap_or(std::path::Path::new("."));
+    for c in [
+        dir.join("libixora_preload.so"),
+        dir.join("../lib/libixora_preload.so"),
+    ] {
+        if c.is_file() {
+            return Ok(c);
+        }
+    }
+    Err(format!(
+        "libixora_preload.so is not next to {} (build it with `cargo build --release`, or pass --preload)",
+        exe.display()
+    ))
+}
+
+pub fn run(a: RunArgs) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let lib = match find_preload(a.preload) {
+        Ok(l) => l,
+        Err(e) => return crate::fail("run", e),
+    };
+    if let Err(e) = std::os::unix::net::UnixStream::connect(&a.socket).or_else(|e| {
+        // SEQPACKET sockets refuse stream connects with EPROTOTYPE: the
+        // service is there.
+        if e.raw_os_error() == Some(libc::EPROTOTYPE) {
+            Ok(std::os::unix::net::UnixStream::pair()?.0)
+        } else {
+            Err(e)
+        }
+    }) {
+        eprintln!(
+            "ixora run: no service at {} ({e}); start one with `ixora serve`. Running the program on the kernel stack.",
+            a.socket.display()
+        );
+    }
+    let preload = match std::env::var_os("LD_PRELOAD") {
+        Some(old) if !old.is_empty() => {
+            let mut s = lib.into_os_string();
+            s.push(":");
+            s.push(old);
+            s
+        }
+        _ => lib.into_os_string(),
+    };
+    let err = std::process::Command::new(&a.command[0])
+        .args(&a.command[1..])
+        .env("LD_PRELOAD", preload)
+        .env("IXORA_SOCKET", &a.socket)
+        .env("IXORA_SPIN_US", a.spin_us.to_string())
+        .exec();
+    crate::fail("run", format!("{}: {err}", a.command[0]))
+}
+
+pub fn stats(a: StatsArgs) -> ExitCode {
+    let text = match ixora_service::query_stats(&a.socket) {
+        Ok(t) => t,
+        Err(e) => return crate::fail("stats", e),
+    };
+    if a.json {
+        println!("{text}");
+        return ExitCode::SUCCESS;
+    }
+    let v: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return crate::fail("stats", format!("malformed reply: {e}")),
+    };
+    println!(
+        "service {} up {:.1} s, listening on {:?}, {} connection(s) rejected, {} protocol error(s)",
+        v["ip"].as_str().unwrap_or("?"),
+        v["uptime_s"].as_f64().unwrap_or(0.0),
+        v["listeners"],
+        v["rejected_connections"],
+        v["protocol_errors"]
+    );
+    for app in v["apps"].as_array().cloned().unwrap_or_default() {
+        println!(
+            "\napp {} (pids {}): {} socket(s); socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",
+            app["app"],
+            app["pids"],
+            app["sockets"],
+            app["user_calls"],
+            app["kernel_calls"],
+            app["user_share"].as_f64().unwrap_or(0.0) * 100.0,
+            app["passthrough_calls"],
+        );
+        println!("  {:<14} {:>14} {:>14}", "call", "user space", "kernel");
+        if let Some(calls) = app["calls"].as_object() {
+            for (name, c) in calls {
+                println!("  {:<14} {:>14} {:>14}", name, c["user"], c["kernel"]);
+            }
+        }
+    }
+    if let Some(st) = v["stack"].as_object() {
+        println!("\nstack counters:");
+        for (k, c) in st {
+            println!("  {k:<28} {c}");
+        }
+    }
+    ExitCode::SUCCESS
+}

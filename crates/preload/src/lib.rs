@@ -1,0 +1,37 @@
+//! `libixora_preload.so`: POSIX sockets without system calls (NewtOS,
+//! "On Sockets and System Calls" §4–§6) for unmodified programs, loaded
+//! with `LD_PRELOAD` by `ixora run`.
+//!
+//! The library interposes the socket calls of the C library. A TCP/IPv4
+//! socket becomes an *Ixora socket* when it is bound to the service's
+//! address (or `INADDR_ANY`) or connects to an address on the service's
+//! subnet; everything else — files, pipes, Unix sockets, UDP, IPv6,
+//! sockets on other addresses — goes to the kernel unchanged.
+//!
+//! An Ixora socket is a slot in the shared-memory regions the service
+//! gave this application (`ixora_channel::layout`). Reads copy out of the
+//! receive ring, writes copy into the transmit ring, `accept` pops an
+//! already established connection from the listener's accept queue,
+//! `close` sets a request bit (the service finishes it), and
+//! `epoll_wait`/`poll`/`select` evaluate readiness from the rings. None of
+//! that enters the kernel; a call enters it only to create or configure a
+//! socket (control socket), to block when nothing is ready, to wake a
+//! sleeping service, or to look at kernel descriptors in a mixed set.
+//!
+//! Every Ixora socket still owns a kernel descriptor (an unconnected
+//! socket) so that its number is unique in the process and survives
+//! `fork`; closed ones are kept in a pool and reused by `accept` without a
+//! system call.
+//!
+//! Behaviour across `fork`: the child keeps every Ixora socket (the
+//! regions are shared mappings; a reference count in shared memory makes
+//! the last `close` in any process close the socket) and opens its own
+//! control connection. Across `exec`: the regions are gone; the inherited
+//! descriptors are plain unconnected kernel sockets, so the new program
+//! sees `ENOTCONN`/`EINVAL` on them (they are close-on-exec by default).
+
+#![allow(unsafe_code)]
+
+mod real;
+mod shim;
+mod state;

@@ -1,0 +1,160 @@
+//! The C library's own definitions of the calls we interpose, found with
+//! `dlsym(RTLD_NEXT, ..)` on first use, and raw system calls for the
+//! shim's own needs (so they are neither interposed nor counted).
+
+use libc::{c_int, c_long, c_void};
+
+/// Resolve `name` (NUL-terminated) in the next object after us.
+pub fn next(name: &'static [u8]) -> usize {
+    debug_assert_eq!(name.last(), Some(&0));
+    // SAFETY: `name` is a NUL-terminated static string; dlsym only reads
+    // it. RTLD_NEXT looks past this library, finding the C library's
+    // definition.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) as usize }
+}
+
+/// The real function `$name` with the given signature, resolved once.
+/// A variadic C function is written `fn(fixed; ...)`.
+macro_rules! real {
+    ($name:ident : fn($($t:ty),* ; ...) -> $r:ty) => {
+        $crate::real::real!(@imp $name, extern "C" fn($($t),* , ...) -> $r)
+    };
+    ($name:ident : fn($($t:ty),*) -> $r:ty) => {
+        $crate::real::real!(@imp $name, extern "C" fn($($t),*) -> $r)
+    };
+    (@imp $name:ident, $fty:ty) => {{
+        static P: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let mut p = P.load(std::sync::atomic::Ordering::Relaxed);
+        if p == 0 {
+            p = $crate::real::next(concat!(stringify!($name), "\0").as_bytes());
+            if p == 0 {
+                $crate::real::missing(stringify!($name));
+            }
+            P.store(p, std::sync::atomic::Ordering::Relaxed);
+        }
+        // SAFETY: `p` is the C library's definition of `$name`, whose C
+        // prototype is the signature given here. It is typed as a safe
+        // function because every caller is an interposed function that
+        // forwards its own caller's arguments unchanged: the obligations
+        // on those arguments are the application's, as without the shim.
+        unsafe { std::mem::transmute::<usize, $fty>(p) }
+    }};
+}
+pub(crate) use real;
+
+/// A symbol the C library lacks: nothing sensible can continue.
+pub fn missing(name: &str) -> ! {
+    let msg = format!("ixora-preload: the C library has no `{name}`\n");
+    sys_write(2, msg.as_bytes());
+    // SAFETY: abort(3) has no preconditions.
+    unsafe { libc::abort() }
+}
+
+fn ret(r: c_long) -> isize {
+    r as isize
+}
+
+/// write(2) without interposition.
+pub fn sys_write(fd: c_int, b: &[u8]) -> isize {
+    // SAFETY: `b` is a live buffer of `b.len()` bytes.
+    ret(unsafe { libc::syscall(libc::SYS_write, fd, b.as_ptr() as *const c_void, b.len()) })
+}
+
+/// A non-blocking close-on-exec eventfd, or -1.
+pub fn sys_eventfd() -> c_int {
+    // SAFETY: eventfd2 has no memory arguments.
+    unsafe {
+        libc::syscall(
+            libc::SYS_eventfd2,
+            0,
+            libc::EFD_NONBLOCK | libc::EFD_CLOEXEC,
+        ) as c_int
+    }
+}
+
+/// Ring an eventfd.
+pub fn sys_ring(fd: c_int) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live local.
+    unsafe {
+        libc::syscall(
+            libc::SYS_write,
+            fd,
+            &one as *const u64 as *const c_void,
+            8usize,
+        );
+    }
+}
+
+/// Drain an eventfd.
+pub fn sys_drain(fd: c_int) {
+    let mut v: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live local.
+    unsafe {
+        libc::syscall(
+            libc::SYS_read,
+            fd,
+            &mut v as *mut u64 as *mut c_void,
+            8usize,
+        );
+    }
+}
+
+/// poll(2) without interposition (timeout in ms, -1 forever).
+pub fn sys_poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
+    let ts;
+    let tsp = if timeout_ms < 0 {
+        std::ptr::null()
+    } else {
+        ts = libc::timespec {
+            tv_sec: (timeout_ms / 1000) as libc::time_t,
+            tv_nsec: ((timeout_ms % 1000) as libc::c_long) * 1_000_000,
+        };
+        &ts as *const libc::timespec
+    };
+    // SAFETY: `fds` is a live array; `tsp` is null or a live timespec; no
+    // signal mask.
+    unsafe {
+        libc::syscall(
+            libc::SYS_ppoll,
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null::<c_void>(),
+            0usize,
+        ) as c_int
+    }
+}
+
+/// close(2) without interposition.
+pub fn sys_close(fd: c_int) {
+    // SAFETY: closes a descriptor the shim owns.
+    unsafe {
+        libc::syscall(libc::SYS_close, fd);
+    }
+}
+
+/// An unconnected TCP socket to hold an Ixora socket's number, or -1.
+pub fn sys_placeholder() -> c_int {
+    // SAFETY: socket(2) has no memory arguments.
+    unsafe {
+        libc::syscall(
+            libc::SYS_socket,
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+        ) as c_int
+    }
+}
+
+/// Set errno.
+pub fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e }
+}
+
+/// Read errno.
+pub fn errno() -> c_int {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() }
+}

@@ -1,0 +1,1781 @@
+//! The interposed C functions. Each looks up its descriptor: an Ixora
+//! socket is served from shared memory; anything else goes to the C
+//! library's own definition unchanged.
+//!
+//! Raw pointers come from the application exactly as the C library would
+//! receive them; each function trusts them as far as the C function it
+//! replaces would (a bad pointer faults in the application either way).
+
+use crate::real::{errno, real, set_errno, sys_poll};
+use crate::state::{self, fl, kind, Attached, Epoll, Item, Sock};
+use ixora_channel::ctl::{op, opt, Msg};
+use ixora_channel::layout::{self, call, pack, state as st, unpack};
+use libc::{
+    c_int, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd, sigset_t,
+    size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+};
+use std::sync::atomic::Ordering;
+
+// ----------------------------------------------------------------- helpers
+
+fn fail<T: From<i8>>(e: c_int) -> T {
+    set_errno(e);
+    T::from(-1)
+}
+
+/// An IPv4 socket address (host-order ip, port) from the caller's buffer.
+unsafe fn sin_of(addr: *const sockaddr, len: socklen_t) -> Option<(u32, u16)> {
+    if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
+        return None;
+    }
+    // SAFETY (caller): `addr` points at `len` readable bytes.
+    let sa = unsafe { &*(addr as *const libc::sockaddr_in) };
+    if sa.sin_family as c_int != libc::AF_INET {
+        return None;
+    }
+    Some((u32::from_be(sa.sin_addr.s_addr), u16::from_be(sa.sin_port)))
+}
+
+/// Write an IPv4 address into the caller's `addr`/`len` (truncating like
+/// the kernel).
+unsafe fn put_sin(addr: *mut sockaddr, len: *mut socklen_t, packed: u64) {
+    if addr.is_null() || len.is_null() {
+        return;
+    }
+    let (ip, port) = unpack(packed);
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: ip.to_be() },
+        sin_zero: [0; 8],
+    };
+    let full = std::mem::size_of::<libc::sockaddr_in>();
+    // SAFETY (caller): `len` is readable and writable; `addr` has `*len`
+    // writable bytes.
+    unsafe {
+        let n = (*len as usize).min(full);
+        std::ptr::copy_nonoverlapping(&sa as *const _ as *const u8, addr as *mut u8, n);
+        *len = full as socklen_t;
+    }
+}
+
+/// The caller's iovecs as byte slices.
+unsafe fn iovs<'a>(iov: *const iovec, n: c_int) -> Vec<&'a mut [u8]> {
+    if iov.is_null() || n <= 0 {
+        return Vec::new();
+    }
+    // SAFETY (caller): `iov` points at `n` iovecs describing writable
+    // buffers, as readv(2) requires.
+    unsafe {
+        std::slice::from_raw_parts(iov, n as usize)
+            .iter()
+            .filter(|v| !v.iov_base.is_null() && v.iov_len > 0)
+            .map(|v| std::slice::from_raw_parts_mut(v.iov_base as *mut u8, v.iov_len))
+            .collect()
+    }
+}
+
+fn count(a: &Attached, name: usize, user: bool) {
+    state::count(a, name, user);
+}
+
+/// Receive on an Ixora socket with recv(2) semantics.
+fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
+    let peek = flags & libc::MSG_PEEK != 0;
+    let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
+    let want: usize = bufs.iter().map(|b| b.len()).sum();
+    if want == 0 {
+        return 0;
+    }
+    let mut user = true;
+    loop {
+        let before = sk.readable();
+        match sk.recv(bufs, peek) {
+            Ok(n) => {
+                // The service may hold bytes it had no room for: tell it
+                // when the ring was filling up.
+                if n > 0
+                    && !peek
+                    && before > (sk.a.r.layout().ring as u64) / 4
+                    && state::signal(sk.a, sk.s)
+                {
+                    user = false;
+                }
+                count(sk.a, call("read"), user);
+                return n as ssize_t;
+            }
+            Err(libc::EAGAIN) if !dontwait => {
+                user = false;
+                let ok = state::block_until(sk.a, -1, &mut [], &mut || {
+                    sk.readable() > 0
+                        || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0
+                        || !sk.live()
+                });
+                if !ok && errno() == libc::EINTR {
+                    count(sk.a, call("read"), false);
+                    return -1;
+                }
+            }
+            Err(e) => {
+                count(sk.a, call("read"), user);
+                return fail(e);
+            }
+        }
+    }
+}
+
+/// Send on an Ixora socket with send(2) semantics (blocking sockets send
+/// everything).
+fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
+    let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    if total == 0 {
+        return 0;
+    }
+    let mut user = true;
+    let mut done = 0usize;
+    loop {
+        // The part of `bufs` not yet sent.
+        let mut rest: Vec<&[u8]> = Vec::with_capacity(bufs.len());
+        let mut skip = done;
+        for b in bufs {
+            if skip >= b.len() {
+                skip -= b.len();
+                continue;
+            }
+            rest.push(&b[skip..]);
+            skip = 0;
+        }
+        match sk.send(&rest) {
+            Ok(n) => {
+                done += n;
+                if state::signal(sk.a, sk.s) {
+                    user = false;
+                }
+                if done == total || dontwait {
+                    count(sk.a, call("write"), user);
+                    return done as ssize_t;
+                }
+            }
+            Err(libc::EAGAIN) if !dontwait => {}
+            Err(libc::EAGAIN) if done > 0 => {
+                count(sk.a, call("write"), user);
+                return done as ssize_t;
+            }
+            Err(e) => {
+                count(sk.a, call("write"), user);
+                if done > 0 {
+                    return done as ssize_t;
+                }
+                if e == libc::EPIPE && flags & libc::MSG_NOSIGNAL == 0 {
+                    // SAFETY: raise(3) has no memory arguments.
+                    unsafe {
+                        libc::raise(libc::SIGPIPE);
+                    }
+                }
+                return fail(e);
+            }
+        }
+        user = false;
+        let ok = state::block_until(sk.a, -1, &mut [], &mut || {
+            sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED
+        });
+        if !ok && errno() == libc::EINTR {
+            count(sk.a, call("write"), false);
+            return if done > 0 { done as ssize_t } else { -1 };
+        }
+    }
+}
+
+/// Make a MAYBE socket an Ixora one: create the slot, then `then` (bind
+/// or connect) on it. Returns the reply of `then`, or None when the
+/// service is unavailable.
+fn become_ixora(
+    fd: c_int,
+    a: &'static Attached,
+    then: impl FnOnce(u32) -> Msg,
+) -> Result<(), c_int> {
+    let e = state::entry(fd).ok_or(libc::EBADF)?;
+    let r = state::request(a, Msg::new(op::SOCKET, 0, 0, 0), &[]);
+    if r.a < 0 {
+        return Err(-r.a as c_int);
+    }
+    let (s, gen) = (r.a as u32, r.b as u32);
+    let flags = e.flags.load(Ordering::Relaxed);
+    a.r.up_slot(s).refs.store(1, Ordering::Release);
+    state::install(fd, s, gen, flags);
+    if flags & fl::NAGLE != 0 {
+        state::request(a, Msg::new(op::SETOPT, s, opt::NODELAY as i64, 0), &[]);
+    }
+    let r = then(s);
+    if r.a < 0 {
+        // Undo: the descriptor stays a kernel socket.
+        a.r.up_slot(s).refs.store(0, Ordering::Release);
+        a.r.up_slot(s)
+            .req
+            .fetch_or(layout::req::CLOSE, Ordering::Release);
+        state::signal(a, s);
+        e.kind.store(kind::MAYBE, Ordering::Release);
+        return Err(-r.a as c_int);
+    }
+    Ok(())
+}
+
+// ----------------------------------------------------------------- sockets
+
+/// socket(2).
+#[no_mangle]
+pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
+    let fd = real!(socket: fn(c_int, c_int, c_int) -> c_int)(domain, ty, proto);
+    let tcp = domain == libc::AF_INET
+        && ty & 0xf == libc::SOCK_STREAM
+        && (proto == 0 || proto == libc::IPPROTO_TCP);
+    if fd >= 0 && tcp && std::env::var_os("IXORA_SOCKET").is_some() {
+        if let Some(e) = state::entry(fd) {
+            let nb = if ty & libc::SOCK_NONBLOCK != 0 {
+                fl::NONBLOCK
+            } else {
+                0
+            };
+            e.flags.store(nb, Ordering::Relaxed);
+            e.kind.store(kind::MAYBE, Ordering::Release);
+        }
+        if let Some(a) = state::attached() {
+            count(a, call("socket"), false);
+        }
+    } else if fd >= 0 {
+        if let Some(e) = state::entry(fd) {
+            e.kind.store(kind::NONE, Ordering::Release);
+        }
+        state::passthrough();
+    }
+    fd
+}
+
+/// bind(2).
+#[no_mangle]
+pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    let real_bind = || real!(bind: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, addr, len);
+    match state::kind_of(fd) {
+        kind::MAYBE => {}
+        kind::IXORA => return fail(libc::EINVAL),
+        _ => {
+            state::passthrough();
+            return real_bind();
+        }
+    }
+    // SAFETY: the caller passes `len` readable bytes at `addr`.
+    let Some((ip, port)) = (unsafe { sin_of(addr, len) }) else {
+        return real_bind();
+    };
+    let Some(a) = state::attach() else {
+        return real_bind();
+    };
+    if ip != 0 && ip != a.ip {
+        if let Some(e) = state::entry(fd) {
+            e.kind.store(kind::NONE, Ordering::Release);
+        }
+        return real_bind();
+    }
+    count(a, call("bind"), false);
+    match become_ixora(fd, a, |s| {
+        state::request(a, Msg::new(op::BIND, s, pack(ip, port) as i64, 0), &[])
+    }) {
+        Ok(()) => 0,
+        Err(e) => fail(e),
+    }
+}
+
+/// listen(2).
+#[no_mangle]
+pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(listen: fn(c_int, c_int) -> c_int)(fd, backlog);
+    };
+    count(sk.a, call("listen"), false);
+    let b = if backlog <= 0 { 128 } else { backlog };
+    let r = state::request(sk.a, Msg::new(op::LISTEN, sk.s, b as i64, 0), &[]);
+    if r.a < 0 {
+        return fail(-r.a as c_int);
+    }
+    sk.e.flags.fetch_or(fl::LISTENING, Ordering::Relaxed);
+    0
+}
+
+/// accept4(2).
+#[no_mangle]
+pub unsafe extern "C" fn accept4(
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    flags: c_int,
+) -> c_int {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(accept4: fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int)(
+            fd, addr, len, flags,
+        );
+    };
+    if sk.state() != st::LISTEN {
+        count(sk.a, call("accept"), true);
+        return fail(libc::EINVAL);
+    }
+    let mut user = true;
+    loop {
+        // Pop an entry (several processes may share the listener).
+        let u = sk.a.r.up_slot(sk.s);
+        let head = u.acc_head.load(Ordering::Acquire);
+        if sk.acceptable() > 0 {
+            let ent = sk.a.r.acc_entry(sk.s, head).load(Ordering::Acquire);
+            if u.acc_head
+                .compare_exchange(
+                    head,
+                    head.wrapping_add(1),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+            {
+                continue;
+            }
+            let (c, gen) = (ent as u32, (ent >> 32) as u32);
+            if c >= sk.a.r.layout().slots || sk.a.r.down_slot(c).gen.load(Ordering::Acquire) != gen
+            {
+                continue; // gone before we took it
+            }
+            let (nfd, fresh) = state::placeholder(sk.a);
+            if nfd < 0 {
+                // Give the connection back to the service.
+                sk.a.r
+                    .up_slot(c)
+                    .req
+                    .fetch_or(layout::req::ABORT, Ordering::Release);
+                state::signal(sk.a, c);
+                count(sk.a, call("accept"), false);
+                return -1;
+            }
+            user &= !fresh;
+            sk.a.r.up_slot(c).refs.store(1, Ordering::Release);
+            let nb = if flags & libc::SOCK_NONBLOCK != 0 {
+                fl::NONBLOCK
+            } else {
+                0
+            };
+            let inherit =
+                sk.e.flags.load(Ordering::Relaxed) & (fl::NAGLE | fl::KEEPALIVE | fl::LINGER0);
+            state::install(nfd, c, gen, nb | inherit);
+            // SAFETY: the caller passes a writable address buffer and length
+            // (or nulls), as accept(2) requires.
+            unsafe {
+                put_sin(
+                    addr,
+                    len,
+                    sk.a.r.down_slot(c).remote.load(Ordering::Relaxed),
+                )
+            };
+            count(sk.a, call("accept"), user);
+            return nfd;
+        }
+        if sk.nonblock() {
+            count(sk.a, call("accept"), true);
+            return fail(libc::EAGAIN);
+        }
+        user = false;
+        if !state::block_until(sk.a, -1, &mut [], &mut || sk.acceptable() > 0 || !sk.live())
+            && errno() == libc::EINTR
+        {
+            count(sk.a, call("accept"), false);
+            return -1;
+        }
+        if !sk.live() {
+            return fail(libc::EBADF);
+        }
+    }
+}
+
+/// accept(2).
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    // SAFETY: same contract.
+    unsafe { accept4(fd, addr, len, 0) }
+}
+
+/// connect(2).
+#[no_mangle]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    let real_connect =
+        || real!(connect: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, addr, len);
+    match state::kind_of(fd) {
+        kind::MAYBE => {}
+        kind::IXORA => {
+            let sk = state::sock(fd).unwrap();
+            count(sk.a, call("connect"), true);
+            return match sk.state() {
+                st::CONNECTING => fail(libc::EALREADY),
+                st::ESTABLISHED => fail(libc::EISCONN),
+                _ => fail(if sk.error() != 0 {
+                    sk.error()
+                } else {
+                    libc::EINVAL
+                }),
+            };
+        }
+        _ => {
+            state::passthrough();
+            return real_connect();
+        }
+    }
+    // SAFETY: the caller passes `len` readable bytes at `addr`.
+    let Some((ip, port)) = (unsafe { sin_of(addr, len) }) else {
+        return real_connect();
+    };
+    let Some(a) = state::attach() else {
+        return real_connect();
+    };
+    let mask = if a.prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - a.prefix)
+    };
+    let ours = ip & mask == a.ip & mask || (a.gateway != 0 && ip >> 24 != 127);
+    if !ours || ip == a.ip {
+        if let Some(e) = state::entry(fd) {
+            e.kind.store(kind::NONE, Ordering::Release);
+        }
+        return real_connect();
+    }
+    count(a, call("connect"), false);
+    if let Err(e) = become_ixora(fd, a, |s| {
+        state::request(a, Msg::new(op::CONNECT, s, pack(ip, port) as i64, 0), &[])
+    }) {
+        return fail(e);
+    }
+    let sk = state::sock(fd).unwrap();
+    if sk.nonblock() {
+        return fail(libc::EINPROGRESS);
+    }
+    state::block_until(a, -1, &mut [], &mut || sk.state() != st::CONNECTING);
+    match sk.state() {
+        st::ESTABLISHED => 0,
+        _ => fail(if sk.error() != 0 {
+            sk.error()
+        } else {
+            libc::ECONNREFUSED
+        }),
+    }
+}
+
+/// shutdown(2).
+#[no_mangle]
+pub extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(shutdown: fn(c_int, c_int) -> c_int)(fd, how);
+    };
+    if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
+        return fail(libc::EINVAL);
+    }
+    if sk.state() != st::ESTABLISHED && sk.state() != st::CONNECTING {
+        count(sk.a, call("shutdown"), true);
+        return fail(libc::ENOTCONN);
+    }
+    if how != libc::SHUT_WR {
+        sk.e.flags.fetch_or(fl::SHUT_RD, Ordering::Relaxed);
+    }
+    let mut user = true;
+    if how != libc::SHUT_RD {
+        sk.a.r
+            .up_slot(sk.s)
+            .req
+            .fetch_or(layout::req::SHUT_WR, Ordering::Release);
+        user = !state::signal(sk.a, sk.s);
+    }
+    count(sk.a, call("shutdown"), user);
+    0
+}
+
+/// close(2).
+#[no_mangle]
+pub extern "C" fn close(fd: c_int) -> c_int {
+    match state::kind_of(fd) {
+        kind::IXORA => {
+            let sk = state::sock(fd).unwrap();
+            let sys = state::release_sock(sk);
+            sk.a.pool.lock().unwrap_or_else(|p| p.into_inner()).push(fd);
+            count(sk.a, call("close"), !sys);
+            0
+        }
+        // Our own descriptors: a program closing everything (daemons do)
+        // must not take them.
+        kind::INTERNAL => 0,
+        k => {
+            if k == kind::MAYBE {
+                if let Some(e) = state::entry(fd) {
+                    e.kind.store(kind::NONE, Ordering::Release);
+                }
+            }
+            if state::epoll(fd).is_some() {
+                state::epoll_forget(fd);
+            }
+            state::passthrough();
+            real!(close: fn(c_int) -> c_int)(fd)
+        }
+    }
+}
+
+// ------------------------------------------------------------ read / write
+
+/// read(2).
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t)(fd, buf, n);
+    };
+    if buf.is_null() && n > 0 {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: read(2)'s contract: `buf` has `n` writable bytes.
+    let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) };
+    do_recv(sk, &mut [b], 0)
+}
+
+/// __read_chk (glibc fortify).
+#[no_mangle]
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+) -> ssize_t {
+    if n > buflen {
+        // SAFETY: glibc's own answer to an overflow.
+        unsafe { libc::abort() }
+    }
+    // SAFETY: same contract as read.
+    unsafe { read(fd, buf, n) }
+}
+
+/// recv(2).
+#[no_mangle]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(recv: fn(c_int, *mut c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags);
+    };
+    if buf.is_null() && n > 0 {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: recv(2)'s contract.
+    let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) };
+    do_recv(sk, &mut [b], flags)
+}
+
+/// __recv_chk.
+#[no_mangle]
+pub unsafe extern "C" fn __recv_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+    flags: c_int,
+) -> ssize_t {
+    if n > buflen {
+        // SAFETY: glibc's own answer to an overflow.
+        unsafe { libc::abort() }
+    }
+    // SAFETY: same contract.
+    unsafe { recv(fd, buf, n, flags) }
+}
+
+/// recvfrom(2).
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    alen: *mut socklen_t,
+) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(recvfrom: fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t)(
+            fd, buf, n, flags, addr, alen,
+        );
+    };
+    if buf.is_null() && n > 0 {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: recvfrom(2)'s contract.
+    let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) };
+    let r = do_recv(sk, &mut [b], flags);
+    if r >= 0 {
+        // SAFETY: as above, for the address buffer.
+        unsafe {
+            put_sin(
+                addr,
+                alen,
+                sk.a.r.down_slot(sk.s).remote.load(Ordering::Relaxed),
+            )
+        };
+    }
+    r
+}
+
+/// __recvfrom_chk.
+#[no_mangle]
+pub unsafe extern "C" fn __recvfrom_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    alen: *mut socklen_t,
+) -> ssize_t {
+    if n > buflen {
+        // SAFETY: glibc's own answer to an overflow.
+        unsafe { libc::abort() }
+    }
+    // SAFETY: same contract.
+    unsafe { recvfrom(fd, buf, n, flags, addr, alen) }
+}
+
+/// readv(2).
+#[no_mangle]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(readv: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n);
+    };
+    // SAFETY: readv(2)'s contract.
+    let mut v = unsafe { iovs(iov, n) };
+    do_recv(sk, &mut v, 0)
+}
+
+/// recvmsg(2).
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(fd, msg, flags);
+    };
+    if msg.is_null() {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: recvmsg(2)'s contract: `msg` is a valid msghdr.
+    let m = unsafe { &mut *msg };
+    // SAFETY: its iovecs describe writable buffers.
+    let mut v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) };
+    let r = do_recv(sk, &mut v, flags);
+    if r >= 0 {
+        let mut nl = m.msg_namelen;
+        // SAFETY: msg_name has msg_namelen writable bytes (or is null).
+        unsafe {
+            put_sin(
+                m.msg_name as *mut sockaddr,
+                &mut nl,
+                sk.a.r.down_slot(sk.s).remote.load(Ordering::Relaxed),
+            )
+        };
+        if !m.msg_name.is_null() {
+            m.msg_namelen = nl;
+        }
+        m.msg_controllen = 0;
+        m.msg_flags = 0;
+    }
+    r
+}
+
+/// write(2).
+#[no_mangle]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(write: fn(c_int, *const c_void, size_t) -> ssize_t)(fd, buf, n);
+    };
+    if buf.is_null() && n > 0 {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: write(2)'s contract: `buf` has `n` readable bytes.
+    let b = unsafe { std::slice::from_raw_parts(buf as *const u8, n) };
+    do_send(sk, &[b], 0)
+}
+
+/// send(2).
+#[no_mangle]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(send: fn(c_int, *const c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags);
+    };
+    if buf.is_null() && n > 0 {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: send(2)'s contract.
+    let b = unsafe { std::slice::from_raw_parts(buf as *const u8, n) };
+    do_send(sk, &[b], flags)
+}
+
+/// sendto(2) (the address is ignored on a connected stream, as Linux does).
+#[no_mangle]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    alen: socklen_t,
+) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
+            fd, buf, n, flags, addr, alen,
+        );
+    };
+    if buf.is_null() && n > 0 {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: sendto(2)'s contract.
+    let b = unsafe { std::slice::from_raw_parts(buf as *const u8, n) };
+    do_send(sk, &[b], flags)
+}
+
+/// writev(2).
+#[no_mangle]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(writev: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n);
+    };
+    // SAFETY: writev(2)'s contract (we only read through the slices).
+    let v = unsafe { iovs(iov, n) };
+    let v: Vec<&[u8]> = v.into_iter().map(|b| &*b).collect();
+    do_send(sk, &v, 0)
+}
+
+/// sendmsg(2).
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags);
+    };
+    if msg.is_null() {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: sendmsg(2)'s contract.
+    let m = unsafe { &*msg };
+    // SAFETY: its iovecs describe readable buffers.
+    let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) };
+    let v: Vec<&[u8]> = v.into_iter().map(|b| &*b).collect();
+    do_send(sk, &v, flags)
+}
+
+/// sendfile(2) into an Ixora socket: the file is read (one copy) into the
+/// transmit ring.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(
+    out: c_int,
+    inf: c_int,
+    offset: *mut off_t,
+    n: size_t,
+) -> ssize_t {
+    let Some(sk) = state::sock(out) else {
+        state::passthrough();
+        return real!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t)(
+            out, inf, offset, n,
+        );
+    };
+    let mut sent = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    while sent < n {
+        let mut room = sk.writable() as usize;
+        if room == 0 {
+            if sk.nonblock() || sent > 0 {
+                break;
+            }
+            state::block_until(sk.a, -1, &mut [], &mut || {
+                sk.writable() > 0 || sk.error() != 0
+            });
+            room = sk.writable() as usize;
+            if room == 0 {
+                break;
+            }
+        }
+        let k = (n - sent).min(room).min(buf.len());
+        // SAFETY: reads at most `k` bytes into our buffer; `offset` is the
+        // caller's (valid or null, as sendfile(2) requires).
+        let got = unsafe {
+            if offset.is_null() {
+                libc::read(inf, buf.as_mut_ptr() as *mut c_void, k)
+            } else {
+                libc::pread(inf, buf.as_mut_ptr() as *mut c_void, k, *offset)
+            }
+        };
+        if got < 0 {
+            if sent == 0 {
+                return -1;
+            }
+            break;
+        }
+        if got == 0 {
+            break;
+        }
+        let w = do_send(sk, &[&buf[..got as usize]], libc::MSG_DONTWAIT);
+        if w < 0 {
+            if sent == 0 {
+                return -1;
+            }
+            break;
+        }
+        sent += w as usize;
+        if !offset.is_null() {
+            // SAFETY: as above.
+            unsafe { *offset += w as off_t };
+        }
+        if (w as usize) < got as usize {
+            if offset.is_null() {
+                // Give back what the ring did not take.
+                // SAFETY: lseek has no memory arguments.
+                unsafe { libc::lseek(inf, w as off_t - got as off_t, libc::SEEK_CUR) };
+            }
+            break;
+        }
+    }
+    count(sk.a, call("sendfile"), false);
+    sent as ssize_t
+}
+
+/// sendfile64 (the same on 64-bit Linux).
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(
+    out: c_int,
+    inf: c_int,
+    offset: *mut off_t,
+    n: size_t,
+) -> ssize_t {
+    // SAFETY: same contract.
+    unsafe { sendfile(out, inf, offset, n) }
+}
+
+// ------------------------------------------------------------------ epoll
+
+/// epoll_create1(2).
+#[no_mangle]
+pub extern "C" fn epoll_create1(flags: c_int) -> c_int {
+    let fd = real!(epoll_create1: fn(c_int) -> c_int)(flags);
+    if fd >= 0 {
+        state::epoll_new(fd);
+        if let Some(a) = state::attached() {
+            count(a, call("epoll_create"), false);
+        }
+    }
+    fd
+}
+
+/// epoll_create(2).
+#[no_mangle]
+pub extern "C" fn epoll_create(size: c_int) -> c_int {
+    if size <= 0 {
+        return fail(libc::EINVAL);
+    }
+    epoll_create1(0)
+}
+
+/// epoll_ctl(2): Ixora sockets are kept in user space.
+#[no_mangle]
+pub unsafe extern "C" fn epoll_ctl(
+    epfd: c_int,
+    opn: c_int,
+    fd: c_int,
+    ev: *mut epoll_event,
+) -> c_int {
+    let real_ctl =
+        || real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(epfd, opn, fd, ev);
+    let Some(ep) = state::epoll(epfd) else {
+        state::passthrough();
+        return real_ctl();
+    };
+    let Some(sk) = state::sock(fd) else {
+        let r = real_ctl();
+        if r == 0 {
+            let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+            match opn {
+                libc::EPOLL_CTL_ADD => g.kernel += 1,
+                libc::EPOLL_CTL_DEL => g.kernel = g.kernel.saturating_sub(1),
+                _ => {}
+            }
+        }
+        state::passthrough();
+        return r;
+    };
+    count(sk.a, call("epoll_ctl"), true);
+    let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+    let pos = g.items.iter().position(|i| i.fd == fd);
+    let (events, data) = if ev.is_null() {
+        (0, 0)
+    } else {
+        // SAFETY: epoll_ctl(2)'s contract: `ev` is readable.
+        let e = unsafe { std::ptr::read_unaligned(ev) };
+        (e.events, e.u64)
+    };
+    match (opn, pos) {
+        (libc::EPOLL_CTL_ADD, Some(_)) => fail(libc::EEXIST),
+        (libc::EPOLL_CTL_ADD, None) => {
+            if ev.is_null() {
+                return fail(libc::EFAULT);
+            }
+            g.items.push(Item {
+                fd,
+                slot: sk.s,
+                gen: sk.e.gen.load(Ordering::Relaxed),
+                events,
+                data,
+                seen: sk.seq().wrapping_sub(1),
+                disabled: false,
+            });
+            0
+        }
+        (libc::EPOLL_CTL_MOD, Some(i)) => {
+            if ev.is_null() {
+                return fail(libc::EFAULT);
+            }
+            let it = &mut g.items[i];
+            it.events = events;
+            it.data = data;
+            it.disabled = false;
+            it.seen = sk.seq().wrapping_sub(1);
+            0
+        }
+        (libc::EPOLL_CTL_DEL, Some(i)) => {
+            g.items.swap_remove(i);
+            0
+        }
+        (libc::EPOLL_CTL_MOD | libc::EPOLL_CTL_DEL, None) => fail(libc::ENOENT),
+        _ => fail(libc::EINVAL),
+    }
+}
+
+/// Ready Ixora sockets of an epoll set into `out` (at most `max`).
+fn epoll_scan(g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < g.items.len() && n < max {
+        let it = &g.items[i];
+        let sk = match state::sock(it.fd) {
+            Some(sk) if sk.s == it.slot && sk.e.gen.load(Ordering::Relaxed) == it.gen => sk,
+            _ => {
+                // Closed without EPOLL_CTL_DEL: gone, as in the kernel.
+                g.items.swap_remove(i);
+                continue;
+            }
+        };
+        if it.disabled {
+            i += 1;
+            continue;
+        }
+        let want = it.events | (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        let rev = (sk.revents() as u16 as u32) & want;
+        if rev != 0 {
+            let et = it.events & libc::EPOLLET as u32 != 0;
+            let seq = sk.seq();
+            if !et || seq != it.seen {
+                let it = &mut g.items[i];
+                it.seen = seq;
+                if it.events & libc::EPOLLONESHOT as u32 != 0 {
+                    it.disabled = true;
+                }
+                let e = epoll_event {
+                    events: rev,
+                    u64: it.data,
+                };
+                // SAFETY: `out` has room for `max` events (epoll_wait's
+                // contract) and `n < max`.
+                unsafe { std::ptr::write_unaligned(out.add(n), e) };
+                n += 1;
+            }
+        }
+        i += 1;
+    }
+    // Rotate so that a full batch does not starve the tail.
+    if n == max && g.items.len() > max {
+        let l = g.items.len();
+        g.items.rotate_left(max.min(l));
+    }
+    n
+}
+
+fn epoll_common(
+    epfd: c_int,
+    out: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+    sigmask: *const sigset_t,
+) -> c_int {
+    let real_wait = |o: *mut epoll_event, m: c_int, t: c_int| {
+        if sigmask.is_null() {
+            real!(epoll_wait: fn(c_int, *mut epoll_event, c_int, c_int) -> c_int)(epfd, o, m, t)
+        } else {
+            real!(epoll_pwait: fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int)(
+                epfd, o, m, t, sigmask,
+            )
+        }
+    };
+    let Some(ep) = state::epoll(epfd) else {
+        state::passthrough();
+        return real_wait(out, max, timeout);
+    };
+    let a = match state::attached() {
+        Some(a)
+            if !ep
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .items
+                .is_empty() =>
+        {
+            a
+        }
+        _ => {
+            state::passthrough();
+            return real_wait(out, max, timeout);
+        }
+    };
+    if max <= 0 || out.is_null() {
+        return fail(libc::EINVAL);
+    }
+    let max = max as usize;
+    let (n, kernel, calls) = {
+        let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+        g.calls += 1;
+        (epoll_scan(&mut g, out, max), g.kernel, g.calls)
+    };
+    if n > 0 {
+        // Ready sockets: answered in user space. Kernel descriptors of a
+        // mixed set are looked at every 4th call so they are not starved.
+        if kernel > 0 && n < max && calls % 4 == 0 {
+            // SAFETY: `out + n` has room for `max - n` events.
+            let k = real_wait(unsafe { out.add(n) }, (max - n) as c_int, 0);
+            count(a, call("epoll_wait"), false);
+            return n as c_int + k.max(0);
+        }
+        count(a, call("epoll_wait"), true);
+        return n as c_int;
+    }
+    if timeout == 0 {
+        let k = if kernel > 0 {
+            real_wait(out, max as c_int, 0)
+        } else {
+            0
+        };
+        count(a, call("epoll_wait"), kernel == 0);
+        return k;
+    }
+    // Nothing ready: spin, then sleep on the real epoll (kernel
+    // descriptors) and our waiter (Ixora sockets) together.
+    let mut found = 0usize;
+    let mut pfd = [pollfd {
+        fd: epfd,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    let kslice: &mut [pollfd] = if kernel > 0 { &mut pfd } else { &mut [] };
+    let ok = state::block_until(a, timeout, kslice, &mut || {
+        let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+        found = epoll_scan(&mut g, out, max);
+        found > 0
+    });
+    count(a, call("epoll_wait"), false);
+    if !ok && errno() == libc::EINTR && found == 0 {
+        return -1;
+    }
+    let mut n = found;
+    if kernel > 0 && n < max && pfd[0].revents != 0 {
+        // SAFETY: as above.
+        let k = real_wait(unsafe { out.add(n) }, (max - n) as c_int, 0);
+        n += k.max(0) as usize;
+    }
+    n as c_int
+}
+
+/// epoll_wait(2).
+#[no_mangle]
+pub extern "C" fn epoll_wait(
+    epfd: c_int,
+    out: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+) -> c_int {
+    epoll_common(epfd, out, max, timeout, std::ptr::null())
+}
+
+/// epoll_pwait(2) (the signal mask applies only when the call blocks in
+/// the kernel).
+#[no_mangle]
+pub extern "C" fn epoll_pwait(
+    epfd: c_int,
+    out: *mut epoll_event,
+    max: c_int,
+    timeout: c_int,
+    sigmask: *const sigset_t,
+) -> c_int {
+    epoll_common(epfd, out, max, timeout, sigmask)
+}
+
+// ------------------------------------------------------------ poll/select
+
+fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> Option<c_int> {
+    if fds.is_null() || nfds == 0 {
+        return None;
+    }
+    // SAFETY: poll(2)'s contract: `nfds` readable and writable pollfds.
+    let p = unsafe { std::slice::from_raw_parts_mut(fds, nfds as usize) };
+    if !p.iter().any(|f| state::kind_of(f.fd) == kind::IXORA) {
+        return None;
+    }
+    let a = state::attached()?;
+    let mut kidx: Vec<usize> = Vec::new();
+    for (i, f) in p.iter_mut().enumerate() {
+        f.revents = 0;
+        if f.fd >= 0 && state::kind_of(f.fd) != kind::IXORA {
+            kidx.push(i);
+        }
+    }
+    let scan = |p: &mut [pollfd]| -> usize {
+        let mut r = 0;
+        for f in p.iter_mut() {
+            if let Some(sk) = state::sock(f.fd) {
+                let want = f.events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
+                f.revents = sk.revents() & want;
+                if f.revents != 0 {
+                    r += 1;
+                }
+            }
+        }
+        r
+    };
+    let mut kp: Vec<pollfd> = kidx
+        .iter()
+        .map(|&i| pollfd {
+            fd: p[i].fd,
+            events: p[i].events,
+            revents: 0,
+        })
+        .collect();
+    let n = scan(p);
+    if n > 0 && kp.is_empty() {
+        count(a, name, true);
+        return Some(n as c_int);
+    }
+    // Kernel descriptors are part of the answer: look at them now.
+    let k = if kp.is_empty() {
+        0
+    } else {
+        sys_poll(&mut kp, 0).max(0)
+    };
+    if n + k as usize == 0 && timeout != 0 {
+        let mut found = 0;
+        let pp = p as *mut [pollfd];
+        state::block_until(a, timeout, &mut kp, &mut || {
+            // SAFETY: `pp` is the caller's array, borrowed for this call.
+            found = scan(unsafe { &mut *pp });
+            found > 0
+        });
+        if !kp.is_empty() {
+            sys_poll(&mut kp, 0);
+        }
+    }
+    let mut total = scan(p);
+    for (j, &i) in kidx.iter().enumerate() {
+        p[i].revents = kp[j].revents;
+        if kp[j].revents != 0 {
+            total += 1;
+        }
+    }
+    count(a, name, false);
+    Some(total as c_int)
+}
+
+/// poll(2).
+#[no_mangle]
+pub extern "C" fn poll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
+    match poll_common(fds, nfds, timeout, call("poll")) {
+        Some(r) => r,
+        None => {
+            state::passthrough();
+            real!(poll: fn(*mut pollfd, nfds_t, c_int) -> c_int)(fds, nfds, timeout)
+        }
+    }
+}
+
+/// __poll_chk.
+#[no_mangle]
+pub extern "C" fn __poll_chk(
+    fds: *mut pollfd,
+    nfds: nfds_t,
+    timeout: c_int,
+    fdslen: size_t,
+) -> c_int {
+    if (nfds as usize).saturating_mul(std::mem::size_of::<pollfd>()) > fdslen {
+        // SAFETY: glibc's own answer to an overflow.
+        unsafe { libc::abort() }
+    }
+    poll(fds, nfds, timeout)
+}
+
+fn ts_ms(ts: *const timespec) -> c_int {
+    if ts.is_null() {
+        return -1;
+    }
+    // SAFETY: ppoll(2)'s contract: a readable timespec or null.
+    let t = unsafe { &*ts };
+    (t.tv_sec * 1000 + (t.tv_nsec + 999_999) / 1_000_000).clamp(0, c_int::MAX as i64) as c_int
+}
+
+/// ppoll(2) (the signal mask applies when the call passes to the kernel).
+#[no_mangle]
+pub extern "C" fn ppoll(
+    fds: *mut pollfd,
+    nfds: nfds_t,
+    ts: *const timespec,
+    ss: *const sigset_t,
+) -> c_int {
+    match poll_common(fds, nfds, ts_ms(ts), call("poll")) {
+        Some(r) => r,
+        None => {
+            state::passthrough();
+            real!(ppoll: fn(*mut pollfd, nfds_t, *const timespec, *const sigset_t) -> c_int)(
+                fds, nfds, ts, ss,
+            )
+        }
+    }
+}
+
+/// __ppoll_chk.
+#[no_mangle]
+pub extern "C" fn __ppoll_chk(
+    fds: *mut pollfd,
+    nfds: nfds_t,
+    ts: *const timespec,
+    ss: *const sigset_t,
+    fdslen: size_t,
+) -> c_int {
+    if (nfds as usize).saturating_mul(std::mem::size_of::<pollfd>()) > fdslen {
+        // SAFETY: glibc's own answer to an overflow.
+        unsafe { libc::abort() }
+    }
+    ppoll(fds, nfds, ts, ss)
+}
+
+fn select_common(
+    nfds: c_int,
+    r: *mut fd_set,
+    w: *mut fd_set,
+    e: *mut fd_set,
+    ms: c_int,
+) -> Option<c_int> {
+    let n = nfds.clamp(0, libc::FD_SETSIZE as c_int);
+    let mut p: Vec<pollfd> = Vec::new();
+    let mut any = false;
+    for fd in 0..n {
+        // SAFETY: the sets are null or valid fd_sets (select's contract).
+        let (ri, wi, ei) = unsafe {
+            (
+                !r.is_null() && libc::FD_ISSET(fd, r),
+                !w.is_null() && libc::FD_ISSET(fd, w),
+                !e.is_null() && libc::FD_ISSET(fd, e),
+            )
+        };
+        if ri || wi || ei {
+            any |= state::kind_of(fd) == kind::IXORA;
+            let mut ev = 0;
+            if ri {
+                ev |= libc::POLLIN;
+            }
+            if wi {
+                ev |= libc::POLLOUT;
+            }
+            if ei {
+                ev |= libc::POLLPRI;
+            }
+            p.push(pollfd {
+                fd,
+                events: ev,
+                revents: 0,
+            });
+        }
+    }
+    if !any {
+        return None;
+    }
+    let res = poll_common(p.as_mut_ptr(), p.len() as nfds_t, ms, call("select"))?;
+    if res < 0 {
+        return Some(res);
+    }
+    let mut total = 0;
+    // SAFETY: as above; FD_ZERO/FD_SET write inside the sets.
+    unsafe {
+        for s in [r, w, e] {
+            if !s.is_null() {
+                libc::FD_ZERO(s);
+            }
+        }
+        for f in &p {
+            if f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+                && f.events & libc::POLLIN != 0
+            {
+                libc::FD_SET(f.fd, r);
+                total += 1;
+            }
+            if f.revents & (libc::POLLOUT | libc::POLLERR) != 0 && f.events & libc::POLLOUT != 0 {
+                libc::FD_SET(f.fd, w);
+                total += 1;
+            }
+            if f.revents & libc::POLLPRI != 0 && f.events & libc::POLLPRI != 0 {
+                libc::FD_SET(f.fd, e);
+                total += 1;
+            }
+        }
+    }
+    Some(total)
+}
+
+/// select(2).
+#[no_mangle]
+pub extern "C" fn select(
+    nfds: c_int,
+    r: *mut fd_set,
+    w: *mut fd_set,
+    e: *mut fd_set,
+    tv: *mut timeval,
+) -> c_int {
+    let ms = if tv.is_null() {
+        -1
+    } else {
+        // SAFETY: select's contract: a readable timeval or null.
+        let t = unsafe { &*tv };
+        (t.tv_sec * 1000 + (t.tv_usec + 999) / 1000).clamp(0, c_int::MAX as i64) as c_int
+    };
+    match select_common(nfds, r, w, e, ms) {
+        Some(x) => x,
+        None => {
+            state::passthrough();
+            real!(select: fn(c_int, *mut fd_set, *mut fd_set, *mut fd_set, *mut timeval) -> c_int)(
+                nfds, r, w, e, tv,
+            )
+        }
+    }
+}
+
+/// pselect(2).
+#[no_mangle]
+pub extern "C" fn pselect(
+    nfds: c_int,
+    r: *mut fd_set,
+    w: *mut fd_set,
+    e: *mut fd_set,
+    ts: *const timespec,
+    ss: *const sigset_t,
+) -> c_int {
+    match select_common(nfds, r, w, e, ts_ms(ts)) {
+        Some(x) => x,
+        None => {
+            state::passthrough();
+            real!(pselect: fn(c_int, *mut fd_set, *mut fd_set, *mut fd_set, *const timespec, *const sigset_t) -> c_int)(
+                nfds, r, w, e, ts, ss,
+            )
+        }
+    }
+}
+
+// ------------------------------------------------------- descriptors, opts
+
+fn dup_into(sk: Sock, nfd: c_int) {
+    sk.a.r.up_slot(sk.s).refs.fetch_add(1, Ordering::AcqRel);
+    state::install(
+        nfd,
+        sk.s,
+        sk.e.gen.load(Ordering::Relaxed),
+        sk.e.flags.load(Ordering::Relaxed),
+    );
+}
+
+/// Before `newfd` is replaced by dup2/dup3: drop its Ixora socket.
+fn displace(newfd: c_int) {
+    if let Some(sk) = state::sock(newfd) {
+        state::release_sock(sk);
+    }
+}
+
+/// dup(2).
+#[no_mangle]
+pub extern "C" fn dup(fd: c_int) -> c_int {
+    let nfd = real!(dup: fn(c_int) -> c_int)(fd);
+    match state::sock(fd) {
+        Some(sk) if nfd >= 0 => {
+            dup_into(sk, nfd);
+            count(sk.a, call("dup"), false);
+        }
+        _ => state::passthrough(),
+    }
+    nfd
+}
+
+/// dup2(2).
+#[no_mangle]
+pub extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
+    if fd == newfd {
+        return real!(dup2: fn(c_int, c_int) -> c_int)(fd, newfd);
+    }
+    if state::kind_of(newfd) == kind::INTERNAL {
+        return fail(libc::EBUSY);
+    }
+    displace(newfd);
+    let r = real!(dup2: fn(c_int, c_int) -> c_int)(fd, newfd);
+    if r >= 0 {
+        if let Some(e) = state::entry(r) {
+            e.kind.store(kind::NONE, Ordering::Release);
+        }
+        if let Some(sk) = state::sock(fd) {
+            dup_into(sk, r);
+            count(sk.a, call("dup"), false);
+        }
+    }
+    r
+}
+
+/// dup3(2).
+#[no_mangle]
+pub extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
+    if state::kind_of(newfd) == kind::INTERNAL {
+        return fail(libc::EBUSY);
+    }
+    if fd != newfd {
+        displace(newfd);
+    }
+    let r = real!(dup3: fn(c_int, c_int, c_int) -> c_int)(fd, newfd, flags);
+    if r >= 0 {
+        if let Some(e) = state::entry(r) {
+            e.kind.store(kind::NONE, Ordering::Release);
+        }
+        if let Some(sk) = state::sock(fd) {
+            dup_into(sk, r);
+        }
+    }
+    r
+}
+
+/// fcntl(2). Declared with one argument word: on x86-64 and aarch64 a
+/// variadic integer or pointer argument arrives where a fixed one would.
+#[no_mangle]
+pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    let real_fcntl = || real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, cmd, arg);
+    let k = state::kind_of(fd);
+    if k == kind::MAYBE && cmd == libc::F_SETFL {
+        if let Some(e) = state::entry(fd) {
+            if arg as c_int & libc::O_NONBLOCK != 0 {
+                e.flags.fetch_or(fl::NONBLOCK, Ordering::Relaxed);
+            } else {
+                e.flags.fetch_and(!fl::NONBLOCK, Ordering::Relaxed);
+            }
+        }
+    }
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real_fcntl();
+    };
+    match cmd {
+        libc::F_GETFL => {
+            count(sk.a, call("fcntl"), true);
+            libc::O_RDWR | if sk.nonblock() { libc::O_NONBLOCK } else { 0 }
+        }
+        libc::F_SETFL => {
+            count(sk.a, call("fcntl"), true);
+            if arg as c_int & libc::O_NONBLOCK != 0 {
+                sk.e.flags.fetch_or(fl::NONBLOCK, Ordering::Relaxed);
+            } else {
+                sk.e.flags.fetch_and(!fl::NONBLOCK, Ordering::Relaxed);
+            }
+            0
+        }
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            count(sk.a, call("fcntl"), false);
+            let nfd = real_fcntl();
+            if nfd >= 0 {
+                dup_into(sk, nfd);
+            }
+            nfd
+        }
+        _ => {
+            count(sk.a, call("fcntl"), false);
+            real_fcntl()
+        }
+    }
+}
+
+/// fcntl64 (glibc's name for the same call with 64-bit offsets).
+#[no_mangle]
+pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    if state::kind_of(fd) == kind::IXORA || state::kind_of(fd) == kind::MAYBE {
+        return fcntl(fd, cmd, arg);
+    }
+    real!(fcntl64: fn(c_int, c_int; ...) -> c_int)(fd, cmd, arg)
+}
+
+/// ioctl(2): FIONREAD and FIONBIO on Ixora sockets.
+#[no_mangle]
+pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
+    let Some(sk) = state::sock(fd) else {
+        if state::kind_of(fd) == kind::MAYBE && req == libc::FIONBIO && arg != 0 {
+            if let Some(e) = state::entry(fd) {
+                // SAFETY: FIONBIO's argument is a readable int pointer.
+                let on = unsafe { *(arg as *const c_int) } != 0;
+                if on {
+                    e.flags.fetch_or(fl::NONBLOCK, Ordering::Relaxed);
+                } else {
+                    e.flags.fetch_and(!fl::NONBLOCK, Ordering::Relaxed);
+                }
+            }
+        }
+        state::passthrough();
+        return real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+    };
+    count(sk.a, call("ioctl"), true);
+    if arg == 0 {
+        return fail(libc::EFAULT);
+    }
+    match req {
+        libc::FIONREAD => {
+            let n = if sk.state() == st::LISTEN {
+                0
+            } else {
+                sk.readable().min(c_int::MAX as u64)
+            };
+            // SAFETY: FIONREAD's argument is a writable int pointer.
+            unsafe { *(arg as *mut c_int) = n as c_int };
+            0
+        }
+        libc::FIONBIO => {
+            // SAFETY: FIONBIO's argument is a readable int pointer.
+            let on = unsafe { *(arg as *const c_int) } != 0;
+            if on {
+                sk.e.flags.fetch_or(fl::NONBLOCK, Ordering::Relaxed);
+            } else {
+                sk.e.flags.fetch_and(!fl::NONBLOCK, Ordering::Relaxed);
+            }
+            0
+        }
+        _ => fail(libc::ENOTTY),
+    }
+}
+
+unsafe fn put_int(val: *mut c_void, len: *mut socklen_t, v: c_int) -> c_int {
+    if val.is_null() || len.is_null() {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY (caller): `len` readable/writable, `val` has `*len` bytes.
+    unsafe {
+        let n = (*len as usize).min(4);
+        std::ptr::copy_nonoverlapping(&v as *const c_int as *const u8, val as *mut u8, n);
+        *len = n as socklen_t;
+    }
+    0
+}
+
+/// getsockopt(2).
+#[no_mangle]
+pub unsafe extern "C" fn getsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
+            fd, level, name, val, len,
+        );
+    };
+    count(sk.a, call("getsockopt"), true);
+    let f = sk.e.flags.load(Ordering::Relaxed);
+    let b = |x: u32| (f & x != 0) as c_int;
+    let ring = sk.a.r.layout().ring as c_int;
+    // SAFETY (all arms): getsockopt(2)'s contract on `val`/`len`.
+    unsafe {
+        match (level, name) {
+            (libc::SOL_SOCKET, libc::SO_ERROR) => put_int(val, len, sk.error()),
+            (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(val, len, libc::SOCK_STREAM),
+            (libc::SOL_SOCKET, libc::SO_DOMAIN) => put_int(val, len, libc::AF_INET),
+            (libc::SOL_SOCKET, libc::SO_PROTOCOL) => put_int(val, len, libc::IPPROTO_TCP),
+            (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
+                put_int(val, len, (sk.state() == st::LISTEN) as c_int)
+            }
+            (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => put_int(val, len, ring),
+            (libc::SOL_SOCKET, libc::SO_REUSEADDR) => put_int(val, len, b(fl::REUSEADDR)),
+            (libc::SOL_SOCKET, libc::SO_REUSEPORT) => put_int(val, len, b(fl::REUSEPORT)),
+            (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => put_int(val, len, b(fl::KEEPALIVE)),
+            (libc::SOL_SOCKET, libc::SO_LINGER) => {
+                if val.is_null()
+                    || len.is_null()
+                    || (*len as usize) < std::mem::size_of::<libc::linger>()
+                {
+                    return fail(libc::EINVAL);
+                }
+                let l = libc::linger {
+                    l_onoff: b(fl::LINGER0),
+                    l_linger: 0,
+                };
+                std::ptr::write_unaligned(val as *mut libc::linger, l);
+                *len = std::mem::size_of::<libc::linger>() as socklen_t;
+                0
+            }
+            (libc::IPPROTO_TCP, libc::TCP_NODELAY) => put_int(val, len, 1 - b(fl::NAGLE)),
+            (libc::IPPROTO_TCP, libc::TCP_INFO) => {
+                if val.is_null() || len.is_null() {
+                    return fail(libc::EFAULT);
+                }
+                let mut info: libc::tcp_info = std::mem::zeroed();
+                info.tcpi_state = match sk.state() {
+                    st::ESTABLISHED => 1,
+                    st::CONNECTING => 2,
+                    st::LISTEN => 10,
+                    _ => 7,
+                };
+                info.tcpi_rcv_space = ring as u32;
+                let n = (*len as usize).min(std::mem::size_of::<libc::tcp_info>());
+                std::ptr::copy_nonoverlapping(&info as *const _ as *const u8, val as *mut u8, n);
+                *len = n as socklen_t;
+                0
+            }
+            _ => fail(libc::ENOPROTOOPT),
+        }
+    }
+}
+
+/// setsockopt(2). Options are kept by the shim; the ones the stack acts
+/// on (TCP_NODELAY, SO_KEEPALIVE) are passed to the service.
+#[no_mangle]
+pub unsafe extern "C" fn setsockopt(
+    fd: c_int,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: socklen_t,
+) -> c_int {
+    let real_set = || {
+        real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(
+            fd, level, name, val, len,
+        )
+    };
+    let k = state::kind_of(fd);
+    if k != kind::IXORA && k != kind::MAYBE {
+        state::passthrough();
+        return real_set();
+    }
+    let e = state::entry(fd).unwrap();
+    let int = || -> Option<c_int> {
+        if val.is_null() || (len as usize) < 4 {
+            return None;
+        }
+        // SAFETY: setsockopt(2)'s contract: `len` readable bytes at `val`.
+        Some(unsafe { std::ptr::read_unaligned(val as *const c_int) })
+    };
+    let setf = |bit: u32, on: bool| {
+        if on {
+            e.flags.fetch_or(bit, Ordering::Relaxed)
+        } else {
+            e.flags.fetch_and(!bit, Ordering::Relaxed)
+        }
+    };
+    let mut svc: Option<(u64, bool)> = None;
+    match (level, name) {
+        (libc::SOL_SOCKET, libc::SO_REUSEADDR) => {
+            setf(fl::REUSEADDR, int().unwrap_or(0) != 0);
+        }
+        (libc::SOL_SOCKET, libc::SO_REUSEPORT) => {
+            setf(fl::REUSEPORT, int().unwrap_or(0) != 0);
+        }
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
+            let on = int().unwrap_or(0) != 0;
+            setf(fl::KEEPALIVE, on);
+            svc = Some((opt::KEEPALIVE, on));
+        }
+        (libc::SOL_SOCKET, libc::SO_LINGER)
+            if !val.is_null() && (len as usize) >= std::mem::size_of::<libc::linger>() =>
+        {
+            // SAFETY: as above.
+            let l = unsafe { std::ptr::read_unaligned(val as *const libc::linger) };
+            setf(fl::LINGER0, l.l_onoff != 0 && l.l_linger == 0);
+        }
+        (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
+            let on = int().unwrap_or(1) != 0;
+            let was_nagle = setf(fl::NAGLE, !on) & fl::NAGLE != 0;
+            if was_nagle == on {
+                svc = Some((opt::NODELAY, on));
+            }
+        }
+        _ => {}
+    }
+    if k == kind::MAYBE {
+        // Not ours yet: the kernel socket gets the option too.
+        return real_set();
+    }
+    let sk = state::sock(fd).unwrap();
+    match svc {
+        Some((o, on)) if sk.state() != st::OPEN => {
+            count(sk.a, call("setsockopt"), false);
+            state::request(sk.a, Msg::new(op::SETOPT, sk.s, o as i64, on as u64), &[]);
+        }
+        _ => count(sk.a, call("setsockopt"), true),
+    }
+    0
+}
+
+/// getsockname(2).
+#[no_mangle]
+pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(getsockname: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(
+            fd, addr, len,
+        );
+    };
+    count(sk.a, call("getsockname"), true);
+    if addr.is_null() || len.is_null() {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: getsockname(2)'s contract.
+    unsafe {
+        put_sin(
+            addr,
+            len,
+            sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed),
+        )
+    };
+    0
+}
+
+/// getpeername(2).
+#[no_mangle]
+pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    let Some(sk) = state::sock(fd) else {
+        state::passthrough();
+        return real!(getpeername: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(
+            fd, addr, len,
+        );
+    };
+    count(sk.a, call("getpeername"), true);
+    if addr.is_null() || len.is_null() {
+        return fail(libc::EFAULT);
+    }
+    let remote = sk.a.r.down_slot(sk.s).remote.load(Ordering::Relaxed);
+    if remote == 0 || !matches!(sk.state(), st::ESTABLISHED | st::CONNECTING) {
+        return fail(libc::ENOTCONN);
+    }
+    // SAFETY: getpeername(2)'s contract.
+    unsafe { put_sin(addr, len, remote) };
+    0
+}

@@ -1,0 +1,777 @@
+//! Process state of the shim: the descriptor table, the attachment to the
+//! service, waiters, and the ring operations behind the calls.
+
+use crate::real::{self, set_errno};
+use ixora_channel::ctl::{op, Msg};
+use ixora_channel::layout::{self, flag, state, Layout, Regions};
+use ixora_channel::os;
+use libc::c_int;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Highest descriptor number the shim tracks.
+pub const MAXFD: usize = 65536;
+
+/// What a descriptor is.
+pub mod kind {
+    /// Not ours: the kernel's.
+    pub const NONE: u8 = 0;
+    /// An Ixora socket.
+    pub const IXORA: u8 = 1;
+    /// A kernel TCP/IPv4 socket that becomes Ixora's if bound to our
+    /// address or connected to our subnet.
+    pub const MAYBE: u8 = 2;
+    /// One of the shim's own descriptors (control socket, eventfds).
+    pub const INTERNAL: u8 = 3;
+}
+
+/// Per-descriptor flags.
+pub mod fl {
+    /// O_NONBLOCK.
+    pub const NONBLOCK: u32 = 1;
+    /// SHUT_RD done.
+    pub const SHUT_RD: u32 = 2;
+    /// TCP_NODELAY off (Nagle on) was asked.
+    pub const NAGLE: u32 = 4;
+    /// SO_REUSEADDR.
+    pub const REUSEADDR: u32 = 8;
+    /// SO_REUSEPORT.
+    pub const REUSEPORT: u32 = 16;
+    /// SO_KEEPALIVE.
+    pub const KEEPALIVE: u32 = 32;
+    /// SO_LINGER with a zero timeout: reset on close.
+    pub const LINGER0: u32 = 64;
+    /// Listening.
+    pub const LISTENING: u32 = 128;
+}
+
+/// One descriptor's entry.
+pub struct FdEntry {
+    /// [`kind`].
+    pub kind: AtomicU8,
+    /// [`fl`] bits.
+    pub flags: AtomicU32,
+    /// Slot of an Ixora socket.
+    pub slot: AtomicU32,
+    /// Generation of the slot when the descriptor was made.
+    pub gen: AtomicU32,
+}
+
+static TABLE: OnceLock<Box<[FdEntry]>> = OnceLock::new();
+
+/// The entry of `fd`, if in range.
+pub fn entry(fd: c_int) -> Option<&'static FdEntry> {
+    if fd < 0 || fd as usize >= MAXFD {
+        return None;
+    }
+    let t = TABLE.get_or_init(|| {
+        (0..MAXFD)
+            .map(|_| FdEntry {
+                kind: AtomicU8::new(kind::NONE),
+                flags: AtomicU32::new(0),
+                slot: AtomicU32::new(0),
+                gen: AtomicU32::new(0),
+            })
+            .collect()
+    });
+    Some(&t[fd as usize])
+}
+
+/// Kind of `fd` (cheap; NONE when out of range).
+pub fn kind_of(fd: c_int) -> u8 {
+    match TABLE.get() {
+        Some(t) if fd >= 0 && (fd as usize) < MAXFD => t[fd as usize].kind.load(Ordering::Acquire),
+        _ => kind::NONE,
+    }
+}
+
+/// The attachment to the service.
+pub struct Attached {
+    /// Control connection (replaced in a forked child).
+    pub ctl: Mutex<OwnedFd>,
+    /// The regions.
+    pub r: Regions,
+    /// The service's doorbell.
+    pub bell: c_int,
+    /// Our app id at the service.
+    pub app_id: u32,
+    /// The service's address, prefix and gateway.
+    pub ip: u32,
+    /// Prefix length.
+    pub prefix: u32,
+    /// Gateway (0: none).
+    pub gateway: u32,
+    /// Closed descriptors kept for reuse.
+    pub pool: Mutex<Vec<c_int>>,
+    /// Spin before blocking, in microseconds.
+    pub spin: Duration,
+}
+
+static ATTACHED: OnceLock<Option<Attached>> = OnceLock::new();
+static WARNED: AtomicBool = AtomicBool::new(false);
+/// Incremented in every forked child: waiters made before are not ours.
+pub static FORK_GEN: AtomicU64 = AtomicU64::new(0);
+
+/// The attachment, if this process is attached (without attaching).
+pub fn attached() -> Option<&'static Attached> {
+    ATTACHED.get().and_then(|a| a.as_ref())
+}
+
+/// Attach on first need; `None` if no service is configured or reachable
+/// (then sockets stay the kernel's; a warning is printed once).
+pub fn attach() -> Option<&'static Attached> {
+    ATTACHED
+        .get_or_init(|| match try_attach() {
+            Ok(a) => Some(a),
+            Err(e) => {
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    let m = format!(
+                        "ixora-preload: not using Ixora ({e}); sockets stay the kernel's\n"
+                    );
+                    real::sys_write(2, m.as_bytes());
+                }
+                None
+            }
+        })
+        .as_ref()
+}
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(10)
+}
+
+fn mark_internal(fd: c_int) {
+    if let Some(e) = entry(fd) {
+        e.kind.store(kind::INTERNAL, Ordering::Release);
+    }
+}
+
+fn try_attach() -> Result<Attached, String> {
+    let path = std::env::var_os("IXORA_SOCKET").ok_or("IXORA_SOCKET is not set")?;
+    let path = std::path::PathBuf::from(path);
+    let sock = os::connect_once(&path).map_err(|e| format!("service {}: {e}", path.display()))?;
+    mark_internal(sock.as_raw_fd());
+    let pid = std::process::id();
+    os::send_msg(
+        sock.as_fd(),
+        &Msg::new(op::ATTACH, 0, pid as i64, 0).encode(),
+        &[],
+        deadline(),
+    )
+    .map_err(|e| format!("attach: {e}"))?;
+    let mut buf = [0u8; 64];
+    let (n, mut fds) =
+        os::recv_msg(sock.as_fd(), &mut buf, deadline()).map_err(|e| format!("attach: {e}"))?;
+    let m = Msg::decode(&buf[..n]).ok_or("attach: malformed reply")?;
+    if m.a < 0 || fds.len() != 3 {
+        return Err(format!("attach refused (errno {})", -m.a));
+    }
+    let l = Layout::new(m.b as u32, m.c as u32).map_err(|e| format!("attach: {e}"))?;
+    let bell = fds.pop().unwrap();
+    let up_fd = fds.pop().unwrap();
+    let down_fd = fds.pop().unwrap();
+    let down = os::Mapping::map_with(down_fd.as_fd(), l.down_len(), false, false)
+        .map_err(|e| format!("map down region: {e}"))?;
+    let up = os::Mapping::map_with(up_fd.as_fd(), l.up_len(), true, false)
+        .map_err(|e| format!("map up region: {e}"))?;
+    // SAFETY: the mappings are leaked below: they stay mapped, at the
+    // layout's lengths, for the life of the process.
+    let r = unsafe { Regions::new(down.as_ptr(), up.as_ptr(), l) };
+    std::mem::forget(down);
+    std::mem::forget(up);
+    let h = r.down_header();
+    if h.magic.load(Ordering::Acquire) != layout::MAGIC_DOWN
+        || h.version.load(Ordering::Relaxed) != layout::VERSION
+    {
+        return Err("service speaks another layout version".into());
+    }
+    let bell_fd = bell.as_raw_fd();
+    std::mem::forget(bell);
+    mark_internal(bell_fd);
+    let spin = std::env::var("IXORA_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50u64);
+    // SAFETY: registers plain function pointers with no preconditions.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(after_fork_child));
+    }
+    Ok(Attached {
+        ctl: Mutex::new(sock),
+        r,
+        bell: bell_fd,
+        app_id: h.app_id.load(Ordering::Relaxed),
+        ip: h.ip.load(Ordering::Relaxed),
+        prefix: h.prefix.load(Ordering::Relaxed),
+        gateway: h.gateway.load(Ordering::Relaxed),
+        pool: Mutex::new(Vec::new()),
+        spin: Duration::from_micros(spin),
+    })
+}
+
+/// In a forked child: our own control connection (JOIN), one more
+/// reference on every Ixora socket we inherited.
+extern "C" fn after_fork_child() {
+    let Some(a) = attached() else { return };
+    FORK_GEN.fetch_add(1, Ordering::SeqCst);
+    if let Some(t) = TABLE.get() {
+        for e in t.iter() {
+            if e.kind.load(Ordering::Relaxed) == kind::IXORA {
+                a.r.up_slot(e.slot.load(Ordering::Relaxed))
+                    .refs
+                    .fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    // The lock may have been held by a thread of the parent that does not
+    // exist here: replace it without waiting.
+    let path = std::env::var_os("IXORA_SOCKET").unwrap_or_default();
+    if let Ok(sock) = os::connect_once(std::path::Path::new(&path)) {
+        mark_internal(sock.as_raw_fd());
+        let ok = os::send_msg(
+            sock.as_fd(),
+            &Msg::new(op::JOIN, 0, a.app_id as i64, 0).encode(),
+            &[],
+            deadline(),
+        )
+        .is_ok();
+        let mut buf = [0u8; 64];
+        if ok && os::recv_msg(sock.as_fd(), &mut buf, deadline()).is_ok() {
+            let m = match a.ctl.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(_) => None,
+            };
+            if let Some(mut g) = m {
+                let old = std::mem::replace(&mut *g, sock);
+                // The parent's connection stays the parent's.
+                std::mem::forget(old);
+            }
+        }
+    }
+}
+
+/// One control request; the reply (and its descriptors).
+pub fn request(a: &Attached, m: Msg, fds: &[c_int]) -> Msg {
+    let g = a.ctl.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: the descriptors are live for the call (owned by the caller).
+    let bfds: Vec<_> = fds
+        .iter()
+        .map(|&f| unsafe { std::os::fd::BorrowedFd::borrow_raw(f) })
+        .collect();
+    if os::send_msg(g.as_fd(), &m.encode(), &bfds, deadline()).is_err() {
+        return Msg::reply(-(libc::EIO as i64));
+    }
+    let mut buf = [0u8; 64];
+    match os::recv_msg(g.as_fd(), &mut buf, deadline()) {
+        Ok((n, _)) => Msg::decode(&buf[..n]).unwrap_or(Msg::reply(-(libc::EIO as i64))),
+        Err(_) => Msg::reply(-(libc::EIO as i64)),
+    }
+}
+
+/// Count a call: resolved in user space or not.
+#[inline]
+pub fn count(a: &Attached, call: usize, user: bool) {
+    a.r.up_header().counters[call][if user { 0 } else { 1 }].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Count a call on a descriptor that is not Ixora's.
+#[inline]
+pub fn passthrough() {
+    if let Some(a) = attached() {
+        a.r.up_header().passthrough.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Tell the service socket `s` changed; returns true if that took a
+/// system call (the service slept and was rung).
+pub fn signal(a: &Attached, s: u32) -> bool {
+    if a.r.signal(s) {
+        real::sys_ring(a.bell);
+        true
+    } else {
+        false
+    }
+}
+
+/// A waiter: an index the service knows and an eventfd it rings.
+pub struct Waiter {
+    /// Index.
+    pub idx: u32,
+    /// The eventfd.
+    pub efd: c_int,
+    fork_gen: u64,
+}
+
+impl Waiter {
+    /// A new waiter registered with the service.
+    pub fn new(a: &Attached) -> Option<Waiter> {
+        let h = a.r.up_header();
+        let mut idx = None;
+        'find: for (w, word) in h.waiters_used.iter().enumerate() {
+            let mut cur = word.load(Ordering::Relaxed);
+            while cur != u64::MAX {
+                let b = (!cur).trailing_zeros();
+                match word.compare_exchange(cur, cur | 1 << b, Ordering::AcqRel, Ordering::Relaxed)
+                {
+                    Ok(_) => {
+                        idx = Some(w as u32 * 64 + b);
+                        break 'find;
+                    }
+                    Err(x) => cur = x,
+                }
+            }
+        }
+        let idx = idx?;
+        let efd = real::sys_eventfd();
+        if efd < 0 {
+            return None;
+        }
+        mark_internal(efd);
+        let r = request(a, Msg::new(op::WAITER, idx, 0, 0), &[efd]);
+        if r.a < 0 {
+            real::sys_close(efd);
+            return None;
+        }
+        Some(Waiter {
+            idx,
+            efd,
+            fork_gen: FORK_GEN.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Ask to be rung after the service's next change.
+    pub fn arm(&self, a: &Attached) {
+        a.r.up_header().armed[self.idx as usize / 64]
+            .fetch_or(1 << (self.idx % 64), Ordering::SeqCst);
+    }
+
+    /// Release the index (the eventfd is closed).
+    pub fn release(self, a: &Attached) {
+        if let Some(e) = entry(self.efd) {
+            e.kind.store(kind::NONE, Ordering::Release);
+        }
+        real::sys_close(self.efd);
+        a.r.up_header().waiters_used[self.idx as usize / 64]
+            .fetch_and(!(1 << (self.idx % 64)), Ordering::AcqRel);
+    }
+
+    /// Made in this process (not inherited over fork).
+    pub fn current(&self) -> bool {
+        self.fork_gen == FORK_GEN.load(Ordering::Relaxed)
+    }
+}
+
+struct ThreadWaiter(Option<Waiter>);
+
+impl Drop for ThreadWaiter {
+    fn drop(&mut self) {
+        if let (Some(w), Some(a)) = (self.0.take(), attached()) {
+            if w.current() {
+                w.release(a);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static THREAD_WAITER: std::cell::RefCell<ThreadWaiter> = const { std::cell::RefCell::new(ThreadWaiter(None)) };
+}
+
+/// Block the calling thread until `ready()`, a descriptor of `kernel`
+/// has an event (its `revents` are set), or `timeout_ms` (-1: forever)
+/// passes; true if something is ready. Spins on `ready()` first, then
+/// sleeps in the kernel on `kernel` and the thread's waiter together.
+pub fn block_until(
+    a: &Attached,
+    timeout_ms: c_int,
+    kernel: &mut [libc::pollfd],
+    ready: &mut dyn FnMut() -> bool,
+) -> bool {
+    let start = Instant::now();
+    let limit = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
+    if kernel.is_empty() {
+        while start.elapsed() < a.spin.min(limit.unwrap_or(Duration::MAX)) {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    THREAD_WAITER.with(|tw| {
+        let mut tw = tw.borrow_mut();
+        if tw.0.as_ref().is_some_and(|w| !w.current()) {
+            tw.0 = None; // inherited over fork: not ours to use
+        }
+        if tw.0.is_none() {
+            tw.0 = Waiter::new(a);
+        }
+        let mut fds: Vec<libc::pollfd> = kernel.to_vec();
+        if let Some(w) = &tw.0 {
+            fds.push(libc::pollfd {
+                fd: w.efd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        loop {
+            if ready() {
+                return true;
+            }
+            let left = match limit {
+                Some(l) => {
+                    let e = start.elapsed();
+                    if e >= l {
+                        return false;
+                    }
+                    (l - e).as_millis().max(1) as c_int
+                }
+                None => -1,
+            };
+            match &tw.0 {
+                Some(w) => {
+                    w.arm(a);
+                    if ready() {
+                        return true;
+                    }
+                    for f in fds.iter_mut() {
+                        f.revents = 0;
+                    }
+                    let n = real::sys_poll(&mut fds, left);
+                    if n < 0 && -n == libc::EINTR {
+                        set_errno(libc::EINTR);
+                        return false;
+                    }
+                    if n > 0 {
+                        let last = fds.len() - 1;
+                        if fds[last].revents != 0 {
+                            real::sys_drain(w.efd);
+                        }
+                        if fds[..last].iter().any(|f| f.revents != 0) {
+                            kernel.copy_from_slice(&fds[..last]);
+                            return true;
+                        }
+                    }
+                }
+                None => {
+                    // No waiter available: sleep a little and look again.
+                    if !kernel.is_empty() {
+                        let n = real::sys_poll(kernel, 0);
+                        if n > 0 {
+                            return true;
+                        }
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+    })
+}
+
+/// Validated view of an Ixora descriptor.
+#[derive(Clone, Copy)]
+pub struct Sock {
+    /// The attachment.
+    pub a: &'static Attached,
+    /// Slot.
+    pub s: u32,
+    /// The descriptor's entry.
+    pub e: &'static FdEntry,
+}
+
+/// The Ixora socket behind `fd`, if it is one.
+pub fn sock(fd: c_int) -> Option<Sock> {
+    if kind_of(fd) != kind::IXORA {
+        return None;
+    }
+    let a = attached()?;
+    let e = entry(fd)?;
+    Some(Sock {
+        a,
+        s: e.slot.load(Ordering::Acquire),
+        e,
+    })
+}
+
+impl Sock {
+    /// Still the socket the descriptor was made for (the slot was not
+    /// freed and reused).
+    pub fn live(&self) -> bool {
+        self.a.r.down_slot(self.s).gen.load(Ordering::Acquire) == self.e.gen.load(Ordering::Relaxed)
+    }
+
+    /// State.
+    pub fn state(&self) -> u32 {
+        if !self.live() {
+            return state::CLOSED;
+        }
+        self.a.r.down_slot(self.s).state.load(Ordering::Acquire)
+    }
+
+    /// Flags.
+    pub fn flags(&self) -> u32 {
+        self.a.r.down_slot(self.s).flags.load(Ordering::Acquire)
+    }
+
+    /// Bytes readable.
+    pub fn readable(&self) -> u64 {
+        let tail = self.a.r.down_slot(self.s).rx_tail.load(Ordering::Acquire);
+        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
+        tail.saturating_sub(head)
+    }
+
+    /// Bytes writable.
+    pub fn writable(&self) -> u64 {
+        let ring = self.a.r.layout().ring as u64;
+        let head = self.a.r.down_slot(self.s).tx_head.load(Ordering::Acquire);
+        let tail = self.a.r.up_slot(self.s).tx_tail.load(Ordering::Relaxed);
+        ring.saturating_sub(tail.saturating_sub(head))
+    }
+
+    /// Connections waiting in the accept queue.
+    pub fn acceptable(&self) -> u32 {
+        let tail = self.a.r.down_slot(self.s).acc_tail.load(Ordering::Acquire);
+        let head = self.a.r.up_slot(self.s).acc_head.load(Ordering::Acquire);
+        tail.wrapping_sub(head).min(self.a.r.acc_capacity())
+    }
+
+    /// Pending error (0 if none).
+    pub fn error(&self) -> c_int {
+        if !self.live() {
+            return libc::EBADF;
+        }
+        if self.flags() & flag::ERROR != 0 {
+            self.a.r.down_slot(self.s).err.load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
+    /// The change counter (for edge-triggered epoll).
+    pub fn seq(&self) -> u32 {
+        self.a.r.down_slot(self.s).seq.load(Ordering::Acquire)
+    }
+
+    /// poll(2)-style readiness.
+    pub fn revents(&self) -> i16 {
+        let st = self.state();
+        let fl = self.flags();
+        let mut r: i16 = 0;
+        if !self.live() {
+            return libc::POLLNVAL;
+        }
+        if st == state::LISTEN {
+            if self.acceptable() > 0 {
+                r |= libc::POLLIN;
+            }
+            return r;
+        }
+        if self.readable() > 0 || fl & flag::EOF != 0 {
+            r |= libc::POLLIN;
+        }
+        if fl & flag::EOF != 0 {
+            r |= libc::POLLRDHUP;
+        }
+        if fl & flag::ERROR != 0 {
+            r |= libc::POLLERR | libc::POLLHUP | libc::POLLIN | libc::POLLOUT;
+        }
+        if st == state::ESTABLISHED && self.writable() > 0 {
+            r |= libc::POLLOUT;
+        }
+        if st == state::OPEN {
+            r |= libc::POLLOUT | libc::POLLHUP;
+        }
+        r
+    }
+
+    /// Non-blocking.
+    pub fn nonblock(&self) -> bool {
+        self.e.flags.load(Ordering::Relaxed) & fl::NONBLOCK != 0
+    }
+
+    /// Copy up to the total length of `bufs` out of the receive ring;
+    /// `peek` leaves the bytes. Returns bytes copied (0 at EOF), or
+    /// `Err(errno)`.
+    pub fn recv(&self, bufs: &mut [&mut [u8]], peek: bool) -> Result<usize, c_int> {
+        let avail = self.readable();
+        if avail == 0 {
+            let e = self.error();
+            if e != 0 {
+                return Err(e);
+            }
+            if self.flags() & flag::EOF != 0
+                || self.e.flags.load(Ordering::Relaxed) & fl::SHUT_RD != 0
+            {
+                return Ok(0);
+            }
+            return match self.state() {
+                state::ESTABLISHED | state::CONNECTING => Err(libc::EAGAIN),
+                _ => Err(libc::ENOTCONN),
+            };
+        }
+        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
+        let mut n = 0u64;
+        for b in bufs.iter_mut() {
+            let k = (b.len() as u64).min(avail - n) as usize;
+            self.a.r.rx_read(self.s, head + n, &mut b[..k]);
+            n += k as u64;
+            if n == avail {
+                break;
+            }
+        }
+        if !peek && n > 0 {
+            self.a
+                .r
+                .up_slot(self.s)
+                .rx_head
+                .store(head + n, Ordering::Release);
+        }
+        Ok(n as usize)
+    }
+
+    /// Copy as much of `bufs` as fits into the transmit ring.
+    pub fn send(&self, bufs: &[&[u8]]) -> Result<usize, c_int> {
+        let e = self.error();
+        if e != 0 {
+            return Err(e);
+        }
+        match self.state() {
+            state::ESTABLISHED => {}
+            state::CONNECTING => return Err(libc::EAGAIN),
+            _ => return Err(libc::EPIPE),
+        }
+        let room = self.writable();
+        if room == 0 {
+            return Err(libc::EAGAIN);
+        }
+        let tail = self.a.r.up_slot(self.s).tx_tail.load(Ordering::Relaxed);
+        let mut n = 0u64;
+        for b in bufs {
+            let k = (b.len() as u64).min(room - n) as usize;
+            self.a.r.tx_write(self.s, tail + n, &b[..k]);
+            n += k as u64;
+            if n == room {
+                break;
+            }
+        }
+        if n > 0 {
+            self.a
+                .r
+                .up_slot(self.s)
+                .tx_tail
+                .store(tail + n, Ordering::Release);
+        }
+        Ok(n as usize)
+    }
+}
+
+/// Per-epoll-instance state (user-space interest in Ixora sockets).
+pub struct Epoll {
+    /// Interest in Ixora sockets.
+    pub items: Vec<Item>,
+    /// Kernel descriptors registered in the real epoll.
+    pub kernel: usize,
+    /// Calls so far (to look at kernel descriptors now and then).
+    pub calls: u64,
+}
+
+/// One Ixora socket in an epoll set.
+pub struct Item {
+    /// Descriptor.
+    pub fd: c_int,
+    /// Slot and generation it referred to when added.
+    pub slot: u32,
+    /// Generation.
+    pub gen: u32,
+    /// Interest (EPOLL* bits).
+    pub events: u32,
+    /// The application's data.
+    pub data: u64,
+    /// Change counter last reported (edge-triggered).
+    pub seen: u32,
+    /// One-shot item already reported.
+    pub disabled: bool,
+}
+
+static EPOLLS: OnceLock<Box<[AtomicPtr<Mutex<Epoll>>]>> = OnceLock::new();
+
+/// The epoll state of `epfd`, if we track it.
+pub fn epoll(epfd: c_int) -> Option<&'static Mutex<Epoll>> {
+    if epfd < 0 || epfd as usize >= MAXFD {
+        return None;
+    }
+    let p = EPOLLS.get()?[epfd as usize].load(Ordering::Acquire);
+    // SAFETY: entries are leaked boxes, never freed (an epoll closed while
+    // another thread waits on it keeps a valid, if stale, object).
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Track a new epoll instance.
+pub fn epoll_new(epfd: c_int) {
+    if epfd < 0 || epfd as usize >= MAXFD {
+        return;
+    }
+    let t = EPOLLS.get_or_init(|| {
+        (0..MAXFD)
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+            .collect()
+    });
+    let b = Box::into_raw(Box::new(Mutex::new(Epoll {
+        items: Vec::new(),
+        kernel: 0,
+        calls: 0,
+    })));
+    t[epfd as usize].store(b, Ordering::Release);
+}
+
+/// Forget an epoll instance (its memory is leaked on purpose; see
+/// [`epoll`]).
+pub fn epoll_forget(epfd: c_int) {
+    if let Some(t) = EPOLLS.get() {
+        if epfd >= 0 && (epfd as usize) < MAXFD {
+            t[epfd as usize].store(std::ptr::null_mut(), Ordering::Release);
+        }
+    }
+}
+
+/// A placeholder descriptor for a new Ixora socket: from the pool, or a
+/// fresh one (a system call).
+pub fn placeholder(a: &Attached) -> (c_int, bool) {
+    if let Some(fd) = a.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+        return (fd, false);
+    }
+    (real::sys_placeholder(), true)
+}
+
+/// Make `fd` an Ixora socket for slot `s` of generation `gen`.
+pub fn install(fd: c_int, s: u32, gen: u32, flags: u32) {
+    if let Some(e) = entry(fd) {
+        e.slot.store(s, Ordering::Relaxed);
+        e.gen.store(gen, Ordering::Relaxed);
+        e.flags.store(flags, Ordering::Relaxed);
+        e.kind.store(kind::IXORA, Ordering::Release);
+    }
+}
+
+/// Drop our claim on `fd`'s Ixora socket: the last reference asks the
+/// service to close it. Returns true if that took a system call.
+pub fn release_sock(sk: Sock) -> bool {
+    sk.e.kind.store(kind::NONE, Ordering::Release);
+    if !sk.live() {
+        return false;
+    }
+    let u = sk.a.r.up_slot(sk.s);
+    let prev = u.refs.fetch_sub(1, Ordering::AcqRel);
+    if prev <= 1 {
+        let bit = if sk.e.flags.load(Ordering::Relaxed) & fl::LINGER0 != 0 {
+            layout::req::ABORT
+        } else {
+            layout::req::CLOSE
+        };
+        u.req.fetch_or(bit, Ordering::Release);
+        return signal(sk.a, sk.s);
+    }
+    false
+}

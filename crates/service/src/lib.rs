@@ -1,0 +1,1176 @@
+//! Ixora's stack service: the process that owns the stack and serves the
+//! sockets of unmodified applications (NewtOS, "On Sockets and System
+//! Calls" §3–§7, adapted to Linux).
+//!
+//! An application (under the preload shim, `ixora-preload`) attaches over
+//! a Unix-domain control socket ([`ixora_channel::ctl`]); the service gives
+//! it two shared-memory regions ([`ixora_channel::layout`]) and its
+//! doorbell. From then on the data path is shared memory:
+//!
+//! * receive: the stack's in-order bytes are copied from the received
+//!   frames into the socket's receive ring (the one copy on this side),
+//!   and `recv_done` opens the TCP window only as the ring has room — the
+//!   app's reads are the flow control;
+//! * transmit: bytes the app wrote into its transmit ring are taken as the
+//!   send window allows (copied into the stack's send queue, so the ring
+//!   space is free at once and a closed socket's slot can be reused while
+//!   its last bytes are still in flight);
+//! * accept: connections are established and mapped before the app sees
+//!   them: the listener's accept queue holds ready slots;
+//! * close is lazy: the app sets a request bit and forgets the socket; the
+//!   service sends what is left, then closes, then frees the slot.
+//!
+//! The service runs as the [`App`] of one engine core. It polls each
+//! application's activity word once per cycle (not each socket), and
+//! before the core sleeps it sets each application's sleeping flag so
+//! that apps ring its doorbell. Every index an application wrote is
+//! validated before use; a socket whose indices are impossible is reset
+//! with `EPROTO` — only that socket suffers. An application whose every
+//! control connection is gone (it exited or was killed) is torn down: its
+//! connections reset, its listeners closed, its memory unmapped.
+
+use bytes::Bytes;
+use ixora_channel::ctl::{op, opt, Msg};
+use ixora_channel::layout::{self, flag, pack, req, state, Layout, Regions, CALLS};
+use ixora_channel::os::{self, Mapping};
+use ixora_core::{ConnHandle, DeadReason, Error, Event};
+use ixora_engine::{App, Io};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Internal operation: a control connection ended.
+const DETACH: u32 = 200;
+
+/// Service settings.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// The control socket's path.
+    pub socket: PathBuf,
+    /// Socket slots per application (a multiple of 64).
+    pub slots: u32,
+    /// Bytes per receive and per transmit ring.
+    pub ring: u32,
+}
+
+impl ServiceConfig {
+    /// Defaults: 1024 sockets per application, 64 KiB rings.
+    pub fn new(socket: PathBuf) -> ServiceConfig {
+        ServiceConfig {
+            socket,
+            slots: 1024,
+            ring: 64 * 1024,
+        }
+    }
+}
+
+/// A request from a control connection to the core.
+struct Request {
+    conn: u64,
+    pid: u32,
+    msg: Msg,
+    fds: Vec<OwnedFd>,
+    reply: Option<SyncSender<Reply>>,
+}
+
+struct Reply {
+    msg: Msg,
+    fds: Vec<OwnedFd>,
+    text: Option<String>,
+}
+
+/// State shared between the control threads and the core.
+struct Shared {
+    queue: Mutex<VecDeque<Request>>,
+    queued: AtomicBool,
+    bell: OnceLock<OwnedFd>,
+    stop: Arc<AtomicBool>,
+    next_conn: AtomicU64,
+}
+
+impl Shared {
+    fn push(&self, r: Request) {
+        self.queue.lock().unwrap().push_back(r);
+        self.queued.store(true, Ordering::SeqCst);
+        if let Some(b) = self.bell.get() {
+            os::ring(b.as_raw_fd());
+        }
+    }
+}
+
+/// The control socket: a listener thread and one thread per attached
+/// process (slow path only). Removes the socket file on drop.
+pub struct Control {
+    path: PathBuf,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Create the service: bind the control socket at `cfg.socket` and return
+/// the engine application (run it on one core) and the control handle
+/// (keep it alive while the engine runs). `stop` ends both.
+pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service, Control)> {
+    let layout = Layout::new(cfg.slots, cfg.ring)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    if let Some(dir) = cfg.socket.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                io::Error::new(e.kind(), format!("socket directory {}: {e}", dir.display()))
+            })?;
+        }
+    }
+    let listener = match os::bind_listen_backlog(&cfg.socket, 128) {
+        Ok(l) => l,
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+            // A live service answers; a stale file does not.
+            if os::connect_once(&cfg.socket).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "a service already listens on {} (choose another --socket)",
+                        cfg.socket.display()
+                    ),
+                ));
+            }
+            std::fs::remove_file(&cfg.socket)?;
+            os::bind_listen_backlog(&cfg.socket, 128)?
+        }
+        Err(e) => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("control socket {}: {e}", cfg.socket.display()),
+            ))
+        }
+    };
+    let shared = Arc::new(Shared {
+        queue: Mutex::new(VecDeque::new()),
+        queued: AtomicBool::new(false),
+        bell: OnceLock::new(),
+        stop,
+        next_conn: AtomicU64::new(1),
+    });
+    let sh = shared.clone();
+    let thread = std::thread::Builder::new()
+        .name("ixora-control".into())
+        .spawn(move || listen_loop(listener, sh))?;
+    let service = Service {
+        layout,
+        shared: shared.clone(),
+        apps: HashMap::new(),
+        conn_app: HashMap::new(),
+        next_app: 1,
+        listeners: HashMap::new(),
+        started: Instant::now(),
+        protocol_errors: 0,
+        rejected: 0,
+    };
+    Ok((
+        service,
+        Control {
+            path: cfg.socket.clone(),
+            thread: Some(thread),
+            shared,
+        },
+    ))
+}
+
+fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
+    let mut threads = Vec::new();
+    while !shared.stop.load(Ordering::Relaxed) {
+        let deadline = Instant::now() + Duration::from_millis(100);
+        if os::wait(listener.as_raw_fd(), libc::POLLIN, deadline).is_err() {
+            continue;
+        }
+        let Ok(conn) = os::accept(listener.as_fd()) else {
+            continue;
+        };
+        let sh = shared.clone();
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        if let Ok(t) = std::thread::Builder::new()
+            .name(format!("ixora-ctl-{id}"))
+            .spawn(move || conn_loop(conn, id, sh))
+        {
+            threads.push(t);
+        }
+        threads.retain(|t| !t.is_finished());
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
+    let pid = os::peer_pid(sock.as_fd()).unwrap_or(0);
+    let mut buf = [0u8; 256];
+    let mut attached = false;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let (n, fds) = match os::recv_msg(sock.as_fd(), &mut buf, deadline) {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => continue,
+            Err(_) => break,
+        };
+        let Some(msg) = Msg::decode(&buf[..n]) else {
+            break; // not our protocol: hang up
+        };
+        attached |= matches!(msg.op, op::ATTACH | op::JOIN);
+        let (tx, rx) = sync_channel(1);
+        shared.push(Request {
+            conn,
+            pid,
+            msg,
+            fds,
+            reply: Some(tx),
+        });
+        let Ok(rep) = rx.recv_timeout(Duration::from_secs(10)) else {
+            break;
+        };
+        let mut out = rep.msg.encode().to_vec();
+        if let Some(t) = rep.text {
+            out.extend_from_slice(t.as_bytes());
+        }
+        let fds: Vec<_> = rep.fds.iter().map(|f| f.as_fd()).collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        if os::send_msg(sock.as_fd(), &out, &fds, deadline).is_err() {
+            break;
+        }
+    }
+    if attached {
+        shared.push(Request {
+            conn,
+            pid,
+            msg: Msg::new(DETACH, 0, 0, 0),
+            fds: Vec::new(),
+            reply: None,
+        });
+    }
+}
+
+/// What the service knows of one socket slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Free,
+    Open,
+    Bound(u16),
+    Listen(u16),
+    Conn(ConnHandle),
+    /// The connection ended; waiting for the app to close the socket.
+    Gone,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sock {
+    kind: Kind,
+    /// Bytes taken from the transmit ring.
+    sent: u64,
+    /// Bytes written into the receive ring.
+    rx_tail: u64,
+    /// Accept-queue entries written.
+    acc_tail: u32,
+    peer_closed: bool,
+    shut: bool,
+    nodelay: bool,
+}
+
+impl Sock {
+    fn free() -> Sock {
+        Sock {
+            kind: Kind::Free,
+            sent: 0,
+            rx_tail: 0,
+            acc_tail: 0,
+            peer_closed: false,
+            shut: false,
+            nodelay: true,
+        }
+    }
+}
+
+/// One attached application (every process that shares its regions).
+struct AppState {
+    _down: Mapping,
+    _up: Mapping,
+    r: Regions,
+    conns: HashSet<u64>,
+    pids: HashSet<u32>,
+    waiters: Vec<Option<OwnedFd>>,
+    socks: Vec<Sock>,
+    free: Vec<u32>,
+    last_activity: u64,
+    dirty: bool,
+}
+
+/// The service: an engine application serving attached applications.
+pub struct Service {
+    layout: Layout,
+    shared: Arc<Shared>,
+    apps: HashMap<u32, AppState>,
+    conn_app: HashMap<u64, u32>,
+    next_app: u32,
+    listeners: HashMap<u16, (u32, u32)>,
+    started: Instant,
+    protocol_errors: u64,
+    rejected: u64,
+}
+
+fn cookie(app: u32, slot: u32) -> u64 {
+    (app as u64) << 32 | slot as u64
+}
+
+fn uncookie(c: u64) -> (u32, u32) {
+    ((c >> 32) as u32, c as u32)
+}
+
+fn errno_of(e: Error) -> i64 {
+    -(match e {
+        Error::InvalidHandle => libc::EBADF,
+        Error::AddrInUse => libc::EADDRINUSE,
+        Error::NoPorts => libc::EADDRNOTAVAIL,
+        Error::InvalidState => libc::EINVAL,
+        Error::Unreachable => libc::ENETUNREACH,
+        Error::WouldBlock => libc::EAGAIN,
+        Error::MessageTooLong => libc::EMSGSIZE,
+        Error::InvalidArgument => libc::EINVAL,
+    } as i64)
+}
+
+fn dead_errno(r: DeadReason) -> i32 {
+    match r {
+        DeadReason::Reset => libc::ECONNRESET,
+        DeadReason::Refused => libc::ECONNREFUSED,
+        DeadReason::TimedOut => libc::ETIMEDOUT,
+        DeadReason::Unreachable => libc::EHOSTUNREACH,
+        DeadReason::Aborted => libc::ECONNABORTED,
+    }
+}
+
+impl AppState {
+    fn alloc(&mut self) -> Option<u32> {
+        let s = self.free.pop()?;
+        let d = self.r.down_slot(s);
+        let u = self.r.up_slot(s);
+        // The service owns a free slot's up half too: reset it before the
+        // app learns the slot.
+        u.rx_head.store(0, Ordering::Relaxed);
+        u.tx_tail.store(0, Ordering::Relaxed);
+        u.acc_head.store(0, Ordering::Relaxed);
+        u.req.store(0, Ordering::Relaxed);
+        u.refs.store(0, Ordering::Relaxed);
+        u.opts.store(0, Ordering::Relaxed);
+        d.rx_tail.store(0, Ordering::Relaxed);
+        d.tx_head.store(0, Ordering::Relaxed);
+        d.flags.store(0, Ordering::Relaxed);
+        d.err.store(0, Ordering::Relaxed);
+        d.acc_tail.store(0, Ordering::Relaxed);
+        d.local.store(0, Ordering::Relaxed);
+        d.remote.store(0, Ordering::Relaxed);
+        d.state.store(state::OPEN, Ordering::Release);
+        self.socks[s as usize] = Sock {
+            kind: Kind::Open,
+            ..Sock::free()
+        };
+        Some(s)
+    }
+
+    fn release(&mut self, s: u32) {
+        let d = self.r.down_slot(s);
+        d.state.store(state::FREE, Ordering::Release);
+        d.gen.fetch_add(1, Ordering::Release);
+        d.seq.fetch_add(1, Ordering::Release);
+        self.socks[s as usize] = Sock::free();
+        self.free.push(s);
+        self.dirty = true;
+    }
+
+    fn changed(&mut self, s: u32) {
+        self.r.down_slot(s).seq.fetch_add(1, Ordering::Release);
+        self.dirty = true;
+    }
+
+    fn fail(&mut self, s: u32, errno: i32) {
+        let d = self.r.down_slot(s);
+        d.err.store(errno, Ordering::Relaxed);
+        d.flags.fetch_or(flag::ERROR, Ordering::Release);
+        d.state.store(state::CLOSED, Ordering::Release);
+        self.socks[s as usize].kind = Kind::Gone;
+        self.changed(s);
+    }
+}
+
+impl Service {
+    /// The JSON the `STATS` request returns.
+    fn stats(&self, io: &Io) -> String {
+        let mut counters = serde_json::Map::new();
+        for (_, name, v) in io.stack().counters().iter() {
+            if v != 0 {
+                counters.insert(name.to_string(), v.into());
+            }
+        }
+        let mut apps = Vec::new();
+        let mut ids: Vec<_> = self.apps.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let a = &self.apps[&id];
+            let h = a.r.up_header();
+            let mut calls = serde_json::Map::new();
+            let (mut user, mut kernel) = (0u64, 0u64);
+            for (i, name) in CALLS.iter().enumerate() {
+                let u = h.counters[i][0].load(Ordering::Relaxed);
+                let k = h.counters[i][1].load(Ordering::Relaxed);
+                if u + k > 0 {
+                    calls.insert(
+                        name.to_string(),
+                        serde_json::json!({"user": u, "kernel": k}),
+                    );
+                }
+                if *name != "wake" {
+                    user += u;
+                    kernel += k;
+                }
+            }
+            let open = a
+                .socks
+                .iter()
+                .filter(|s| !matches!(s.kind, Kind::Free))
+                .count();
+            let mut pids: Vec<_> = a.pids.iter().copied().collect();
+            pids.sort_unstable();
+            apps.push(serde_json::json!({
+                "app": id,
+                "pids": pids,
+                "sockets": open,
+                "calls": calls,
+                "user_calls": user,
+                "kernel_calls": kernel,
+                "user_share": if user + kernel > 0 { user as f64 / (user + kernel) as f64 } else { 0.0 },
+                "passthrough_calls": h.passthrough.load(Ordering::Relaxed),
+            }));
+        }
+        serde_json::json!({
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "ip": format!("{}", Ipv4Addr::from(self.ip(io))),
+            "apps": apps,
+            "listeners": self.listeners.keys().collect::<Vec<_>>(),
+            "protocol_errors": self.protocol_errors,
+            "rejected_connections": self.rejected,
+            "stack": counters,
+        })
+        .to_string()
+    }
+
+    fn ip(&self, io: &Io) -> u32 {
+        u32::from(io.stack().config().ip)
+    }
+
+    fn attach(&mut self, io: &Io, conn: u64, pid: u32) -> io::Result<Reply> {
+        let id = self.next_app;
+        let l = self.layout;
+        let down_fd = os::memfd(&format!("ixora-app-{id}-down"), l.down_len())?;
+        let up_fd = os::memfd(&format!("ixora-app-{id}-up"), l.up_len())?;
+        let down = Mapping::map_with(down_fd.as_fd(), l.down_len(), true, false)?;
+        let up = Mapping::map_with(up_fd.as_fd(), l.up_len(), true, false)?;
+        // The app may only read the down region: sealed against new
+        // writable mappings after ours exists.
+        os::seal(
+            down_fd.as_fd(),
+            libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+        )?;
+        os::seal(
+            up_fd.as_fd(),
+            libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+        )?;
+        // SAFETY: both mappings are owned by the AppState built below and
+        // outlive every use of `r`, at the layout's lengths, page-aligned.
+        let r = unsafe_regions(&down, &up, l);
+        let h = r.down_header();
+        h.version.store(layout::VERSION, Ordering::Relaxed);
+        h.slots.store(l.slots, Ordering::Relaxed);
+        h.ring.store(l.ring, Ordering::Relaxed);
+        h.ip.store(self.ip(io), Ordering::Relaxed);
+        h.prefix
+            .store(io.stack().config().prefix_len as u32, Ordering::Relaxed);
+        h.gateway.store(
+            io.stack().config().gateway.map(u32::from).unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        h.app_id.store(id, Ordering::Relaxed);
+        h.magic.store(layout::MAGIC_DOWN, Ordering::Release);
+        r.up_header()
+            .magic
+            .store(layout::MAGIC_UP, Ordering::Release);
+        let bell = self
+            .shared
+            .bell
+            .get()
+            .ok_or_else(|| io::Error::other("service not started"))?
+            .try_clone()?;
+        let app = AppState {
+            _down: down,
+            _up: up,
+            r,
+            conns: HashSet::from([conn]),
+            pids: HashSet::from([pid]),
+            waiters: (0..layout::MAX_WAITERS).map(|_| None).collect(),
+            socks: vec![Sock::free(); l.slots as usize],
+            free: (0..l.slots).rev().collect(),
+            last_activity: 0,
+            dirty: false,
+        };
+        self.apps.insert(id, app);
+        self.conn_app.insert(conn, id);
+        self.next_app += 1;
+        Ok(Reply {
+            msg: Msg {
+                op: op::REPLY,
+                slot: 0,
+                a: id as i64,
+                b: l.slots as u64,
+                c: l.ring as u64,
+            },
+            fds: vec![down_fd, up_fd, bell],
+            text: None,
+        })
+    }
+
+    /// Tear down an application: reset its connections, close its
+    /// listeners.
+    fn detach_app(&mut self, io: &mut Io, id: u32) {
+        let Some(mut app) = self.apps.remove(&id) else {
+            return;
+        };
+        for s in 0..app.socks.len() {
+            match app.socks[s].kind {
+                Kind::Conn(h) => {
+                    let _ = io.abort(h);
+                }
+                Kind::Listen(p) if self.listeners.get(&p) == Some(&(id, s as u32)) => {
+                    let _ = io.unlisten(p);
+                    self.listeners.remove(&p);
+                }
+                _ => {}
+            }
+            app.socks[s] = Sock::free();
+        }
+        self.conn_app.retain(|_, a| *a != id);
+    }
+
+    fn control(&mut self, io: &mut Io, r: Request) {
+        let Request {
+            conn,
+            pid,
+            msg,
+            mut fds,
+            reply,
+        } = r;
+        let rep = match msg.op {
+            op::ATTACH => match self.attach(io, conn, pid) {
+                Ok(rep) => rep,
+                Err(e) => Reply {
+                    msg: Msg::reply(-(e.raw_os_error().unwrap_or(libc::ENOMEM) as i64)),
+                    fds: Vec::new(),
+                    text: None,
+                },
+            },
+            op::STATS => Reply {
+                msg: Msg::reply(0),
+                fds: Vec::new(),
+                text: Some(self.stats(io)),
+            },
+            DETACH => {
+                if let Some(id) = self.conn_app.remove(&conn) {
+                    let last = match self.apps.get_mut(&id) {
+                        Some(a) => {
+                            a.conns.remove(&conn);
+                            a.pids.remove(&pid);
+                            a.conns.is_empty()
+                        }
+                        None => false,
+                    };
+                    if last {
+                        self.detach_app(io, id);
+                    }
+                }
+                return;
+            }
+            _ => {
+                let res = self.app_request(io, conn, pid, msg, &mut fds);
+                Reply {
+                    msg: res,
+                    fds: Vec::new(),
+                    text: None,
+                }
+            }
+        };
+        if let Some(tx) = reply {
+            let _ = tx.try_send(rep);
+        }
+    }
+
+    fn app_request(
+        &mut self,
+        io: &mut Io,
+        conn: u64,
+        pid: u32,
+        msg: Msg,
+        fds: &mut Vec<OwnedFd>,
+    ) -> Msg {
+        let bad = |e: i32| Msg::reply(-(e as i64));
+        if msg.op == op::JOIN {
+            let id = msg.a as u32;
+            let Some(app) = self.apps.get_mut(&id) else {
+                return bad(libc::ENOENT);
+            };
+            app.conns.insert(conn);
+            app.pids.insert(pid);
+            self.conn_app.insert(conn, id);
+            return Msg::reply(0);
+        }
+        let Some(&id) = self.conn_app.get(&conn) else {
+            return bad(libc::ENOTCONN);
+        };
+        let ip = self.ip(io);
+        let slots = self.layout.slots;
+        let app = self.apps.get_mut(&id).expect("conn_app names live apps");
+        let slot = msg.slot;
+        let valid = slot < slots;
+        match msg.op {
+            op::WAITER => {
+                let w = slot as usize;
+                let Some(fd) = fds.pop() else {
+                    return bad(libc::EINVAL);
+                };
+                if w >= layout::MAX_WAITERS || os::check_eventfd(fd.as_fd()).is_err() {
+                    return bad(libc::EINVAL);
+                }
+                app.waiters[w] = Some(fd);
+                Msg::reply(0)
+            }
+            op::SOCKET => match app.alloc() {
+                Some(s) => {
+                    let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
+                    Msg {
+                        op: op::REPLY,
+                        slot: s,
+                        a: s as i64,
+                        b: gen as u64,
+                        c: 0,
+                    }
+                }
+                None => bad(libc::EMFILE),
+            },
+            op::BIND if valid => {
+                let (aip, port) = layout::unpack(msg.a as u64);
+                if app.socks[slot as usize].kind != Kind::Open {
+                    return bad(libc::EINVAL);
+                }
+                if aip != 0 && aip != ip {
+                    return bad(libc::EADDRNOTAVAIL);
+                }
+                if port == 0 {
+                    return bad(libc::EINVAL);
+                }
+                if self.listeners.contains_key(&port)
+                    || app
+                        .socks
+                        .iter()
+                        .any(|s| matches!(s.kind, Kind::Bound(p) if p == port))
+                {
+                    return bad(libc::EADDRINUSE);
+                }
+                app.socks[slot as usize].kind = Kind::Bound(port);
+                app.r
+                    .down_slot(slot)
+                    .local
+                    .store(pack(ip, port), Ordering::Release);
+                Msg::reply(0)
+            }
+            op::LISTEN if valid => {
+                let port = match app.socks[slot as usize].kind {
+                    Kind::Bound(p) => p,
+                    Kind::Listen(_) => return Msg::reply(0),
+                    _ => return bad(libc::EINVAL),
+                };
+                let backlog = (msg.a.clamp(1, 65535)) as u32;
+                if let Err(e) = io.listen(port, Some(backlog), cookie(id, slot)) {
+                    return Msg::reply(errno_of(e));
+                }
+                self.listeners.insert(port, (id, slot));
+                app.socks[slot as usize].kind = Kind::Listen(port);
+                app.r
+                    .down_slot(slot)
+                    .state
+                    .store(state::LISTEN, Ordering::Release);
+                app.changed(slot);
+                Msg::reply(0)
+            }
+            op::CONNECT if valid => {
+                if !matches!(app.socks[slot as usize].kind, Kind::Open | Kind::Bound(_)) {
+                    return bad(libc::EISCONN);
+                }
+                let (dip, dport) = layout::unpack(msg.a as u64);
+                let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
+                match io.connect(cookie(id, slot), dst) {
+                    Ok(h) => {
+                        app.socks[slot as usize].kind = Kind::Conn(h);
+                        let d = app.r.down_slot(slot);
+                        if let Ok((l, _)) = io.stack().tcp_addrs(h) {
+                            d.local
+                                .store(pack(u32::from(*l.ip()), l.port()), Ordering::Relaxed);
+                        }
+                        d.remote.store(pack(dip, dport), Ordering::Relaxed);
+                        d.state.store(state::CONNECTING, Ordering::Release);
+                        app.changed(slot);
+                        Msg::reply(0)
+                    }
+                    Err(e) => Msg::reply(errno_of(e)),
+                }
+            }
+            op::SETOPT if valid => {
+                let on = msg.b != 0;
+                let s = &mut app.socks[slot as usize];
+                match msg.a as u64 {
+                    opt::NODELAY => {
+                        s.nodelay = on;
+                        if let Kind::Conn(h) = s.kind {
+                            let _ = io.set_nodelay(h, on);
+                        }
+                        Msg::reply(0)
+                    }
+                    opt::KEEPALIVE => {
+                        if let Kind::Conn(h) = s.kind {
+                            let _ = io.set_keepalive(h, on);
+                        }
+                        Msg::reply(0)
+                    }
+                    _ => bad(libc::ENOPROTOOPT),
+                }
+            }
+            _ => bad(libc::EINVAL),
+        }
+    }
+
+    /// Copy what the stack holds for a connection into its receive ring.
+    fn pump_rx(app: &mut AppState, io: &mut Io, s: u32) {
+        let Kind::Conn(h) = app.socks[s as usize].kind else {
+            return;
+        };
+        let ring = app.r.layout().ring as u64;
+        let tail = app.socks[s as usize].rx_tail;
+        let head = app.r.up_slot(s).rx_head.load(Ordering::Acquire);
+        if head > tail || tail - head > ring {
+            Self::violation(app, io, s);
+            return;
+        }
+        let mut room = (ring - (tail - head)) as usize;
+        let mut n = 0usize;
+        if room > 0 {
+            if let Ok(chunks) = io.recv(h) {
+                for c in chunks {
+                    let k = c.len().min(room);
+                    app.r.rx_write(s, tail + n as u64, &c[..k]);
+                    n += k;
+                    room -= k;
+                    if room == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        if n > 0 {
+            let _ = io.recv_done(h, n);
+            let sock = &mut app.socks[s as usize];
+            sock.rx_tail += n as u64;
+            app.r
+                .down_slot(s)
+                .rx_tail
+                .store(sock.rx_tail, Ordering::Release);
+            app.changed(s);
+        }
+        let sock = app.socks[s as usize];
+        if sock.peer_closed && io.readable(h).unwrap_or(0) == 0 {
+            let d = app.r.down_slot(s);
+            if d.flags.load(Ordering::Relaxed) & flag::EOF == 0 {
+                d.flags.fetch_or(flag::EOF, Ordering::Release);
+                app.changed(s);
+            }
+        }
+    }
+
+    /// Offer what the app wrote to the send window; carry out close and
+    /// shutdown requests once the ring has drained.
+    fn pump_tx(app: &mut AppState, io: &mut Io, s: u32) {
+        let Kind::Conn(h) = app.socks[s as usize].kind else {
+            return;
+        };
+        let ring = app.r.layout().ring as u64;
+        let u = app.r.up_slot(s);
+        let tail = u.tx_tail.load(Ordering::Acquire);
+        let sent = app.socks[s as usize].sent;
+        if tail < sent || tail - sent > ring {
+            Self::violation(app, io, s);
+            return;
+        }
+        let avail = (tail - sent) as usize;
+        if avail > 0 {
+            let space = io.send_space(h).unwrap_or(0);
+            let n = avail.min(space);
+            if n > 0 {
+                let mut v = vec![0u8; n];
+                app.r.tx_read(s, sent, &mut v);
+                let k = io.send(h, Bytes::from(v)).unwrap_or(0);
+                let sock = &mut app.socks[s as usize];
+                sock.sent += k as u64;
+                app.r
+                    .down_slot(s)
+                    .tx_head
+                    .store(sock.sent, Ordering::Release);
+                app.changed(s);
+            }
+        }
+        let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
+        let drained = app.socks[s as usize].sent == tail;
+        if rq & req::ABORT != 0 {
+            let _ = io.abort(h);
+            app.release(s);
+        } else if rq & req::CLOSE != 0 && drained {
+            let _ = io.close(h);
+            app.release(s);
+        } else if rq & req::SHUT_WR != 0 && drained && !app.socks[s as usize].shut {
+            app.socks[s as usize].shut = true;
+            let _ = io.shutdown(h);
+        }
+    }
+
+    /// The app wrote an impossible index: reset this socket only.
+    fn violation(app: &mut AppState, io: &mut Io, s: u32) {
+        if let Kind::Conn(h) = app.socks[s as usize].kind {
+            let _ = io.abort(h);
+        }
+        app.fail(s, libc::EPROTO);
+    }
+
+    /// Socket `s` of `app` had activity.
+    fn activity(&mut self, io: &mut Io, id: u32, s: u32) {
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        match app.socks[s as usize].kind {
+            Kind::Conn(_) => {
+                Self::pump_tx(app, io, s);
+                Self::pump_rx(app, io, s);
+            }
+            Kind::Listen(port) => {
+                let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
+                if rq & (req::CLOSE | req::ABORT) != 0 {
+                    let _ = io.unlisten(port);
+                    self.listeners.remove(&port);
+                    // Connections queued but never accepted die with it.
+                    let tail = app.socks[s as usize].acc_tail;
+                    let head = app.r.up_slot(s).acc_head.load(Ordering::Acquire);
+                    let pending = tail.wrapping_sub(head).min(app.r.acc_capacity());
+                    for k in 0..pending {
+                        let e = app
+                            .r
+                            .acc_entry(s, head.wrapping_add(k))
+                            .load(Ordering::Acquire);
+                        let c = e as u32;
+                        if c < app.r.layout().slots {
+                            if let Kind::Conn(h) = app.socks[c as usize].kind {
+                                let _ = io.abort(h);
+                                app.release(c);
+                            }
+                        }
+                    }
+                    app.release(s);
+                }
+            }
+            Kind::Open | Kind::Bound(_) | Kind::Gone => {
+                let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
+                if rq & (req::CLOSE | req::ABORT) != 0 {
+                    app.release(s);
+                }
+            }
+            Kind::Free => {}
+        }
+    }
+
+    fn knock(&mut self, io: &mut Io, h: ConnHandle, listener: u64, remote: SocketAddrV4) {
+        let (id, ls) = uncookie(listener);
+        let ip = self.ip(io);
+        let Some(app) = self.apps.get_mut(&id) else {
+            let _ = io.close(h);
+            return;
+        };
+        let Kind::Listen(port) = app
+            .socks
+            .get(ls as usize)
+            .map(|s| s.kind)
+            .unwrap_or(Kind::Free)
+        else {
+            let _ = io.close(h);
+            return;
+        };
+        let head = app.r.up_slot(ls).acc_head.load(Ordering::Acquire);
+        let tail = app.socks[ls as usize].acc_tail;
+        let queued = tail.wrapping_sub(head);
+        if queued >= app.r.acc_capacity() {
+            if queued > app.r.acc_capacity() {
+                Self::violation(app, io, ls);
+            }
+            self.rejected += 1;
+            let _ = io.close(h);
+            return;
+        }
+        let Some(s) = app.alloc() else {
+            self.rejected += 1;
+            let _ = io.close(h);
+            return;
+        };
+        if io.accept(h, cookie(id, s)).is_err() {
+            app.release(s);
+            return;
+        }
+        let nodelay = app.socks[ls as usize].nodelay;
+        if !nodelay {
+            let _ = io.set_nodelay(h, false);
+        }
+        app.socks[s as usize].kind = Kind::Conn(h);
+        app.socks[s as usize].nodelay = nodelay;
+        let d = app.r.down_slot(s);
+        d.local.store(pack(ip, port), Ordering::Relaxed);
+        d.remote.store(
+            pack(u32::from(*remote.ip()), remote.port()),
+            Ordering::Relaxed,
+        );
+        d.state.store(state::ESTABLISHED, Ordering::Release);
+        let gen = d.gen.load(Ordering::Relaxed);
+        app.r
+            .acc_entry(ls, tail)
+            .store(s as u64 | (gen as u64) << 32, Ordering::Release);
+        app.socks[ls as usize].acc_tail = tail.wrapping_add(1);
+        app.r
+            .down_slot(ls)
+            .acc_tail
+            .store(tail.wrapping_add(1), Ordering::Release);
+        app.changed(ls);
+        // Data may have come with the handshake's last segment.
+        Self::pump_rx(app, io, s);
+    }
+
+    fn with_conn(&mut self, cookie: u64, h: ConnHandle) -> Option<(&mut AppState, u32)> {
+        let (id, s) = uncookie(cookie);
+        let app = self.apps.get_mut(&id)?;
+        match app.socks.get(s as usize)?.kind {
+            Kind::Conn(x) if x == h => Some((app, s)),
+            _ => None,
+        }
+    }
+}
+
+/// Build [`Regions`] over two mappings.
+fn unsafe_regions(down: &Mapping, up: &Mapping, l: Layout) -> Regions {
+    assert!(down.len() >= l.down_len() && up.len() >= l.up_len());
+    regions_of(down.as_ptr(), up.as_ptr(), l)
+}
+
+#[allow(unsafe_code)]
+fn regions_of(down: *mut u8, up: *mut u8, l: Layout) -> Regions {
+    // SAFETY: callers pass the bases of two live, page-aligned mappings of
+    // at least the layout's lengths (asserted in `unsafe_regions`) that
+    // their AppState owns for as long as the Regions is used.
+    unsafe { Regions::new(down, up, l) }
+}
+
+impl App for Service {
+    fn start(&mut self, io: &mut Io) {
+        if let Ok(b) = io.doorbell().try_clone_to_owned() {
+            let _ = self.shared.bell.set(b);
+        }
+    }
+
+    fn event(&mut self, io: &mut Io, ev: Event) {
+        match ev {
+            Event::Knock {
+                handle,
+                listener_cookie,
+                remote,
+                ..
+            } => self.knock(io, handle, listener_cookie, remote),
+            Event::Connected { handle, cookie } => {
+                if let Some((app, s)) = self.with_conn(cookie, handle) {
+                    app.r
+                        .down_slot(s)
+                        .state
+                        .store(state::ESTABLISHED, Ordering::Release);
+                    app.changed(s);
+                    Self::pump_tx(app, io, s);
+                }
+            }
+            Event::Recv { handle, cookie, .. } => {
+                if let Some((app, s)) = self.with_conn(cookie, handle) {
+                    Self::pump_rx(app, io, s);
+                }
+            }
+            Event::Sent { handle, cookie, .. } => {
+                if let Some((app, s)) = self.with_conn(cookie, handle) {
+                    Self::pump_tx(app, io, s);
+                }
+            }
+            Event::PeerClosed { handle, cookie } => {
+                if let Some((app, s)) = self.with_conn(cookie, handle) {
+                    app.socks[s as usize].peer_closed = true;
+                    Self::pump_rx(app, io, s);
+                }
+            }
+            Event::Dead {
+                handle,
+                cookie,
+                reason,
+            } => {
+                let _ = io.close(handle);
+                if let Some((app, s)) = self.with_conn(cookie, handle) {
+                    let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
+                    if rq & (req::CLOSE | req::ABORT) != 0 {
+                        app.release(s);
+                    } else {
+                        app.fail(s, dead_errno(reason));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn poll(&mut self, io: &mut Io) -> bool {
+        let mut work = false;
+        if self.shared.queued.load(Ordering::Acquire) {
+            self.shared.queued.store(false, Ordering::SeqCst);
+            let reqs: Vec<Request> = self.shared.queue.lock().unwrap().drain(..).collect();
+            for r in reqs {
+                work = true;
+                self.control(io, r);
+            }
+        }
+        let ids: Vec<u32> = self.apps.keys().copied().collect();
+        for id in ids {
+            let Some(app) = self.apps.get_mut(&id) else {
+                continue;
+            };
+            let act = app.r.up_header().activity.load(Ordering::Acquire);
+            if act == app.last_activity {
+                continue;
+            }
+            app.last_activity = act;
+            work = true;
+            let words = app.r.layout().slots / 64;
+            for w in 0..words {
+                let Some(app) = self.apps.get(&id) else {
+                    break;
+                };
+                let word = app.r.bitmap_word(w);
+                if word.load(Ordering::Relaxed) == 0 {
+                    continue;
+                }
+                let mut bits = word.swap(0, Ordering::AcqRel);
+                while bits != 0 {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    self.activity(io, id, w * 64 + b);
+                }
+            }
+        }
+        work
+    }
+
+    fn end_of_batch(&mut self, _io: &mut Io) {
+        for app in self.apps.values_mut() {
+            if !app.dirty {
+                continue;
+            }
+            app.dirty = false;
+            app.r.down_header().event_seq.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let h = app.r.up_header();
+            for (w, word) in h.armed.iter().enumerate() {
+                if word.load(Ordering::Relaxed) == 0 {
+                    continue;
+                }
+                let mut bits = word.swap(0, Ordering::AcqRel);
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if let Some(fd) = &app.waiters[w * 64 + b] {
+                        os::ring(fd.as_raw_fd());
+                    }
+                }
+            }
+        }
+    }
+
+    fn sleep(&mut self, _io: &mut Io) -> bool {
+        for app in self.apps.values() {
+            app.r.down_header().svc_sleeping.store(1, Ordering::SeqCst);
+        }
+        fence(Ordering::SeqCst);
+        let busy = self.shared.queued.load(Ordering::SeqCst)
+            || self
+                .apps
+                .values()
+                .any(|a| a.r.up_header().activity.load(Ordering::SeqCst) != a.last_activity);
+        if busy {
+            self.wake(_io);
+        }
+        !busy
+    }
+
+    fn wake(&mut self, _io: &mut Io) {
+        for app in self.apps.values() {
+            app.r.down_header().svc_sleeping.store(0, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Ask the service at `socket` for its statistics (JSON).
+pub fn query_stats(socket: &Path) -> io::Result<String> {
+    let sock = os::connect_once(socket).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "no Ixora service on {} ({e}); start one with `ixora serve`",
+                socket.display()
+            ),
+        )
+    })?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    os::send_msg(
+        sock.as_fd(),
+        &Msg::new(op::STATS, 0, 0, 0).encode(),
+        &[],
+        deadline,
+    )?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (n, _) = os::recv_msg(sock.as_fd(), &mut buf, deadline)?;
+    if n < Msg::LEN || Msg::decode(&buf).is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "malformed stats reply",
+        ));
+    }
+    Ok(String::from_utf8_lossy(&buf[Msg::LEN..n]).into_owned())
+}
