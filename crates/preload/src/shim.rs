@@ -914,6 +914,11 @@ pub unsafe extern "C" fn epoll_ctl(
     };
     count(sk.a, call("epoll_ctl"), true);
     let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+    // An item whose descriptor was closed (and its number reused by a new
+    // socket) is gone, as the kernel forgets closed descriptors.
+    let gen = sk.e.gen.load(Ordering::Relaxed);
+    g.items
+        .retain(|i| i.fd != fd || (i.slot == sk.s && i.gen == gen));
     let pos = g.items.iter().position(|i| i.fd == fd);
     let (events, data) = if ev.is_null() {
         (0, 0)
@@ -1046,6 +1051,7 @@ fn epoll_common(
     if max <= 0 || out.is_null() {
         return fail(libc::EINVAL);
     }
+    let kicked = state::kick(a);
     let max = max as usize;
     let (n, kernel, calls) = {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
@@ -1061,7 +1067,7 @@ fn epoll_common(
             count(a, call("epoll_wait"), false);
             return n as c_int + k.max(0);
         }
-        count(a, call("epoll_wait"), true);
+        count(a, call("epoll_wait"), !kicked);
         return n as c_int;
     }
     if timeout == 0 {
@@ -1136,6 +1142,7 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         return None;
     }
     let a = state::attached()?;
+    let kicked = state::kick(a);
     let mut kidx: Vec<usize> = Vec::new();
     for (i, f) in p.iter_mut().enumerate() {
         f.revents = 0;
@@ -1166,7 +1173,7 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         .collect();
     let n = scan(p);
     if n > 0 && kp.is_empty() {
-        count(a, name, true);
+        count(a, name, !kicked);
         return Some(n as c_int);
     }
     // Kernel descriptors are part of the answer: look at them now.

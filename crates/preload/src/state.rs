@@ -197,6 +197,7 @@ fn try_attach() -> Result<Attached, String> {
     // SAFETY: registers plain function pointers with no preconditions.
     unsafe {
         libc::pthread_atfork(None, None, Some(after_fork_child));
+        libc::atexit(kick_at_exit);
     }
     Ok(Attached {
         ctl: Mutex::new(sock),
@@ -285,14 +286,33 @@ pub fn passthrough() {
     }
 }
 
-/// Tell the service socket `s` changed; returns true if that took a
-/// system call (the service slept and was rung).
+/// A doorbell ring owed to a sleeping service.
+static KICK: AtomicBool = AtomicBool::new(false);
+
+/// Tell the service socket `s` changed. If the service sleeps, the ring of
+/// its doorbell is deferred to [`kick`]: the next time the application
+/// polls, blocks or exits — one system call per turn of its event loop,
+/// not one per write (doorbells batched as IX batches its calls).
 pub fn signal(a: &Attached, s: u32) -> bool {
     if a.r.signal(s) {
+        KICK.store(true, Ordering::SeqCst);
+    }
+    false
+}
+
+/// Ring the service's doorbell if a change is waiting for it; true if
+/// that took a system call.
+pub fn kick(a: &Attached) -> bool {
+    if KICK.load(Ordering::Relaxed) && KICK.swap(false, Ordering::SeqCst) {
         real::sys_ring(a.bell);
-        true
-    } else {
-        false
+        return true;
+    }
+    false
+}
+
+extern "C" fn kick_at_exit() {
+    if let Some(a) = attached() {
+        kick(a);
     }
 }
 
@@ -391,6 +411,7 @@ pub fn block_until(
     ready: &mut dyn FnMut() -> bool,
 ) -> bool {
     let start = Instant::now();
+    kick(a);
     let limit = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
     if kernel.is_empty() {
         while start.elapsed() < a.spin.min(limit.unwrap_or(Duration::MAX)) {

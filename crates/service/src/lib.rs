@@ -45,6 +45,11 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// Sockets reset because their app wrote impossible indices.
+static PROTOCOL_ERRORS: AtomicU64 = AtomicU64::new(0);
+/// Connections the apps reset (close with SO_LINGER 0).
+static APP_ABORTS: AtomicU64 = AtomicU64::new(0);
+
 /// Internal operation: a control connection ended.
 const DETACH: u32 = 200;
 
@@ -177,7 +182,6 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         next_app: 1,
         listeners: HashMap::new(),
         started: Instant::now(),
-        protocol_errors: 0,
         rejected: 0,
     };
     Ok((
@@ -325,7 +329,6 @@ pub struct Service {
     next_app: u32,
     listeners: HashMap<u16, (u32, u32)>,
     started: Instant,
-    protocol_errors: u64,
     rejected: u64,
 }
 
@@ -389,6 +392,9 @@ impl AppState {
     }
 
     fn release(&mut self, s: u32) {
+        if self.socks[s as usize].kind == Kind::Free {
+            return;
+        }
         let d = self.r.down_slot(s);
         d.state.store(state::FREE, Ordering::Release);
         d.gen.fetch_add(1, Ordering::Release);
@@ -467,7 +473,8 @@ impl Service {
             "ip": format!("{}", Ipv4Addr::from(self.ip(io))),
             "apps": apps,
             "listeners": self.listeners.keys().collect::<Vec<_>>(),
-            "protocol_errors": self.protocol_errors,
+            "protocol_errors": PROTOCOL_ERRORS.load(Ordering::Relaxed),
+            "app_resets": APP_ABORTS.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
             "stack": counters,
         })
@@ -551,6 +558,13 @@ impl Service {
     /// Tear down an application: reset its connections, close its
     /// listeners.
     fn detach_app(&mut self, io: &mut Io, id: u32) {
+        // What the app asked before it went (writes, lazy closes whose
+        // doorbell it never rang) is carried out: closed sockets end
+        // gracefully; the rest are reset below.
+        let slots = self.layout.slots;
+        for s in 0..slots {
+            self.activity(io, id, s);
+        }
         let Some(mut app) = self.apps.remove(&id) else {
             return;
         };
@@ -820,6 +834,9 @@ impl Service {
         };
         let ring = app.r.layout().ring as u64;
         let u = app.r.up_slot(s);
+        // Requests first: every byte written before a close or shutdown
+        // was requested is then visible in the tail read next.
+        let rq = u.req.load(Ordering::Acquire);
         let tail = u.tx_tail.load(Ordering::Acquire);
         let sent = app.socks[s as usize].sent;
         if tail < sent || tail - sent > ring {
@@ -843,9 +860,9 @@ impl Service {
                 app.changed(s);
             }
         }
-        let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
         let drained = app.socks[s as usize].sent == tail;
         if rq & req::ABORT != 0 {
+            APP_ABORTS.fetch_add(1, Ordering::Relaxed);
             let _ = io.abort(h);
             app.release(s);
         } else if rq & req::CLOSE != 0 && drained {
@@ -859,6 +876,7 @@ impl Service {
 
     /// The app wrote an impossible index: reset this socket only.
     fn violation(app: &mut AppState, io: &mut Io, s: u32) {
+        PROTOCOL_ERRORS.fetch_add(1, Ordering::Relaxed);
         if let Kind::Conn(h) = app.socks[s as usize].kind {
             let _ = io.abort(h);
         }
