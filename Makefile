@@ -21,7 +21,7 @@ FUZZ_TARGETS := wire_ethernet wire_arp wire_ipv4 wire_icmpv4 wire_udp wire_tcp \
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all deps build demo test lint check-deps unit bench bench-core fuzz fuzz-build rfc-report clean
+.PHONY: all deps build demo test lint check-deps unit bench bench-core fuzz fuzz-build rfc-report clean bench-sockets
 
 all: build
 
@@ -69,6 +69,10 @@ unit:
 
 bench-core: deps
 	$(PYTHON) scripts/bench_core.py
+
+## Issue 4's benchmark: unmodified servers on the kernel vs under `ixora run`.
+bench-sockets: build
+	$(PYTHON) scripts/bench_sockets.py $(BENCH_SOCKETS_ARGS)
 
 fuzz-build: deps
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz
