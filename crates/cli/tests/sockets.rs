@@ -8,8 +8,9 @@
 //! * nginx with 1 and 2 worker processes, and lighttpd: `curl` gets
 //!   byte-identical files of 20 B, 11 kB and 512 kB; `wrk` runs with no
 //!   socket errors;
-//! * a program killed with SIGKILL mid-transfer loses only its own
-//!   sockets: the service and memcached keep serving.
+//! * a program killed with SIGKILL mid-transfer, and a program that
+//!   writes garbage over its shared-memory region, lose only their own
+//!   sockets: the service, memcached and redis keep serving.
 //!
 //! `ixora stats` must show the calls resolved in user space.
 //!
@@ -315,6 +316,48 @@ fn memcached_redis_and_a_killed_app() {
     });
     assert!(transfer, "the killed program's connection never ended");
     assert!(net.serve.running(), "the service died with the app");
+
+    // A program that writes garbage over its shared-memory region (every
+    // index, bit and counter it owns), then uses its socket.
+    let vandal = "import socket,ctypes,os,time\n\
+                  s=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
+                  s.bind(('0.0.0.0',7001))\ns.listen(8)\nc,_=s.accept()\nc.recv(100)\n\
+                  for l in open('/proc/self/maps'):\n  \
+                  if 'ixora-app-' in l and '-up' in l:\n    \
+                  a,b=[int(x,16) for x in l.split()[0].split('-')]\n    \
+                  n=min(b-a,1<<20)\n    ctypes.memmove(a,os.urandom(n),n)\n\
+                  try:\n  c.send(b'x'*100)\nexcept OSError:\n  pass\n\
+                  print('vandalised',flush=True)\ntime.sleep(60)\n";
+    let mut vandal = net.run("vandal", &["python3", "-c", vandal]);
+    net.wait_port(&mut vandal, 7001);
+    let ended = net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:7001")).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        c.write_all(b"hello").unwrap();
+        // The vandal's socket is reset (EPROTO at the service) or simply
+        // never answers; either way the rest must go on.
+        let mut b = [0u8; 256];
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            match c.read(&mut b) {
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {}
+            }
+        }
+        false
+    });
+    assert!(
+        ended,
+        "the vandal's connection neither ended nor went quiet"
+    );
+    assert!(net.serve.running(), "the service died of an app's garbage");
+    let st = net.stats();
+    assert!(
+        st["protocol_errors"].as_u64().unwrap_or(0) > 0
+            || st["apps"].as_array().unwrap().len() >= 3,
+        "garbage went unnoticed: {st}"
+    );
+    drop(vandal);
     // The others are untouched.
     net.lx.run(|| memcached_values(&format!("{IX}:11211"), 16));
     let out = net.client(&["redis-cli", "-h", IX, "get", "ixora"], 20);

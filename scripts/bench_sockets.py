@@ -1,0 +1,391 @@
+#!/usr/bin/python3
+"""Sockets benchmark of issue 4: the same unmodified server binary, the
+same cores, the same client — on the Linux kernel stack, and under
+`ixora run` on Ixora's socket service (af_xdp on a veth pair).
+
+  * nginx (1 worker) and lighttpd serving a 20 B file to wrk: keep-alive,
+    and 10 requests per connection (a `Connection: close` every 10th
+    request, from a wrk Lua script): requests/s and server CPU seconds per
+    request (CPU 0 busy time from /proc/stat: the server, its system
+    calls, its softirqs and, for Ixora, the service);
+  * memcached (-t 1), ETC and USR workloads from `ixora loadgen memcached`
+    (open loop, Poisson, 4-deep pipelines; the generator runs on Ixora's
+    native API in the client namespace for both servers): average and p99
+    latency against achieved rate, and the highest rate with p99 <= 500 us;
+  * the share of socket calls the shim resolved in user space at each load
+    (`ixora stats`).
+
+Server side pinned to CPU 0 (with Ixora: the service and the program),
+client to CPU 1. Results: docs/bench/sockets.{json,md,png}.
+Reproduce with `make bench-sockets` (or `scripts/bench_sockets.py --help`).
+
+Test-network rules: namespaces and links carry this process's PID, use
+198.18.0.0/15 only, and are removed on exit (also on failure or Ctrl-C);
+every process started is bounded in time and ended by its PID.
+"""
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_echo as be  # noqa: E402  (shared namespace/process helpers)
+
+ROOT = be.ROOT
+BIN = be.BIN
+OUT = be.OUT
+PID = be.PID
+SRV = "198.18.80.2"
+CLI = "198.18.80.1"
+GEN = "198.18.80.3"  # the loadgen's own address (it owns the client veth)
+
+
+def cpu0_busy():
+    """CPU 0 busy seconds so far (everything but idle and iowait)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu0 "):
+            v = [int(x) for x in line.split()[1:]]
+            return (sum(v) - v[3] - v[4]) / be.CLK_TCK
+    return 0.0
+
+
+class Net:
+    """Two namespaces joined by a veth pair; the server side is either the
+    kernel's (address on the interface) or Ixora's (the service owns it)."""
+
+    def __init__(self, ixora):
+        self.ixora = ixora
+        self.sv = be.netns("sks")
+        self.cl = be.netns("skc")
+        self.a, self.b = be.veth(self.sv, self.cl, "s")
+        for ns, dev in ((self.sv, self.a), (self.cl, self.b)):
+            be.sh(*be.in_ns(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off"), check=False)
+        self.serve = None
+        self.sock = f"/tmp/ixb-{PID}-svc.sock"
+        if ixora:
+            self.serve = be.start(
+                be.pinned(0, *be.in_ns(self.sv, str(BIN), "serve", "--iface", self.a,
+                                       "--ip", f"{SRV}/24", "--socket", self.sock)),
+                f"/tmp/ixb-{PID}-serve.log")
+            t = time.time()
+            while not Path(self.sock).exists():
+                if self.serve.poll() is not None or time.time() - t > 10:
+                    raise RuntimeError("ixora serve did not start:\n" + be.stop_proc(self.serve))
+                time.sleep(0.05)
+        else:
+            be.sh(*be.in_ns(self.sv, "ip", "addr", "add", f"{SRV}/24", "dev", self.a))
+
+    def client_addr(self):
+        be.sh(*be.in_ns(self.cl, "ip", "addr", "add", f"{CLI}/24", "dev", self.b))
+
+    def server(self, argv, log):
+        cmd = list(argv)
+        if self.ixora:
+            cmd = [str(BIN), "run", "--socket", self.sock, "--", *cmd]
+        return be.start(be.pinned(0, *be.in_ns(self.sv, *cmd)), log)
+
+    def stats(self):
+        if not self.ixora:
+            return None
+        r = subprocess.run([str(BIN), "stats", "--json", "--socket", self.sock],
+                           capture_output=True, text=True)
+        try:
+            return json.loads(r.stdout)
+        except json.JSONDecodeError:
+            return None
+
+    def close(self):
+        if self.serve is not None:
+            be.stop_proc(self.serve)
+            self.serve = None
+        be.cleanup()
+        Path(self.sock).unlink(missing_ok=True)
+
+
+def user_calls(st):
+    """(user, kernel) socket calls summed over the apps of a stats object."""
+    if not st:
+        return (0, 0)
+    return (sum(a["user_calls"] for a in st["apps"]), sum(a["kernel_calls"] for a in st["apps"]))
+
+
+def share(before, after):
+    u = after[0] - before[0]
+    k = after[1] - before[1]
+    return u / (u + k) if u + k else None
+
+
+LUA_10 = """
+local n = 0
+request = function()
+  n = n + 1
+  if n % 10 == 0 then
+    return wrk.format("GET", "/f20", {["Connection"] = "close"})
+  end
+  return wrk.format("GET", "/f20")
+end
+"""
+
+
+def wrk_run(net, port, secs, script):
+    cmd = ["wrk", "-t", "1", "-c", "32", "-d", f"{secs}s"]
+    if script:
+        cmd += ["-s", script]
+    cmd.append(f"http://{SRV}:{port}/f20")
+    st0 = user_calls(net.stats())
+    c0 = cpu0_busy()
+    r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True, text=True,
+                       timeout=secs + 60)
+    c1 = cpu0_busy()
+    st1 = user_calls(net.stats())
+    out = r.stdout
+    rps, reqs, errors = 0.0, 0, 0
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("Requests/sec:"):
+            rps = float(line.split()[1])
+        elif "requests in" in line:
+            reqs = int(line.split()[0])
+        elif line.startswith("Socket errors:"):
+            errors += sum(int(x.split()[-1]) for x in line.split(":", 1)[1].split(","))
+        elif line.startswith("Non-2xx"):
+            errors += int(line.split()[-1])
+    cpu = c1 - c0
+    return {"rps": rps, "requests": reqs, "errors": errors, "server_cpu_s": cpu,
+            "cpu_us_per_req": cpu / reqs * 1e6 if reqs else None,
+            "user_share": share(st0, st1) if net.ixora else None}
+
+
+def web(args, prog, www, tmp, prog_bar, results):
+    for ixora in (False, True):
+        net = Net(ixora)
+        try:
+            net.client_addr()
+            port = 8080
+            if prog == "nginx":
+                conf = tmp / f"nginx-{ixora}.conf"
+                conf.write_text(
+                    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                    f"error_log {tmp}/nginx-error.log;\npid {tmp}/nginx.pid;\n"
+                    "events { worker_connections 4096; }\n"
+                    f"http {{ access_log off; server {{ listen {SRV}:{port}; root {www}; }} }}\n")
+                p = net.server(["nginx", "-c", str(conf)], f"/tmp/ixb-{PID}-nginx.log")
+            else:
+                conf = tmp / f"lighttpd-{ixora}.conf"
+                conf.write_text(
+                    f'server.document-root = "{www}"\nserver.port = {port}\n'
+                    f'server.bind = "{SRV}"\nserver.errorlog = "{tmp}/lighttpd.log"\n'
+                    'server.max-connections = 4096\n')
+                p = net.server(["lighttpd", "-D", "-f", str(conf)], f"/tmp/ixb-{PID}-lighttpd.log")
+            if not be.wait_tcp(net.cl, SRV, port):
+                raise RuntimeError(f"{prog} did not start:\n" + be.stop_proc(p))
+            for mode, script in (("keepalive", None), ("10_per_conn", str(tmp / "ten.lua"))):
+                rs = []
+                for _ in range(args.repeat):
+                    rs.append(wrk_run(net, port, args.duration, script))
+                rs.sort(key=lambda r: r["rps"])
+                r = rs[len(rs) // 2]
+                r.update(server=prog, mode=mode, stack="ixora" if ixora else "kernel",
+                         all_rps=[x["rps"] for x in rs])
+                results.append(r)
+                prog_bar.step(f"{prog:9s} {mode:12s} {'ixora' if ixora else 'kernel':7s}")
+                print(f"  {r['rps'] / 1000:7.1f} k req/s  {r['cpu_us_per_req'] or 0:6.1f} us CPU/req"
+                      + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else "")
+                      + (f"  ERRORS {r['errors']}" if r["errors"] else ""), flush=True)
+            be.stop_proc(p)
+        finally:
+            net.close()
+
+
+def memcached(args, prog_bar, results):
+    rates = [int(x) for x in args.rates.split(",")]
+    for ixora in (False, True):
+        net = Net(ixora)
+        try:
+            p = net.server(["memcached", "-u", "root", "-p", "11211", "-U", "0", "-t", "1",
+                            "-c", "4096", "-l", SRV], f"/tmp/ixb-{PID}-memcached.log")
+            # The generator owns the client interface (af_xdp): no kernel
+            # address there; it reaches the server through its own stack.
+            time.sleep(0.5)
+            for wl in ("etc", "usr"):
+                st0 = user_calls(net.stats())
+                cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
+                       "--server", f"{SRV}:11211", "--workload", wl, "--conns", str(args.conns),
+                       "--depth", "4", "--sweep", ",".join(str(r) for r in rates),
+                       "--duration", str(args.duration), "--warmup", "1", "--cpus", "1"]
+                r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True,
+                                   text=True, timeout=len(rates) * (args.duration + 10) + 60)
+                st1 = user_calls(net.stats())
+                pts = []
+                for line in r.stdout.splitlines():
+                    if line.strip().startswith("{"):
+                        try:
+                            pts.append(json.loads(line))
+                        except json.JSONDecodeError:
+                            pass
+                if not pts:
+                    raise RuntimeError(f"loadgen produced nothing:\n{r.stderr[-3000:]}")
+                results.append({"server": "memcached", "workload": wl,
+                                "stack": "ixora" if ixora else "kernel", "points": pts,
+                                "user_share": share(st0, st1) if ixora else None})
+                best = max([q["achieved_rps"] for q in pts if q["latency_us"]["p99"] <= 500] or [0])
+                prog_bar.step(f"memcached {wl:12s} {'ixora' if ixora else 'kernel':7s}")
+                print(f"  best rate with p99 <= 500 us: {best / 1000:.1f} k req/s", flush=True)
+            be.stop_proc(p)
+        finally:
+            net.close()
+
+
+def best_rate(pts):
+    ok = [q["achieved_rps"] for q in pts if q["latency_us"]["p99"] <= 500 and q.get("errors", 0) == 0]
+    return max(ok) if ok else 0.0
+
+
+def write(results, args, cmdline):
+    OUT.mkdir(parents=True, exist_ok=True)
+    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline}
+    (OUT / "sockets.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
+         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         "Server side (program, and for Ixora the service too) pinned to CPU 0, client to CPU 1. "
+         "A shared, noisy machine: read the ratios.", ""]
+    web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
+    if web_rows:
+        L += ["## Web servers, 20 B file, wrk -t1 -c32", "",
+              "| server | mode | kernel req/s | Ixora req/s | ratio | kernel CPU µs/req | Ixora CPU µs/req | CPU ratio | user-space share | errors (k/i) |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for srv in ("nginx", "lighttpd"):
+            for mode in ("keepalive", "10_per_conn"):
+                k = next((r for r in web_rows if r["server"] == srv and r["mode"] == mode and r["stack"] == "kernel"), None)
+                i = next((r for r in web_rows if r["server"] == srv and r["mode"] == mode and r["stack"] == "ixora"), None)
+                if not k or not i:
+                    continue
+                ratio = i["rps"] / k["rps"] if k["rps"] else 0
+                cr = (i["cpu_us_per_req"] / k["cpu_us_per_req"]) if k["cpu_us_per_req"] and i["cpu_us_per_req"] else 0
+                L.append(f"| {srv} | {mode} | {k['rps'] / 1000:.1f} k | {i['rps'] / 1000:.1f} k | "
+                         f"**{ratio:.2f}×** | {k['cpu_us_per_req']:.1f} | {i['cpu_us_per_req']:.1f} | {cr:.2f} | "
+                         f"{(i['user_share'] or 0) * 100:.2f}% | {k['errors']}/{i['errors']} |")
+        L += ["", "Target (issue 4): ≥ 1.5× requests/s, or ≤ ½ CPU per request where the client saturates first.", ""]
+    mc = [r for r in results if r["server"] == "memcached"]
+    if mc:
+        L += ["## memcached (-t 1), open-loop load from `ixora loadgen memcached`", "",
+              "| workload | stack | target | achieved | avg µs | p99 µs | errors |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+        for r in mc:
+            for q in r["points"]:
+                L.append(f"| {r['workload']} | {r['stack']} | {q['target_rps'] / 1000:.0f} k | "
+                         f"{q['achieved_rps'] / 1000:.1f} k | {q['latency_us']['avg']:.0f} | "
+                         f"{q['latency_us']['p99']:.0f} | {q.get('errors', 0)} |")
+        L += ["", "| workload | kernel: best rate with p99 ≤ 500 µs | Ixora | ratio | Ixora user-space share |",
+              "|---|---:|---:|---:|---:|"]
+        for wl in ("etc", "usr"):
+            k = next((r for r in mc if r["workload"] == wl and r["stack"] == "kernel"), None)
+            i = next((r for r in mc if r["workload"] == wl and r["stack"] == "ixora"), None)
+            if k and i:
+                bk, bi = best_rate(k["points"]), best_rate(i["points"])
+                L.append(f"| {wl} | {bk / 1000:.1f} k | {bi / 1000:.1f} k | "
+                         f"**{(bi / bk if bk else 0):.2f}×** | {(i['user_share'] or 0) * 100:.2f}% |")
+        L += ["", "Target (issue 4): ≥ 2× the kernel's rate at p99 ≤ 500 µs (IX Table 2).", ""]
+    L += ["Plots: `sockets.png`.", ""]
+    (OUT / "sockets.md").write_text("\n".join(L))
+    plots(results)
+
+
+def plots(results):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plots", file=sys.stderr)
+        return
+    mc = [r for r in results if r["server"] == "memcached"]
+    web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
+    fig, axes = plt.subplots(1, 3 if mc else 1, figsize=(16 if mc else 7, 4.5))
+    axes = axes if mc else [axes]
+    labels, kv, iv = [], [], []
+    for srv in ("nginx", "lighttpd"):
+        for mode in ("keepalive", "10_per_conn"):
+            k = next((r for r in web_rows if r["server"] == srv and r["mode"] == mode and r["stack"] == "kernel"), None)
+            i = next((r for r in web_rows if r["server"] == srv and r["mode"] == mode and r["stack"] == "ixora"), None)
+            if k and i:
+                labels.append(f"{srv}\n{mode}")
+                kv.append(k["rps"] / 1000)
+                iv.append(i["rps"] / 1000)
+    x = range(len(labels))
+    ax = axes[0]
+    ax.bar([p - 0.2 for p in x], kv, 0.4, label="kernel")
+    ax.bar([p + 0.2 for p in x], iv, 0.4, label="ixora run")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels)
+    ax.set_ylabel("k requests/s")
+    ax.set_title("20 B file, wrk -c32")
+    ax.legend()
+    for j, wl in enumerate(("etc", "usr")):
+        if not mc:
+            break
+        ax = axes[1 + j]
+        for r in mc:
+            if r["workload"] != wl:
+                continue
+            xs = [q["achieved_rps"] / 1000 for q in r["points"]]
+            ax.plot(xs, [q["latency_us"]["p99"] for q in r["points"]], "o-", label=f"{r['stack']} p99")
+            ax.plot(xs, [q["latency_us"]["avg"] for q in r["points"]], "x--", label=f"{r['stack']} avg")
+        ax.axhline(500, color="grey", lw=0.8, ls=":")
+        ax.set_yscale("log")
+        ax.set_xlabel("achieved k requests/s")
+        ax.set_ylabel("latency µs")
+        ax.set_title(f"memcached {wl.upper()}")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / "sockets.png", dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=int, default=5, help="seconds per measurement (default 5)")
+    ap.add_argument("--repeat", type=int, default=1, help="wrk runs per point, the median kept")
+    ap.add_argument("--rates", default="10000,20000,40000,60000,80000,100000",
+                    help="memcached target rates, requests/s (comma-separated)")
+    ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
+    ap.add_argument("--only", choices=["web", "memcached"], help="run one part")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_sockets: needs root (network namespaces)")
+    for tool in ("nginx", "lighttpd", "memcached", "wrk"):
+        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
+            sys.exit(f"bench_sockets: {tool} is not installed (make deps installs it)")
+    signal.signal(signal.SIGINT, be.on_signal)
+    signal.signal(signal.SIGTERM, be.on_signal)
+    cmdline = "make bench-sockets  (scripts/bench_sockets.py " + " ".join(sys.argv[1:]) + ")"
+    tmp = Path(tempfile.mkdtemp(prefix=f"ixb-{PID}-"))
+    www = tmp / "www"
+    www.mkdir()
+    (www / "f20").write_bytes(b"0123456789abcdefghi\n")
+    (tmp / "ten.lua").write_text(LUA_10)
+    steps = (0 if args.only == "memcached" else 8) + (0 if args.only == "web" else 4)
+    bar = be.Progress(steps)
+    results = []
+    try:
+        if args.only != "memcached":
+            web(args, "nginx", www, tmp, bar, results)
+            web(args, "lighttpd", www, tmp, bar, results)
+        if args.only != "web":
+            memcached(args, bar, results)
+    finally:
+        be.cleanup()
+        subprocess.run(["rm", "-rf", str(tmp)])
+    write(results, args, cmdline)
+    print(f"wrote {OUT}/sockets.json, sockets.md, sockets.png")
+
+
+if __name__ == "__main__":
+    main()
