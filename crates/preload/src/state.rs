@@ -196,7 +196,7 @@ fn try_attach() -> Result<Attached, String> {
         .unwrap_or(50u64);
     // SAFETY: registers plain function pointers with no preconditions.
     unsafe {
-        libc::pthread_atfork(None, None, Some(after_fork_child));
+        libc::pthread_atfork(Some(before_fork), None, Some(after_fork_child));
         libc::atexit(kick_at_exit);
     }
     Ok(Attached {
@@ -212,11 +212,12 @@ fn try_attach() -> Result<Attached, String> {
     })
 }
 
-/// In a forked child: our own control connection (JOIN), one more
-/// reference on every Ixora socket we inherited.
-extern "C" fn after_fork_child() {
+/// Before `fork`, in the parent: one more reference on every Ixora socket,
+/// for the child's copy of its descriptor. (Counted before the child
+/// exists, so a parent that closes its copy at once cannot close the
+/// socket under the child.)
+extern "C" fn before_fork() {
     let Some(a) = attached() else { return };
-    FORK_GEN.fetch_add(1, Ordering::SeqCst);
     if let Some(t) = TABLE.get() {
         for e in t.iter() {
             if e.kind.load(Ordering::Relaxed) == kind::IXORA {
@@ -226,6 +227,12 @@ extern "C" fn after_fork_child() {
             }
         }
     }
+}
+
+/// In a forked child: our own control connection (JOIN).
+extern "C" fn after_fork_child() {
+    let Some(a) = attached() else { return };
+    FORK_GEN.fetch_add(1, Ordering::SeqCst);
     // The lock may have been held by a thread of the parent that does not
     // exist here: replace it without waiting.
     let path = std::env::var_os("IXORA_SOCKET").unwrap_or_default();
