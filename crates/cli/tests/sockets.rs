@@ -498,3 +498,31 @@ fn nginx_and_lighttpd_serve_files() {
     drop(lt);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// inetd style: socat accepts, forks a child per connection, and the child
+/// runs `cat` behind a socketpair (fork, then fork + exec in the child).
+#[test]
+fn socat_fork_exec_echo() {
+    if !need(&["socat"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let mut sc = net.run(
+        "socat",
+        &["socat", "TCP-LISTEN:7002,fork,reuseaddr", "EXEC:cat"],
+    );
+    net.wait_port(&mut sc, 7002);
+    for round in 0..3u8 {
+        net.lx.run(|| {
+            let mut c = TcpStream::connect(format!("{IX}:7002")).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let msg: Vec<u8> = (0..5000u32).map(|i| (i as u8) ^ round).collect();
+            c.write_all(&msg).unwrap();
+            let mut got = vec![0u8; msg.len()];
+            c.read_exact(&mut got).unwrap();
+            assert!(got == msg, "round {round}: echo differs");
+        });
+    }
+    drop(sc);
+}
