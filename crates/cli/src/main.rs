@@ -50,6 +50,8 @@ enum Cmd {
     /// Ping-pong latency and goodput by message size, as NetPIPE, against
     /// any echo server. Prints one JSON line per size.
     Netpipe(NetpipeArgs),
+    /// Load generators on the dataplane (`ixora loadgen memcached --help`).
+    Loadgen(LoadgenArgs),
     /// Run the stack service: own an interface and serve the sockets of
     /// programs started with `ixora run` over shared memory.
     ///
@@ -124,6 +126,28 @@ struct EchoClientArgs {
     /// `--once -c 1 -s 65536 -n 1526 --duration 120`.
     #[arg(long)]
     once: bool,
+}
+
+#[derive(Args)]
+struct LoadgenArgs {
+    #[command(subcommand)]
+    kind: LoadgenKind,
+}
+
+#[derive(Subcommand)]
+enum LoadgenKind {
+    /// Open-loop memcached load (mutilate-style, as in the IX paper):
+    /// Poisson arrivals at --rate (or each rate of --sweep) over --conns
+    /// connections per core, at most --depth requests pipelined per
+    /// connection, Facebook ETC or USR request mix, every GET reply
+    /// checked. Prints one JSON line per rate: achieved rate, latency
+    /// percentiles (from the scheduled send time), misses, errors.
+    ///
+    /// Exit status: 0 when every rate was measured with replies and no
+    /// errors, 1 otherwise, 2 on bad options.
+    ///
+    /// Example: ixora loadgen memcached --iface veth0 --ip 198.18.11.2/24 --server 198.18.11.1:11211 --sweep 10k,20k,40k --workload usr
+    Memcached(apps::loadgen::MemcachedArgs),
 }
 
 #[derive(Args)]
@@ -652,6 +676,76 @@ fn netpipe(a: NetpipeArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn loadgen_memcached(a: apps::loadgen::MemcachedArgs) -> ExitCode {
+    use apps::loadgen;
+    let plan = match loadgen::Plan::from_args(&a) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("ixora loadgen memcached: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shared = loadgen::Shared::new(plan.clone());
+    let port = match dataplane::open_port(&a.dp) {
+        Ok(p) => p,
+        Err(e) => return fail("loadgen memcached", e),
+    };
+    if plan.cores as u32 > port.caps().queues {
+        eprintln!(
+            "ixora loadgen memcached: --cores {}: {} has {} queue(s), one per core",
+            plan.cores,
+            a.dp.iface,
+            port.caps().queues
+        );
+        return ExitCode::from(2);
+    }
+    let stop = dataplane::stop_on_signals();
+    {
+        // A watchdog: the run stops by itself; this only bounds a hang.
+        let (s, d) = (stop.clone(), shared.time_limit());
+        std::thread::spawn(move || {
+            std::thread::sleep(d);
+            s.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let cfg = a.dp.engine_config();
+    let ks = shared.keyspace();
+    eprintln!(
+        "ixora loadgen memcached: {} on {} ({}), {} core(s) x {} conns, depth {}, {} to {}, {} keys (mean key {:.1} B, value {:.1} B), {} rate(s) x ({} s warm-up + {} s)",
+        port.caps().backend,
+        a.dp.iface,
+        port.caps().note,
+        cfg.cores,
+        plan.conns,
+        plan.depth,
+        plan.workload.name(),
+        plan.server,
+        plan.keys,
+        ks.mean_key(),
+        ks.mean_value(),
+        plan.rates.len(),
+        a.warmup,
+        a.duration
+    );
+    let keep = port.clone();
+    let r = ixora_engine::run(
+        port,
+        &cfg,
+        |core| loadgen::LoadgenApp::new(shared.clone(), core),
+        stop,
+    );
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => return fail("loadgen memcached", e),
+    };
+    print_engine("loadgen memcached", &r, keep.as_ref());
+    if shared.finish() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
@@ -662,6 +756,9 @@ fn main() -> ExitCode {
         Cmd::Stats(a) => sockets::stats(a),
         Cmd::EchoClient(a) => echo_client(a),
         Cmd::Netpipe(a) => netpipe(a),
+        Cmd::Loadgen(a) => match a.kind {
+            LoadgenKind::Memcached(m) => loadgen_memcached(m),
+        },
         Cmd::Info(a) => info(a),
         Cmd::BenchKernel(a) => bench_kernel(a),
         Cmd::KernelEchoServer(a) => {

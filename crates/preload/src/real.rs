@@ -100,7 +100,8 @@ pub fn sys_drain(fd: c_int) {
     }
 }
 
-/// poll(2) without interposition (timeout in ms, -1 forever).
+/// poll(2) without interposition (timeout in ms, -1 forever). Like the C
+/// call: -1 with errno set on failure.
 pub fn sys_poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
     let ts;
     let tsp = if timeout_ms < 0 {

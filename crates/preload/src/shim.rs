@@ -1185,11 +1185,15 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     if n + k as usize == 0 && timeout != 0 {
         let mut found = 0;
         let pp = p as *mut [pollfd];
-        state::block_until(a, timeout, &mut kp, &mut || {
+        let ok = state::block_until(a, timeout, &mut kp, &mut || {
             // SAFETY: `pp` is the caller's array, borrowed for this call.
             found = scan(unsafe { &mut *pp });
             found > 0
         });
+        if !ok && errno() == libc::EINTR {
+            count(a, name, false);
+            return Some(-1);
+        }
         if !kp.is_empty() {
             sys_poll(&mut kp, 0);
         }

@@ -452,6 +452,7 @@ pub fn block_until(
                 Some(l) => {
                     let e = start.elapsed();
                     if e >= l {
+                        set_errno(0);
                         return false;
                     }
                     (l - e).as_millis().max(1) as c_int
@@ -468,7 +469,9 @@ pub fn block_until(
                         f.revents = 0;
                     }
                     let n = real::sys_poll(&mut fds, left);
-                    if n < 0 && -n == libc::EINTR {
+                    // A signal: return so the program sees EINTR (its
+                    // handler may have asked it to stop).
+                    if n < 0 && real::errno() == libc::EINTR {
                         set_errno(libc::EINTR);
                         return false;
                     }

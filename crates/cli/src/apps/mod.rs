@@ -4,4 +4,5 @@
 
 pub mod client;
 pub mod echo;
+pub mod loadgen;
 pub mod netpipe;
