@@ -215,36 +215,57 @@ def memcached(args, prog_bar, results):
             # address there; it reaches the server through its own stack.
             time.sleep(0.5)
             for wl in ("etc", "usr"):
-                st0 = user_calls(net.stats())
-                cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
-                       "--server", f"{SRV}:11211", "--workload", wl, "--conns", str(args.conns),
-                       "--depth", "4", "--sweep", ",".join(str(r) for r in rates),
-                       "--duration", str(args.duration), "--warmup", "1", "--cpus", "1"]
-                r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True,
-                                   text=True, timeout=len(rates) * (args.duration + 10) + 60)
-                st1 = user_calls(net.stats())
                 pts = []
-                for line in r.stdout.splitlines():
-                    if line.strip().startswith("{"):
-                        try:
-                            pts.append(json.loads(line))
-                        except json.JSONDecodeError:
-                            pass
-                if not pts:
-                    raise RuntimeError(f"loadgen produced nothing:\n{r.stderr[-3000:]}")
+                # One generator run per rate, so the user-space share of
+                # socket calls is known at each load.
+                for rate in rates:
+                    st0 = user_calls(net.stats())
+                    cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
+                           "--server", f"{SRV}:11211", "--workload", wl, "--conns", str(args.conns),
+                           "--depth", "4", "--rate", str(rate), "--duration", str(args.duration),
+                           "--warmup", "1", "--cpus", "1"]
+                    r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True,
+                                       text=True, timeout=args.duration + 90)
+                    st1 = user_calls(net.stats())
+                    q = None
+                    for line in r.stdout.splitlines():
+                        if line.strip().startswith("{"):
+                            try:
+                                q = json.loads(line)
+                            except json.JSONDecodeError:
+                                pass
+                    if q is None:
+                        raise RuntimeError(f"loadgen produced nothing:\n{r.stderr[-3000:]}")
+                    q["user_share"] = share(st0, st1) if ixora else None
+                    pts.append(q)
+                    time.sleep(1.2)  # AF_XDP: a queue is busy for ~1 s after its socket closes
                 results.append({"server": "memcached", "workload": wl,
                                 "stack": "ixora" if ixora else "kernel", "points": pts,
-                                "user_share": share(st0, st1) if ixora else None})
-                best = max([q["achieved_rps"] for q in pts if q["latency_us"]["p99"] <= 500] or [0])
+                                "user_share": (sum(q["user_share"] or 0 for q in pts) / len(pts))
+                                if ixora else None})
+                best = best_rate(pts, 500)
                 prog_bar.step(f"memcached {wl:12s} {'ixora' if ixora else 'kernel':7s}")
-                print(f"  best rate with p99 <= 500 us: {best / 1000:.1f} k req/s", flush=True)
+                print(f"  best rate with p99 <= 500 us: {best / 1000:.1f} k req/s; "
+                      f"sustained: {sustained(pts) / 1000:.1f} k req/s", flush=True)
             be.stop_proc(p)
         finally:
             net.close()
 
 
-def best_rate(pts):
-    ok = [q["achieved_rps"] for q in pts if q["latency_us"]["p99"] <= 500 and q.get("errors", 0) == 0]
+def best_rate(pts, p99_us=500):
+    """Highest achieved rate whose p99 is within `p99_us`, with no errors and
+    the target reached (achieved >= 95% of target)."""
+    ok = [q["achieved_rps"] for q in pts
+          if q["latency_us"]["p99"] <= p99_us and q.get("errors", 0) == 0
+          and q["achieved_rps"] >= 0.95 * q["target_rps"]]
+    return max(ok) if ok else 0.0
+
+
+def sustained(pts):
+    """Highest rate reached (achieved >= 95% of target) with avg <= 1 ms."""
+    ok = [q["achieved_rps"] for q in pts
+          if q["achieved_rps"] >= 0.95 * q["target_rps"] and q["latency_us"]["avg"] <= 1000
+          and q.get("errors", 0) == 0]
     return max(ok) if ok else 0.0
 
 
@@ -277,22 +298,28 @@ def write(results, args, cmdline):
     mc = [r for r in results if r["server"] == "memcached"]
     if mc:
         L += ["## memcached (-t 1), open-loop load from `ixora loadgen memcached`", "",
-              "| workload | stack | target | achieved | avg µs | p99 µs | errors |",
-              "|---|---|---:|---:|---:|---:|---:|"]
+              "| workload | stack | target | achieved | avg µs | p99 µs | errors | user-space share |",
+              "|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in mc:
             for q in r["points"]:
                 L.append(f"| {r['workload']} | {r['stack']} | {q['target_rps'] / 1000:.0f} k | "
                          f"{q['achieved_rps'] / 1000:.1f} k | {q['latency_us']['avg']:.0f} | "
-                         f"{q['latency_us']['p99']:.0f} | {q.get('errors', 0)} |")
-        L += ["", "| workload | kernel: best rate with p99 ≤ 500 µs | Ixora | ratio | Ixora user-space share |",
-              "|---|---:|---:|---:|---:|"]
+                         f"{q['latency_us']['p99']:.0f} | {q.get('errors', 0)} | "
+                         + (f"{q['user_share'] * 100:.2f}% |" if q.get("user_share") is not None else "— |"))
+        L += ["", "| workload | metric | kernel | Ixora | ratio |", "|---|---|---:|---:|---:|"]
         for wl in ("etc", "usr"):
             k = next((r for r in mc if r["workload"] == wl and r["stack"] == "kernel"), None)
             i = next((r for r in mc if r["workload"] == wl and r["stack"] == "ixora"), None)
-            if k and i:
-                bk, bi = best_rate(k["points"]), best_rate(i["points"])
-                L.append(f"| {wl} | {bk / 1000:.1f} k | {bi / 1000:.1f} k | "
-                         f"**{(bi / bk if bk else 0):.2f}×** | {(i['user_share'] or 0) * 100:.2f}% |")
+            if not (k and i):
+                continue
+            for name, f in (("highest rate with p99 ≤ 500 µs (IX Table 2)", lambda p: best_rate(p, 500)),
+                            ("highest rate with p99 ≤ 2 ms", lambda p: best_rate(p, 2000)),
+                            ("highest rate sustained with avg ≤ 1 ms", sustained)):
+                bk, bi = f(k["points"]), f(i["points"])
+                ratio = f"**{bi / bk:.2f}×**" if bk else ("∞ (kernel: none)" if bi else "—")
+                L.append(f"| {wl} | {name} | {bk / 1000:.1f} k | {bi / 1000:.1f} k | {ratio} |")
+            L.append(f"| {wl} | Ixora socket calls resolved in user space (mean over rates) | | "
+                     f"{(i['user_share'] or 0) * 100:.2f}% | |")
         L += ["", "Target (issue 4): ≥ 2× the kernel's rate at p99 ≤ 500 µs (IX Table 2).", ""]
     L += ["Plots: `sockets.png`.", ""]
     (OUT / "sockets.md").write_text("\n".join(L))
@@ -353,7 +380,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=int, default=5, help="seconds per measurement (default 5)")
     ap.add_argument("--repeat", type=int, default=1, help="wrk runs per point, the median kept")
-    ap.add_argument("--rates", default="10000,20000,40000,60000,80000,100000",
+    ap.add_argument("--rates", default="20000,40000,60000,80000,100000,120000,150000",
                     help="memcached target rates, requests/s (comma-separated)")
     ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
     ap.add_argument("--only", choices=["web", "memcached"], help="run one part")
