@@ -45,6 +45,7 @@ PID = be.PID
 SRV = "198.18.80.2"
 CLI = "198.18.80.1"
 GEN = "198.18.80.3"  # the loadgen's own address (it owns the client veth)
+SPIN_US = 50  # `ixora run --spin-us` (set by --spin-us)
 
 
 def cpu0_busy():
@@ -88,7 +89,7 @@ class Net:
     def server(self, argv, log):
         cmd = list(argv)
         if self.ixora:
-            cmd = [str(BIN), "run", "--socket", self.sock, "--", *cmd]
+            cmd = [str(BIN), "run", "--socket", self.sock, "--spin-us", str(SPIN_US), "--", *cmd]
         return be.start(be.pinned(0, *be.in_ns(self.sv, *cmd)), log)
 
     def stats(self):
@@ -384,7 +385,11 @@ def main():
                     help="memcached target rates, requests/s (comma-separated)")
     ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
     ap.add_argument("--only", choices=["web", "memcached"], help="run one part")
+    ap.add_argument("--spin-us", type=int, default=50,
+                    help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     args = ap.parse_args()
+    global SPIN_US
+    SPIN_US = args.spin_us
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk"):
