@@ -181,6 +181,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         conn_app: HashMap::new(),
         next_app: 1,
         listeners: HashMap::new(),
+        active: Vec::new(),
         started: Instant::now(),
         rejected: 0,
     };
@@ -328,6 +329,8 @@ pub struct Service {
     conn_app: HashMap<u64, u32>,
     next_app: u32,
     listeners: HashMap<u16, (u32, u32)>,
+    /// Applications with activity this cycle (reused buffer).
+    active: Vec<u32>,
     started: Instant,
     rejected: u64,
 }
@@ -1085,18 +1088,20 @@ impl App for Service {
                 self.control(io, r);
             }
         }
-        let ids: Vec<u32> = self.apps.keys().copied().collect();
-        for id in ids {
-            let Some(app) = self.apps.get_mut(&id) else {
-                continue;
-            };
+        // Only applications whose activity word moved; the list is reused
+        // (no allocation per cycle).
+        let mut ids = std::mem::take(&mut self.active);
+        ids.clear();
+        for (id, app) in self.apps.iter_mut() {
             let act = app.r.up_header().activity.load(Ordering::Acquire);
-            if act == app.last_activity {
-                continue;
+            if act != app.last_activity {
+                app.last_activity = act;
+                ids.push(*id);
             }
-            app.last_activity = act;
+        }
+        for &id in &ids {
             work = true;
-            let words = app.r.layout().slots / 64;
+            let words = self.layout.slots / 64;
             for w in 0..words {
                 let Some(app) = self.apps.get(&id) else {
                     break;
@@ -1113,6 +1118,7 @@ impl App for Service {
                 }
             }
         }
+        self.active = ids;
         work
     }
 
