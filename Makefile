@@ -61,7 +61,10 @@ check-deps:
 
 ## Release mode: the interop tests move 100 MB per backend, direction and
 ## loss rate through the real dataplane.
+## `cargo build` first: `cargo test` does not build the preload cdylib that
+## the sockets tests load beside the binary.
 unit:
+	$(CARGO) build --release --workspace
 	$(CARGO) test --workspace --release
 	./target/release/ixora sim --bytes 4MiB --loss 0.05 --reorder 0.05 --seed 7 >/dev/null
 	./target/release/ixora sim --bytes 4MiB --loss 0.05 --reorder 0.05 --seed 7 --cc newreno >/dev/null

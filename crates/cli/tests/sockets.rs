@@ -20,7 +20,7 @@
 //! ```
 //!
 //! Skipped (with a message) when not root or a program is missing (`make
-//! test` installs them). `IXORA_WRK_SECS` sets the wrk duration (default 5).
+//! test` installs them). `IXORA_WRK_SECS` sets the wrk duration (default 30, as issue 4 asks).
 
 use ixora_io::netns::{unique_name, NetNs, Veth};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -37,14 +37,44 @@ const IX: &str = "198.18.9.2";
 struct Setup {
     socket: String,
     serve: Proc,
+    /// The Linux side's interface (in `lx`).
+    lx_if: String,
     // Drop order: the service, then links, then namespaces.
     _link: Veth,
     lx: NetNs,
     ix: NetNs,
 }
 
+/// `ixora run` loads `libixora_preload.so` from beside the binary. `cargo
+/// test` builds only the binary, not the workspace's cdylib, so on a fresh
+/// clone the library may be missing: build it once with the same profile.
+fn ensure_preload() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let dir = std::path::Path::new(BIN).parent().unwrap();
+        if dir.join("libixora_preload.so").exists() {
+            return;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut c = Command::new(cargo);
+        c.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        c.args(["build", "-p", "ixora-preload"]);
+        if dir.ends_with("release") {
+            c.arg("--release");
+        }
+        let st = c.status().expect("run cargo build -p ixora-preload");
+        assert!(st.success(), "cargo build -p ixora-preload failed");
+        assert!(
+            dir.join("libixora_preload.so").exists(),
+            "libixora_preload.so not built in {}",
+            dir.display()
+        );
+    });
+}
+
 impl Setup {
     fn new() -> Setup {
+        ensure_preload();
         let ix = NetNs::new("sk").expect("namespace");
         let lx = NetNs::new("sk").expect("namespace");
         ix.disable_ipv6().unwrap();
@@ -81,6 +111,7 @@ impl Setup {
         Setup {
             socket,
             serve,
+            lx_if: v.b.clone(),
             _link: v,
             lx,
             ix,
@@ -229,6 +260,54 @@ fn memcached_redis_and_a_killed_app() {
         !text.to_lowercase().contains("error"),
         "memcslap reported errors:\n{text}"
     );
+
+    // Ixora's own load generator (native API, its own stack on an
+    // AF_PACKET socket beside Linux's address on the same link): ETC then
+    // USR at a modest open-loop rate; every GET reply is checked.
+    for wl in ["etc", "usr"] {
+        let out = net.client(
+            &[
+                BIN,
+                "loadgen",
+                "memcached",
+                "--backend",
+                "af_packet",
+                "--iface",
+                &net.lx_if,
+                "--ip",
+                "198.18.9.3/24",
+                "--server",
+                &format!("{IX}:11211"),
+                "--workload",
+                wl,
+                "--keys",
+                "2000",
+                "--conns",
+                "8",
+                "--depth",
+                "4",
+                "--rate",
+                "5000",
+                "--duration",
+                "2",
+                "--warmup",
+                "0.5",
+            ],
+            120,
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "loadgen {wl} failed:\n{text}\n{err}");
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with('{'))
+            .unwrap_or_else(|| panic!("loadgen {wl} printed no result:\n{text}\n{err}"));
+        let j: serde_json::Value = serde_json::from_str(line).expect("loadgen JSON");
+        assert_eq!(j["errors"], 0, "loadgen {wl}: {line}");
+        assert_eq!(j["misses"], 0, "loadgen {wl}: {line}");
+        let gets = j["gets"].as_u64().unwrap_or(0);
+        assert!(gets > 1000, "loadgen {wl} checked only {gets} GETs: {line}");
+    }
 
     // redis
     let mut rd = net.run(
@@ -408,7 +487,7 @@ fn wrk(net: &Setup, port: u16) {
     let secs: u64 = std::env::var("IXORA_WRK_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+        .unwrap_or(30);
     let out = net.client(
         &[
             "wrk",
