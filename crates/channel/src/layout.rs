@@ -80,7 +80,7 @@ pub mod req {
 }
 
 /// The calls the shim counts, in the order of [`UpHeader::counters`].
-pub const CALLS: [&str; 24] = [
+pub const CALLS: [&str; 25] = [
     "socket",
     "bind",
     "listen",
@@ -104,8 +104,16 @@ pub const CALLS: [&str; 24] = [
     "sendfile",
     "epoll_create",
     "other",
-    "wake",
+    // Not calls: how the shim waited. `wait` user = a blocking call found
+    // its condition while spinning, kernel = it slept in the kernel;
+    // `doorbell` kernel = the service's doorbell was rung.
+    "wait",
+    "doorbell",
 ];
+
+/// Entries of [`CALLS`] that are not socket calls (left out of the
+/// user-space share).
+pub const NOT_CALLS: [&str; 2] = ["wait", "doorbell"];
 
 /// Index of `name` in [`CALLS`].
 pub const fn call(name: &str) -> usize {
@@ -156,7 +164,11 @@ pub struct DownHeader {
     _pad0: [u32; 7],
     /// Non-zero while the service sleeps: ring its doorbell after activity.
     pub svc_sleeping: AtomicU32,
-    _pad1: [u32; 15],
+    /// The CPU the service last ran on, plus one (0: not known). A program
+    /// on the same CPU does not spin before it blocks: spinning there
+    /// only keeps the service, which it waits for, off the CPU.
+    pub svc_cpu: AtomicU32,
+    _pad1: [u32; 14],
     /// Incremented after every batch that changed one of the app's sockets.
     pub event_seq: AtomicU64,
 }

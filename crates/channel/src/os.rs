@@ -102,6 +102,14 @@ fn owned(fd: libc::c_int) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// The CPU the calling thread runs on (glibc reads it from the rseq area
+/// or the vDSO: no system call on Linux ≥ 4.18).
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu(3) has no arguments and no memory effects.
+    let c = unsafe { libc::sched_getcpu() };
+    (c >= 0).then_some(c as u32)
+}
+
 /// A sealable memfd of `len` bytes, close-on-exec, not executable.
 pub fn memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
     let cname = CString::new(name).expect("memfd names have no NUL");

@@ -38,8 +38,10 @@ pub struct RunArgs {
     /// binary, then in ../lib).
     #[arg(long, env = "IXORA_PRELOAD")]
     pub preload: Option<PathBuf>,
-    /// Microseconds a call spins on the rings before it blocks in the
-    /// kernel (0: block at once).
+    /// Microseconds a blocking call (read, accept, epoll_wait, poll, ...)
+    /// spins on the rings before it sleeps in the kernel (0: sleep at
+    /// once). A thread on the CPU the service runs on never spins: there
+    /// spinning would only keep the service off the CPU.
     #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
     /// The program and its arguments.
@@ -214,6 +216,11 @@ pub fn stats(a: StatsArgs) -> ExitCode {
                 println!("  {:<14} {:>14} {:>14}", name, c["user"], c["kernel"]);
             }
         }
+        let w = &app["waits"];
+        println!(
+            "  blocking waits: {} answered while spinning, {} slept in the kernel; service doorbell rung {} times",
+            w["spun"], w["slept"], w["doorbells"]
+        );
     }
     if let Some(st) = v["stack"].as_object() {
         println!("\nstack counters:");

@@ -453,6 +453,13 @@ fn memcached_redis_and_a_killed_app() {
             a["user_calls"].as_u64().unwrap() > 0,
             "no call resolved in user space: {a}"
         );
+        // Blocking calls were made (the servers sat idle between clients):
+        // every one ended by spinning or sleeping, and was counted.
+        let w = &a["waits"];
+        assert!(
+            w["spun"].as_u64().unwrap() + w["slept"].as_u64().unwrap() > 0,
+            "waits not counted: {a}"
+        );
     }
     drop(rd);
     drop(mc);

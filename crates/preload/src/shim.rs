@@ -105,12 +105,12 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
                 return n as ssize_t;
             }
             Err(libc::EAGAIN) if !dontwait => {
-                user = false;
                 let ok = state::block_until(sk.a, -1, &mut [], &mut || {
                     sk.readable() > 0
                         || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0
                         || !sk.live()
                 });
+                user &= !state::blocked_in_kernel();
                 if !ok && errno() == libc::EINTR {
                     count(sk.a, call("read"), false);
                     return -1;
@@ -176,10 +176,10 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
                 return fail(e);
             }
         }
-        user = false;
         let ok = state::block_until(sk.a, -1, &mut [], &mut || {
             sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED
         });
+        user &= !state::blocked_in_kernel();
         if !ok && errno() == libc::EINTR {
             count(sk.a, call("write"), false);
             return if done > 0 { done as ssize_t } else { -1 };
@@ -381,10 +381,9 @@ pub unsafe extern "C" fn accept4(
             count(sk.a, call("accept"), true);
             return fail(libc::EAGAIN);
         }
-        user = false;
-        if !state::block_until(sk.a, -1, &mut [], &mut || sk.acceptable() > 0 || !sk.live())
-            && errno() == libc::EINTR
-        {
+        let ok = state::block_until(sk.a, -1, &mut [], &mut || sk.acceptable() > 0 || !sk.live());
+        user &= !state::blocked_in_kernel();
+        if !ok && errno() == libc::EINTR {
             count(sk.a, call("accept"), false);
             return -1;
         }
@@ -1093,7 +1092,12 @@ fn epoll_common(
         found = epoll_scan(&mut g, out, max);
         found > 0
     });
-    count(a, call("epoll_wait"), false);
+    // Found while spinning: answered in user space.
+    count(
+        a,
+        call("epoll_wait"),
+        !kicked && !state::blocked_in_kernel(),
+    );
     if !ok && errno() == libc::EINTR && found == 0 {
         return -1;
     }
@@ -1182,6 +1186,9 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     } else {
         sys_poll(&mut kp, 0).max(0)
     };
+    // Without kernel descriptors the call stays in user space unless it
+    // has to ring the doorbell or sleep.
+    let mut user = kp.is_empty() && !kicked;
     if n + k as usize == 0 && timeout != 0 {
         let mut found = 0;
         let pp = p as *mut [pollfd];
@@ -1190,6 +1197,7 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
             found = scan(unsafe { &mut *pp });
             found > 0
         });
+        user &= !state::blocked_in_kernel();
         if !ok && errno() == libc::EINTR {
             count(a, name, false);
             return Some(-1);
@@ -1205,7 +1213,7 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
             total += 1;
         }
     }
-    count(a, name, false);
+    count(a, name, user);
     Some(total as c_int)
 }
 

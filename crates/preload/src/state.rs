@@ -312,6 +312,7 @@ pub fn signal(a: &Attached, s: u32) -> bool {
 pub fn kick(a: &Attached) -> bool {
     if KICK.load(Ordering::Relaxed) && KICK.swap(false, Ordering::SeqCst) {
         real::sys_ring(a.bell);
+        count(a, layout::call("doorbell"), false);
         return true;
     }
     false
@@ -407,6 +408,16 @@ thread_local! {
     static THREAD_WAITER: std::cell::RefCell<ThreadWaiter> = const { std::cell::RefCell::new(ThreadWaiter(None)) };
 }
 
+thread_local! {
+    static IN_KERNEL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread's last [`block_until`] made a system call (rang the
+/// doorbell or slept) rather than finding its condition while spinning.
+pub fn blocked_in_kernel() -> bool {
+    IN_KERNEL.with(|k| k.get())
+}
+
 /// Block the calling thread until `ready()`, a descriptor of `kernel`
 /// has an event (its `revents` are set), or `timeout_ms` (-1: forever)
 /// passes; true if something is ready. Spins on `ready()` first, then
@@ -418,16 +429,29 @@ pub fn block_until(
     ready: &mut dyn FnMut() -> bool,
 ) -> bool {
     let start = Instant::now();
-    kick(a);
+    IN_KERNEL.with(|k| k.set(kick(a)));
     let limit = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
-    if kernel.is_empty() {
-        while start.elapsed() < a.spin.min(limit.unwrap_or(Duration::MAX)) {
-            if ready() {
-                return true;
-            }
-            std::hint::spin_loop();
+    // Spin on the rings first (user space only), unless the service runs
+    // on this very CPU: then spinning only keeps it from producing what we
+    // wait for. Kernel descriptors of a mixed set are not looked at while
+    // spinning: they are seen by the blocking poll below, at most `spin`
+    // late.
+    let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
+    let spin = if svc != 0 && os::current_cpu() == Some(svc - 1) {
+        Duration::ZERO
+    } else {
+        a.spin
+    };
+    while start.elapsed() < spin.min(limit.unwrap_or(Duration::MAX)) {
+        if ready() {
+            count(a, layout::call("wait"), true);
+            return true;
         }
+        std::hint::spin_loop();
     }
+    // From here on the call sleeps (or polls) in the kernel.
+    IN_KERNEL.with(|k| k.set(true));
+    count(a, layout::call("wait"), false);
     THREAD_WAITER.with(|tw| {
         let mut tw = tw.borrow_mut();
         if tw.0.as_ref().is_some_and(|w| !w.current()) {

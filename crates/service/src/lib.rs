@@ -31,7 +31,7 @@
 
 use bytes::Bytes;
 use ixora_channel::ctl::{op, opt, Msg};
-use ixora_channel::layout::{self, flag, pack, req, state, Layout, Regions, CALLS};
+use ixora_channel::layout::{self, flag, pack, req, state, Layout, Regions, CALLS, NOT_CALLS};
 use ixora_channel::os::{self, Mapping};
 use ixora_core::{ConnHandle, DeadReason, Error, Event};
 use ixora_engine::{App, Io};
@@ -442,16 +442,17 @@ impl Service {
             for (i, name) in CALLS.iter().enumerate() {
                 let u = h.counters[i][0].load(Ordering::Relaxed);
                 let k = h.counters[i][1].load(Ordering::Relaxed);
+                if NOT_CALLS.contains(name) {
+                    continue;
+                }
                 if u + k > 0 {
                     calls.insert(
                         name.to_string(),
                         serde_json::json!({"user": u, "kernel": k}),
                     );
                 }
-                if *name != "wake" {
-                    user += u;
-                    kernel += k;
-                }
+                user += u;
+                kernel += k;
             }
             let open = a
                 .socks
@@ -469,6 +470,14 @@ impl Service {
                 "kernel_calls": kernel,
                 "user_share": if user + kernel > 0 { user as f64 / (user + kernel) as f64 } else { 0.0 },
                 "passthrough_calls": h.passthrough.load(Ordering::Relaxed),
+                // How blocking calls waited: found it while spinning, or
+                // slept in the kernel; and doorbells rung to wake the
+                // sleeping service.
+                "waits": {
+                    "spun": h.counters[layout::call("wait")][0].load(Ordering::Relaxed),
+                    "slept": h.counters[layout::call("wait")][1].load(Ordering::Relaxed),
+                    "doorbells": h.counters[layout::call("doorbell")][1].load(Ordering::Relaxed),
+                },
             }));
         }
         serde_json::json!({
@@ -513,6 +522,8 @@ impl Service {
         h.slots.store(l.slots, Ordering::Relaxed);
         h.ring.store(l.ring, Ordering::Relaxed);
         h.ip.store(self.ip(io), Ordering::Relaxed);
+        h.svc_cpu
+            .store(os::current_cpu().map_or(0, |c| c + 1), Ordering::Relaxed);
         h.prefix
             .store(io.stack().config().prefix_len as u32, Ordering::Relaxed);
         h.gateway.store(
@@ -1164,8 +1175,11 @@ impl App for Service {
     }
 
     fn wake(&mut self, _io: &mut Io) {
+        let cpu = os::current_cpu().map_or(0, |c| c + 1);
         for app in self.apps.values() {
-            app.r.down_header().svc_sleeping.store(0, Ordering::SeqCst);
+            let h = app.r.down_header();
+            h.svc_sleeping.store(0, Ordering::SeqCst);
+            h.svc_cpu.store(cpu, Ordering::Relaxed);
         }
     }
 }
