@@ -15,7 +15,12 @@
 //!   every index it reads: a header page (the activity word, waiter bits,
 //!   per-call counters), the activity bitmap (one bit per socket), one
 //!   [`UpSlot`] per socket (receive head, transmit tail, accept head,
-//!   requests), then one transmit ring per socket.
+//!   requests), then one transmit ring per socket, then the holders
+//!   table: for each of [`MAX_PROCS`] process rows, how many of that
+//!   process's descriptors refer to each socket. `refs` in the up slot is
+//!   the total; when a process goes (exits, is killed, or execs: its
+//!   control connection is close-on-exec) the service subtracts its row,
+//!   so sockets only it still held are closed.
 //!
 //! Each index is written by one side only, and a consumer's head lives in
 //! the other region from the producer's tail, so they never share a cache
@@ -31,16 +36,21 @@
 //! service, after a batch that changed the app's sockets, rings the
 //! eventfd of every waiter whose bit it clears.
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 /// Magic of the down header.
 pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
+/// Processes of one application whose descriptor references are tracked
+/// (the attaching process and up to 63 forked children at a time).
+pub const MAX_PROCS: u32 = 64;
+/// A process row that is not tracked (the table was full).
+pub const NO_ROW: u32 = u32::MAX;
 /// Page size the layout aligns to.
 pub const PAGE: usize = 4096;
 
@@ -316,9 +326,25 @@ impl Layout {
         PAGE + self.bitmap_bytes() + self.slots_bytes() + i as usize * self.ring as usize
     }
 
+    /// Offset of the holders table: per process row, per socket, how many
+    /// of that process's descriptors refer to the socket (`u16` each).
+    pub fn held(&self, row: u32, i: u32) -> usize {
+        PAGE + self.bitmap_bytes()
+            + self.slots_bytes()
+            + self.slots as usize * self.ring as usize
+            + (row as usize * self.slots as usize + i as usize) * 2
+    }
+
+    fn held_bytes(&self) -> usize {
+        round_up(MAX_PROCS as usize * self.slots as usize * 2, PAGE)
+    }
+
     /// Length of the up region.
     pub fn up_len(&self) -> usize {
-        PAGE + self.bitmap_bytes() + self.slots_bytes() + self.slots as usize * self.ring as usize
+        PAGE + self.bitmap_bytes()
+            + self.slots_bytes()
+            + self.slots as usize * self.ring as usize
+            + self.held_bytes()
     }
 }
 
@@ -387,6 +413,19 @@ impl Regions {
         assert!(i < self.layout.slots, "slot {i} out of range");
         // SAFETY: as for `down_slot`.
         unsafe { &*(self.up.add(self.layout.up_slot(i)) as *const UpSlot) }
+    }
+
+    /// How many descriptors of process `row` refer to socket `i` (up:
+    /// written by that process; read and cleared by the service when the
+    /// process goes). Panics if out of range.
+    pub fn held(&self, row: u32, i: u32) -> &AtomicU16 {
+        assert!(
+            row < MAX_PROCS && i < self.layout.slots,
+            "held({row}, {i}) out of range"
+        );
+        // SAFETY: in bounds of the up region (the holders table ends it),
+        // 2-byte aligned (page-aligned base, even offset).
+        unsafe { &*(self.up.add(self.layout.held(row, i)) as *const AtomicU16) }
     }
 
     /// Word `w` of the activity bitmap. Panics if out of range.
@@ -498,7 +537,12 @@ mod tests {
         assert_eq!(l.rx_ring(0) % PAGE, 0);
         assert_eq!(l.tx_ring(0) % PAGE, 0);
         assert_eq!(l.rx_ring(127) + 65536, l.down_len());
-        assert_eq!(l.tx_ring(127) + 65536, l.up_len());
+        // The holders table follows the last transmit ring and ends the
+        // up region.
+        assert_eq!(l.tx_ring(127) + 65536, l.held(0, 0));
+        assert_eq!(l.held(0, 0) % PAGE, 0);
+        assert!(l.held(MAX_PROCS - 1, 127) + 2 <= l.up_len());
+        assert_eq!(l.up_len() % PAGE, 0);
         assert!(l.up_slot(0) >= l.bitmap() + 128 / 8);
     }
 
@@ -523,5 +567,24 @@ mod tests {
         assert_eq!(r.bitmap_word(0).load(Ordering::Relaxed), 1 << 5);
         assert_eq!(call("read"), 5);
         assert_eq!(unpack(pack(0xc6120002, 7)), (0xc6120002, 7));
+        // The holders table: rows do not overlap.
+        for row in 0..MAX_PROCS {
+            for s in 0..64 {
+                r.held(row, s)
+                    .store((row * 64 + s) as u16, Ordering::Relaxed);
+            }
+        }
+        for row in 0..MAX_PROCS {
+            for s in 0..64 {
+                assert_eq!(
+                    r.held(row, s).load(Ordering::Relaxed),
+                    (row * 64 + s) as u16
+                );
+            }
+        }
+        // Nothing spilled into the last transmit ring.
+        let mut tail = vec![0u8; 4096];
+        r.tx_read(63, 0, &mut tail);
+        assert!(tail.iter().all(|&b| b == 0));
     }
 }

@@ -612,3 +612,82 @@ fn socat_fork_exec_echo() {
     }
     drop(sc);
 }
+
+/// A connection's server side shared across fork ends when the last
+/// process holding it goes: the parent closes its copy, and the child
+/// either execs (its descriptors are close-on-exec, so its references drop
+/// at exec) or is killed with SIGKILL (they drop at its death). While the
+/// child lives, the connection stays open.
+#[test]
+fn references_follow_processes_across_fork_exec_and_kill() {
+    if !need(&["python3", "sleep"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let server = "import os, socket, signal, time\n\
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
+        s = socket.socket()\n\
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+        s.bind(('0.0.0.0', 7003))\n\
+        s.listen(8)\n\
+        held = None\n\
+        while True:\n\
+        \x20   c, _ = s.accept()\n\
+        \x20   cmd = c.recv(16)\n\
+        \x20   if cmd == b'exec\\n':\n\
+        \x20       c.sendall(b'ok\\n')\n\
+        \x20       if os.fork() == 0:\n\
+        \x20           os.execv('/bin/sleep', ['sleep', '8'])\n\
+        \x20   elif cmd == b'hold\\n':\n\
+        \x20       c.sendall(b'ok\\n')\n\
+        \x20       held = os.fork()\n\
+        \x20       if held == 0:\n\
+        \x20           time.sleep(30)\n\
+        \x20           os._exit(0)\n\
+        \x20   elif cmd == b'kill\\n':\n\
+        \x20       os.kill(held, signal.SIGKILL)\n\
+        \x20       c.sendall(b'ok\\n')\n\
+        \x20   c.close()\n";
+    let mut py = net.run("forker", &["python3", "-c", server]);
+    net.wait_port(&mut py, 7003);
+    let lx = &net.lx;
+    let ask = |cmd: &str| -> TcpStream {
+        lx.run(|| {
+            let mut c = TcpStream::connect(format!("{IX}:7003")).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            c.write_all(cmd.as_bytes()).unwrap();
+            let mut ok = [0u8; 3];
+            c.read_exact(&mut ok).unwrap();
+            assert_eq!(&ok, b"ok\n", "{cmd:?}");
+            c
+        })
+    };
+    // Read until EOF; how long it took.
+    let eof_within = |c: &mut TcpStream, limit: Duration| -> Result<Duration, String> {
+        c.set_read_timeout(Some(limit)).unwrap();
+        let t = Instant::now();
+        let mut b = [0u8; 16];
+        match c.read(&mut b) {
+            Ok(0) => Ok(t.elapsed()),
+            Ok(n) => Err(format!("unexpected {n} bytes")),
+            Err(e) => Err(format!("no EOF after {:?}: {e}", t.elapsed())),
+        }
+    };
+    // exec: the child (sleep 8 s) keeps nothing; EOF long before it ends.
+    let mut a = ask("exec\n");
+    let took = eof_within(&mut a, Duration::from_secs(4))
+        .unwrap_or_else(|e| panic!("after the parent's close and the child's exec: {e}"));
+    assert!(took < Duration::from_secs(4));
+    // fork without exec: the child's copy keeps the connection open...
+    let mut b = ask("hold\n");
+    assert!(
+        eof_within(&mut b, Duration::from_secs(1)).is_err(),
+        "closed while a child still holds it"
+    );
+    // ...until the child is killed.
+    drop(ask("kill\n"));
+    eof_within(&mut b, Duration::from_secs(4))
+        .unwrap_or_else(|e| panic!("after SIGKILL of the last holder: {e}"));
+    assert!(py.running(), "the server died:\n{}", py.log());
+}

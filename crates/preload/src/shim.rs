@@ -202,7 +202,7 @@ fn become_ixora(
     }
     let (s, gen) = (r.a as u32, r.b as u32);
     let flags = e.flags.load(Ordering::Relaxed);
-    a.r.up_slot(s).refs.store(1, Ordering::Release);
+    state::hold(a, s);
     state::install(fd, s, gen, flags);
     if flags & fl::NAGLE != 0 {
         state::request(a, Msg::new(op::SETOPT, s, opt::NODELAY as i64, 0), &[]);
@@ -210,7 +210,7 @@ fn become_ixora(
     let r = then(s);
     if r.a < 0 {
         // Undo: the descriptor stays a kernel socket.
-        a.r.up_slot(s).refs.store(0, Ordering::Release);
+        state::unhold(a, s);
         a.r.up_slot(s)
             .req
             .fetch_or(layout::req::CLOSE, Ordering::Release);
@@ -356,7 +356,7 @@ pub unsafe extern "C" fn accept4(
                 return -1;
             }
             user &= !fresh;
-            sk.a.r.up_slot(c).refs.store(1, Ordering::Release);
+            state::hold(sk.a, c);
             let nb = if flags & libc::SOCK_NONBLOCK != 0 {
                 fl::NONBLOCK
             } else {
@@ -1412,7 +1412,7 @@ pub extern "C" fn pselect(
 // ------------------------------------------------------- descriptors, opts
 
 fn dup_into(sk: Sock, nfd: c_int) {
-    sk.a.r.up_slot(sk.s).refs.fetch_add(1, Ordering::AcqRel);
+    state::hold(sk.a, sk.s);
     state::install(
         nfd,
         sk.s,

@@ -212,6 +212,31 @@ fn try_attach() -> Result<Attached, String> {
     })
 }
 
+/// This process's row in the holders table ([`layout::NO_ROW`]: none).
+static ROW: AtomicU32 = AtomicU32::new(0);
+
+/// One more descriptor of this process refers to socket `s`: the total
+/// first, then our row (a process killed in between leaks a reference
+/// rather than closing a socket another process still holds).
+pub fn hold(a: &Attached, s: u32) {
+    a.r.up_slot(s).refs.fetch_add(1, Ordering::AcqRel);
+    let row = ROW.load(Ordering::Relaxed);
+    if row < layout::MAX_PROCS {
+        a.r.held(row, s).fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// One descriptor fewer refers to `s`: our row first, then the total.
+/// Returns the total before.
+pub fn unhold(a: &Attached, s: u32) -> u32 {
+    let row = ROW.load(Ordering::Relaxed);
+    if row < layout::MAX_PROCS {
+        let h = a.r.held(row, s);
+        let _ = h.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| v.checked_sub(1));
+    }
+    a.r.up_slot(s).refs.fetch_sub(1, Ordering::AcqRel)
+}
+
 /// Before `fork`, in the parent: one more reference on every Ixora socket,
 /// for the child's copy of its descriptor. (Counted before the child
 /// exists, so a parent that closes its copy at once cannot close the
@@ -246,7 +271,29 @@ extern "C" fn after_fork_child() {
         )
         .is_ok();
         let mut buf = [0u8; 64];
-        if ok && os::recv_msg(sock.as_fd(), &mut buf, deadline()).is_ok() {
+        // Untracked until the service gives us a row of our own.
+        ROW.store(layout::NO_ROW, Ordering::SeqCst);
+        let rep = if ok {
+            os::recv_msg(sock.as_fd(), &mut buf, deadline())
+                .ok()
+                .and_then(|(n, _)| Msg::decode(&buf[..n]))
+        } else {
+            None
+        };
+        if let Some(rep) = rep {
+            if rep.a >= 0 && rep.slot < layout::MAX_PROCS {
+                // Our copies of the parent's descriptors (their references
+                // were added before the fork) are ours to account for now.
+                if let Some(t) = TABLE.get() {
+                    for e in t.iter() {
+                        if e.kind.load(Ordering::Relaxed) == kind::IXORA {
+                            a.r.held(rep.slot, e.slot.load(Ordering::Relaxed))
+                                .fetch_add(1, Ordering::AcqRel);
+                        }
+                    }
+                }
+                ROW.store(rep.slot, Ordering::SeqCst);
+            }
             let m = match a.ctl.try_lock() {
                 Ok(g) => Some(g),
                 Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
@@ -818,7 +865,7 @@ pub fn release_sock(sk: Sock) -> bool {
         return false;
     }
     let u = sk.a.r.up_slot(sk.s);
-    let prev = u.refs.fetch_sub(1, Ordering::AcqRel);
+    let prev = unhold(sk.a, sk.s);
     if prev <= 1 {
         let bit = if sk.e.flags.load(Ordering::Relaxed) & fl::LINGER0 != 0 {
             layout::req::ABORT

@@ -319,6 +319,10 @@ struct AppState {
     free: Vec<u32>,
     last_activity: u64,
     dirty: bool,
+    /// Process rows of the holders table in use (bit per row).
+    rows: u64,
+    /// Each control connection's process row.
+    conn_row: HashMap<u64, u32>,
 }
 
 /// The service: an engine application serving attached applications.
@@ -378,6 +382,11 @@ impl AppState {
         u.acc_head.store(0, Ordering::Relaxed);
         u.req.store(0, Ordering::Relaxed);
         u.refs.store(0, Ordering::Relaxed);
+        // No process holds a fresh socket yet (whatever a crashed process
+        // left in its row for the slot's previous life is forgotten).
+        for row in 0..layout::MAX_PROCS {
+            self.r.held(row, s).store(0, Ordering::Relaxed);
+        }
         u.opts.store(0, Ordering::Relaxed);
         d.rx_tail.store(0, Ordering::Relaxed);
         d.tx_head.store(0, Ordering::Relaxed);
@@ -405,6 +414,21 @@ impl AppState {
         self.socks[s as usize] = Sock::free();
         self.free.push(s);
         self.dirty = true;
+    }
+
+    /// A free process row, marked used (NO_ROW when all are taken: that
+    /// process's references are then not tracked).
+    fn take_row(&mut self, conn: u64) -> u32 {
+        if self.rows == u64::MAX {
+            return layout::NO_ROW;
+        }
+        let row = (!self.rows).trailing_zeros();
+        self.rows |= 1 << row;
+        for s in 0..self.r.layout().slots {
+            self.r.held(row, s).store(0, Ordering::Relaxed);
+        }
+        self.conn_row.insert(conn, row);
+        row
     }
 
     fn changed(&mut self, s: u32) {
@@ -552,6 +576,9 @@ impl Service {
             free: (0..l.slots).rev().collect(),
             last_activity: 0,
             dirty: false,
+            // Row 0 of the holders table is the attaching process's.
+            rows: 1,
+            conn_row: HashMap::from([(conn, 0)]),
         };
         self.apps.insert(id, app);
         self.conn_app.insert(conn, id);
@@ -567,6 +594,45 @@ impl Service {
             fds: vec![down_fd, up_fd, bell],
             text: None,
         })
+    }
+
+    /// One process of a still-attached application went (exit, kill, or
+    /// exec): drop the references its descriptors held, so a socket only
+    /// it still held is closed (gracefully: what was written is sent).
+    fn process_gone(&mut self, io: &mut Io, id: u32, conn: u64) {
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        let Some(row) = app.conn_row.remove(&conn) else {
+            return;
+        };
+        if row >= layout::MAX_PROCS {
+            return;
+        }
+        app.rows &= !(1 << row);
+        let mut closing = Vec::new();
+        for s in 0..app.r.layout().slots {
+            let h = app.r.held(row, s).swap(0, Ordering::AcqRel) as u32;
+            if h == 0 || app.socks[s as usize].kind == Kind::Free {
+                continue;
+            }
+            let u = app.r.up_slot(s);
+            // The app owns `refs`; a nonsense value only hurts its own
+            // socket, which is closed.
+            let prev = u
+                .refs
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                    Some(r.saturating_sub(h))
+                })
+                .unwrap_or(0);
+            if prev <= h {
+                u.req.fetch_or(req::CLOSE, Ordering::Release);
+                closing.push(s);
+            }
+        }
+        for s in closing {
+            self.activity(io, id, s);
+        }
     }
 
     /// Tear down an application: reset its connections, close its
@@ -632,6 +698,8 @@ impl Service {
                     };
                     if last {
                         self.detach_app(io, id);
+                    } else {
+                        self.process_gone(io, id, conn);
                     }
                 }
                 return;
@@ -667,7 +735,11 @@ impl Service {
             app.conns.insert(conn);
             app.pids.insert(pid);
             self.conn_app.insert(conn, id);
-            return Msg::reply(0);
+            let row = app.take_row(conn);
+            return Msg {
+                slot: row,
+                ..Msg::reply(0)
+            };
         }
         let Some(&id) = self.conn_app.get(&conn) else {
             return bad(libc::ENOTCONN);
