@@ -157,17 +157,23 @@ impl Setup {
     }
 
     fn stats(&self) -> serde_json::Value {
-        let out = Command::new(BIN)
-            .args(["stats", "--json", "--socket", &self.socket])
-            .output()
-            .expect("ixora stats");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = succeed(
+            Command::new(BIN).args(["stats", "--json", "--socket", &self.socket]),
+            "ixora stats",
         );
         serde_json::from_slice(&out.stdout).expect("stats JSON")
     }
+}
+
+/// Run `c` to completion; panic with its stderr unless it succeeded.
+fn succeed(c: &mut Command, what: &str) -> std::process::Output {
+    let out = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 fn need(tools: &[&str]) -> bool {
@@ -690,4 +696,102 @@ fn references_follow_processes_across_fork_exec_and_kill() {
     eof_within(&mut b, Duration::from_secs(4))
         .unwrap_or_else(|e| panic!("after SIGKILL of the last holder: {e}"));
     assert!(py.running(), "the server died:\n{}", py.log());
+}
+
+/// Every intercepted call, one check each (tests/posix_calls.c, built with
+/// `_FORTIFY_SOURCE=2` so the `_chk` variants are used): the same program
+/// passes on the Linux stack and under `ixora run`.
+#[test]
+fn posix_calls_behave_as_on_linux() {
+    if !need(&["cc", "socat"]) {
+        return;
+    }
+    let _g = serial();
+    let exe = std::env::temp_dir().join(unique_name("ixora-posix-calls", false));
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/posix_calls.c");
+    succeed(
+        Command::new("cc")
+            .args(["-O2", "-D_FORTIFY_SOURCE=2", "-Wall", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(src),
+        "cc posix_calls.c",
+    );
+    // Removed however the test ends.
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _rm = Rm(exe.clone());
+    let exe = exe.to_str().unwrap().to_string();
+    // chk variants really are what the program calls.
+    let syms = Command::new("nm").args(["-D", &exe]).output();
+    if let Ok(s) = syms {
+        let s = String::from_utf8_lossy(&s.stdout);
+        for f in ["__read_chk", "__recv_chk", "__recvfrom_chk", "__poll_chk"] {
+            assert!(s.contains(f), "{f} not called: not fortified?\n{s}");
+        }
+    }
+
+    let net = Setup::new();
+    let mut echo_cmd = net.lx.command("socat");
+    echo_cmd.args(["TCP-LISTEN:7010,fork,reuseaddr", "EXEC:cat"]);
+    let mut echo = Proc::spawn(echo_cmd, "echo");
+    let t = Instant::now();
+    while !net.lx.run(|| TcpStream::connect("198.18.9.1:7010").is_ok()) {
+        assert!(echo.running(), "echo server exited:\n{}", echo.log());
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "echo server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // One run: the program in `ns` (under `ixora run` or not), its
+    // listener reached at `listen_ip` from the Linux namespace.
+    let case = |what: &str, mut cmd: Command, echo_ip: &str, listen_ip: &str| {
+        cmd.args([&exe, echo_ip, "7010", "7011"]);
+        let prog = std::thread::scope(|s| {
+            let pinger = s.spawn(|| {
+                net.lx.run(|| {
+                    let t = Instant::now();
+                    loop {
+                        if let Ok(mut c) = TcpStream::connect(format!("{listen_ip}:7011")) {
+                            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                            c.write_all(b"ping\n").unwrap();
+                            let mut b = [0u8; 5];
+                            c.read_exact(&mut b).unwrap();
+                            assert_eq!(&b, b"ping\n");
+                            return;
+                        }
+                        assert!(t.elapsed() < Duration::from_secs(60), "never listened");
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                })
+            });
+            let out = cmd.output().expect("run posix_calls");
+            let ping = pinger.join();
+            (out, ping)
+        });
+        let (out, ping) = prog;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{what}: posix_calls failed:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(ping.is_ok(), "{what}: the client of the server part failed");
+        assert!(text.contains("ok tcp_info") && text.contains("ok server_eof"));
+        text
+    };
+    let mut k = net.lx.command("timeout");
+    k.arg("90");
+    case("Linux", k, "127.0.0.1", "127.0.0.1");
+    let mut i = net.ix.command("timeout");
+    i.args(["90", BIN, "run", "--socket", &net.socket, "--"]);
+    case("Ixora", i, "198.18.9.1", IX);
+    // (The service's namespace gives the kernel no address and no route:
+    // the run can only pass with its sockets on Ixora.)
+    drop(echo);
 }

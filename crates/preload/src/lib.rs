@@ -21,7 +21,10 @@
 //! Every Ixora socket still owns a kernel descriptor (an unconnected
 //! socket) so that its number is unique in the process and survives
 //! `fork`; closed ones are kept in a pool and reused by `accept` without a
-//! system call.
+//! system call. To the program a pooled number is closed: calls on it fail
+//! with EBADF, `dup2`/`dup3` onto it give it back, and `close_range` /
+//! `closefrom` release what they cover while sparing the shim's own
+//! descriptors.
 //!
 //! Behaviour across `fork`: the child keeps every Ixora socket (the
 //! regions are shared mappings; a reference count in shared memory makes

@@ -11,8 +11,8 @@ use crate::state::{self, fl, kind, Attached, Epoll, Item, Sock};
 use ixora_channel::ctl::{op, opt, Msg};
 use ixora_channel::layout::{self, call, pack, state as st, unpack};
 use libc::{
-    c_int, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd, sigset_t,
-    size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+    c_int, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd,
+    sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 use std::sync::atomic::Ordering;
 
@@ -290,6 +290,9 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
 #[no_mangle]
 pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(listen: fn(c_int, c_int) -> c_int)(fd, backlog);
     };
@@ -312,6 +315,9 @@ pub unsafe extern "C" fn accept4(
     flags: c_int,
 ) -> c_int {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(accept4: fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int)(
             fd, addr, len, flags,
@@ -469,6 +475,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 #[no_mangle]
 pub extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(shutdown: fn(c_int, c_int) -> c_int)(fd, how);
     };
@@ -501,10 +510,12 @@ pub extern "C" fn close(fd: c_int) -> c_int {
         kind::IXORA => {
             let sk = state::sock(fd).unwrap();
             let sys = state::release_sock(sk);
-            sk.a.pool.lock().unwrap_or_else(|p| p.into_inner()).push(fd);
+            state::pool(sk.a, fd);
             count(sk.a, call("close"), !sys);
             0
         }
+        // Closed already (its placeholder waits in the pool).
+        kind::POOLED => fail(libc::EBADF),
         // Our own descriptors: a program closing everything (daemons do)
         // must not take them.
         kind::INTERNAL => 0,
@@ -523,12 +534,73 @@ pub extern "C" fn close(fd: c_int) -> c_int {
     }
 }
 
+/// close_range(2): our own descriptors in the range are kept (the range is
+/// split around them); Ixora sockets in it are released, pooled
+/// placeholders forgotten, before the kernel closes the numbers.
+#[no_mangle]
+pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let real_cr = |a: c_uint, b: c_uint| -> c_int {
+        // SAFETY: close_range(2) has no memory arguments.
+        unsafe { libc::syscall(libc::SYS_close_range, a, b, flags) as c_int }
+    };
+    if first > last {
+        return fail(libc::EINVAL);
+    }
+    let cloexec_only = flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0;
+    let top = (last as usize).min(state::MAXFD - 1) as c_uint;
+    let mut lo = first;
+    let mut fd = first;
+    while fd <= top {
+        match state::kind_of(fd as c_int) {
+            kind::INTERNAL => {
+                if fd > lo {
+                    let r = real_cr(lo, fd - 1);
+                    if r < 0 {
+                        return r;
+                    }
+                }
+                lo = fd + 1;
+            }
+            kind::IXORA if !cloexec_only => {
+                if let Some(sk) = state::sock(fd as c_int) {
+                    state::release_sock(sk);
+                }
+            }
+            kind::POOLED if !cloexec_only => state::unpool(fd as c_int),
+            kind::MAYBE if !cloexec_only => {
+                if let Some(e) = state::entry(fd as c_int) {
+                    e.kind.store(kind::NONE, Ordering::Release);
+                }
+            }
+            _ => {}
+        }
+        if !cloexec_only && state::epoll(fd as c_int).is_some() {
+            state::epoll_forget(fd as c_int);
+        }
+        fd += 1;
+    }
+    state::passthrough();
+    if lo > last {
+        return 0;
+    }
+    real_cr(lo, last)
+}
+
+/// closefrom(3): close_range(lowfd, ~0, 0) keeping our own descriptors.
+#[no_mangle]
+pub extern "C" fn closefrom(lowfd: c_int) {
+    let _ = close_range(lowfd.max(0) as c_uint, c_uint::MAX, 0);
+}
+
 // ------------------------------------------------------------ read / write
 
 /// read(2).
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t)(fd, buf, n);
     };
@@ -560,6 +632,9 @@ pub unsafe extern "C" fn __read_chk(
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(recv: fn(c_int, *mut c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags);
     };
@@ -599,6 +674,9 @@ pub unsafe extern "C" fn recvfrom(
     alen: *mut socklen_t,
 ) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(recvfrom: fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t)(
             fd, buf, n, flags, addr, alen,
@@ -646,6 +724,9 @@ pub unsafe extern "C" fn __recvfrom_chk(
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(readv: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n);
     };
@@ -658,6 +739,9 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(fd, msg, flags);
     };
@@ -692,6 +776,9 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(write: fn(c_int, *const c_void, size_t) -> ssize_t)(fd, buf, n);
     };
@@ -707,6 +794,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(send: fn(c_int, *const c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags);
     };
@@ -729,6 +819,9 @@ pub unsafe extern "C" fn sendto(
     alen: socklen_t,
 ) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
             fd, buf, n, flags, addr, alen,
@@ -746,6 +839,9 @@ pub unsafe extern "C" fn sendto(
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(writev: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n);
     };
@@ -759,6 +855,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags);
     };
@@ -783,6 +882,9 @@ pub unsafe extern "C" fn sendfile(
     n: size_t,
 ) -> ssize_t {
     let Some(sk) = state::sock(out) else {
+        if state::pooled(out) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t)(
             out, inf, offset, n,
@@ -1425,12 +1527,18 @@ fn dup_into(sk: Sock, nfd: c_int) {
 fn displace(newfd: c_int) {
     if let Some(sk) = state::sock(newfd) {
         state::release_sock(sk);
+    } else if state::pooled(newfd) {
+        // The number is the program's again.
+        state::unpool(newfd);
     }
 }
 
 /// dup(2).
 #[no_mangle]
 pub extern "C" fn dup(fd: c_int) -> c_int {
+    if state::pooled(fd) {
+        return fail(libc::EBADF);
+    }
     let nfd = real!(dup: fn(c_int) -> c_int)(fd);
     match state::sock(fd) {
         Some(sk) if nfd >= 0 => {
@@ -1445,6 +1553,9 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
 /// dup2(2).
 #[no_mangle]
 pub extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
+    if state::pooled(fd) {
+        return fail(libc::EBADF);
+    }
     if fd == newfd {
         return real!(dup2: fn(c_int, c_int) -> c_int)(fd, newfd);
     }
@@ -1468,6 +1579,9 @@ pub extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
 /// dup3(2).
 #[no_mangle]
 pub extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
+    if state::pooled(fd) {
+        return fail(libc::EBADF);
+    }
     if state::kind_of(newfd) == kind::INTERNAL {
         return fail(libc::EBUSY);
     }
@@ -1502,6 +1616,9 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         }
     }
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real_fcntl();
     };
@@ -1613,6 +1730,9 @@ pub unsafe extern "C" fn getsockopt(
     len: *mut socklen_t,
 ) -> c_int {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
             fd, level, name, val, len,
@@ -1757,6 +1877,9 @@ pub unsafe extern "C" fn setsockopt(
 #[no_mangle]
 pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(getsockname: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(
             fd, addr, len,
@@ -1781,6 +1904,9 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
 #[no_mangle]
 pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            return fail(libc::EBADF);
+        }
         state::passthrough();
         return real!(getpeername: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(
             fd, addr, len,

@@ -25,6 +25,9 @@ pub mod kind {
     pub const MAYBE: u8 = 2;
     /// One of the shim's own descriptors (control socket, eventfds).
     pub const INTERNAL: u8 = 3;
+    /// A closed Ixora socket's placeholder, kept open in the pool for the
+    /// next `accept`: to the program it is a closed descriptor (EBADF).
+    pub const POOLED: u8 = 4;
 }
 
 /// Per-descriptor flags.
@@ -744,6 +747,12 @@ impl Sock {
             state::CONNECTING => return Err(libc::EAGAIN),
             _ => return Err(libc::EPIPE),
         }
+        // After shutdown(SHUT_WR) (by any descriptor of the socket):
+        // EPIPE, as Linux (RFC 9293 §3.10.2: SEND after CLOSE is "connection
+        // closing").
+        if self.a.r.up_slot(self.s).req.load(Ordering::Acquire) & layout::req::SHUT_WR != 0 {
+            return Err(libc::EPIPE);
+        }
         let room = self.writable();
         if room == 0 {
             return Err(libc::EAGAIN);
@@ -835,6 +844,34 @@ pub fn epoll_forget(epfd: c_int) {
         if epfd >= 0 && (epfd as usize) < MAXFD {
             t[epfd as usize].store(std::ptr::null_mut(), Ordering::Release);
         }
+    }
+}
+
+/// Whether `fd` is a pooled placeholder (closed, as far as the program
+/// knows).
+pub fn pooled(fd: c_int) -> bool {
+    kind_of(fd) == kind::POOLED
+}
+
+/// Put the placeholder of a just-closed Ixora socket in the pool.
+pub fn pool(a: &Attached, fd: c_int) {
+    a.pool.lock().unwrap_or_else(|p| p.into_inner()).push(fd);
+    if let Some(e) = entry(fd) {
+        e.kind.store(kind::POOLED, Ordering::Release);
+    }
+}
+
+/// Take `fd` out of the pool (the program is about to reuse its number,
+/// e.g. as the target of dup2, or the kernel is about to close it).
+pub fn unpool(fd: c_int) {
+    if let Some(a) = attached() {
+        a.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&p| p != fd);
+    }
+    if let Some(e) = entry(fd) {
+        e.kind.store(kind::NONE, Ordering::Release);
     }
 }
 

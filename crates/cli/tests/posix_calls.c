@@ -1,0 +1,432 @@
+/* The socket calls `ixora run` intercepts, one check each, with the
+ * behaviour Linux gives. The sockets test builds this with
+ * -O2 -D_FORTIFY_SOURCE=2 (so glibc's _chk variants are the ones called)
+ * and runs it twice: on the kernel stack and under `ixora run`; both runs
+ * must pass every check.
+ *
+ *   posix_calls ECHO_IP ECHO_PORT LISTEN_PORT
+ *
+ * Client part: talks to a byte echo server at ECHO_IP:ECHO_PORT that
+ * closes after the client's shutdown(SHUT_WR). Server part: listens on
+ * LISTEN_PORT (any address), accepts one connection, echoes a line, and
+ * expects EOF. Prints "ok NAME" or "FAIL NAME: why" per check; exits 0 only
+ * when every check passed.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+static int failures;
+
+/* Lengths the compiler cannot see through: with the buffer's size known,
+ * _FORTIFY_SOURCE then calls the checking variants (__read_chk,
+ * __recv_chk, __recvfrom_chk, __poll_chk). */
+static volatile size_t v_len4 = 4, v_len2 = 2, v_big = 256 * 1024;
+static volatile nfds_t v_one = 1;
+
+static void check(int ok, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#include <stdarg.h>
+static void check(int ok, const char *name, const char *fmt, ...) {
+    if (ok) {
+        printf("ok %s\n", name);
+    } else {
+        va_list ap;
+        va_start(ap, fmt);
+        printf("FAIL %s: ", name);
+        vprintf(fmt, ap);
+        printf(" (errno %d %s)\n", errno, strerror(errno));
+        va_end(ap);
+        failures++;
+    }
+    fflush(stdout);
+}
+
+/* Wait up to `ms` for `events` on fd; returns revents (0 on timeout). */
+static short wait_for(int fd, short events, int ms) {
+    struct pollfd p = {.fd = fd, .events = events};
+    int n = poll(&p, v_one, ms);
+    return n > 0 ? p.revents : 0;
+}
+
+/* Read exactly n bytes (blocking socket), 0 on success. */
+static int read_full(int fd, char *buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, buf + got, n - got);
+        if (k <= 0) {
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+static int set_blocking(int fd, int blocking) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) {
+        return -1;
+    }
+    return fcntl(fd, F_SETFL, blocking ? fl & ~O_NONBLOCK : fl | O_NONBLOCK);
+}
+
+static void client(const char *ip, int port) {
+    char buf[256 * 1024];
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    check(s >= 0, "socket", "socket() = %d", s);
+    check((fcntl(s, F_GETFL) & O_NONBLOCK) != 0, "socket_nonblock_flag", "O_NONBLOCK missing");
+    check((fcntl(s, F_GETFD) & FD_CLOEXEC) != 0, "socket_cloexec_flag", "FD_CLOEXEC missing");
+
+    int r = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    check(r == 0 || errno == EINPROGRESS, "connect_nonblocking", "connect = %d", r);
+    short ev = wait_for(s, POLLOUT, 5000);
+    check((ev & POLLOUT) != 0, "poll_connected", "revents %#x", ev);
+    int err = -1;
+    socklen_t len = sizeof err;
+    r = getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+    check(r == 0 && err == 0, "so_error", "r %d err %d", r, err);
+
+    struct sockaddr_in me, peer;
+    len = sizeof me;
+    r = getsockname(s, (struct sockaddr *)&me, &len);
+    check(r == 0 && me.sin_family == AF_INET && me.sin_port != 0, "getsockname", "r %d port %d",
+          r, ntohs(me.sin_port));
+    len = sizeof peer;
+    r = getpeername(s, (struct sockaddr *)&peer, &len);
+    check(r == 0 && peer.sin_port == sa.sin_port && peer.sin_addr.s_addr == sa.sin_addr.s_addr,
+          "getpeername", "r %d", r);
+
+    int one = 1, v = 0;
+    len = sizeof v;
+    r = setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    check(r == 0 && getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0 && v != 0,
+          "tcp_nodelay", "r %d v %d", r, v);
+    v = 0;
+    len = sizeof v;
+    r = setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    check(r == 0 && getsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &v, &len) == 0 && v != 0,
+          "so_keepalive", "r %d v %d", r, v);
+    int sz = 128 * 1024;
+    v = 0;
+    len = sizeof v;
+    r = setsockopt(s, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    check(r == 0 && getsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, &len) == 0 && v > 0, "so_rcvbuf",
+          "r %d v %d", r, v);
+    v = 0;
+    len = sizeof v;
+    r = setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    check(r == 0 && getsockopt(s, SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 && v > 0, "so_sndbuf",
+          "r %d v %d", r, v);
+    struct linger lg = {.l_onoff = 0, .l_linger = 0}, lg2 = {1, 1};
+    len = sizeof lg2;
+    r = setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    check(r == 0 && getsockopt(s, SOL_SOCKET, SO_LINGER, &lg2, &len) == 0 && lg2.l_onoff == 0,
+          "so_linger", "r %d onoff %d", r, lg2.l_onoff);
+
+    /* Nothing to read yet: EAGAIN on a non-blocking socket. */
+    ssize_t n = read(s, buf, v_big);
+    check(n == -1 && errno == EAGAIN, "read_eagain", "read = %zd", n);
+    /* FIONBIO off, then on again. */
+    int off = 0;
+    r = ioctl(s, FIONBIO, &off);
+    check(r == 0 && (fcntl(s, F_GETFL) & O_NONBLOCK) == 0, "fionbio_off", "r %d", r);
+    r = ioctl(s, FIONBIO, &one);
+    check(r == 0 && (fcntl(s, F_GETFL) & O_NONBLOCK) != 0, "fionbio_on", "r %d", r);
+    check(set_blocking(s, 1) == 0 && (fcntl(s, F_GETFL) & O_NONBLOCK) == 0, "fcntl_setfl", "-");
+
+    /* write/read. */
+    n = write(s, "hello", 5);
+    check(n == 5, "write", "write = %zd", n);
+    memset(buf, 0, 16);
+    check(read_full(s, buf, 5) == 0 && memcmp(buf, "hello", 5) == 0, "read", "got %.5s", buf);
+
+    /* FIONREAD counts what is waiting. */
+    n = write(s, "0123456789", 10);
+    int avail = 0;
+    for (int i = 0; i < 500 && avail < 10; i++) {
+        wait_for(s, POLLIN, 10);
+        ioctl(s, FIONREAD, &avail);
+        if (avail < 10) {
+            usleep(2000);
+        }
+    }
+    check(n == 10 && avail == 10, "fionread", "avail %d", avail);
+    /* MSG_PEEK leaves the bytes; recv then takes them. */
+    n = recv(s, buf, v_len4, MSG_PEEK);
+    check(n == 4 && memcmp(buf, "0123", 4) == 0, "recv_peek", "n %zd", n);
+    n = recv(s, buf, 10, MSG_WAITALL);
+    check(n == 10 && memcmp(buf, "0123456789", 10) == 0, "recv_waitall", "n %zd", n);
+
+    /* writev / readv. */
+    struct iovec wv[3] = {{"ab", 2}, {"cde", 3}, {"fghij", 5}};
+    n = writev(s, wv, 3);
+    check(n == 10, "writev", "n %zd", n);
+    char r1[4], r2[6];
+    struct iovec rv[2] = {{r1, 4}, {r2, 6}};
+    size_t got = 0;
+    while (got < 10) {
+        struct iovec part[2];
+        int cnt = 0;
+        if (got < 4) {
+            part[cnt++] = (struct iovec){r1 + got, 4 - got};
+            part[cnt++] = rv[1];
+        } else {
+            part[cnt++] = (struct iovec){r2 + (got - 4), 6 - (got - 4)};
+        }
+        n = readv(s, part, cnt);
+        if (n <= 0) {
+            break;
+        }
+        got += (size_t)n;
+    }
+    check(got == 10 && memcmp(r1, "abcd", 4) == 0 && memcmp(r2, "efghij", 6) == 0, "readv",
+          "got %zu", got);
+
+    /* sendmsg / recvmsg. */
+    struct iovec mv[2] = {{"msg-", 4}, {"parts", 5}};
+    struct msghdr mh = {.msg_iov = mv, .msg_iovlen = 2};
+    n = sendmsg(s, &mh, MSG_NOSIGNAL);
+    check(n == 9, "sendmsg", "n %zd", n);
+    char mb[9];
+    struct iovec mr = {mb, 9};
+    struct msghdr mrh = {.msg_iov = &mr, .msg_iovlen = 1};
+    n = recvmsg(s, &mrh, MSG_WAITALL);
+    check(n == 9 && memcmp(mb, "msg-parts", 9) == 0, "recvmsg", "n %zd", n);
+
+    /* sendto (no address on a connected socket) / recvfrom (peer address). */
+    n = sendto(s, "to", 2, 0, NULL, 0);
+    check(n == 2, "sendto", "n %zd", n);
+    struct sockaddr_in from;
+    socklen_t fl = sizeof from;
+    memset(&from, 0, sizeof from);
+    n = recvfrom(s, buf, v_len2, MSG_WAITALL, (struct sockaddr *)&from, &fl);
+    check(n == 2 && memcmp(buf, "to", 2) == 0, "recvfrom", "n %zd", n);
+
+    /* dup, dup2, dup3, F_DUPFD, F_DUPFD_CLOEXEC: the same socket. */
+    int d1 = dup(s);
+    int d2 = dup2(s, 200);
+    int d3 = dup3(s, 201, O_CLOEXEC);
+    int d4 = fcntl(s, F_DUPFD, 150);
+    int d5 = fcntl(s, F_DUPFD_CLOEXEC, 160);
+    check(d1 >= 0 && d2 == 200 && d3 == 201 && d4 >= 150 && d5 >= 160, "dup_family",
+          "%d %d %d %d %d", d1, d2, d3, d4, d5);
+    check((fcntl(d3, F_GETFD) & FD_CLOEXEC) != 0 && (fcntl(d2, F_GETFD) & FD_CLOEXEC) == 0,
+          "dup_cloexec", "-");
+    n = write(d4, "dup", 3);
+    close(d1);
+    close(d2);
+    close(d3);
+    close(d5);
+    check(n == 3 && read_full(s, buf, 3) == 0 && memcmp(buf, "dup", 3) == 0, "dup_io", "n %zd", n);
+    close(d4);
+    /* Still usable after its duplicates closed. */
+    n = write(s, "x", 1);
+    check(n == 1 && read_full(s, buf, 1) == 0 && buf[0] == 'x', "close_dup_keeps", "n %zd", n);
+
+    /* select / pselect / ppoll. */
+    fd_set rs;
+    FD_ZERO(&rs);
+    FD_SET(s, &rs);
+    struct timeval tv = {0, 0};
+    r = select(s + 1, &rs, NULL, NULL, &tv);
+    check(r == 0, "select_idle", "r %d", r);
+    n = write(s, "sel", 3);
+    FD_ZERO(&rs);
+    FD_SET(s, &rs);
+    tv = (struct timeval){5, 0};
+    r = select(s + 1, &rs, NULL, NULL, &tv);
+    check(r == 1 && FD_ISSET(s, &rs), "select_ready", "r %d", r);
+    FD_ZERO(&rs);
+    FD_SET(s, &rs);
+    struct timespec ts = {5, 0};
+    r = pselect(s + 1, &rs, NULL, NULL, &ts, NULL);
+    check(r == 1 && FD_ISSET(s, &rs), "pselect_ready", "r %d", r);
+    struct pollfd pp = {.fd = s, .events = POLLIN};
+    r = ppoll(&pp, 1, &ts, NULL);
+    check(r == 1 && (pp.revents & POLLIN), "ppoll_ready", "r %d", r);
+    read_full(s, buf, 3);
+
+    /* epoll with a kernel pipe and the socket in one set. */
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    int pfd[2];
+    r = pipe(pfd);
+    struct epoll_event e1 = {.events = EPOLLIN, .data.u64 = 1};
+    struct epoll_event e2 = {.events = EPOLLIN, .data.u64 = 2};
+    int a1 = epoll_ctl(ep, EPOLL_CTL_ADD, s, &e1);
+    int a2 = epoll_ctl(ep, EPOLL_CTL_ADD, pfd[0], &e2);
+    check(ep >= 0 && r == 0 && a1 == 0 && a2 == 0, "epoll_ctl_add", "%d %d %d", ep, a1, a2);
+    struct epoll_event out[4];
+    r = epoll_wait(ep, out, 4, 0);
+    check(r == 0, "epoll_idle", "r %d", r);
+    r = (int)write(pfd[1], "p", 1);
+    r = epoll_wait(ep, out, 4, 5000);
+    check(r == 1 && out[0].data.u64 == 2, "epoll_kernel_fd", "r %d", r);
+    r = (int)read(pfd[0], buf, 1);
+    n = write(s, "ep", 2);
+    r = epoll_wait(ep, out, 4, 5000);
+    check(r == 1 && out[0].data.u64 == 1 && (out[0].events & EPOLLIN), "epoll_socket", "r %d",
+          r);
+    struct epoll_event e3 = {.events = EPOLLOUT, .data.u64 = 3};
+    r = epoll_ctl(ep, EPOLL_CTL_MOD, s, &e3);
+    struct epoll_event o1[4];
+    int k = epoll_wait(ep, o1, 4, 1000);
+    check(r == 0 && k == 1 && o1[0].data.u64 == 3 && (o1[0].events & EPOLLOUT), "epoll_ctl_mod",
+          "r %d k %d", r, k);
+    r = epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL);
+    k = epoll_wait(ep, o1, 4, 0);
+    check(r == 0 && k == 0, "epoll_ctl_del", "r %d k %d", r, k);
+    r = epoll_ctl(ep, EPOLL_CTL_ADD, s, &e1);
+    int again = epoll_ctl(ep, EPOLL_CTL_ADD, s, &e1);
+    check(r == 0 && again == -1 && errno == EEXIST, "epoll_ctl_eexist", "r %d again %d", r, again);
+    close(ep);
+    close(pfd[0]);
+    close(pfd[1]);
+    read_full(s, buf, 2);
+
+    /* sendfile from a file: the echo comes back byte for byte. */
+    char path[] = "/tmp/ixora-posix-XXXXXX";
+    int f = mkstemp(path);
+    static char fbuf[100000];
+    for (size_t i = 0; i < sizeof fbuf; i++) {
+        fbuf[i] = (char)(i * 7 + 3);
+    }
+    r = (int)write(f, fbuf, sizeof fbuf);
+    unlink(path);
+    off_t offs = 1000;
+    size_t want = sizeof fbuf - 1000, sent = 0;
+    while (sent < want) {
+        ssize_t k2 = sendfile(s, f, &offs, want - sent);
+        if (k2 <= 0) {
+            break;
+        }
+        sent += (size_t)k2;
+    }
+    check(sent == want && offs == (off_t)sizeof fbuf, "sendfile", "sent %zu off %ld", sent,
+          (long)offs);
+    check(read_full(s, buf, want) == 0 && memcmp(buf, fbuf + 1000, want) == 0, "sendfile_bytes",
+          "-");
+    close(f);
+
+    /* TCP_INFO: an established connection. */
+    struct tcp_info ti;
+    memset(&ti, 0, sizeof ti);
+    len = sizeof ti;
+    r = getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &len);
+    check(r == 0 && len > 0 && ti.tcpi_state == 1 /* TCP_ESTABLISHED */, "tcp_info",
+          "r %d len %u state %u", r, len, ti.tcpi_state);
+
+    /* shutdown(SHUT_WR): the echo server sees EOF, closes: we read EOF. */
+    n = write(s, "bye", 3);
+    r = shutdown(s, SHUT_WR);
+    check(r == 0, "shutdown_wr", "r %d", r);
+    check(read_full(s, buf, 3) == 0 && memcmp(buf, "bye", 3) == 0, "read_after_shutdown", "-");
+    n = read(s, buf, sizeof buf);
+    check(n == 0, "read_eof", "n %zd", n);
+    /* Writing after SHUT_WR: EPIPE (MSG_NOSIGNAL: no signal). */
+    n = send(s, "z", 1, MSG_NOSIGNAL);
+    check(n == -1 && errno == EPIPE, "send_after_shutdown", "n %zd", n);
+    check(close(s) == 0, "close", "-");
+    n = write(s, "z", 1);
+    check(n == -1 && errno == EBADF, "closed_fd_ebadf", "n %zd", n);
+    r = close(s);
+    check(r == -1 && errno == EBADF, "double_close_ebadf", "r %d", r);
+    /* The closed number can be dup2's target: it is the program's again. */
+    int pf[2];
+    r = pipe(pf);
+    int d = dup2(pf[0], s);
+    n = write(pf[1], "q", 1);
+    buf[0] = 0;
+    ssize_t m = read(s, buf, v_len2);
+    check(r == 0 && d == s && n == 1 && m == 1 && buf[0] == 'q', "dup2_onto_closed",
+          "d %d m %zd", d, m);
+    close(s);
+    close(pf[0]);
+    close(pf[1]);
+}
+
+static void server(int port) {
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    int r1 = setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int r2 = setsockopt(l, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    check(l >= 0 && r1 == 0 && r2 == 0, "listen_socket_opts", "%d %d %d", l, r1, r2);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int r = bind(l, (struct sockaddr *)&sa, sizeof sa);
+    check(r == 0, "bind", "r %d", r);
+    r = listen(l, 16);
+    check(r == 0, "listen", "r %d", r);
+    struct sockaddr_in me;
+    socklen_t len = sizeof me;
+    r = getsockname(l, (struct sockaddr *)&me, &len);
+    check(r == 0 && ntohs(me.sin_port) == port, "listen_getsockname", "port %d",
+          ntohs(me.sin_port));
+    /* Non-blocking accept with nothing queued: EAGAIN. */
+    set_blocking(l, 0);
+    struct sockaddr_in from;
+    len = sizeof from;
+    int c = accept(l, (struct sockaddr *)&from, &len);
+    check(c == -1 && (errno == EAGAIN || errno == EWOULDBLOCK), "accept_eagain", "c %d", c);
+    short ev = wait_for(l, POLLIN, 20000);
+    check((ev & POLLIN) != 0, "poll_listener", "revents %#x", ev);
+    len = sizeof from;
+    c = accept4(l, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    check(c >= 0 && from.sin_family == AF_INET && len == sizeof from, "accept4", "c %d", c);
+    check((fcntl(c, F_GETFL) & O_NONBLOCK) != 0 && (fcntl(c, F_GETFD) & FD_CLOEXEC) != 0,
+          "accept4_flags", "-");
+    char line[64];
+    size_t got = 0;
+    while (got < sizeof line && (got == 0 || line[got - 1] != '\n')) {
+        if (!(wait_for(c, POLLIN, 10000) & POLLIN)) {
+            break;
+        }
+        ssize_t n = recv(c, line + got, sizeof line - got, 0);
+        if (n <= 0) {
+            break;
+        }
+        got += (size_t)n;
+    }
+    check(got == 5 && memcmp(line, "ping\n", 5) == 0, "server_recv", "got %zu", got);
+    ssize_t n = send(c, line, got, 0);
+    check(n == (ssize_t)got, "server_send", "n %zd", n);
+    ev = wait_for(c, POLLIN, 10000);
+    n = read(c, line, sizeof line);
+    check((ev & POLLIN) && n == 0, "server_eof", "revents %#x n %zd", ev, n);
+    close(c);
+    close(l);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT\n", argv[0]);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    client(argv[1], atoi(argv[2]));
+    /* Daemons close every descriptor they do not know: the sockets
+     * still work afterwards. */
+    closefrom(3);
+    server(atoi(argv[3]));
+    printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
