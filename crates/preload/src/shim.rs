@@ -134,19 +134,26 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     }
     let mut user = true;
     let mut done = 0usize;
+    let mut rest: Vec<&[u8]> = Vec::new();
     loop {
-        // The part of `bufs` not yet sent.
-        let mut rest: Vec<&[u8]> = Vec::with_capacity(bufs.len());
-        let mut skip = done;
-        for b in bufs {
-            if skip >= b.len() {
-                skip -= b.len();
-                continue;
+        // The part of `bufs` not yet sent (no allocation for the usual
+        // first and only turn).
+        let part: &[&[u8]] = if done == 0 {
+            bufs
+        } else {
+            rest.clear();
+            let mut skip = done;
+            for b in bufs {
+                if skip >= b.len() {
+                    skip -= b.len();
+                    continue;
+                }
+                rest.push(&b[skip..]);
+                skip = 0;
             }
-            rest.push(&b[skip..]);
-            skip = 0;
-        }
-        match sk.send(&rest) {
+            &rest
+        };
+        match sk.send(part) {
             Ok(n) => {
                 done += n;
                 if state::signal(sk.a, sk.s) {
