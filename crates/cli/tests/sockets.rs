@@ -473,6 +473,16 @@ fn memcached_redis_and_a_killed_app() {
             "waits not counted: {a}"
         );
     }
+    // The human-readable form says the same.
+    let text = succeed(
+        Command::new(BIN).args(["stats", "--socket", &net.socket]),
+        "ixora stats",
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("in user space") && text.contains("blocking waits"),
+        "ixora stats:\n{text}"
+    );
     drop(rd);
     drop(mc);
 }
