@@ -1121,6 +1121,10 @@ fn epoll_scan(g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
     n
 }
 
+/// How often a busy program's `epoll_wait` also looks at the kernel
+/// descriptors of a mixed set (at most this late for them under load).
+const KERNEL_PEEK: std::time::Duration = std::time::Duration::from_micros(200);
+
 fn epoll_common(
     epfd: c_int,
     out: *mut epoll_event,
@@ -1161,15 +1165,23 @@ fn epoll_common(
     }
     let kicked = state::kick(a);
     let max = max as usize;
-    let (n, kernel, calls) = {
+    let now = std::time::Instant::now();
+    let (n, kernel, peek) = {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
         g.calls += 1;
-        (epoll_scan(&mut g, out, max), g.kernel, g.calls)
+        let n = epoll_scan(&mut g, out, max);
+        // While Ixora sockets keep the program busy, kernel descriptors
+        // of a mixed set are looked at once per KERNEL_PEEK (they are not
+        // starved; nor does every call enter the kernel for them).
+        let peek = g.kernel > 0 && (n == 0 || now - g.kernel_seen >= KERNEL_PEEK);
+        if peek {
+            g.kernel_seen = now;
+        }
+        (n, g.kernel, peek)
     };
     if n > 0 {
-        // Ready sockets: answered in user space. Kernel descriptors of a
-        // mixed set are looked at every 4th call so they are not starved.
-        if kernel > 0 && n < max && calls % 4 == 0 {
+        // Ready sockets: answered in user space.
+        if peek && n < max {
             // SAFETY: `out + n` has room for `max - n` events.
             let k = real_wait(unsafe { out.add(n) }, (max - n) as c_int, 0);
             count(a, call("epoll_wait"), false);

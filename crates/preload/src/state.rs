@@ -784,8 +784,10 @@ pub struct Epoll {
     pub items: Vec<Item>,
     /// Kernel descriptors registered in the real epoll.
     pub kernel: usize,
-    /// Calls so far (to look at kernel descriptors now and then).
+    /// Calls so far.
     pub calls: u64,
+    /// When the kernel descriptors of the set were last looked at.
+    pub kernel_seen: Instant,
 }
 
 /// One Ixora socket in an epoll set.
@@ -833,6 +835,7 @@ pub fn epoll_new(epfd: c_int) {
         items: Vec::new(),
         kernel: 0,
         calls: 0,
+        kernel_seen: Instant::now(),
     })));
     t[epfd as usize].store(b, Ordering::Release);
 }
