@@ -350,6 +350,16 @@ static void client(const char *ip, int port) {
     check(n == -1 && errno == EBADF, "closed_fd_ebadf", "n %zd", n);
     r = close(s);
     check(r == -1 && errno == EBADF, "double_close_ebadf", "r %d", r);
+    struct pollfd cp = {.fd = s, .events = POLLIN};
+    r = poll(&cp, 1, 0);
+    check(r == 1 && cp.revents == POLLNVAL, "poll_closed_pollnval", "r %d revents %#x", r,
+          cp.revents);
+    fd_set cs;
+    FD_ZERO(&cs);
+    FD_SET(s, &cs);
+    struct timeval ctv = {0, 0};
+    r = select(s + 1, &cs, NULL, NULL, &ctv);
+    check(r == -1 && errno == EBADF, "select_closed_ebadf", "r %d", r);
     /* The closed number can be dup2's target: it is the program's again. */
     int pf[2];
     r = pipe(pf);

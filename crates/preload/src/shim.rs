@@ -1263,7 +1263,8 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     }
     // SAFETY: poll(2)'s contract: `nfds` readable and writable pollfds.
     let p = unsafe { std::slice::from_raw_parts_mut(fds, nfds as usize) };
-    if !p.iter().any(|f| state::kind_of(f.fd) == kind::IXORA) {
+    let ours = |fd: c_int| matches!(state::kind_of(fd), kind::IXORA | kind::POOLED);
+    if !p.iter().any(|f| ours(f.fd)) {
         return None;
     }
     let a = state::attached()?;
@@ -1271,14 +1272,18 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     let mut kidx: Vec<usize> = Vec::new();
     for (i, f) in p.iter_mut().enumerate() {
         f.revents = 0;
-        if f.fd >= 0 && state::kind_of(f.fd) != kind::IXORA {
+        if f.fd >= 0 && !ours(f.fd) {
             kidx.push(i);
         }
     }
     let scan = |p: &mut [pollfd]| -> usize {
         let mut r = 0;
         for f in p.iter_mut() {
-            if let Some(sk) = state::sock(f.fd) {
+            if state::pooled(f.fd) {
+                // A closed descriptor, as the kernel reports it.
+                f.revents = libc::POLLNVAL;
+                r += 1;
+            } else if let Some(sk) = state::sock(f.fd) {
                 let want = f.events | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
                 f.revents = sk.revents() & want;
                 if f.revents != 0 {
@@ -1429,6 +1434,9 @@ fn select_common(
             )
         };
         if ri || wi || ei {
+            if state::pooled(fd) {
+                return Some(fail(libc::EBADF)); // closed, as far as the program knows
+            }
             any |= state::kind_of(fd) == kind::IXORA;
             let mut ev = 0;
             if ri {
