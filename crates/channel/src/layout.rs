@@ -31,10 +31,12 @@
 //! bit in the bitmap and increments the activity word; the service polls
 //! the word once per application per cycle, not every socket. If the
 //! service's sleeping flag is set, the app rings its doorbell (an eventfd).
-//! Waiting: an app thread that must block sets its waiter bit, re-checks,
-//! and sleeps on its own eventfd (registered over the control socket); the
-//! service, after a batch that changed the app's sockets, rings the
-//! eventfd of every waiter whose bit it clears.
+//! Waiting: an app thread that must block writes its interest bitmap (the
+//! sockets it waits for; or sets its `wants_any` bit), sets its waiter bit,
+//! re-checks, and sleeps on its own eventfd (registered over the control
+//! socket); the service, after a batch that changed the app's sockets,
+//! clears the bit of, and rings, every armed waiter that wants one of the
+//! changed sockets.
 
 use std::sync::atomic::{AtomicI32, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
@@ -43,7 +45,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -221,6 +223,10 @@ pub struct UpHeader {
     pub armed: [AtomicU64; MAX_WAITERS / 64],
     /// Waiter indices in use (allocated by the app).
     pub waiters_used: [AtomicU64; MAX_WAITERS / 64],
+    /// One bit per armed waiter that wants any change of the app's
+    /// sockets; the others want a change of a socket in their interest
+    /// bitmap ([`Regions::interest`]).
+    pub wants_any: [AtomicU64; MAX_WAITERS / 64],
     /// Per call of [`CALLS`]: `[resolved in user space, entered the kernel]`.
     pub counters: [[AtomicU64; 2]; 32],
     /// Calls on descriptors that are not Ixora's (passed to the kernel).
@@ -339,12 +345,25 @@ impl Layout {
         round_up(MAX_PROCS as usize * self.slots as usize * 2, PAGE)
     }
 
+    /// Offset of word `word` of waiter `w`'s interest bitmap (one bit per
+    /// socket), after the holders table.
+    pub fn interest(&self, w: u32, word: u32) -> usize {
+        self.held(0, 0)
+            + self.held_bytes()
+            + (w as usize * (self.slots as usize / 64) + word as usize) * 8
+    }
+
+    fn interest_bytes(&self) -> usize {
+        round_up(MAX_WAITERS * self.slots as usize / 8, PAGE)
+    }
+
     /// Length of the up region.
     pub fn up_len(&self) -> usize {
         PAGE + self.bitmap_bytes()
             + self.slots_bytes()
             + self.slots as usize * self.ring as usize
             + self.held_bytes()
+            + self.interest_bytes()
     }
 }
 
@@ -426,6 +445,18 @@ impl Regions {
         // SAFETY: in bounds of the up region (the holders table ends it),
         // 2-byte aligned (page-aligned base, even offset).
         unsafe { &*(self.up.add(self.layout.held(row, i)) as *const AtomicU16) }
+    }
+
+    /// Word `word` of waiter `w`'s interest bitmap (up: written by the
+    /// waiting thread before it arms). Panics if out of range.
+    pub fn interest(&self, w: u32, word: u32) -> &AtomicU64 {
+        assert!(
+            (w as usize) < MAX_WAITERS && word < self.layout.slots / 64,
+            "interest({w}, {word}) out of range"
+        );
+        // SAFETY: in bounds of the up region (the interest bitmaps end
+        // it), 8-byte aligned (page-aligned start, 8-byte steps).
+        unsafe { &*(self.up.add(self.layout.interest(w, word)) as *const AtomicU64) }
     }
 
     /// Word `w` of the activity bitmap. Panics if out of range.
@@ -541,7 +572,9 @@ mod tests {
         // up region.
         assert_eq!(l.tx_ring(127) + 65536, l.held(0, 0));
         assert_eq!(l.held(0, 0) % PAGE, 0);
-        assert!(l.held(MAX_PROCS - 1, 127) + 2 <= l.up_len());
+        assert!(l.held(MAX_PROCS - 1, 127) + 2 <= l.interest(0, 0));
+        assert_eq!(l.interest(0, 0) % PAGE, 0);
+        assert_eq!(l.interest(MAX_WAITERS as u32 - 1, 1) + 8, l.up_len());
         assert_eq!(l.up_len() % PAGE, 0);
         assert!(l.up_slot(0) >= l.bitmap() + 128 / 8);
     }

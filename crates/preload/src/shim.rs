@@ -105,7 +105,7 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
                 return n as ssize_t;
             }
             Err(libc::EAGAIN) if !dontwait => {
-                let ok = state::block_until(sk.a, -1, &mut [], &mut || {
+                let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &mut || {
                     sk.readable() > 0
                         || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0
                         || !sk.live()
@@ -183,7 +183,7 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
                 return fail(e);
             }
         }
-        let ok = state::block_until(sk.a, -1, &mut [], &mut || {
+        let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &mut || {
             sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED
         });
         user &= !state::blocked_in_kernel();
@@ -394,7 +394,9 @@ pub unsafe extern "C" fn accept4(
             count(sk.a, call("accept"), true);
             return fail(libc::EAGAIN);
         }
-        let ok = state::block_until(sk.a, -1, &mut [], &mut || sk.acceptable() > 0 || !sk.live());
+        let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &mut || {
+            sk.acceptable() > 0 || !sk.live()
+        });
         user &= !state::blocked_in_kernel();
         if !ok && errno() == libc::EINTR {
             count(sk.a, call("accept"), false);
@@ -467,7 +469,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     if sk.nonblock() {
         return fail(libc::EINPROGRESS);
     }
-    state::block_until(a, -1, &mut [], &mut || sk.state() != st::CONNECTING);
+    state::block_until(a, -1, &mut [], &[sk.s], &mut || {
+        sk.state() != st::CONNECTING
+    });
     match sk.state() {
         st::ESTABLISHED => 0,
         _ => fail(if sk.error() != 0 {
@@ -905,7 +909,7 @@ pub unsafe extern "C" fn sendfile(
             if sk.nonblock() || sent > 0 {
                 break;
             }
-            state::block_until(sk.a, -1, &mut [], &mut || {
+            state::block_until(sk.a, -1, &mut [], &[sk.s], &mut || {
                 sk.writable() > 0 || sk.error() != 0
             });
             room = sk.writable() as usize;
@@ -1208,7 +1212,15 @@ fn epoll_common(
         revents: 0,
     }];
     let kslice: &mut [pollfd] = if kernel > 0 { &mut pfd } else { &mut [] };
-    let ok = state::block_until(a, timeout, kslice, &mut || {
+    // Woken only by changes of the sockets in this set.
+    let interest: Vec<u32> = ep
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .items
+        .iter()
+        .map(|it| it.slot)
+        .collect();
+    let ok = state::block_until(a, timeout, kslice, &interest, &mut || {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
         found = epoll_scan(&mut g, out, max);
         found > 0
@@ -1317,8 +1329,12 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     let mut user = kp.is_empty() && !kicked;
     if n + k as usize == 0 && timeout != 0 {
         let mut found = 0;
+        let interest: Vec<u32> = p
+            .iter()
+            .filter_map(|f| state::sock(f.fd).map(|sk| sk.s))
+            .collect();
         let pp = p as *mut [pollfd];
-        let ok = state::block_until(a, timeout, &mut kp, &mut || {
+        let ok = state::block_until(a, timeout, &mut kp, &interest, &mut || {
             // SAFETY: `pp` is the caller's array, borrowed for this call.
             found = scan(unsafe { &mut *pp });
             found > 0

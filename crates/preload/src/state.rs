@@ -420,10 +420,27 @@ impl Waiter {
         })
     }
 
-    /// Ask to be rung after the service's next change.
-    pub fn arm(&self, a: &Attached) {
-        a.r.up_header().armed[self.idx as usize / 64]
-            .fetch_or(1 << (self.idx % 64), Ordering::SeqCst);
+    /// Ask to be rung after the service's next change of one of the
+    /// sockets in `interest` (of any socket when it is empty).
+    pub fn arm(&self, a: &Attached, interest: &[u32]) {
+        let h = a.r.up_header();
+        let (w, bit) = (self.idx as usize / 64, 1u64 << (self.idx % 64));
+        if interest.is_empty() {
+            h.wants_any[w].fetch_or(bit, Ordering::Relaxed);
+        } else {
+            h.wants_any[w].fetch_and(!bit, Ordering::Relaxed);
+            for i in 0..a.r.layout().slots / 64 {
+                a.r.interest(self.idx, i).store(0, Ordering::Relaxed);
+            }
+            for &s in interest {
+                if s < a.r.layout().slots {
+                    a.r.interest(self.idx, s / 64)
+                        .fetch_or(1 << (s % 64), Ordering::Relaxed);
+                }
+            }
+        }
+        // Published by this (the service reads `armed` first).
+        h.armed[w].fetch_or(bit, Ordering::SeqCst);
     }
 
     /// Release the index (the eventfd is closed).
@@ -471,11 +488,14 @@ pub fn blocked_in_kernel() -> bool {
 /// Block the calling thread until `ready()`, a descriptor of `kernel`
 /// has an event (its `revents` are set), or `timeout_ms` (-1: forever)
 /// passes; true if something is ready. Spins on `ready()` first, then
-/// sleeps in the kernel on `kernel` and the thread's waiter together.
+/// sleeps in the kernel on `kernel` and the thread's waiter together; the
+/// service rings the waiter after a change of a socket in `interest` (of
+/// any socket when `interest` is empty).
 pub fn block_until(
     a: &Attached,
     timeout_ms: c_int,
     kernel: &mut [libc::pollfd],
+    interest: &[u32],
     ready: &mut dyn FnMut() -> bool,
 ) -> bool {
     let start = Instant::now();
@@ -535,7 +555,7 @@ pub fn block_until(
             };
             match &tw.0 {
                 Some(w) => {
-                    w.arm(a);
+                    w.arm(a, interest);
                     if ready() {
                         return true;
                     }

@@ -319,6 +319,9 @@ struct AppState {
     free: Vec<u32>,
     last_activity: u64,
     dirty: bool,
+    /// Sockets changed since the last end of batch (bit per slot): only
+    /// waiters interested in one of them are rung.
+    changed_bits: Vec<u64>,
     /// Process rows of the holders table in use (bit per row).
     rows: u64,
     /// Each control connection's process row.
@@ -413,6 +416,12 @@ impl AppState {
         d.seq.fetch_add(1, Ordering::Release);
         self.socks[s as usize] = Sock::free();
         self.free.push(s);
+        self.mark(s);
+    }
+
+    /// Socket `s` changed in this batch.
+    fn mark(&mut self, s: u32) {
+        self.changed_bits[s as usize / 64] |= 1 << (s % 64);
         self.dirty = true;
     }
 
@@ -433,7 +442,7 @@ impl AppState {
 
     fn changed(&mut self, s: u32) {
         self.r.down_slot(s).seq.fetch_add(1, Ordering::Release);
-        self.dirty = true;
+        self.mark(s);
     }
 
     fn fail(&mut self, s: u32, errno: i32) {
@@ -576,6 +585,7 @@ impl Service {
             free: (0..l.slots).rev().collect(),
             last_activity: 0,
             dirty: false,
+            changed_bits: vec![0; l.slots as usize / 64],
             // Row 0 of the holders table is the attaching process's.
             rows: 1,
             conn_row: HashMap::from([(conn, 0)]),
@@ -1215,18 +1225,31 @@ impl App for Service {
             fence(Ordering::SeqCst);
             let h = app.r.up_header();
             for (w, word) in h.armed.iter().enumerate() {
-                if word.load(Ordering::Relaxed) == 0 {
-                    continue;
-                }
-                let mut bits = word.swap(0, Ordering::AcqRel);
+                let mut bits = word.load(Ordering::Acquire);
+                let any = h.wants_any[w].load(Ordering::Acquire);
                 while bits != 0 {
                     let b = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    if let Some(fd) = &app.waiters[w * 64 + b] {
+                    let idx = w * 64 + b;
+                    // Ring a waiter only for a change it waits for (a
+                    // thread blocked on its listener is not woken by
+                    // another thread's connections).
+                    let wanted = any & (1 << b) != 0
+                        || app.changed_bits.iter().enumerate().any(|(i, &c)| {
+                            c != 0
+                                && app.r.interest(idx as u32, i as u32).load(Ordering::Relaxed) & c
+                                    != 0
+                        });
+                    if !wanted {
+                        continue;
+                    }
+                    word.fetch_and(!(1 << b), Ordering::AcqRel);
+                    if let Some(fd) = &app.waiters[idx] {
                         os::ring(fd.as_raw_fd());
                     }
                 }
             }
+            app.changed_bits.fill(0);
         }
     }
 
