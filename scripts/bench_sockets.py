@@ -49,6 +49,7 @@ SPIN_US = 50  # `ixora run --spin-us` (set by --spin-us)
 SERVICE_CPU = 0  # where `ixora serve` runs
 SERVE_EXTRA = []  # more `ixora serve` options (e.g. --poll)
 STALLS = None  # cpu_stalls() measured at the start
+NAME = "sockets"  # output basename (another for the service placement experiments)
 
 
 def cpu0_busy():
@@ -305,10 +306,11 @@ def write(results, args, cmdline):
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
             "cpu_stalls": STALLS}
-    (OUT / "sockets.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
-         "Server side (program, and for Ixora the service too) pinned to CPU 0, client to CPU 1. "
+         f"Server program pinned to CPU 0, the Ixora service to CPU {SERVICE_CPU}"
+         + (" (polling)" if SERVE_EXTRA else "") + ", client to CPU 1. "
          "A shared, noisy machine: read the ratios.", ""]
     if STALLS:
         L += ["CPU stalls measured before the run (a thread spinning alone on each CPU, gaps > 50 µs): "
@@ -365,8 +367,8 @@ def write(results, args, cmdline):
             L.append(f"| {wl} | Ixora socket calls resolved in user space (mean over rates) | | "
                      f"{(i['user_share'] or 0) * 100:.2f}% | |")
         L += ["", "Target (issue 4): ≥ 2× the kernel's rate at p99 ≤ 500 µs (IX Table 2).", ""]
-    L += ["Plots: `sockets.png`.", ""]
-    (OUT / "sockets.md").write_text("\n".join(L))
+    L += [f"Plots: `{NAME}.png`.", ""]
+    (OUT / f"{NAME}.md").write_text("\n".join(L))
     plots(results)
 
 
@@ -417,7 +419,7 @@ def plots(results):
         ax.set_title(f"memcached {wl.upper()}")
         ax.legend()
     fig.tight_layout()
-    fig.savefig(OUT / "sockets.png", dpi=110)
+    fig.savefig(OUT / f"{NAME}.png", dpi=110)
 
 
 def main():
@@ -430,9 +432,19 @@ def main():
     ap.add_argument("--only", choices=["web", "memcached"], help="run one part")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
+    ap.add_argument("--service-cpu", type=int, default=0,
+                    help="CPU of `ixora serve` (default 0, with the server). 1 puts it on the "
+                         "client's CPU: an experiment on the mechanism, not a fair comparison")
+    ap.add_argument("--serve-poll", action="store_true",
+                    help="run `ixora serve --poll` (the service spins instead of sleeping)")
     args = ap.parse_args()
-    global SPIN_US
+    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME
     SPIN_US = args.spin_us
+    SERVICE_CPU = args.service_cpu
+    SERVE_EXTRA = ["--poll"] if args.serve_poll else []
+    if SERVICE_CPU != 0 or SERVE_EXTRA:
+        # Not the side-by-side comparison: kept apart from sockets.*.
+        NAME = f"sockets-service-cpu{SERVICE_CPU}" + ("-poll" if SERVE_EXTRA else "")
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk"):
@@ -464,7 +476,7 @@ def main():
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
     write(results, args, cmdline)
-    print(f"wrote {OUT}/sockets.json, sockets.md, sockets.png")
+    print(f"wrote {OUT}/{NAME}.json, {NAME}.md, {NAME}.png")
 
 
 if __name__ == "__main__":

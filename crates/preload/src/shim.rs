@@ -18,6 +18,17 @@ use std::sync::atomic::Ordering;
 
 // ----------------------------------------------------------------- helpers
 
+/// A call on a descriptor that is not an Ixora socket: the kernel's, via
+/// `real` — unless it is a pooled placeholder, which the program closed
+/// (EBADF, as the kernel would say for a closed number).
+fn kernel_fd<T: From<i8>>(fd: c_int, real: impl FnOnce() -> T) -> T {
+    if state::pooled(fd) {
+        return fail(libc::EBADF);
+    }
+    state::passthrough();
+    real()
+}
+
 fn fail<T: From<i8>>(e: c_int) -> T {
     set_errno(e);
     T::from(-1)
@@ -297,11 +308,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
 #[no_mangle]
 pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(listen: fn(c_int, c_int) -> c_int)(fd, backlog);
+        return kernel_fd(fd, || real!(listen: fn(c_int, c_int) -> c_int)(fd, backlog));
     };
     count(sk.a, call("listen"), false);
     let b = if backlog <= 0 { 128 } else { backlog };
@@ -322,13 +329,11 @@ pub unsafe extern "C" fn accept4(
     flags: c_int,
 ) -> c_int {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(accept4: fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int)(
-            fd, addr, len, flags,
-        );
+        return kernel_fd(fd, || {
+            real!(accept4: fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int)(
+                fd, addr, len, flags,
+            )
+        });
     };
     if sk.state() != st::LISTEN {
         count(sk.a, call("accept"), true);
@@ -486,11 +491,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 #[no_mangle]
 pub extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(shutdown: fn(c_int, c_int) -> c_int)(fd, how);
+        return kernel_fd(fd, || real!(shutdown: fn(c_int, c_int) -> c_int)(fd, how));
     };
     if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
         return fail(libc::EINVAL);
@@ -609,11 +610,9 @@ pub extern "C" fn closefrom(lowfd: c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t)(fd, buf, n);
+        return kernel_fd(fd, || {
+            real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t)(fd, buf, n)
+        });
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -643,11 +642,9 @@ pub unsafe extern "C" fn __read_chk(
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(recv: fn(c_int, *mut c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags);
+        return kernel_fd(fd, || {
+            real!(recv: fn(c_int, *mut c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags)
+        });
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -685,13 +682,11 @@ pub unsafe extern "C" fn recvfrom(
     alen: *mut socklen_t,
 ) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(recvfrom: fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t)(
-            fd, buf, n, flags, addr, alen,
-        );
+        return kernel_fd(fd, || {
+            real!(recvfrom: fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t)(
+                fd, buf, n, flags, addr, alen,
+            )
+        });
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -735,11 +730,9 @@ pub unsafe extern "C" fn __recvfrom_chk(
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(readv: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n);
+        return kernel_fd(fd, || {
+            real!(readv: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n)
+        });
     };
     // SAFETY: readv(2)'s contract.
     let mut v = unsafe { iovs(iov, n) };
@@ -750,11 +743,9 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(fd, msg, flags);
+        return kernel_fd(fd, || {
+            real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(fd, msg, flags)
+        });
     };
     if msg.is_null() {
         return fail(libc::EFAULT);
@@ -787,11 +778,9 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(write: fn(c_int, *const c_void, size_t) -> ssize_t)(fd, buf, n);
+        return kernel_fd(fd, || {
+            real!(write: fn(c_int, *const c_void, size_t) -> ssize_t)(fd, buf, n)
+        });
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -805,11 +794,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(send: fn(c_int, *const c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags);
+        return kernel_fd(fd, || {
+            real!(send: fn(c_int, *const c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags)
+        });
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -830,13 +817,11 @@ pub unsafe extern "C" fn sendto(
     alen: socklen_t,
 ) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
-            fd, buf, n, flags, addr, alen,
-        );
+        return kernel_fd(fd, || {
+            real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
+                fd, buf, n, flags, addr, alen,
+            )
+        });
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -850,11 +835,9 @@ pub unsafe extern "C" fn sendto(
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(writev: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n);
+        return kernel_fd(fd, || {
+            real!(writev: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n)
+        });
     };
     // SAFETY: writev(2)'s contract (we only read through the slices).
     let v = unsafe { iovs(iov, n) };
@@ -866,11 +849,9 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags);
+        return kernel_fd(fd, || {
+            real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags)
+        });
     };
     if msg.is_null() {
         return fail(libc::EFAULT);
@@ -893,13 +874,9 @@ pub unsafe extern "C" fn sendfile(
     n: size_t,
 ) -> ssize_t {
     let Some(sk) = state::sock(out) else {
-        if state::pooled(out) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t)(
-            out, inf, offset, n,
-        );
+        return kernel_fd(out, || {
+            real!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t)(out, inf, offset, n)
+        });
     };
     let mut sent = 0usize;
     let mut buf = vec![0u8; 64 * 1024];
@@ -1169,17 +1146,20 @@ fn epoll_common(
     }
     let kicked = state::kick(a);
     let max = max as usize;
-    let now = std::time::Instant::now();
     let (n, kernel, peek) = {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-        g.calls += 1;
         let n = epoll_scan(&mut g, out, max);
         // While Ixora sockets keep the program busy, kernel descriptors
         // of a mixed set are looked at once per KERNEL_PEEK (they are not
-        // starved; nor does every call enter the kernel for them).
-        let peek = g.kernel > 0 && (n == 0 || now - g.kernel_seen >= KERNEL_PEEK);
-        if peek {
-            g.kernel_seen = now;
+        // starved; nor does every call enter the kernel for them). The
+        // clock is read only for mixed sets.
+        let mut peek = false;
+        if g.kernel > 0 {
+            let now = std::time::Instant::now();
+            peek = n == 0 || now - g.kernel_seen >= KERNEL_PEEK;
+            if peek {
+                g.kernel_seen = now;
+            }
         }
         (n, g.kernel, peek)
     };
@@ -1659,11 +1639,7 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         }
     }
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real_fcntl();
+        return kernel_fd(fd, real_fcntl);
     };
     match cmd {
         libc::F_GETFL => {
@@ -1773,13 +1749,11 @@ pub unsafe extern "C" fn getsockopt(
     len: *mut socklen_t,
 ) -> c_int {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
-            fd, level, name, val, len,
-        );
+        return kernel_fd(fd, || {
+            real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
+                fd, level, name, val, len,
+            )
+        });
     };
     count(sk.a, call("getsockopt"), true);
     let f = sk.e.flags.load(Ordering::Relaxed);
@@ -1920,13 +1894,9 @@ pub unsafe extern "C" fn setsockopt(
 #[no_mangle]
 pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(getsockname: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(
-            fd, addr, len,
-        );
+        return kernel_fd(fd, || {
+            real!(getsockname: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(fd, addr, len)
+        });
     };
     count(sk.a, call("getsockname"), true);
     if addr.is_null() || len.is_null() {
@@ -1947,13 +1917,9 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
 #[no_mangle]
 pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
     let Some(sk) = state::sock(fd) else {
-        if state::pooled(fd) {
-            return fail(libc::EBADF);
-        }
-        state::passthrough();
-        return real!(getpeername: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(
-            fd, addr, len,
-        );
+        return kernel_fd(fd, || {
+            real!(getpeername: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(fd, addr, len)
+        });
     };
     count(sk.a, call("getpeername"), true);
     if addr.is_null() || len.is_null() {

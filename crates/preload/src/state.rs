@@ -804,8 +804,6 @@ pub struct Epoll {
     pub items: Vec<Item>,
     /// Kernel descriptors registered in the real epoll.
     pub kernel: usize,
-    /// Calls so far.
-    pub calls: u64,
     /// When the kernel descriptors of the set were last looked at.
     pub kernel_seen: Instant,
 }
@@ -854,7 +852,6 @@ pub fn epoll_new(epfd: c_int) {
     let b = Box::into_raw(Box::new(Mutex::new(Epoll {
         items: Vec::new(),
         kernel: 0,
-        calls: 0,
         kernel_seen: Instant::now(),
     })));
     t[epfd as usize].store(b, Ordering::Release);
