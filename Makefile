@@ -63,9 +63,11 @@ check-deps:
 ## loss rate through the real dataplane.
 ## `cargo build` first: `cargo test` does not build the preload cdylib that
 ## the sockets tests load beside the binary.
+## IXORA_TEST_STRICT: a test whose tool or privilege is missing fails
+## instead of skipping (everything is installed by then).
 unit:
 	$(CARGO) build --release --workspace
-	$(CARGO) test --workspace --release
+	IXORA_TEST_STRICT=1 $(CARGO) test --workspace --release
 	./target/release/ixora sim --bytes 4MiB --loss 0.05 --reorder 0.05 --seed 7 >/dev/null
 	./target/release/ixora sim --bytes 4MiB --loss 0.05 --reorder 0.05 --seed 7 --cc newreno >/dev/null
 	$(PYTHON) scripts/rfc_report.py --check

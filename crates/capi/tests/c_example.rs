@@ -35,7 +35,7 @@
 //! and links are removed on drop (also when an assertion fails), every loop
 //! is bounded in count and time, and the server is ended by its PID.
 
-use ixora_io::netns::{can_create_namespaces, unique_name, NetNs, Veth};
+use ixora_io::netns::{unique_name, NetNs, Veth};
 use nix::sys::signal::Signal;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream};
@@ -66,11 +66,7 @@ const RESET_BYTES: usize = 1000;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn root() -> bool {
-    if !can_create_namespaces() {
-        eprintln!("skipped: needs root (network namespaces)");
-        return false;
-    }
-    true
+    ixora_io::netns::need_root()
 }
 
 /// The workspace root.

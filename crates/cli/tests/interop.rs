@@ -432,7 +432,7 @@ fn linux_to_ixora(net: &Net, bytes: usize) {
     assert_eq!(out.stdout, b"hello, ixora\n", "socat echo");
 
     // Garbage frames: counted as drops, and the server keeps serving.
-    if have("python3") {
+    if have("python3") || ixora_io::netns::skip("python3 is missing: no garbage frames") {
         let mac = neighbour_mac(lx, net.ixora_ip);
         let out = run_ok(
             lx.exec(
@@ -479,7 +479,7 @@ fn linux_to_ixora(net: &Net, bytes: usize) {
     let log = srv.stop();
     let d = drops(&log);
     eprintln!("{}: echo-server report:\n{log}", net.backend);
-    if have("python3") {
+    if have("python3") || ixora_io::netns::skip("python3 is missing: drops not checked") {
         let reasons = d.iter().filter(|(_, n)| *n > 0).count();
         let total: u64 = d.iter().map(|(_, n)| n).sum();
         assert!(

@@ -230,6 +230,24 @@ pub fn can_create_namespaces() -> bool {
     nix::unistd::Uid::effective().is_root()
 }
 
+/// A test cannot run here (`why`: what is missing). Prints `skipped: why`
+/// and returns false, so the test passes without running; but when the
+/// environment variable `IXORA_TEST_STRICT` is set (`make test` sets it,
+/// after installing everything) it panics, so a missing tool or privilege
+/// fails the run instead of hiding a test.
+pub fn skip(why: &str) -> bool {
+    if std::env::var_os("IXORA_TEST_STRICT").is_some() {
+        panic!("cannot run: {why} (IXORA_TEST_STRICT is set)");
+    }
+    eprintln!("skipped: {why}");
+    false
+}
+
+/// Root (namespaces need it)? Otherwise [`skip`]s.
+pub fn need_root() -> bool {
+    can_create_namespaces() || skip("needs root (network namespaces)")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

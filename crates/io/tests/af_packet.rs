@@ -5,7 +5,7 @@
 //! away on drop, also when an assertion fails.
 
 use ixora_io::af_packet::{AfPacketConfig, AfPacketPort, Fanout, RxRing};
-use ixora_io::netns::{can_create_namespaces, NetNs, Veth};
+use ixora_io::netns::{NetNs, Veth};
 use ixora_io::{sys, PacketBuf, Pool, PoolConfig, Port, Queue};
 use ixora_wire::arp::{ArpPacket, ArpRepr, Operation};
 use ixora_wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
@@ -19,11 +19,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn root() -> bool {
-    if !can_create_namespaces() {
-        eprintln!("skipped: needs root");
-        return false;
-    }
-    true
+    ixora_io::netns::need_root()
 }
 
 /// Run `f` on a fresh thread inside `ns` (the caller's thread stays put).

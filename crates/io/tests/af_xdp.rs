@@ -6,7 +6,7 @@
 //! count and time. Tests skip (pass with a note) when not run as root.
 
 use ixora_io::af_xdp::{AfXdpConfig, AfXdpPort, XdpMode, ZeroCopy};
-use ixora_io::netns::{can_create_namespaces, NetNs, Veth};
+use ixora_io::netns::{NetNs, Veth};
 use ixora_io::{sys, PacketBuf, Pool, PoolConfig, Port, Queue};
 use ixora_wire::arp::{ArpPacket, ArpRepr, Operation};
 use ixora_wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
@@ -32,8 +32,7 @@ struct Net {
 
 impl Net {
     fn new(tag: &str, queues: u32, net: u8) -> Option<Net> {
-        if !can_create_namespaces() {
-            eprintln!("skipped: needs root for network namespaces");
+        if !ixora_io::netns::need_root() {
             return None;
         }
         let a = NetNs::new(tag).expect("netns a");

@@ -5,7 +5,7 @@
 //! time; the device goes away with the port, the namespaces on drop, also
 //! when an assertion fails.
 
-use ixora_io::netns::{can_create_namespaces, unique_name, NetNs};
+use ixora_io::netns::{unique_name, NetNs};
 use ixora_io::tap::{TapConfig, TapPort};
 use ixora_io::{sys, PacketBuf, Pool, PoolConfig, Port, Queue};
 use ixora_wire::arp::{ArpPacket, ArpRepr, Operation};
@@ -20,11 +20,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 fn root() -> bool {
-    if !can_create_namespaces() {
-        eprintln!("skipped: needs root");
-        return false;
-    }
-    true
+    ixora_io::netns::need_root()
 }
 
 /// Run `f` on a fresh thread inside `ns` (the caller's thread stays put).

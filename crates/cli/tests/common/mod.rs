@@ -2,7 +2,7 @@
 //! processes.
 #![allow(dead_code)]
 
-use ixora_io::netns::{can_create_namespaces, unique_name};
+use ixora_io::netns::unique_name;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,11 +15,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 pub fn root() -> bool {
-    if !can_create_namespaces() {
-        eprintln!("skipped: needs root");
-        return false;
-    }
-    true
+    ixora_io::netns::need_root()
 }
 
 pub fn have(tool: &str) -> bool {
