@@ -121,6 +121,11 @@ def user_calls(st):
     return (sum(a["user_calls"] for a in st["apps"]), sum(a["kernel_calls"] for a in st["apps"]))
 
 
+def waits(st):
+    """Times the apps' threads slept in the kernel (blocking calls)."""
+    return sum(a.get("waits", {}).get("slept", 0) for a in st["apps"])
+
+
 def share(before, after):
     u = after[0] - before[0]
     k = after[1] - before[1]
@@ -224,14 +229,18 @@ def memcached(args, prog_bar, results):
                 # One generator run per rate, so the user-space share of
                 # socket calls is known at each load.
                 for rate in rates:
-                    st0 = user_calls(net.stats())
+                    full0 = net.stats()
+                    st0 = user_calls(full0)
+                    c0 = cpu0_busy()
                     cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
                            "--server", f"{SRV}:11211", "--workload", wl, "--conns", str(args.conns),
                            "--depth", "4", "--rate", str(rate), "--duration", str(args.duration),
                            "--warmup", "1", "--cpus", "1"]
                     r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True,
                                        text=True, timeout=args.duration + 90)
-                    st1 = user_calls(net.stats())
+                    c1 = cpu0_busy()
+                    full1 = net.stats()
+                    st1 = user_calls(full1)
                     q = None
                     for line in r.stdout.splitlines():
                         if line.strip().startswith("{"):
@@ -242,6 +251,15 @@ def memcached(args, prog_bar, results):
                     if q is None:
                         raise RuntimeError(f"loadgen produced nothing:\n{r.stderr[-3000:]}")
                     q["user_share"] = share(st0, st1) if ixora else None
+                    # Server CPU (CPU 0 busy: memcached, its system calls and
+                    # softirqs, and for Ixora the service) per request over
+                    # the whole run (warm-up included, at the achieved rate).
+                    secs = args.duration + 1
+                    done = q.get("achieved_rps", 0) * secs
+                    q["cpu_us_per_req"] = (c1 - c0) / done * 1e6 if done else None
+                    if ixora and full0 and full1:
+                        w0, w1 = waits(full0), waits(full1)
+                        q["sleeps_per_req"] = (w1 - w0) / done if done else None
                     pts.append(q)
                     time.sleep(1.2)  # AF_XDP: a queue is busy for ~1 s after its socket closes
                 results.append({"server": "memcached", "workload": wl,
@@ -339,13 +357,21 @@ def write(results, args, cmdline):
     mc = [r for r in results if r["server"] == "memcached"]
     if mc:
         L += ["## memcached (-t 1), open-loop load from `ixora loadgen memcached`", "",
-              "| workload | stack | target | achieved | avg µs | p99 µs | errors | user-space share |",
-              "|---|---|---:|---:|---:|---:|---:|---:|"]
+              "Server CPU µs/req: CPU 0 busy time (the server, its system calls and softirqs, "
+              "and for Ixora the service) over the run, per request. Sleeps/req: how often the "
+              "server's threads slept in the kernel per request (Ixora).", "",
+              "| workload | stack | target | achieved | avg µs | p99 µs | errors | server CPU µs/req "
+              "| sleeps/req | user-space share |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+        def opt(v, fmt):
+            return format(v, fmt) if v is not None else "—"
         for r in mc:
             for q in r["points"]:
                 L.append(f"| {r['workload']} | {r['stack']} | {q['target_rps'] / 1000:.0f} k | "
                          f"{q['achieved_rps'] / 1000:.1f} k | {q['latency_us']['avg']:.0f} | "
                          f"{q['latency_us']['p99']:.0f} | {q.get('errors', 0)} | "
+                         f"{opt(q.get('cpu_us_per_req'), '.1f')} | {opt(q.get('sleeps_per_req'), '.2f')} | "
                          + (f"{q['user_share'] * 100:.2f}% |" if q.get("user_share") is not None else "— |"))
         L += ["", "| workload | metric | kernel | Ixora | ratio |", "|---|---|---:|---:|---:|"]
         for wl in ("etc", "usr"):

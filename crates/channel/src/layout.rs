@@ -31,12 +31,16 @@
 //! bit in the bitmap and increments the activity word; the service polls
 //! the word once per application per cycle, not every socket. If the
 //! service's sleeping flag is set, the app rings its doorbell (an eventfd).
-//! Waiting: an app thread that must block writes its interest bitmap (the
+//! Waiting: an app thread that must block writes its interest bitmaps (the
 //! sockets it waits for; or sets its `wants_any` bit), sets its waiter bit,
 //! re-checks, and sleeps on its own eventfd (registered over the control
 //! socket); the service, after a batch that changed the app's sockets,
 //! clears the bit of, and rings, every armed waiter that wants one of the
-//! changed sockets.
+//! changes. Each waiter has two bitmaps: [`Regions::interest`] (any change
+//! but transmit progress: data or EOF to read, a connection to accept, a
+//! state change, an error) and [`Regions::tx_interest`] (the service took
+//! bytes from the transmit ring: room to write). A thread that waits to
+//! read is thus not woken each time the service takes its last reply.
 
 use std::sync::atomic::{AtomicI32, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
@@ -45,7 +49,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -92,7 +96,7 @@ pub mod req {
 }
 
 /// The calls the shim counts, in the order of [`UpHeader::counters`].
-pub const CALLS: [&str; 25] = [
+pub const CALLS: [&str; 26] = [
     "socket",
     "bind",
     "listen",
@@ -118,14 +122,17 @@ pub const CALLS: [&str; 25] = [
     "other",
     // Not calls: how the shim waited. `wait` user = a blocking call found
     // its condition while spinning, kernel = it slept in the kernel;
-    // `doorbell` kernel = the service's doorbell was rung.
+    // `doorbell` kernel = the service's doorbell was rung; `wakeup` user =
+    // the service rang a sleeping thread and what it waited for was
+    // there, kernel = it was not (a spurious wake-up).
     "wait",
     "doorbell",
+    "wakeup",
 ];
 
 /// Entries of [`CALLS`] that are not socket calls (left out of the
 /// user-space share).
-pub const NOT_CALLS: [&str; 2] = ["wait", "doorbell"];
+pub const NOT_CALLS: [&str; 3] = ["wait", "doorbell", "wakeup"];
 
 /// Index of `name` in [`CALLS`].
 pub const fn call(name: &str) -> usize {
@@ -345,16 +352,18 @@ impl Layout {
         round_up(MAX_PROCS as usize * self.slots as usize * 2, PAGE)
     }
 
-    /// Offset of word `word` of waiter `w`'s interest bitmap (one bit per
-    /// socket), after the holders table.
+    /// Offset of word `word` of waiter `w`'s interest bitmaps, after the
+    /// holders table: per waiter, `slots / 64` words of change interest
+    /// then `slots / 64` words of transmit-progress interest (one bit per
+    /// socket each).
     pub fn interest(&self, w: u32, word: u32) -> usize {
         self.held(0, 0)
             + self.held_bytes()
-            + (w as usize * (self.slots as usize / 64) + word as usize) * 8
+            + (w as usize * (self.slots as usize / 32) + word as usize) * 8
     }
 
     fn interest_bytes(&self) -> usize {
-        round_up(MAX_WAITERS * self.slots as usize / 8, PAGE)
+        round_up(MAX_WAITERS * self.slots as usize / 4, PAGE)
     }
 
     /// Length of the up region.
@@ -447,15 +456,32 @@ impl Regions {
         unsafe { &*(self.up.add(self.layout.held(row, i)) as *const AtomicU16) }
     }
 
-    /// Word `word` of waiter `w`'s interest bitmap (up: written by the
-    /// waiting thread before it arms). Panics if out of range.
+    /// Word `word` of waiter `w`'s change-interest bitmap (up: written by
+    /// the waiting thread before it arms): wake on any change of these
+    /// sockets but transmit progress. Panics if out of range.
     pub fn interest(&self, w: u32, word: u32) -> &AtomicU64 {
         assert!(
             (w as usize) < MAX_WAITERS && word < self.layout.slots / 64,
             "interest({w}, {word}) out of range"
         );
+        self.interest_word(w, word)
+    }
+
+    /// Word `word` of waiter `w`'s transmit-interest bitmap: wake also
+    /// when the service takes bytes from these sockets' transmit rings.
+    /// Panics if out of range.
+    pub fn tx_interest(&self, w: u32, word: u32) -> &AtomicU64 {
+        assert!(
+            (w as usize) < MAX_WAITERS && word < self.layout.slots / 64,
+            "tx_interest({w}, {word}) out of range"
+        );
+        self.interest_word(w, self.layout.slots / 64 + word)
+    }
+
+    fn interest_word(&self, w: u32, word: u32) -> &AtomicU64 {
         // SAFETY: in bounds of the up region (the interest bitmaps end
-        // it), 8-byte aligned (page-aligned start, 8-byte steps).
+        // it; callers check `w` and `word`), 8-byte aligned (page-aligned
+        // start, 8-byte steps).
         unsafe { &*(self.up.add(self.layout.interest(w, word)) as *const AtomicU64) }
     }
 
@@ -574,7 +600,7 @@ mod tests {
         assert_eq!(l.held(0, 0) % PAGE, 0);
         assert!(l.held(MAX_PROCS - 1, 127) + 2 <= l.interest(0, 0));
         assert_eq!(l.interest(0, 0) % PAGE, 0);
-        assert_eq!(l.interest(MAX_WAITERS as u32 - 1, 1) + 8, l.up_len());
+        assert_eq!(l.interest(MAX_WAITERS as u32 - 1, 3) + 8, l.up_len());
         assert_eq!(l.up_len() % PAGE, 0);
         assert!(l.up_slot(0) >= l.bitmap() + 128 / 8);
     }

@@ -221,6 +221,10 @@ pub fn stats(a: StatsArgs) -> ExitCode {
             "  blocking waits: {} answered while spinning, {} slept in the kernel; service doorbell rung {} times",
             w["spun"], w["slept"], w["doorbells"]
         );
+        println!(
+            "  wake-ups by the service: {} found what they waited for, {} spurious",
+            w["woken"], w["spurious"]
+        );
     }
     if let Some(st) = v["stack"].as_object() {
         println!("\nstack counters:");

@@ -179,8 +179,7 @@ fn succeed(c: &mut Command, what: &str) -> std::process::Output {
 fn need(tools: &[&str]) -> bool {
     for t in tools {
         if !have(t) {
-            eprintln!("skipped: {t} is not installed (make test installs it)");
-            return false;
+            return ixora_io::netns::skip(&format!("{t} is not installed (make test installs it)"));
         }
     }
     root()
@@ -810,4 +809,72 @@ fn posix_calls_behave_as_on_linux() {
     // (The service's namespace gives the kernel no address and no route:
     // the run can only pass with its sockets on Ixora.)
     drop(echo);
+}
+
+/// A thread blocked reading a connection is not woken each time the
+/// service takes bytes another thread wrote to it (its waiter wants
+/// changes to read, not transmit progress), and is woken once when data
+/// arrives. Counted by the shim: `waits.spurious` / `waits.woken`.
+#[test]
+fn a_blocked_reader_sleeps_through_its_connections_writes() {
+    if !need(&["python3"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let server = "import socket, threading, time\n\
+        s = socket.socket()\n\
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+        s.bind(('0.0.0.0', 7004))\n\
+        s.listen(8)\n\
+        while True:\n\
+        \x20   c, _ = s.accept()\n\
+        \x20   if c.recv(6) != b'start\\n':\n\
+        \x20       c.close()\n\
+        \x20       continue\n\
+        \x20   got = []\n\
+        \x20   t = threading.Thread(target=lambda: got.append(c.recv(16)))\n\
+        \x20   t.start()\n\
+        \x20   time.sleep(0.3)\n\
+        \x20   for i in range(200):\n\
+        \x20       c.sendall(b'x' * 1000)\n\
+        \x20       time.sleep(0.002)\n\
+        \x20   t.join()\n\
+        \x20   c.sendall(b'got ' + got[0])\n\
+        \x20   c.close()\n";
+    let mut py = net.run("reader", &["python3", "-c", server]);
+    net.wait_port(&mut py, 7004);
+    let waits = |net: &Setup| -> (u64, u64) {
+        let st = net.stats();
+        let w = &st["apps"][0]["waits"];
+        (
+            w["woken"].as_u64().expect("woken"),
+            w["spurious"].as_u64().expect("spurious"),
+        )
+    };
+    let mut c = net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:7004")).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"start\n").unwrap();
+        let mut data = vec![0u8; 200 * 1000];
+        c.read_exact(&mut data).unwrap();
+        assert!(data.iter().all(|&b| b == b'x'));
+        c
+    });
+    // All 200 writes were taken by the service while the reader slept.
+    let (woken0, spurious) = waits(&net);
+    assert!(
+        spurious < 20,
+        "the blocked reader was woken {spurious} times by its connection's writes"
+    );
+    let reply = net.lx.run(|| {
+        c.write_all(b"go").unwrap();
+        let mut r = Vec::new();
+        c.read_to_end(&mut r).unwrap();
+        r
+    });
+    assert_eq!(reply, b"got go", "{}", py.log());
+    let (woken1, _) = waits(&net);
+    assert!(woken1 > woken0, "the reader was not woken by its data");
+    assert!(py.running(), "the server died:\n{}", py.log());
 }

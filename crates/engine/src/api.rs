@@ -205,6 +205,13 @@ pub trait App {
     fn end_of_batch(&mut self, io: &mut Io) {
         let _ = io;
     }
+    /// After the cycle's frames went to the device (every cycle that
+    /// called [`App::end_of_batch`]): the place to wake other processes.
+    /// On a shared CPU a woken process runs at once and would otherwise
+    /// hold back the frames of this cycle for its whole time slice.
+    fn transmitted(&mut self, io: &mut Io) {
+        let _ = io;
+    }
     /// Every cycle, after the events of the batch: poll sources of work
     /// the engine does not know (shared-memory rings of other processes).
     /// Return true if there was work.

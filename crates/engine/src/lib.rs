@@ -332,17 +332,20 @@ where
     };
     let cores = cfg.cores;
     let mut local_stop = false;
-    {
-        let mut io = Io {
-            stack: &mut stack,
-            now: clock(start),
-            core: i,
-            cores,
-            stop: &mut local_stop,
-            bell: mail.bells[i].as_fd(),
+    // The application's handle on this core at time `$now`.
+    macro_rules! io {
+        ($now:expr) => {
+            Io {
+                stack: &mut stack,
+                now: $now,
+                core: i,
+                cores,
+                stop: &mut local_stop,
+                bell: mail.bells[i].as_fd(),
+            }
         };
-        app.start(&mut io);
     }
+    app.start(&mut io!(clock(start)));
     let mut rx: Vec<PacketBuf> = Vec::with_capacity(cfg.batch);
     let mut tx: Vec<PacketBuf> = Vec::with_capacity(cfg.batch);
     let mut next_tick = clock(start) + cfg.tick;
@@ -360,6 +363,7 @@ where
     while !stop.load(Ordering::Relaxed) && !local_stop {
         rep.cycles += 1;
         let mut work = false;
+        let batched;
 
         // (1) receive at most `batch` frames, (2) run the protocols.
         let n = queue.rx_burst(&mut rx, cfg.batch)?;
@@ -407,14 +411,7 @@ where
 
         // (3)-(4) events to the application, its batched calls back.
         {
-            let mut io = Io {
-                stack: &mut stack,
-                now,
-                core: i,
-                cores,
-                stop: &mut local_stop,
-                bell: mail.bells[i].as_fd(),
-            };
+            let mut io = io!(now);
             while let Some(ev) = io.stack.poll_event() {
                 work = true;
                 app.event(&mut io, ev);
@@ -433,7 +430,8 @@ where
                 ticked = true;
             }
             // After a batch (or the application's tick): flush its calls.
-            if work || ticked {
+            batched = work || ticked;
+            if batched {
                 app.end_of_batch(&mut io);
             }
         }
@@ -466,6 +464,9 @@ where
         if !tx.is_empty() {
             queue.tx_burst(&mut tx)?;
         }
+        if batched {
+            app.transmitted(&mut io!(now));
+        }
         queue.reclaim();
         idle_cycles = if work { 0 } else { idle_cycles.wrapping_add(1) };
 
@@ -482,14 +483,7 @@ where
                 (wake - now).as_millis().clamp(1, 100) as i32
             };
             mail.sleeping[i].store(true, Ordering::SeqCst);
-            let mut io = Io {
-                stack: &mut stack,
-                now,
-                core: i,
-                cores,
-                stop: &mut local_stop,
-                bell: mail.bells[i].as_fd(),
-            };
+            let mut io = io!(now);
             if mail.boxes[i].is_empty() && !stop.load(Ordering::Relaxed) && app.sleep(&mut io) {
                 rep.sleeps += 1;
                 sleep_on(qfd, bell, ms);

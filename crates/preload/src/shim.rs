@@ -116,7 +116,7 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
                 return n as ssize_t;
             }
             Err(libc::EAGAIN) if !dontwait => {
-                let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &mut || {
+                let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &[], &mut || {
                     sk.readable() > 0
                         || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0
                         || !sk.live()
@@ -194,7 +194,7 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
                 return fail(e);
             }
         }
-        let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &mut || {
+        let ok = state::block_until(sk.a, -1, &mut [], &[], &[sk.s], &mut || {
             sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED
         });
         user &= !state::blocked_in_kernel();
@@ -399,7 +399,7 @@ pub unsafe extern "C" fn accept4(
             count(sk.a, call("accept"), true);
             return fail(libc::EAGAIN);
         }
-        let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &mut || {
+        let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &[], &mut || {
             sk.acceptable() > 0 || !sk.live()
         });
         user &= !state::blocked_in_kernel();
@@ -474,7 +474,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     if sk.nonblock() {
         return fail(libc::EINPROGRESS);
     }
-    state::block_until(a, -1, &mut [], &[sk.s], &mut || {
+    state::block_until(a, -1, &mut [], &[sk.s], &[], &mut || {
         sk.state() != st::CONNECTING
     });
     match sk.state() {
@@ -886,7 +886,7 @@ pub unsafe extern "C" fn sendfile(
             if sk.nonblock() || sent > 0 {
                 break;
             }
-            state::block_until(sk.a, -1, &mut [], &[sk.s], &mut || {
+            state::block_until(sk.a, -1, &mut [], &[], &[sk.s], &mut || {
                 sk.writable() > 0 || sk.error() != 0
             });
             room = sk.writable() as usize;
@@ -1193,14 +1193,16 @@ fn epoll_common(
     }];
     let kslice: &mut [pollfd] = if kernel > 0 { &mut pfd } else { &mut [] };
     // Woken only by changes of the sockets in this set.
-    let interest: Vec<u32> = ep
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .items
-        .iter()
-        .map(|it| it.slot)
-        .collect();
-    let ok = state::block_until(a, timeout, kslice, &interest, &mut || {
+    // Woken by transmit progress only where EPOLLOUT is asked for.
+    let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
+    for it in ep.lock().unwrap_or_else(|p| p.into_inner()).items.iter() {
+        if it.events & libc::EPOLLOUT as u32 != 0 {
+            tx_interest.push(it.slot);
+        } else {
+            interest.push(it.slot);
+        }
+    }
+    let ok = state::block_until(a, timeout, kslice, &interest, &tx_interest, &mut || {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
         found = epoll_scan(&mut g, out, max);
         found > 0
@@ -1309,12 +1311,19 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     let mut user = kp.is_empty() && !kicked;
     if n + k as usize == 0 && timeout != 0 {
         let mut found = 0;
-        let interest: Vec<u32> = p
-            .iter()
-            .filter_map(|f| state::sock(f.fd).map(|sk| sk.s))
-            .collect();
+        // Woken by transmit progress only where POLLOUT is asked for.
+        let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
+        for f in p.iter() {
+            if let Some(sk) = state::sock(f.fd) {
+                if f.events & libc::POLLOUT != 0 {
+                    tx_interest.push(sk.s);
+                } else {
+                    interest.push(sk.s);
+                }
+            }
+        }
         let pp = p as *mut [pollfd];
-        let ok = state::block_until(a, timeout, &mut kp, &interest, &mut || {
+        let ok = state::block_until(a, timeout, &mut kp, &interest, &tx_interest, &mut || {
             // SAFETY: `pp` is the caller's array, borrowed for this call.
             found = scan(unsafe { &mut *pp });
             found > 0

@@ -421,20 +421,32 @@ impl Waiter {
     }
 
     /// Ask to be rung after the service's next change of one of the
-    /// sockets in `interest` (of any socket when it is empty).
-    pub fn arm(&self, a: &Attached, interest: &[u32]) {
+    /// sockets in `interest` (of any socket when both lists are empty);
+    /// for the sockets in `tx_interest`, also after it took bytes from
+    /// their transmit rings (room to write).
+    pub fn arm(&self, a: &Attached, interest: &[u32], tx_interest: &[u32]) {
         let h = a.r.up_header();
         let (w, bit) = (self.idx as usize / 64, 1u64 << (self.idx % 64));
-        if interest.is_empty() {
+        if interest.is_empty() && tx_interest.is_empty() {
             h.wants_any[w].fetch_or(bit, Ordering::Relaxed);
         } else {
             h.wants_any[w].fetch_and(!bit, Ordering::Relaxed);
-            for i in 0..a.r.layout().slots / 64 {
+            let slots = a.r.layout().slots;
+            for i in 0..slots / 64 {
                 a.r.interest(self.idx, i).store(0, Ordering::Relaxed);
+                a.r.tx_interest(self.idx, i).store(0, Ordering::Relaxed);
             }
-            for &s in interest {
-                if s < a.r.layout().slots {
+            // Room to write is also a reason to wake for the other
+            // changes (an error, a closed connection).
+            for &s in interest.iter().chain(tx_interest) {
+                if s < slots {
                     a.r.interest(self.idx, s / 64)
+                        .fetch_or(1 << (s % 64), Ordering::Relaxed);
+                }
+            }
+            for &s in tx_interest {
+                if s < slots {
+                    a.r.tx_interest(self.idx, s / 64)
                         .fetch_or(1 << (s % 64), Ordering::Relaxed);
                 }
             }
@@ -489,13 +501,14 @@ pub fn blocked_in_kernel() -> bool {
 /// has an event (its `revents` are set), or `timeout_ms` (-1: forever)
 /// passes; true if something is ready. Spins on `ready()` first, then
 /// sleeps in the kernel on `kernel` and the thread's waiter together; the
-/// service rings the waiter after a change of a socket in `interest` (of
-/// any socket when `interest` is empty).
+/// service rings the waiter after a change of a socket in `interest`, or
+/// transmit progress of one in `tx_interest` (see [`Waiter::arm`]).
 pub fn block_until(
     a: &Attached,
     timeout_ms: c_int,
     kernel: &mut [libc::pollfd],
     interest: &[u32],
+    tx_interest: &[u32],
     ready: &mut dyn FnMut() -> bool,
 ) -> bool {
     let start = Instant::now();
@@ -555,7 +568,7 @@ pub fn block_until(
             };
             match &tw.0 {
                 Some(w) => {
-                    w.arm(a, interest);
+                    w.arm(a, interest, tx_interest);
                     if ready() {
                         return true;
                     }
@@ -573,6 +586,12 @@ pub fn block_until(
                         let last = fds.len() - 1;
                         if fds[last].revents != 0 {
                             real::sys_drain(w.efd);
+                            // Rung by the service: for what we wait for?
+                            let found = ready();
+                            count(a, layout::call("wakeup"), found);
+                            if found {
+                                return true;
+                            }
                         }
                         if fds[..last].iter().any(|f| f.revents != 0) {
                             kernel.copy_from_slice(&fds[..last]);

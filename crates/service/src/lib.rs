@@ -322,6 +322,9 @@ struct AppState {
     /// Sockets changed since the last end of batch (bit per slot): only
     /// waiters interested in one of them are rung.
     changed_bits: Vec<u64>,
+    /// Sockets whose only change since the last end of batch may be
+    /// transmit progress: rung only for waiters that want room to write.
+    tx_bits: Vec<u64>,
     /// Process rows of the holders table in use (bit per row).
     rows: u64,
     /// Each control connection's process row.
@@ -445,6 +448,14 @@ impl AppState {
         self.mark(s);
     }
 
+    /// The service took bytes from socket `s`'s transmit ring: only
+    /// waiters that want room to write are rung for it.
+    fn tx_progress(&mut self, s: u32) {
+        self.r.down_slot(s).seq.fetch_add(1, Ordering::Release);
+        self.tx_bits[s as usize / 64] |= 1 << (s % 64);
+        self.dirty = true;
+    }
+
     fn fail(&mut self, s: u32, errno: i32) {
         let d = self.r.down_slot(s);
         d.err.store(errno, Ordering::Relaxed);
@@ -510,6 +521,8 @@ impl Service {
                     "spun": h.counters[layout::call("wait")][0].load(Ordering::Relaxed),
                     "slept": h.counters[layout::call("wait")][1].load(Ordering::Relaxed),
                     "doorbells": h.counters[layout::call("doorbell")][1].load(Ordering::Relaxed),
+                    "woken": h.counters[layout::call("wakeup")][0].load(Ordering::Relaxed),
+                    "spurious": h.counters[layout::call("wakeup")][1].load(Ordering::Relaxed),
                 },
             }));
         }
@@ -586,6 +599,7 @@ impl Service {
             last_activity: 0,
             dirty: false,
             changed_bits: vec![0; l.slots as usize / 64],
+            tx_bits: vec![0; l.slots as usize / 64],
             // Row 0 of the holders table is the attaching process's.
             rows: 1,
             conn_row: HashMap::from([(conn, 0)]),
@@ -953,7 +967,7 @@ impl Service {
                     .down_slot(s)
                     .tx_head
                     .store(sock.sent, Ordering::Release);
-                app.changed(s);
+                app.tx_progress(s);
             }
         }
         let drained = app.socks[s as usize].sent == tail;
@@ -1215,7 +1229,9 @@ impl App for Service {
         work
     }
 
-    fn end_of_batch(&mut self, _io: &mut Io) {
+    /// Waiters are rung once the cycle's frames are out: a woken app
+    /// thread on the service's CPU preempts it at once.
+    fn transmitted(&mut self, _io: &mut Io) {
         for app in self.apps.values_mut() {
             if !app.dirty {
                 continue;
@@ -1234,12 +1250,16 @@ impl App for Service {
                     // Ring a waiter only for a change it waits for (a
                     // thread blocked on its listener is not woken by
                     // another thread's connections).
+                    let (w32, r) = (idx as u32, &app.r);
                     let wanted = any & (1 << b) != 0
-                        || app.changed_bits.iter().enumerate().any(|(i, &c)| {
-                            c != 0
-                                && app.r.interest(idx as u32, i as u32).load(Ordering::Relaxed) & c
-                                    != 0
-                        });
+                        || app.changed_bits.iter().zip(&app.tx_bits).enumerate().any(
+                            |(i, (&c, &t))| {
+                                let i = i as u32;
+                                (c != 0 && r.interest(w32, i).load(Ordering::Relaxed) & c != 0)
+                                    || (t != 0
+                                        && r.tx_interest(w32, i).load(Ordering::Relaxed) & t != 0)
+                            },
+                        );
                     if !wanted {
                         continue;
                     }
@@ -1250,6 +1270,7 @@ impl App for Service {
                 }
             }
             app.changed_bits.fill(0);
+            app.tx_bits.fill(0);
         }
     }
 
