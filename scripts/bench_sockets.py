@@ -67,9 +67,11 @@ class Net:
 
     def __init__(self, ixora):
         self.ixora = ixora
-        self.sv = be.netns("sks")
-        self.cl = be.netns("skc")
-        self.a, self.b = be.veth(self.sv, self.cl, "s")
+        # Both stacks may be up at once (memcached): names differ by stack.
+        t = "i" if ixora else "k"
+        self.sv = be.netns(f"sks{t}")
+        self.cl = be.netns(f"skc{t}")
+        self.a, self.b = be.veth(self.sv, self.cl, f"s{t}")
         for ns, dev in ((self.sv, self.a), (self.cl, self.b)):
             be.sh(*be.in_ns(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off"), check=False)
         self.serve = None
@@ -214,65 +216,83 @@ def web(args, prog, www, tmp, prog_bar, results):
             net.close()
 
 
+def loadgen_run(net, args, wl, rate):
+    """One `ixora loadgen memcached` run against the server of `net`: its
+    JSON point, with the user-space share, server CPU and sleeps per
+    request added."""
+    full0 = net.stats()
+    c0 = cpu0_busy()
+    cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
+           "--server", f"{SRV}:11211", "--workload", wl, "--conns", str(args.conns),
+           "--depth", "4", "--rate", str(rate), "--duration", str(args.duration),
+           "--warmup", "1", "--cpus", "1"]
+    r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True,
+                       text=True, timeout=args.duration + 90)
+    c1 = cpu0_busy()
+    full1 = net.stats()
+    q = None
+    for line in r.stdout.splitlines():
+        if line.strip().startswith("{"):
+            try:
+                q = json.loads(line)
+            except json.JSONDecodeError:
+                pass
+    if q is None:
+        raise RuntimeError(f"loadgen produced nothing:\n{r.stderr[-3000:]}")
+    q["user_share"] = share(user_calls(full0), user_calls(full1)) if net.ixora else None
+    # Server CPU (CPU 0 busy: memcached, its system calls and softirqs, and
+    # for Ixora the service) per request over the whole run (warm-up
+    # included, at the achieved rate).
+    done = q.get("achieved_rps", 0) * (args.duration + 1)
+    q["cpu_us_per_req"] = (c1 - c0) / done * 1e6 if done else None
+    if net.ixora and full0 and full1:
+        q["sleeps_per_req"] = (waits(full1) - waits(full0)) / done if done else None
+    time.sleep(1.2)  # AF_XDP: a queue is busy for ~1 s after its socket closes
+    return q
+
+
 def memcached(args, prog_bar, results):
+    """Both stacks set up side by side; at each rate the kernel run and the
+    Ixora run follow each other (so drift of the machine hits both), each
+    `--repeat` times, keeping the run of median p99."""
     rates = [int(x) for x in args.rates.split(",")]
-    for ixora in (False, True):
-        net = Net(ixora)
-        try:
-            p = net.server(["memcached", "-u", "root", "-p", "11211", "-U", "0", "-t", "1",
-                            "-c", "4096", "-l", SRV], f"/tmp/ixb-{PID}-memcached.log")
+    nets, procs = {}, []
+    try:
+        for ixora in (False, True):
+            net = nets[ixora] = Net(ixora)
+            procs.append(net.server(["memcached", "-u", "root", "-p", "11211", "-U", "0", "-t", "1",
+                        "-c", "4096", "-l", SRV], f"/tmp/ixb-{PID}-memcached-{ixora}.log"))
             # The generator owns the client interface (af_xdp): no kernel
             # address there; it reaches the server through its own stack.
-            time.sleep(0.5)
-            for wl in ("etc", "usr"):
-                pts = []
-                # One generator run per rate, so the user-space share of
-                # socket calls is known at each load.
-                for rate in rates:
-                    full0 = net.stats()
-                    st0 = user_calls(full0)
-                    c0 = cpu0_busy()
-                    cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
-                           "--server", f"{SRV}:11211", "--workload", wl, "--conns", str(args.conns),
-                           "--depth", "4", "--rate", str(rate), "--duration", str(args.duration),
-                           "--warmup", "1", "--cpus", "1"]
-                    r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True,
-                                       text=True, timeout=args.duration + 90)
-                    c1 = cpu0_busy()
-                    full1 = net.stats()
-                    st1 = user_calls(full1)
-                    q = None
-                    for line in r.stdout.splitlines():
-                        if line.strip().startswith("{"):
-                            try:
-                                q = json.loads(line)
-                            except json.JSONDecodeError:
-                                pass
-                    if q is None:
-                        raise RuntimeError(f"loadgen produced nothing:\n{r.stderr[-3000:]}")
-                    q["user_share"] = share(st0, st1) if ixora else None
-                    # Server CPU (CPU 0 busy: memcached, its system calls and
-                    # softirqs, and for Ixora the service) per request over
-                    # the whole run (warm-up included, at the achieved rate).
-                    secs = args.duration + 1
-                    done = q.get("achieved_rps", 0) * secs
-                    q["cpu_us_per_req"] = (c1 - c0) / done * 1e6 if done else None
-                    if ixora and full0 and full1:
-                        w0, w1 = waits(full0), waits(full1)
-                        q["sleeps_per_req"] = (w1 - w0) / done if done else None
-                    pts.append(q)
-                    time.sleep(1.2)  # AF_XDP: a queue is busy for ~1 s after its socket closes
+        time.sleep(0.5)
+        for wl in ("etc", "usr"):
+            pts = {False: [], True: []}
+            for rate in rates:
+                runs = {False: [], True: []}
+                for _ in range(args.repeat):
+                    for ixora in (False, True):
+                        runs[ixora].append(loadgen_run(nets[ixora], args, wl, rate))
+                for ixora in (False, True):
+                    rs = sorted(runs[ixora], key=lambda q: q["latency_us"]["p99"])
+                    q = rs[len(rs) // 2]
+                    q["all_p99"] = [x["latency_us"]["p99"] for x in runs[ixora]]
+                    pts[ixora].append(q)
+                prog_bar.step(f"memcached {wl} {rate // 1000}k")
+            for ixora in (False, True):
+                ps = pts[ixora]
                 results.append({"server": "memcached", "workload": wl,
-                                "stack": "ixora" if ixora else "kernel", "points": pts,
-                                "user_share": (sum(q["user_share"] or 0 for q in pts) / len(pts))
+                                "stack": "ixora" if ixora else "kernel", "points": ps,
+                                "user_share": (sum(q["user_share"] or 0 for q in ps) / len(ps))
                                 if ixora else None})
-                best = best_rate(pts, 500)
-                prog_bar.step(f"memcached {wl:12s} {'ixora' if ixora else 'kernel':7s}")
-                print(f"  best rate with p99 <= 500 us: {best / 1000:.1f} k req/s; "
-                      f"sustained: {sustained(pts) / 1000:.1f} k req/s", flush=True)
+                print(f"  {wl} {'ixora' if ixora else 'kernel':7s} best rate with p99 <= 500 us: "
+                      f"{best_rate(ps, 500) / 1000:.1f} k req/s; "
+                      f"sustained: {sustained(ps) / 1000:.1f} k req/s", flush=True)
+    finally:
+        for p in procs:  # the programs before the service they use
             be.stop_proc(p)
-        finally:
-            net.close()
+        for ixora in (True, False):
+            if ixora in nets:
+                nets[ixora].close()
 
 
 def best_rate(pts, limit_us=500, pct="p99"):
@@ -451,7 +471,9 @@ def plots(results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=int, default=5, help="seconds per measurement (default 5)")
-    ap.add_argument("--repeat", type=int, default=1, help="wrk runs per point, the median kept")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per point: wrk (the median requests/s kept) and loadgen (the "
+                         "run of median p99 kept; kernel and Ixora runs alternate)")
     ap.add_argument("--rates", default="20000,40000,60000,80000,100000,120000,150000",
                     help="memcached target rates, requests/s (comma-separated)")
     ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
@@ -484,7 +506,8 @@ def main():
     www.mkdir()
     (www / "f20").write_bytes(b"0123456789abcdefghi\n")
     (tmp / "ten.lua").write_text(LUA_10)
-    steps = (0 if args.only == "memcached" else 8) + (0 if args.only == "web" else 4)
+    steps = ((0 if args.only == "memcached" else 8)
+             + (0 if args.only == "web" else 2 * len(args.rates.split(","))))
     bar = be.Progress(steps)
     results = []
     global STALLS

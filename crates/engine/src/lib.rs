@@ -486,9 +486,11 @@ where
             let mut io = io!(now);
             if mail.boxes[i].is_empty() && !stop.load(Ordering::Relaxed) && app.sleep(&mut io) {
                 rep.sleeps += 1;
-                sleep_on(qfd, bell, ms);
-                // Drain the doorbell.
-                let _ = mail.bells[i].read();
+                // Drain the doorbell if it rang (a wake-up by a frame
+                // costs no more system call).
+                if sleep_on(qfd, bell, ms) {
+                    let _ = mail.bells[i].read();
+                }
                 idle_cycles = 0; // time has passed: read the clock next cycle
                 app.wake(&mut io);
             }
@@ -500,12 +502,13 @@ where
     Ok(rep)
 }
 
-/// Sleep until `qfd` or `bell` is readable, or `ms` milliseconds pass.
-fn sleep_on(qfd: Option<i32>, bell: i32, ms: i32) {
+/// Sleep until `qfd` or `bell` is readable, or `ms` milliseconds pass;
+/// true if the bell rang (or the wait failed: then drain it anyway).
+fn sleep_on(qfd: Option<i32>, bell: i32, ms: i32) -> bool {
     let mut fds = [bell, -1];
     if let Some(f) = qfd {
         fds[1] = f;
     }
     let n = if qfd.is_some() { 2 } else { 1 };
-    let _ = ixora_io::sys::wait_any(&fds[..n], ms);
+    ixora_io::sys::wait_any(&fds[..n], ms).map_or(true, |m| m & 1 != 0)
 }

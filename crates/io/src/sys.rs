@@ -236,9 +236,10 @@ impl EventFd {
     }
 }
 
-/// Wait until any of `fds` is readable or `timeout_ms` passes (-1:
-/// forever). Returns whether one became readable.
-pub fn wait_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<bool> {
+/// Wait until any of `fds` (at most 8) is readable or `timeout_ms` passes
+/// (-1: forever). Returns which became readable: bit `i` for `fds[i]`
+/// (0 after a timeout or a signal).
+pub fn wait_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<u8> {
     let mut p = [libc::pollfd {
         fd: -1,
         events: libc::POLLIN,
@@ -254,11 +255,15 @@ pub fn wait_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<bool> {
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
+            return Ok(0);
         }
         return Err(e);
     }
-    Ok(r > 0)
+    Ok(p[..n]
+        .iter()
+        .enumerate()
+        .filter(|(_, q)| q.revents != 0)
+        .fold(0u8, |m, (i, _)| m | 1 << i))
 }
 
 #[cfg(test)]
