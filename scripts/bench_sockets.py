@@ -16,7 +16,10 @@ same cores, the same client — on the Linux kernel stack, and under
     (`ixora stats`).
 
 Server side pinned to CPU 0 (with Ixora: the service and the program),
-client to CPU 1. Results: docs/bench/sockets.{json,md,png}.
+client to CPU 1. Both stacks are set up side by side (each in its own
+pair of namespaces) and, at every point, the kernel run and the Ixora run
+alternate `--repeat` times, so that the machine's drift hits both.
+Results: docs/bench/sockets.{json,md,png}.
 Reproduce with `make bench-sockets` (or `scripts/bench_sockets.py --help`).
 
 Test-network rules: namespaces and links carry this process's PID, use
@@ -176,44 +179,56 @@ def wrk_run(net, port, secs, script):
 
 
 def web(args, prog, www, tmp, prog_bar, results):
-    for ixora in (False, True):
-        net = Net(ixora)
-        try:
+    """`prog` on both stacks side by side; for each mode the kernel run and
+    the Ixora run alternate `--repeat` times (so drift of the machine hits
+    both), the run of median requests/s kept."""
+    nets, procs = {}, []
+    port = 8080
+    try:
+        for ixora in (False, True):
+            net = nets[ixora] = Net(ixora)
             net.client_addr()
-            port = 8080
             if prog == "nginx":
                 conf = tmp / f"nginx-{ixora}.conf"
                 conf.write_text(
                     "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                    f"error_log {tmp}/nginx-error.log;\npid {tmp}/nginx.pid;\n"
+                    f"error_log {tmp}/nginx-error-{ixora}.log;\npid {tmp}/nginx-{ixora}.pid;\n"
                     "events { worker_connections 4096; }\n"
                     f"http {{ access_log off; server {{ listen {SRV}:{port}; root {www}; }} }}\n")
-                p = net.server(["nginx", "-c", str(conf)], f"/tmp/ixb-{PID}-nginx.log")
+                p = net.server(["nginx", "-c", str(conf)], f"/tmp/ixb-{PID}-nginx-{ixora}.log")
             else:
                 conf = tmp / f"lighttpd-{ixora}.conf"
                 conf.write_text(
                     f'server.document-root = "{www}"\nserver.port = {port}\n'
-                    f'server.bind = "{SRV}"\nserver.errorlog = "{tmp}/lighttpd.log"\n'
+                    f'server.bind = "{SRV}"\nserver.errorlog = "{tmp}/lighttpd-{ixora}.log"\n'
                     'server.max-connections = 4096\n')
-                p = net.server(["lighttpd", "-D", "-f", str(conf)], f"/tmp/ixb-{PID}-lighttpd.log")
+                p = net.server(["lighttpd", "-D", "-f", str(conf)],
+                               f"/tmp/ixb-{PID}-lighttpd-{ixora}.log")
+            procs.append(p)
             if not be.wait_tcp(net.cl, SRV, port):
                 raise RuntimeError(f"{prog} did not start:\n" + be.stop_proc(p))
-            for mode, script in (("keepalive", None), ("10_per_conn", str(tmp / "ten.lua"))):
-                rs = []
-                for _ in range(args.repeat):
-                    rs.append(wrk_run(net, port, args.duration, script))
-                rs.sort(key=lambda r: r["rps"])
-                r = rs[len(rs) // 2]
+        for mode, script in (("keepalive", None), ("10_per_conn", str(tmp / "ten.lua"))):
+            rs = {False: [], True: []}
+            for _ in range(args.repeat):
+                for ixora in (False, True):
+                    rs[ixora].append(wrk_run(nets[ixora], port, args.duration, script))
+            prog_bar.step(f"{prog} {mode}\n")
+            for ixora in (False, True):
+                runs = sorted(rs[ixora], key=lambda r: r["rps"])
+                r = runs[len(runs) // 2]
                 r.update(server=prog, mode=mode, stack="ixora" if ixora else "kernel",
-                         all_rps=[x["rps"] for x in rs])
+                         all_rps=[x["rps"] for x in rs[ixora]])
                 results.append(r)
-                prog_bar.step(f"{prog:9s} {mode:12s} {'ixora' if ixora else 'kernel':7s}")
-                print(f"  {r['rps'] / 1000:7.1f} k req/s  {r['cpu_us_per_req'] or 0:6.1f} us CPU/req"
+                print(f"  {prog:9s} {mode:12s} {'ixora' if ixora else 'kernel':7s}"
+                      f"{r['rps'] / 1000:7.1f} k req/s  {r['cpu_us_per_req'] or 0:6.1f} us CPU/req"
                       + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else "")
                       + (f"  ERRORS {r['errors']}" if r["errors"] else ""), flush=True)
+    finally:
+        for p in procs:  # the programs before the service they use
             be.stop_proc(p)
-        finally:
-            net.close()
+        for ixora in (True, False):
+            if ixora in nets:
+                nets[ixora].close()
 
 
 def loadgen_run(net, args, wl, rate):
@@ -277,7 +292,7 @@ def memcached(args, prog_bar, results):
                     q = rs[len(rs) // 2]
                     q["all_p99"] = [x["latency_us"]["p99"] for x in runs[ixora]]
                     pts[ixora].append(q)
-                prog_bar.step(f"memcached {wl} {rate // 1000}k")
+                prog_bar.step(f"memcached {wl} {rate // 1000}k\n")
             for ixora in (False, True):
                 ps = pts[ixora]
                 results.append({"server": "memcached", "workload": wl,
@@ -343,12 +358,14 @@ def write(results, args, cmdline):
     OUT.mkdir(parents=True, exist_ok=True)
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS}
+            "cpu_stalls": STALLS, "repeat": args.repeat}
     (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
          f"Server program pinned to CPU 0, the Ixora service to CPU {SERVICE_CPU}"
          + (" (polling)" if SERVE_EXTRA else "") + ", client to CPU 1. "
+         "Both stacks are up side by side; at each point kernel and Ixora runs alternate "
+         f"({meta.get('repeat', 1)} each; the median kept). "
          "A shared, noisy machine: read the ratios.", ""]
     if STALLS:
         L += ["CPU stalls measured before the run (a thread spinning alone on each CPU, gaps > 50 µs): "
@@ -506,7 +523,7 @@ def main():
     www.mkdir()
     (www / "f20").write_bytes(b"0123456789abcdefghi\n")
     (tmp / "ten.lua").write_text(LUA_10)
-    steps = ((0 if args.only == "memcached" else 8)
+    steps = ((0 if args.only == "memcached" else 4)
              + (0 if args.only == "web" else 2 * len(args.rates.split(","))))
     bar = be.Progress(steps)
     results = []
