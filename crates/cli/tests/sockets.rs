@@ -878,3 +878,46 @@ fn a_blocked_reader_sleeps_through_its_connections_writes() {
     assert!(woken1 > woken0, "the reader was not woken by its data");
     assert!(py.running(), "the server died:\n{}", py.log());
 }
+
+/// A UDP socket stays the kernel's: binding it to Ixora's address fails
+/// as on any host that lacks the address (EADDRNOTAVAIL), and the shim
+/// says why on standard error; UDP to other addresses works unchanged.
+#[test]
+fn udp_on_ixoras_address_is_refused_with_a_reason() {
+    if !need(&["python3"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let prog = format!(
+        "import socket\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         try:\n\
+         \x20   u.bind(('{IX}', 7005))\n\
+         \x20   print('bound')\n\
+         except OSError as e:\n\
+         \x20   print('errno', e.errno)\n\
+         v = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         v.bind(('127.0.0.1', 0))\n\
+         v.sendto(b'ping', v.getsockname())\n\
+         print(v.recv(16).decode())\n"
+    );
+    let out = succeed(
+        net.ix
+            .command(BIN)
+            .args(["run", "--socket", &net.socket, "--", "python3", "-c", &prog]),
+        "python3 under ixora run",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stdout,
+        format!("errno {}\nping\n", libc::EADDRNOTAVAIL),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a UDP socket cannot bind to 198.18.9.2:7005")
+            && stderr.contains("TCP over IPv4 only"),
+        "no reason given:\n{stderr}"
+    );
+}

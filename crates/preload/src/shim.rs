@@ -279,7 +279,14 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         kind::IXORA => return fail(libc::EINVAL),
         _ => {
             state::passthrough();
-            return real_bind();
+            let r = real_bind();
+            if r < 0 && errno() == libc::EADDRNOTAVAIL {
+                // SAFETY: the caller passes `len` readable bytes at `addr`.
+                if let Some((ip, port)) = unsafe { sin_of(addr, len) } {
+                    explain_not_served(fd, ip, port);
+                }
+            }
+            return r;
         }
     }
     // SAFETY: the caller passes `len` readable bytes at `addr`.
@@ -302,6 +309,41 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         Ok(()) => 0,
         Err(e) => fail(e),
     }
+}
+
+/// A kernel socket (UDP, raw, ...) failed to bind to Ixora's address,
+/// which the kernel does not own: say why once per process, on standard
+/// error (the program only sees `EADDRNOTAVAIL`). errno is kept.
+fn explain_not_served(fd: c_int, ip: u32, port: u16) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some(a) = state::attach() else { return };
+    if ip != a.ip || SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let e = errno();
+    let mut ty: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // `ty`/`len` are valid for the write of one int.
+    let r = real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_TYPE,
+        &mut ty as *mut c_int as *mut c_void,
+        &mut len,
+    );
+    let what = match (r, ty) {
+        (0, libc::SOCK_DGRAM) => "a UDP socket",
+        (0, libc::SOCK_RAW) => "a raw socket",
+        _ => "a socket Ixora does not serve",
+    };
+    let m = format!(
+        "ixora-preload: {what} cannot bind to {}:{port}: Ixora serves TCP over IPv4 only, \
+         so this socket stays the kernel's, and the kernel does not own Ixora's address \
+         (EADDRNOTAVAIL)\n",
+        std::net::Ipv4Addr::from(ip)
+    );
+    crate::real::sys_write(2, m.as_bytes());
+    set_errno(e);
 }
 
 /// listen(2).
