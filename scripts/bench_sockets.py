@@ -19,6 +19,10 @@ Server side pinned to CPU 0 (with Ixora: the service and the program),
 client to CPU 1. Both stacks are set up side by side (each in its own
 pair of namespaces) and, at every point, the kernel run and the Ixora run
 alternate `--repeat` times, so that the machine's drift hits both.
+Receive steering (RPS) puts each veth end's receive processing on its own
+side's CPU, as a NIC's interrupts would (`--no-rps` leaves it on the
+sending CPU, where the kernel server's TCP receive runs on the client's
+CPU; results then go to sockets-no-rps.*).
 Results: docs/bench/sockets.{json,md,png}.
 Reproduce with `make bench-sockets` (or `scripts/bench_sockets.py --help`).
 
@@ -52,6 +56,7 @@ SPIN_US = 50  # `ixora run --spin-us` (set by --spin-us)
 SERVICE_CPU = 0  # where `ixora serve` runs
 SERVE_EXTRA = []  # more `ixora serve` options (e.g. --poll)
 STALLS = None  # cpu_stalls() measured at the start
+RPS = True  # steer each veth end's receive processing to its side's CPU
 NAME = "sockets"  # output basename (another for the service placement experiments)
 
 
@@ -77,6 +82,17 @@ class Net:
         self.a, self.b = be.veth(self.sv, self.cl, f"s{t}")
         for ns, dev in ((self.sv, self.a), (self.cl, self.b)):
             be.sh(*be.in_ns(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off"), check=False)
+        if RPS:
+            # Each side's receive processing on its own CPU, as with a NIC
+            # (a veth receives on the sender's CPU: without this the
+            # kernel server's TCP receive runs on the client's CPU, and the
+            # client's on the server's). XDP (Ixora's AF_XDP, the load
+            # generator's) runs before RPS and stays on the sender's CPU,
+            # like a NIC's DMA.
+            for ns, dev, mask in ((self.sv, self.a, 1), (self.cl, self.b, 2)):
+                # `ip netns exec` mounts the namespace's own /sys.
+                be.sh("ip", "netns", "exec", ns, "sh", "-c",
+                      f"echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus")
         self.serve = None
         self.sock = f"/tmp/ixb-{PID}-svc.sock"
         if ixora:
@@ -358,7 +374,7 @@ def write(results, args, cmdline):
     OUT.mkdir(parents=True, exist_ok=True)
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "repeat": args.repeat}
+            "cpu_stalls": STALLS, "repeat": args.repeat, "rps": RPS}
     (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
@@ -366,7 +382,19 @@ def write(results, args, cmdline):
          + (" (polling)" if SERVE_EXTRA else "") + ", client to CPU 1. "
          "Both stacks are up side by side; at each point kernel and Ixora runs alternate "
          f"({meta.get('repeat', 1)} each; the median kept). "
-         "A shared, noisy machine: read the ratios.", ""]
+         "A shared, noisy machine: read the ratios.", "",
+         ("Receive steering (RPS) on both veth ends: each side's receive processing runs on its "
+          "own CPU, as with a NIC whose interrupts go to the server's core (the kernel server's "
+          "TCP receive on CPU 0, the client's on CPU 1; XDP — Ixora's AF_XDP and the load "
+          "generator's — runs before RPS, on the sending CPU, in the place of a NIC's DMA). "
+          "`--no-rps` measures without it (sockets-no-rps.md): there a veth receives on the "
+          "sender's CPU, so the kernel server's TCP receive runs on the client's CPU for free and "
+          "the client's receive is charged to the server's CPU."
+          if meta.get("rps") else
+          "No receive steering (`--no-rps`): a veth receives on the sender's CPU, so the kernel "
+          "server's TCP receive runs on the client's CPU (CPU 1) and the client's TCP receive on "
+          "the server's (CPU 0), for both stacks. The default run (sockets.md) steers each side's "
+          "receive to its own CPU."), ""]
     if STALLS:
         L += ["CPU stalls measured before the run (a thread spinning alone on each CPU, gaps > 50 µs): "
               + "; ".join(f"{c.upper()} {v['lost_share'] * 100:.2f}% of the time in {v['gaps_over_50us']} gaps, "
@@ -500,16 +528,23 @@ def main():
     ap.add_argument("--service-cpu", type=int, default=0,
                     help="CPU of `ixora serve` (default 0, with the server). 1 puts it on the "
                          "client's CPU: an experiment on the mechanism, not a fair comparison")
+    ap.add_argument("--no-rps", action="store_true",
+                    help="leave the veth pair's receive processing on the sender's CPU (no RPS): "
+                         "the kernel server's TCP receive then runs on the client's CPU and the "
+                         "client's on the server's. Results go to sockets-no-rps.*")
     ap.add_argument("--serve-poll", action="store_true",
                     help="run `ixora serve --poll` (the service spins instead of sleeping)")
     args = ap.parse_args()
-    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME
+    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RPS
     SPIN_US = args.spin_us
+    RPS = not args.no_rps
     SERVICE_CPU = args.service_cpu
     SERVE_EXTRA = ["--poll"] if args.serve_poll else []
     if SERVICE_CPU != 0 or SERVE_EXTRA:
         # Not the side-by-side comparison: kept apart from sockets.*.
         NAME = f"sockets-service-cpu{SERVICE_CPU}" + ("-poll" if SERVE_EXTRA else "")
+    if not RPS:
+        NAME += "-no-rps"
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk"):
