@@ -49,12 +49,13 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
-/// (the attaching process and up to 63 forked children at a time).
-pub const MAX_PROCS: u32 = 64;
+/// (the attaching process and up to 255 forked children at a time:
+/// nginx's master and a worker per core on a large machine).
+pub const MAX_PROCS: u32 = 256;
 /// A process row that is not tracked (the table was full).
 pub const NO_ROW: u32 = u32::MAX;
 /// Page size the layout aligns to.
@@ -339,13 +340,16 @@ impl Layout {
         PAGE + self.bitmap_bytes() + self.slots_bytes() + i as usize * self.ring as usize
     }
 
-    /// Offset of the holders table: per process row, per socket, how many
+    /// Offset of the holders table: per socket, per process row, how many
     /// of that process's descriptors refer to the socket (`u16` each).
+    /// A socket's rows are contiguous (`MAX_PROCS * 2` bytes), so clearing
+    /// them when the slot is reused — once per accepted connection —
+    /// touches a few cache lines, not one per row.
     pub fn held(&self, row: u32, i: u32) -> usize {
         PAGE + self.bitmap_bytes()
             + self.slots_bytes()
             + self.slots as usize * self.ring as usize
-            + (row as usize * self.slots as usize + i as usize) * 2
+            + (i as usize * MAX_PROCS as usize + row as usize) * 2
     }
 
     fn held_bytes(&self) -> usize {

@@ -634,6 +634,32 @@ fn socat_fork_exec_echo() {
     drop(sc);
 }
 
+/// Send a one-line command to the test server on `port` and expect
+/// "ok\n"; the connection is returned open.
+fn ask(net: &Setup, port: u16, cmd: &str) -> TcpStream {
+    net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:{port}")).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(cmd.as_bytes()).unwrap();
+        let mut ok = [0u8; 3];
+        c.read_exact(&mut ok).unwrap();
+        assert_eq!(&ok, b"ok\n", "{cmd:?}");
+        c
+    })
+}
+
+/// Read until EOF, waiting at most `limit`; how long it took.
+fn eof_within(c: &mut TcpStream, limit: Duration) -> Result<Duration, String> {
+    c.set_read_timeout(Some(limit)).unwrap();
+    let t = Instant::now();
+    let mut b = [0u8; 16];
+    match c.read(&mut b) {
+        Ok(0) => Ok(t.elapsed()),
+        Ok(n) => Err(format!("unexpected {n} bytes")),
+        Err(e) => Err(format!("no EOF after {:?}: {e}", t.elapsed())),
+    }
+}
+
 /// A connection's server side shared across fork ends when the last
 /// process holding it goes: the parent closes its copy, and the child
 /// either execs (its descriptors are close-on-exec, so its references drop
@@ -672,29 +698,7 @@ fn references_follow_processes_across_fork_exec_and_kill() {
         \x20   c.close()\n";
     let mut py = net.run("forker", &["python3", "-c", server]);
     net.wait_port(&mut py, 7003);
-    let lx = &net.lx;
-    let ask = |cmd: &str| -> TcpStream {
-        lx.run(|| {
-            let mut c = TcpStream::connect(format!("{IX}:7003")).unwrap();
-            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            c.write_all(cmd.as_bytes()).unwrap();
-            let mut ok = [0u8; 3];
-            c.read_exact(&mut ok).unwrap();
-            assert_eq!(&ok, b"ok\n", "{cmd:?}");
-            c
-        })
-    };
-    // Read until EOF; how long it took.
-    let eof_within = |c: &mut TcpStream, limit: Duration| -> Result<Duration, String> {
-        c.set_read_timeout(Some(limit)).unwrap();
-        let t = Instant::now();
-        let mut b = [0u8; 16];
-        match c.read(&mut b) {
-            Ok(0) => Ok(t.elapsed()),
-            Ok(n) => Err(format!("unexpected {n} bytes")),
-            Err(e) => Err(format!("no EOF after {:?}: {e}", t.elapsed())),
-        }
-    };
+    let ask = |cmd: &str| ask(&net, 7003, cmd);
     // exec: the child (sleep 8 s) keeps nothing; EOF long before it ends.
     let mut a = ask("exec\n");
     let took = eof_within(&mut a, Duration::from_secs(4))
@@ -920,4 +924,61 @@ fn udp_on_ixoras_address_is_refused_with_a_reason() {
             && stderr.contains("TCP over IPv4 only"),
         "no reason given:\n{stderr}"
     );
+}
+
+/// More processes than a 64-row table would hold: a connection shared by
+/// the parent and 100 forked children stays open while any child lives
+/// and ends once every child is killed (each process's references are
+/// tracked in its own row of the holders table).
+#[test]
+fn a_connection_held_by_a_hundred_children_ends_with_the_last() {
+    if !need(&["python3"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let server = "import os, socket, signal, time\n\
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
+        s = socket.socket()\n\
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+        s.bind(('0.0.0.0', 7006))\n\
+        s.listen(8)\n\
+        kids = []\n\
+        while True:\n\
+        \x20   c, _ = s.accept()\n\
+        \x20   cmd = c.recv(16)\n\
+        \x20   if cmd == b'hold\\n':\n\
+        \x20       for i in range(100):\n\
+        \x20           k = os.fork()\n\
+        \x20           if k == 0:\n\
+        \x20               time.sleep(30)\n\
+        \x20               os._exit(0)\n\
+        \x20           kids.append(k)\n\
+        \x20       c.sendall(b'ok\\n')\n\
+        \x20   elif cmd == b'kill\\n':\n\
+        \x20       for k in kids[:-1]:\n\
+        \x20           os.kill(k, signal.SIGKILL)\n\
+        \x20       c.sendall(b'ok\\n')\n\
+        \x20   elif cmd == b'last\\n':\n\
+        \x20       os.kill(kids[-1], signal.SIGKILL)\n\
+        \x20       kids = []\n\
+        \x20       c.sendall(b'ok\\n')\n\
+        \x20   c.close()\n";
+    let mut py = net.run("forker100", &["python3", "-c", server]);
+    net.wait_port(&mut py, 7006);
+    let ask = |cmd: &str| ask(&net, 7006, cmd);
+    let mut held = ask("hold\n");
+    drop(ask("kill\n"));
+    // 99 children killed, the parent closed its copy: the last child
+    // still holds the connection.
+    assert!(
+        eof_within(&mut held, Duration::from_secs(1)).is_err(),
+        "closed while the 101st process still holds it"
+    );
+    drop(ask("last\n"));
+    assert!(
+        eof_within(&mut held, Duration::from_secs(5)).is_ok(),
+        "no EOF after the last of 100 children was killed"
+    );
+    assert!(py.running(), "the server died:\n{}", py.log());
 }

@@ -326,7 +326,7 @@ struct AppState {
     /// transmit progress: rung only for waiters that want room to write.
     tx_bits: Vec<u64>,
     /// Process rows of the holders table in use (bit per row).
-    rows: u64,
+    rows: [u64; layout::MAX_PROCS as usize / 64],
     /// Each control connection's process row.
     conn_row: HashMap<u64, u32>,
 }
@@ -431,11 +431,12 @@ impl AppState {
     /// A free process row, marked used (NO_ROW when all are taken: that
     /// process's references are then not tracked).
     fn take_row(&mut self, conn: u64) -> u32 {
-        if self.rows == u64::MAX {
+        let Some(w) = self.rows.iter().position(|&r| r != u64::MAX) else {
             return layout::NO_ROW;
-        }
-        let row = (!self.rows).trailing_zeros();
-        self.rows |= 1 << row;
+        };
+        let b = (!self.rows[w]).trailing_zeros();
+        self.rows[w] |= 1 << b;
+        let row = w as u32 * 64 + b;
         for s in 0..self.r.layout().slots {
             self.r.held(row, s).store(0, Ordering::Relaxed);
         }
@@ -601,7 +602,7 @@ impl Service {
             changed_bits: vec![0; l.slots as usize / 64],
             tx_bits: vec![0; l.slots as usize / 64],
             // Row 0 of the holders table is the attaching process's.
-            rows: 1,
+            rows: std::array::from_fn(|w| u64::from(w == 0)),
             conn_row: HashMap::from([(conn, 0)]),
         };
         self.apps.insert(id, app);
@@ -633,7 +634,7 @@ impl Service {
         if row >= layout::MAX_PROCS {
             return;
         }
-        app.rows &= !(1 << row);
+        app.rows[row as usize / 64] &= !(1 << (row % 64));
         let mut closing = Vec::new();
         for s in 0..app.r.layout().slots {
             let h = app.r.held(row, s).swap(0, Ordering::AcqRel) as u32;
