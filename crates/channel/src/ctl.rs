@@ -15,7 +15,10 @@ pub mod op {
     /// slots, `c` = ring bytes; descriptors: down memfd, up memfd, the
     /// service's doorbell.
     pub const ATTACH: u32 = 1;
-    /// Join an attached application from a forked child (`a` = app id).
+    /// Join an attached application (`a` = app id) on a new connection
+    /// that a process opens for the child it is about to fork (the child
+    /// keeps the connection; it ends with the child). Reply: `slot` = the
+    /// child's row of the holders table (`layout::NO_ROW`: none free).
     pub const JOIN: u32 = 2;
     /// Register waiter `slot`'s eventfd (attached).
     pub const WAITER: u32 = 3;
@@ -33,6 +36,9 @@ pub mod op {
     /// Statistics of the service and every app, as JSON text after the
     /// reply.
     pub const STATS: u32 = 9;
+    /// The process on this (joined) connection is now pid `a` (sent by a
+    /// forked child; the pid is shown by `ixora stats`, never trusted).
+    pub const HELLO: u32 = 10;
     /// A reply.
     pub const REPLY: u32 = 100;
 }

@@ -6,7 +6,7 @@ use ixora_channel::ctl::{op, Msg};
 use ixora_channel::layout::{self, flag, state, Layout, Regions};
 use ixora_channel::os;
 use libc::c_int;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -151,6 +151,24 @@ fn mark_internal(fd: c_int) {
     }
 }
 
+/// `fd`, one of ours, is about to be closed: its number becomes the
+/// kernel's again.
+fn forget_internal(fd: c_int) {
+    if let Some(e) = entry(fd) {
+        let _ = e.kind.compare_exchange(
+            kind::INTERNAL,
+            kind::NONE,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Set in a forked child that has no control connection of its own (the
+/// service could not be reached before the fork): its control requests
+/// fail with EIO rather than cross the parent's on a shared connection.
+static CTL_LOST: AtomicBool = AtomicBool::new(false);
+
 fn try_attach() -> Result<Attached, String> {
     let path = std::env::var_os("IXORA_SOCKET").ok_or("IXORA_SOCKET is not set")?;
     let path = std::path::PathBuf::from(path);
@@ -199,7 +217,11 @@ fn try_attach() -> Result<Attached, String> {
         .unwrap_or(50u64);
     // SAFETY: registers plain function pointers with no preconditions.
     unsafe {
-        libc::pthread_atfork(Some(before_fork), None, Some(after_fork_child));
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_parent),
+            Some(after_fork_child),
+        );
         libc::atexit(kick_at_exit);
     }
     Ok(Attached {
@@ -240,79 +262,196 @@ pub fn unhold(a: &Attached, s: u32) -> u32 {
     a.r.up_slot(s).refs.fetch_sub(1, Ordering::AcqRel)
 }
 
-/// Before `fork`, in the parent: one more reference on every Ixora socket,
-/// for the child's copy of its descriptor. (Counted before the child
-/// exists, so a parent that closes its copy at once cannot close the
-/// socket under the child.)
-extern "C" fn before_fork() {
-    let Some(a) = attached() else { return };
+/// A control connection the parent opened for a child it is about to fork,
+/// the holders-table row the service reserved on it, and the sockets whose
+/// references were raised for the child (one entry per descriptor).
+struct Pending {
+    fd: c_int,
+    row: u32,
+    counted: Vec<u32>,
+}
+
+thread_local! {
+    /// The forking thread's pending child connection, between the prepare
+    /// handler and the parent's or child's handler (the child's only thread
+    /// is a copy of the forking one, so it finds it here too).
+    static PENDING: std::cell::RefCell<Option<Pending>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Pending child connections of every thread: a child closes those of
+/// other threads' forks, which it inherited by accident, so that each
+/// connection ends with the one process it belongs to.
+static PENDING_FDS: [std::sync::atomic::AtomicI32; 16] =
+    [const { std::sync::atomic::AtomicI32::new(-1) }; 16];
+
+/// The Ixora sockets in this process's descriptor table, one entry per
+/// descriptor.
+fn ixora_slots() -> Vec<u32> {
+    let mut v = Vec::new();
     if let Some(t) = TABLE.get() {
         for e in t.iter() {
             if e.kind.load(Ordering::Relaxed) == kind::IXORA {
-                a.r.up_slot(e.slot.load(Ordering::Relaxed))
-                    .refs
-                    .fetch_add(1, Ordering::SeqCst);
+                v.push(e.slot.load(Ordering::Relaxed));
             }
+        }
+    }
+    v
+}
+
+/// A new control connection on which the service reserves a row for a
+/// child (JOIN); `None` if the service cannot be reached.
+fn join(a: &Attached) -> Option<(OwnedFd, u32)> {
+    let path = std::env::var_os("IXORA_SOCKET")?;
+    let sock = os::connect_once(std::path::Path::new(&path)).ok()?;
+    mark_internal(sock.as_raw_fd());
+    let msg = Msg::new(op::JOIN, 0, a.app_id as i64, 0);
+    os::send_msg(sock.as_fd(), &msg.encode(), &[], deadline()).ok()?;
+    let mut buf = [0u8; 64];
+    let (n, _) = os::recv_msg(sock.as_fd(), &mut buf, deadline()).ok()?;
+    let rep = Msg::decode(&buf[..n])?;
+    (rep.a >= 0).then_some((sock, rep.slot))
+}
+
+/// Before `fork`, in the parent: the child's control connection is opened
+/// *now*, and the service reserves the child's row of the holders table on
+/// it; every Ixora socket gets one more reference, counted in the total
+/// and in that row, for the child's copy of its descriptor. Whatever
+/// happens next — the fork fails, or the child is killed before it runs a
+/// single instruction — the connection ends with the last process holding
+/// it and the service subtracts the row: no reference is ever leaked, and
+/// a parent closing its copy at once cannot close the socket under the
+/// child.
+extern "C" fn before_fork() {
+    let Some(a) = attached() else { return };
+    let counted = ixora_slots();
+    let joined = join(a);
+    let row = joined.as_ref().map_or(layout::NO_ROW, |j| j.1);
+    for &s in &counted {
+        // The total first, then the row (as `hold`).
+        a.r.up_slot(s).refs.fetch_add(1, Ordering::SeqCst);
+        if row < layout::MAX_PROCS {
+            a.r.held(row, s).fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    let Some((sock, row)) = joined else { return };
+    let fd = sock.into_raw_fd();
+    for p in &PENDING_FDS {
+        if p.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            break;
+        }
+    }
+    PENDING.with(|p| *p.borrow_mut() = Some(Pending { fd, row, counted }));
+}
+
+/// Forget the pending connection `fd` in the shared list.
+fn unlist_pending(fd: c_int) {
+    for p in &PENDING_FDS {
+        if p.compare_exchange(fd, -1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            break;
         }
     }
 }
 
-/// In a forked child: our own control connection (JOIN).
+/// After `fork` in the parent (or after a failed fork): the child's
+/// connection is the child's; the parent's copy goes (a failed fork's
+/// connection then ends, and the service gives back what it counted).
+extern "C" fn after_fork_parent() {
+    if let Some(p) = PENDING.with(|p| p.borrow_mut().take()) {
+        unlist_pending(p.fd);
+        forget_internal(p.fd);
+        real::sys_close(p.fd);
+    }
+}
+
+/// In a forked child: adopt the connection and row the parent reserved,
+/// make the counts match the descriptors we really have (another thread
+/// of the parent may have opened or closed one between the prepare
+/// handler and the fork), and tell the service our pid.
 extern "C" fn after_fork_child() {
     let Some(a) = attached() else { return };
     FORK_GEN.fetch_add(1, Ordering::SeqCst);
+    let mine = PENDING.with(|p| p.borrow_mut().take());
+    // Other threads' pending connections are not ours.
+    for p in &PENDING_FDS {
+        let fd = p.swap(-1, Ordering::AcqRel);
+        if fd >= 0 && mine.as_ref().map_or(true, |m| m.fd != fd) {
+            forget_internal(fd);
+            real::sys_close(fd);
+        }
+    }
+    let Some(Pending { fd, row, counted }) = mine else {
+        // The service could not be reached before the fork: this process
+        // goes untracked (its references stay until their sockets' other
+        // holders close them or the application ends) and has no control
+        // connection: its slow-path calls fail with EIO.
+        ROW.store(layout::NO_ROW, Ordering::SeqCst);
+        CTL_LOST.store(true, Ordering::SeqCst);
+        return;
+    };
+    ROW.store(row, Ordering::SeqCst);
+    let mut have = ixora_slots();
+    let mut counted = counted;
+    have.sort_unstable();
+    counted.sort_unstable();
+    let (mut i, mut j) = (0, 0);
+    while i < have.len() || j < counted.len() {
+        match (have.get(i), counted.get(j)) {
+            (Some(h), Some(c)) if h == c => {
+                i += 1;
+                j += 1;
+            }
+            (Some(&h), c) if c.map_or(true, |&c| h < c) => {
+                hold(a, h);
+                i += 1;
+            }
+            (_, Some(&c)) => {
+                unhold(a, c);
+                j += 1;
+            }
+            _ => unreachable!("one of the lists has an element left"),
+        }
+    }
+    // SAFETY: `fd` is the pending connection's descriptor, which this
+    // process owns (the parent's copy is the parent's to close).
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let hello = Msg::new(op::HELLO, 0, std::process::id() as i64, 0);
+    if os::send_msg(sock.as_fd(), &hello.encode(), &[], deadline()).is_ok() {
+        let mut buf = [0u8; 64];
+        let _ = os::recv_msg(sock.as_fd(), &mut buf, deadline());
+    }
     // The lock may have been held by a thread of the parent that does not
     // exist here: replace it without waiting.
-    let path = std::env::var_os("IXORA_SOCKET").unwrap_or_default();
-    if let Ok(sock) = os::connect_once(std::path::Path::new(&path)) {
-        mark_internal(sock.as_raw_fd());
-        let ok = os::send_msg(
-            sock.as_fd(),
-            &Msg::new(op::JOIN, 0, a.app_id as i64, 0).encode(),
-            &[],
-            deadline(),
-        )
-        .is_ok();
-        let mut buf = [0u8; 64];
-        // Untracked until the service gives us a row of our own.
-        ROW.store(layout::NO_ROW, Ordering::SeqCst);
-        let rep = if ok {
-            os::recv_msg(sock.as_fd(), &mut buf, deadline())
-                .ok()
-                .and_then(|(n, _)| Msg::decode(&buf[..n]))
-        } else {
-            None
-        };
-        if let Some(rep) = rep {
-            if rep.a >= 0 && rep.slot < layout::MAX_PROCS {
-                // Our copies of the parent's descriptors (their references
-                // were added before the fork) are ours to account for now.
-                if let Some(t) = TABLE.get() {
-                    for e in t.iter() {
-                        if e.kind.load(Ordering::Relaxed) == kind::IXORA {
-                            a.r.held(rep.slot, e.slot.load(Ordering::Relaxed))
-                                .fetch_add(1, Ordering::AcqRel);
-                        }
-                    }
-                }
-                ROW.store(rep.slot, Ordering::SeqCst);
-            }
-            let m = match a.ctl.try_lock() {
-                Ok(g) => Some(g),
-                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                Err(_) => None,
-            };
-            if let Some(mut g) = m {
-                let old = std::mem::replace(&mut *g, sock);
-                // The parent's connection stays the parent's.
-                std::mem::forget(old);
-            }
+    let m = match a.ctl.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(_) => None,
+    };
+    match m {
+        Some(mut g) => {
+            let old = std::mem::replace(&mut *g, sock).into_raw_fd();
+            // Our copy of the parent's connection: closed, so that it ends
+            // with the parent (the service then subtracts the parent's
+            // row even while we live on).
+            forget_internal(old);
+            real::sys_close(old);
+        }
+        None => {
+            // Cannot happen in practice (the child is single-threaded);
+            // keep the parent's connection rather than block.
+            std::mem::forget(sock);
         }
     }
 }
 
 /// One control request; the reply (and its descriptors).
 pub fn request(a: &Attached, m: Msg, fds: &[c_int]) -> Msg {
+    if CTL_LOST.load(Ordering::Relaxed) {
+        return Msg::reply(-(libc::EIO as i64));
+    }
     let g = a.ctl.lock().unwrap_or_else(|p| p.into_inner());
     // SAFETY: the descriptors are live for the call (owned by the caller).
     let bfds: Vec<_> = fds

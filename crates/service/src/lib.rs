@@ -35,7 +35,7 @@ use ixora_channel::layout::{self, flag, pack, req, state, Layout, Regions, CALLS
 use ixora_channel::os::{self, Mapping};
 use ixora_core::{ConnHandle, DeadReason, Error, Event};
 use ixora_engine::{App, Io};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -312,8 +312,8 @@ struct AppState {
     _down: Mapping,
     _up: Mapping,
     r: Regions,
-    conns: HashSet<u64>,
-    pids: HashSet<u32>,
+    /// Its processes, by control connection.
+    procs: HashMap<u64, Proc>,
     waiters: Vec<Option<OwnedFd>>,
     socks: Vec<Sock>,
     free: Vec<u32>,
@@ -327,8 +327,16 @@ struct AppState {
     tx_bits: Vec<u64>,
     /// Process rows of the holders table in use (bit per row).
     rows: [u64; layout::MAX_PROCS as usize / 64],
-    /// Each control connection's process row.
-    conn_row: HashMap<u64, u32>,
+}
+
+/// One process of an application: the one at the other end of a control
+/// connection.
+#[derive(Debug, Clone, Copy)]
+struct Proc {
+    /// Its pid, as it says (shown by `ixora stats`).
+    pid: u32,
+    /// Its row of the holders table (`layout::NO_ROW`: untracked).
+    row: u32,
 }
 
 /// The service: an engine application serving attached applications.
@@ -428,9 +436,9 @@ impl AppState {
         self.dirty = true;
     }
 
-    /// A free process row, marked used (NO_ROW when all are taken: that
-    /// process's references are then not tracked).
-    fn take_row(&mut self, conn: u64) -> u32 {
+    /// A free process row, cleared and marked used (NO_ROW when all are
+    /// taken: that process's references are then not tracked).
+    fn take_row(&mut self) -> u32 {
         let Some(w) = self.rows.iter().position(|&r| r != u64::MAX) else {
             return layout::NO_ROW;
         };
@@ -440,7 +448,6 @@ impl AppState {
         for s in 0..self.r.layout().slots {
             self.r.held(row, s).store(0, Ordering::Relaxed);
         }
-        self.conn_row.insert(conn, row);
         row
     }
 
@@ -504,7 +511,7 @@ impl Service {
                 .iter()
                 .filter(|s| !matches!(s.kind, Kind::Free))
                 .count();
-            let mut pids: Vec<_> = a.pids.iter().copied().collect();
+            let mut pids: Vec<_> = a.procs.values().map(|p| p.pid).collect();
             pids.sort_unstable();
             apps.push(serde_json::json!({
                 "app": id,
@@ -592,8 +599,8 @@ impl Service {
             _down: down,
             _up: up,
             r,
-            conns: HashSet::from([conn]),
-            pids: HashSet::from([pid]),
+            // Row 0 of the holders table is the attaching process's.
+            procs: HashMap::from([(conn, Proc { pid, row: 0 })]),
             waiters: (0..layout::MAX_WAITERS).map(|_| None).collect(),
             socks: vec![Sock::free(); l.slots as usize],
             free: (0..l.slots).rev().collect(),
@@ -601,9 +608,7 @@ impl Service {
             dirty: false,
             changed_bits: vec![0; l.slots as usize / 64],
             tx_bits: vec![0; l.slots as usize / 64],
-            // Row 0 of the holders table is the attaching process's.
             rows: std::array::from_fn(|w| u64::from(w == 0)),
-            conn_row: HashMap::from([(conn, 0)]),
         };
         self.apps.insert(id, app);
         self.conn_app.insert(conn, id);
@@ -624,11 +629,8 @@ impl Service {
     /// One process of a still-attached application went (exit, kill, or
     /// exec): drop the references its descriptors held, so a socket only
     /// it still held is closed (gracefully: what was written is sent).
-    fn process_gone(&mut self, io: &mut Io, id: u32, conn: u64) {
+    fn process_gone(&mut self, io: &mut Io, id: u32, row: u32) {
         let Some(app) = self.apps.get_mut(&id) else {
-            return;
-        };
-        let Some(row) = app.conn_row.remove(&conn) else {
             return;
         };
         if row >= layout::MAX_PROCS {
@@ -713,18 +715,14 @@ impl Service {
             },
             DETACH => {
                 if let Some(id) = self.conn_app.remove(&conn) {
-                    let last = match self.apps.get_mut(&id) {
-                        Some(a) => {
-                            a.conns.remove(&conn);
-                            a.pids.remove(&pid);
-                            a.conns.is_empty()
-                        }
-                        None => false,
+                    let Some(a) = self.apps.get_mut(&id) else {
+                        return;
                     };
-                    if last {
+                    let gone = a.procs.remove(&conn);
+                    if a.procs.is_empty() {
                         self.detach_app(io, id);
-                    } else {
-                        self.process_gone(io, id, conn);
+                    } else if let Some(p) = gone {
+                        self.process_gone(io, id, p.row);
                     }
                 }
                 return;
@@ -757,10 +755,14 @@ impl Service {
             let Some(app) = self.apps.get_mut(&id) else {
                 return bad(libc::ENOENT);
             };
-            app.conns.insert(conn);
-            app.pids.insert(pid);
+            if self.conn_app.contains_key(&conn) {
+                return bad(libc::EISCONN);
+            }
+            let row = app.take_row();
+            // The parent opened this connection for its child: the pid
+            // is the parent's until the child says HELLO.
+            app.procs.insert(conn, Proc { pid, row });
             self.conn_app.insert(conn, id);
-            let row = app.take_row(conn);
             return Msg {
                 slot: row,
                 ..Msg::reply(0)
@@ -775,6 +777,12 @@ impl Service {
         let slot = msg.slot;
         let valid = slot < slots;
         match msg.op {
+            op::HELLO => {
+                if let Some(p) = app.procs.get_mut(&conn) {
+                    p.pid = u32::try_from(msg.a).unwrap_or(0);
+                }
+                Msg::reply(0)
+            }
             op::WAITER => {
                 let w = slot as usize;
                 let Some(fd) = fds.pop() else {
