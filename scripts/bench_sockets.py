@@ -56,17 +56,23 @@ SPIN_US = 50  # `ixora run --spin-us` (set by --spin-us)
 SERVICE_CPU = 0  # where `ixora serve` runs
 SERVE_EXTRA = []  # more `ixora serve` options (e.g. --poll)
 STALLS = None  # cpu_stalls() measured at the start
-RPS = True  # steer each veth end's receive processing to its side's CPU
+RX = "napi"  # where each veth end's receive processing runs (see --rx)
 NAME = "sockets"  # output basename (another for the service placement experiments)
+CLIENTS = ("loadgen", "wrk")  # web clients (--clients)
+TMP = "/tmp"  # this run's scratch directory (the wrk script)
 
 
-def cpu0_busy():
-    """CPU 0 busy seconds so far (everything but idle and iowait)."""
+def cpu_busy(cpu=0):
+    """CPU `cpu`'s busy seconds so far (everything but idle and iowait)."""
     for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith("cpu0 "):
+        if line.startswith(f"cpu{cpu} "):
             v = [int(x) for x in line.split()[1:]]
             return (sum(v) - v[3] - v[4]) / be.CLK_TCK
     return 0.0
+
+
+def cpu0_busy():
+    return cpu_busy(0)
 
 
 class Net:
@@ -82,13 +88,23 @@ class Net:
         self.a, self.b = be.veth(self.sv, self.cl, f"s{t}")
         for ns, dev in ((self.sv, self.a), (self.cl, self.b)):
             be.sh(*be.in_ns(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off"), check=False)
-        if RPS:
-            # Each side's receive processing on its own CPU, as with a NIC
+        if RX == "napi":
+            # Each end receives in a NAPI thread of its own (threaded NAPI;
+            # a veth has NAPI once GRO is on), pinned to its side's CPU: the
+            # whole receive path — XDP and the AF_XDP copy included, or the
+            # kernel's TCP receive — runs on the receiver's CPU, as a NIC's
+            # interrupt and poll would.
+            for ns, dev in ((self.sv, self.a), (self.cl, self.b)):
+                be.sh(*be.in_ns(ns, "ethtool", "-K", dev, "gro", "on"))
+                be.sh("ip", "netns", "exec", ns, "sh", "-c",
+                      f"echo 1 > /sys/class/net/{dev}/threaded")
+            self.pin_napi()
+        if RX == "rps":
+            # Each side's TCP receive on its own CPU (RPS), as with a NIC
             # (a veth receives on the sender's CPU: without this the
             # kernel server's TCP receive runs on the client's CPU, and the
             # client's on the server's). XDP (Ixora's AF_XDP, the load
-            # generator's) runs before RPS and stays on the sender's CPU,
-            # like a NIC's DMA.
+            # generator's) runs before RPS and stays on the sender's CPU.
             for ns, dev, mask in ((self.sv, self.a, 1), (self.cl, self.b, 2)):
                 # `ip netns exec` mounts the namespace's own /sys.
                 be.sh("ip", "netns", "exec", ns, "sh", "-c",
@@ -107,6 +123,28 @@ class Net:
                 time.sleep(0.05)
         else:
             be.sh(*be.in_ns(self.sv, "ip", "addr", "add", f"{SRV}/24", "dev", self.a))
+
+    def pin_napi(self):
+        """Pin each end's NAPI threads to its side's CPU (server end: CPU
+        0, client end: CPU 1). Done again before every measurement: a
+        thread made anew (an XDP program attached) must not float."""
+        if RX != "napi":
+            return
+        for dev, cpu in ((self.a, 0), (self.b, 1)):
+            want = f"napi/{dev}"[:15]
+            found = 0
+            for d in Path("/proc").iterdir():
+                if not d.name.isdigit():
+                    continue
+                try:
+                    comm = (d / "comm").read_text().strip()
+                except OSError:
+                    continue
+                if comm.startswith(want) or comm.startswith(f"napi/{dev}-"):
+                    be.sh("taskset", "-pc", str(cpu), d.name)
+                    found += 1
+            if not found:
+                raise RuntimeError(f"no NAPI thread for {dev}: threaded NAPI did not take")
 
     def client_addr(self):
         be.sh(*be.in_ns(self.cl, "ip", "addr", "add", f"{CLI}/24", "dev", self.b))
@@ -147,6 +185,33 @@ def waits(st):
     return sum(a.get("waits", {}).get("slept", 0) for a in st["apps"])
 
 
+def call_deltas(before, after):
+    """Per call type, the (user, kernel) calls made between two stats
+    objects, summed over the apps; and the waits (spun, slept, doorbells)."""
+    out = {}
+    if not (before and after):
+        return out
+    for key in ("calls", "waits"):
+        b, a = {}, {}
+        for st, d in ((before, b), (after, a)):
+            for app in st["apps"]:
+                for name, v in app.get(key, {}).items():
+                    if isinstance(v, dict):
+                        u, k = d.get(name, (0, 0))
+                        d[name] = (u + v["user"], k + v["kernel"])
+                    else:
+                        d[name] = d.get(name, 0) + v
+        for name, v in a.items():
+            w = b.get(name, (0, 0) if isinstance(v, tuple) else 0)
+            if isinstance(v, tuple):
+                du, dk = v[0] - w[0], v[1] - w[1]
+                if du or dk:
+                    out.setdefault(key, {})[name] = {"user": du, "kernel": dk}
+            elif v - w:
+                out.setdefault(key, {})[name] = v - w
+    return out
+
+
 def share(before, after):
     u = after[0] - before[0]
     k = after[1] - before[1]
@@ -165,33 +230,61 @@ end
 """
 
 
-def wrk_run(net, port, secs, script):
-    cmd = ["wrk", "-t", "1", "-c", "32", "-d", f"{secs}s"]
-    if script:
-        cmd += ["-s", script]
-    cmd.append(f"http://{SRV}:{port}/f20")
-    st0 = user_calls(net.stats())
-    c0 = cpu0_busy()
+def web_run(net, port, secs, per_conn, client):
+    """One measurement of the web server of `net` by `client`: wrk (the
+    kernel's TCP in the client), or `ixora loadgen http` (the client's TCP
+    in user space, so the client saturates later). 32 connections; keep-
+    alive, or `per_conn` requests per connection."""
+    net.pin_napi()
+    if client == "wrk":
+        cmd = ["wrk", "-t", "1", "-c", "32", "-d", f"{secs}s"]
+        if per_conn:
+            cmd += ["-s", str(Path(TMP) / "ten.lua")]
+        cmd.append(f"http://{SRV}:{port}/f20")
+        warm = 0
+    else:
+        cmd = [str(BIN), "loadgen", "http", "--iface", net.b, "--ip", f"{GEN}/24",
+               "--server", f"{SRV}:{port}", "--path", "/f20", "-c", "32",
+               "--per-conn", str(per_conn), "--duration", str(secs), "--warmup", "1",
+               "--body-len", "20", "--cpus", "1"]
+        warm = 1
+    full0 = net.stats()
+    st0 = user_calls(full0)
+    c0, k0 = cpu_busy(0), cpu_busy(1)
+    t0 = time.time()
     r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True, text=True,
                        timeout=secs + 60)
-    c1 = cpu0_busy()
-    st1 = user_calls(net.stats())
-    out = r.stdout
-    rps, reqs, errors = 0.0, 0, 0
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith("Requests/sec:"):
-            rps = float(line.split()[1])
-        elif "requests in" in line:
-            reqs = int(line.split()[0])
-        elif line.startswith("Socket errors:"):
-            errors += sum(int(x.split()[-1]) for x in line.split(":", 1)[1].split(","))
-        elif line.startswith("Non-2xx"):
-            errors += int(line.split()[-1])
+    wall = time.time() - t0
+    c1, k1 = cpu_busy(0), cpu_busy(1)
+    full1 = net.stats()
+    st1 = user_calls(full1)
+    rps, reqs, errors, lat = 0.0, 0, 0, None
+    if client == "wrk":
+        for line in r.stdout.splitlines():
+            line = line.strip()
+            if line.startswith("Requests/sec:"):
+                rps = float(line.split()[1])
+            elif "requests in" in line:
+                reqs = int(line.split()[0])
+            elif line.startswith("Socket errors:"):
+                errors += sum(int(x.split()[-1]) for x in line.split(":", 1)[1].split(","))
+            elif line.startswith("Non-2xx"):
+                errors += int(line.split()[-1])
+    else:
+        q = next((json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")), None)
+        if q is None:
+            raise RuntimeError(f"loadgen http produced nothing:\n{r.stderr[-3000:]}")
+        rps, reqs, errors, lat = q["rps"], q["requests"], q["errors"], q["latency_us"]
+        time.sleep(1.2)  # AF_XDP: a queue is busy for ~1 s after its socket closes
+    # Requests over the whole run (a loadgen's warm-up included) for the
+    # CPU per request.
+    done = rps * (secs + warm)
     cpu = c1 - c0
-    return {"rps": rps, "requests": reqs, "errors": errors, "server_cpu_s": cpu,
-            "cpu_us_per_req": cpu / reqs * 1e6 if reqs else None,
-            "user_share": share(st0, st1) if net.ixora else None}
+    return {"client": client, "rps": rps, "requests": reqs, "errors": errors,
+            "server_cpu_s": cpu, "cpu_us_per_req": cpu / done * 1e6 if done else None,
+            "client_cpu_busy": (k1 - k0) / wall if wall else None, "latency_us": lat,
+            "user_share": share(st0, st1) if net.ixora else None,
+            "calls": call_deltas(full0, full1) if net.ixora else None}
 
 
 def web(args, prog, www, tmp, prog_bar, results):
@@ -223,22 +316,26 @@ def web(args, prog, www, tmp, prog_bar, results):
             procs.append(p)
             if not be.wait_tcp(net.cl, SRV, port):
                 raise RuntimeError(f"{prog} did not start:\n" + be.stop_proc(p))
-        for mode, script in (("keepalive", None), ("10_per_conn", str(tmp / "ten.lua"))):
-            rs = {False: [], True: []}
-            for _ in range(args.repeat):
+        for client in CLIENTS:
+            for mode, per_conn in (("keepalive", 0), ("10_per_conn", 10)):
+                rs = {False: [], True: []}
+                for _ in range(args.repeat):
+                    for ixora in (False, True):
+                        rs[ixora].append(web_run(nets[ixora], port, args.duration, per_conn,
+                                                 client))
+                prog_bar.step(f"{prog} {mode} ({client})\n")
                 for ixora in (False, True):
-                    rs[ixora].append(wrk_run(nets[ixora], port, args.duration, script))
-            prog_bar.step(f"{prog} {mode}\n")
-            for ixora in (False, True):
-                runs = sorted(rs[ixora], key=lambda r: r["rps"])
-                r = runs[len(runs) // 2]
-                r.update(server=prog, mode=mode, stack="ixora" if ixora else "kernel",
-                         all_rps=[x["rps"] for x in rs[ixora]])
-                results.append(r)
-                print(f"  {prog:9s} {mode:12s} {'ixora' if ixora else 'kernel':7s}"
-                      f"{r['rps'] / 1000:7.1f} k req/s  {r['cpu_us_per_req'] or 0:6.1f} us CPU/req"
-                      + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else "")
-                      + (f"  ERRORS {r['errors']}" if r["errors"] else ""), flush=True)
+                    runs = sorted(rs[ixora], key=lambda r: r["rps"])
+                    r = runs[len(runs) // 2]
+                    r.update(server=prog, mode=mode, stack="ixora" if ixora else "kernel",
+                             all_rps=[x["rps"] for x in rs[ixora]])
+                    results.append(r)
+                    print(f"  {prog:9s} {mode:12s} {client:8s} {'ixora' if ixora else 'kernel':7s}"
+                          f"{r['rps'] / 1000:7.1f} k req/s  {r['cpu_us_per_req'] or 0:6.1f} us CPU/req"
+                          f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"
+                          + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None
+                             else "")
+                          + (f"  ERRORS {r['errors']}" if r["errors"] else ""), flush=True)
     finally:
         for p in procs:  # the programs before the service they use
             be.stop_proc(p)
@@ -251,6 +348,7 @@ def loadgen_run(net, args, wl, rate):
     """One `ixora loadgen memcached` run against the server of `net`: its
     JSON point, with the user-space share, server CPU and sleeps per
     request added."""
+    net.pin_napi()
     full0 = net.stats()
     c0 = cpu0_busy()
     cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
@@ -271,6 +369,8 @@ def loadgen_run(net, args, wl, rate):
     if q is None:
         raise RuntimeError(f"loadgen produced nothing:\n{r.stderr[-3000:]}")
     q["user_share"] = share(user_calls(full0), user_calls(full1)) if net.ixora else None
+    if net.ixora:
+        q["calls"] = call_deltas(full0, full1)
     # Server CPU (CPU 0 busy: memcached, its system calls and softirqs, and
     # for Ixora the service) per request over the whole run (warm-up
     # included, at the achieved rate).
@@ -370,11 +470,30 @@ def sustained(pts):
     return max(ok) if ok else 0.0
 
 
+RX_TEXT = {
+    "napi": "Receive processing (`--rx napi`): each veth end receives in a NAPI thread of its "
+            "own (threaded NAPI, GRO on) pinned to its side's CPU, so the whole receive path — "
+            "XDP and the AF_XDP copy for Ixora and the load generator, the TCP receive for the "
+            "kernel — runs on the receiving side's CPU, as with a NIC whose interrupts go to that "
+            "core. `--rx rps` (sockets-rps.md) steers only the kernel's TCP receive and leaves "
+            "XDP on the sending CPU; `--rx sender` (sockets-no-rps.md) leaves everything on the "
+            "sending CPU, a veth's own way.",
+    "rps": "Receive steering (`--rx rps`): RPS puts the kernel's TCP receive of each veth end on "
+           "that side's CPU; XDP — Ixora's AF_XDP copy and the load generator's — runs before "
+           "RPS, on the sending CPU. The default run (sockets.md) receives in pinned NAPI threads "
+           "instead, XDP included.",
+    "sender": "No receive steering (`--rx sender`, `--no-rps`): a veth receives on the sender's "
+              "CPU, so the kernel server's TCP receive runs on the client's CPU (CPU 1) and the "
+              "client's TCP receive on the server's (CPU 0), for both stacks. The default run "
+              "(sockets.md) receives in NAPI threads pinned to each side's CPU.",
+}
+
+
 def write(results, args, cmdline):
     OUT.mkdir(parents=True, exist_ok=True)
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "repeat": args.repeat, "rps": RPS}
+            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, "clients": list(CLIENTS)}
     (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
@@ -383,18 +502,7 @@ def write(results, args, cmdline):
          "Both stacks are up side by side; at each point kernel and Ixora runs alternate "
          f"({meta.get('repeat', 1)} each; the median kept). "
          "A shared, noisy machine: read the ratios.", "",
-         ("Receive steering (RPS) on both veth ends: each side's receive processing runs on its "
-          "own CPU, as with a NIC whose interrupts go to the server's core (the kernel server's "
-          "TCP receive on CPU 0, the client's on CPU 1; XDP — Ixora's AF_XDP and the load "
-          "generator's — runs before RPS, on the sending CPU, in the place of a NIC's DMA). "
-          "`--no-rps` measures without it (sockets-no-rps.md): there a veth receives on the "
-          "sender's CPU, so the kernel server's TCP receive runs on the client's CPU for free and "
-          "the client's receive is charged to the server's CPU."
-          if meta.get("rps") else
-          "No receive steering (`--no-rps`): a veth receives on the sender's CPU, so the kernel "
-          "server's TCP receive runs on the client's CPU (CPU 1) and the client's TCP receive on "
-          "the server's (CPU 0), for both stacks. The default run (sockets.md) steers each side's "
-          "receive to its own CPU."), ""]
+         RX_TEXT[RX], ""]
     if STALLS:
         L += ["CPU stalls measured before the run (a thread spinning alone on each CPU, gaps > 50 µs): "
               + "; ".join(f"{c.upper()} {v['lost_share'] * 100:.2f}% of the time in {v['gaps_over_50us']} gaps, "
@@ -404,20 +512,34 @@ def write(results, args, cmdline):
               "p90 and p99 ≤ 2 ms rows say more.", ""]
     web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
     if web_rows:
-        L += ["## Web servers, 20 B file, wrk -t1 -c32", "",
-              "| server | mode | kernel req/s | Ixora req/s | ratio | kernel CPU µs/req | Ixora CPU µs/req | CPU ratio | user-space share | errors (k/i) |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-        for srv in ("nginx", "lighttpd"):
-            for mode in ("keepalive", "10_per_conn"):
-                k = next((r for r in web_rows if r["server"] == srv and r["mode"] == mode and r["stack"] == "kernel"), None)
-                i = next((r for r in web_rows if r["server"] == srv and r["mode"] == mode and r["stack"] == "ixora"), None)
-                if not k or not i:
-                    continue
-                ratio = i["rps"] / k["rps"] if k["rps"] else 0
-                cr = (i["cpu_us_per_req"] / k["cpu_us_per_req"]) if k["cpu_us_per_req"] and i["cpu_us_per_req"] else 0
-                L.append(f"| {srv} | {mode} | {k['rps'] / 1000:.1f} k | {i['rps'] / 1000:.1f} k | "
-                         f"**{ratio:.2f}×** | {k['cpu_us_per_req']:.1f} | {i['cpu_us_per_req']:.1f} | {cr:.2f} | "
-                         f"{(i['user_share'] or 0) * 100:.2f}% | {k['errors']}/{i['errors']} |")
+        L += ["## Web servers, 20 B file, 32 connections", "",
+              "Clients: `ixora loadgen http` (its TCP in user space, so it saturates last) and "
+              "wrk -t1 (the kernel's TCP). Server CPU µs/req: CPU 0 busy time (the server, its "
+              "system calls and softirqs, and for Ixora the service) per request; client CPU: "
+              "how busy CPU 1 was (near 100%: the client, not the server, set the pace).", "",
+              "| client | server | mode | kernel req/s | Ixora req/s | ratio | kernel CPU µs/req "
+              "| Ixora CPU µs/req | CPU ratio | client CPU (k/i) | user-space share | errors (k/i) |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for client in ("loadgen", "wrk"):
+            for srv in ("nginx", "lighttpd"):
+                for mode in ("keepalive", "10_per_conn"):
+                    def pick(stack):
+                        return next((r for r in web_rows if r["server"] == srv and r["mode"] == mode
+                                     and r["stack"] == stack
+                                     and r.get("client", "wrk") == client), None)
+                    k, i = pick("kernel"), pick("ixora")
+                    if not k or not i:
+                        continue
+                    ratio = i["rps"] / k["rps"] if k["rps"] else 0
+                    cr = ((i["cpu_us_per_req"] / k["cpu_us_per_req"])
+                          if k["cpu_us_per_req"] and i["cpu_us_per_req"] else 0)
+                    cc = "/".join(f"{100 * (x.get('client_cpu_busy') or 0):.0f}%" for x in (k, i))
+                    name = "ixora loadgen http" if client == "loadgen" else "wrk"
+                    L.append(f"| {name} | {srv} | {mode} | {k['rps'] / 1000:.1f} k | "
+                             f"{i['rps'] / 1000:.1f} k | **{ratio:.2f}×** | "
+                             f"{k['cpu_us_per_req'] or 0:.1f} | {i['cpu_us_per_req'] or 0:.1f} | "
+                             f"{cr:.2f} | {cc} | {(i['user_share'] or 0) * 100:.2f}% | "
+                             f"{k['errors']}/{i['errors']} |")
         L += ["", "Target (issue 4): ≥ 1.5× requests/s, or ≤ ½ CPU per request where the client saturates first.", ""]
     mc = [r for r in results if r["server"] == "memcached"]
     if mc:
@@ -473,17 +595,19 @@ def plots(results):
         return
     mc = [r for r in results if r["server"] == "memcached"]
     web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
-    fig, axes = plt.subplots(1, 3 if mc else 1, figsize=(16 if mc else 7, 4.5))
+    fig, axes = plt.subplots(1, 3 if mc else 1, figsize=(19 if mc else 9, 4.8))
     axes = axes if mc else [axes]
     labels, kv, iv = [], [], []
-    for srv in ("nginx", "lighttpd"):
-        for mode in ("keepalive", "10_per_conn"):
-            k = next((r for r in web_rows if r["server"] == srv and r["mode"] == mode and r["stack"] == "kernel"), None)
-            i = next((r for r in web_rows if r["server"] == srv and r["mode"] == mode and r["stack"] == "ixora"), None)
-            if k and i:
-                labels.append(f"{srv}\n{mode}")
-                kv.append(k["rps"] / 1000)
-                iv.append(i["rps"] / 1000)
+    for client in ("loadgen", "wrk"):
+        for srv in ("nginx", "lighttpd"):
+            for mode in ("keepalive", "10_per_conn"):
+                k, i = (next((r for r in web_rows if r["server"] == srv and r["mode"] == mode
+                              and r["stack"] == st and r.get("client", "wrk") == client), None)
+                        for st in ("kernel", "ixora"))
+                if k and i:
+                    labels.append(f"{srv}\n{mode.replace('_per_conn', '/conn')}\n{client}")
+                    kv.append(k["rps"] / 1000)
+                    iv.append(i["rps"] / 1000)
     x = range(len(labels))
     ax = axes[0]
     ax.bar([p - 0.2 for p in x], kv, 0.4, label="kernel")
@@ -491,7 +615,7 @@ def plots(results):
     ax.set_xticks(list(x))
     ax.set_xticklabels(labels)
     ax.set_ylabel("k requests/s")
-    ax.set_title("20 B file, wrk -c32")
+    ax.set_title("20 B file, 32 connections")
     ax.legend()
     for j, wl in enumerate(("etc", "usr")):
         if not mc:
@@ -528,23 +652,36 @@ def main():
     ap.add_argument("--service-cpu", type=int, default=0,
                     help="CPU of `ixora serve` (default 0, with the server). 1 puts it on the "
                          "client's CPU: an experiment on the mechanism, not a fair comparison")
-    ap.add_argument("--no-rps", action="store_true",
-                    help="leave the veth pair's receive processing on the sender's CPU (no RPS): "
-                         "the kernel server's TCP receive then runs on the client's CPU and the "
-                         "client's on the server's. Results go to sockets-no-rps.*")
+    ap.add_argument("--rx", choices=["napi", "rps", "sender"], default="napi",
+                    help="where each veth end's receive processing runs. napi (default): in a "
+                         "NAPI thread per end pinned to that side's CPU — XDP, the AF_XDP copy "
+                         "and the kernel's TCP receive all on the receiver's CPU, as with a NIC. "
+                         "rps: the kernel's TCP receive steered to the receiver's CPU, XDP left "
+                         "on the sender's (sockets-rps.*). sender: everything on the sending CPU, "
+                         "a veth's own way (sockets-no-rps.*)")
+    ap.add_argument("--no-rps", action="store_true", help="the same as --rx sender")
+    ap.add_argument("--clients", default="loadgen,wrk",
+                    help="web clients, comma-separated: loadgen (`ixora loadgen http`, the "
+                         "client's TCP in user space) and wrk (the kernel's)")
+    ap.add_argument("--rt-priority", type=int, default=None,
+                    help="ixora serve --rt-priority (default: the service's own default)")
     ap.add_argument("--serve-poll", action="store_true",
                     help="run `ixora serve --poll` (the service spins instead of sleeping)")
     args = ap.parse_args()
-    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RPS
+    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RX, CLIENTS, TMP
     SPIN_US = args.spin_us
-    RPS = not args.no_rps
+    RX = "sender" if args.no_rps else args.rx
+    CLIENTS = tuple(c for c in args.clients.split(",") if c)
+    if not CLIENTS or any(c not in ("loadgen", "wrk") for c in CLIENTS):
+        sys.exit(f"bench_sockets: --clients {args.clients!r}: use loadgen, wrk or both")
     SERVICE_CPU = args.service_cpu
     SERVE_EXTRA = ["--poll"] if args.serve_poll else []
-    if SERVICE_CPU != 0 or SERVE_EXTRA:
+    if args.rt_priority is not None:
+        SERVE_EXTRA += ["--rt-priority", str(args.rt_priority)]
+    if SERVICE_CPU != 0 or args.serve_poll:
         # Not the side-by-side comparison: kept apart from sockets.*.
         NAME = f"sockets-service-cpu{SERVICE_CPU}" + ("-poll" if SERVE_EXTRA else "")
-    if not RPS:
-        NAME += "-no-rps"
+    NAME += {"napi": "", "rps": "-rps", "sender": "-no-rps"}[RX]
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk"):
@@ -554,11 +691,12 @@ def main():
     signal.signal(signal.SIGTERM, be.on_signal)
     cmdline = "make bench-sockets  (scripts/bench_sockets.py " + " ".join(sys.argv[1:]) + ")"
     tmp = Path(tempfile.mkdtemp(prefix=f"ixb-{PID}-"))
+    TMP = str(tmp)
     www = tmp / "www"
     www.mkdir()
     (www / "f20").write_bytes(b"0123456789abcdefghi\n")
     (tmp / "ten.lua").write_text(LUA_10)
-    steps = ((0 if args.only == "memcached" else 4)
+    steps = ((0 if args.only == "memcached" else 4 * len(CLIENTS))
              + (0 if args.only == "web" else 2 * len(args.rates.split(","))))
     bar = be.Progress(steps)
     results = []

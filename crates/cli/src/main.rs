@@ -148,6 +148,48 @@ enum LoadgenKind {
     ///
     /// Example: ixora loadgen memcached --iface veth0 --ip 198.18.11.2/24 --server 198.18.11.1:11211 --sweep 10k,20k,40k --workload usr
     Memcached(apps::loadgen::MemcachedArgs),
+    /// Closed-loop HTTP/1.1 load, as wrk makes it but with the client's
+    /// TCP in user space: --conns connections each send their next GET as
+    /// soon as the response arrived; keep-alive, or --per-conn N requests
+    /// per connection (the last with `Connection: close`, then a new
+    /// connection). Every response is checked (status 200, Content-Length,
+    /// --body-len). Prints one JSON line: requests/s, latency percentiles,
+    /// errors.
+    ///
+    /// Exit status: 0 when responses arrived and none was wrong, 1
+    /// otherwise, 2 on bad options.
+    ///
+    /// Example: ixora loadgen http --iface veth0 --ip 198.18.11.2/24 --server 198.18.11.1:80 --path /index.html -c 32 --per-conn 10
+    Http(HttpLoadArgs),
+}
+
+#[derive(Args)]
+struct HttpLoadArgs {
+    #[command(flatten)]
+    dp: dataplane::DataplaneArgs,
+    /// HTTP server address, e.g. 198.18.0.2:80.
+    #[arg(long)]
+    server: std::net::SocketAddrV4,
+    /// Path to GET.
+    #[arg(long, default_value = "/")]
+    path: String,
+    /// Concurrent connections (spread over the cores).
+    #[arg(long, short = 'c', default_value_t = 32)]
+    conns: usize,
+    /// Requests per connection, the last with `Connection: close` (0:
+    /// keep-alive; the server may still end a connection, and a new one
+    /// replaces it).
+    #[arg(long, default_value_t = 0)]
+    per_conn: usize,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Unmeasured seconds first.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Every response body must be this many bytes.
+    #[arg(long)]
+    body_len: Option<usize>,
 }
 
 #[derive(Args)]
@@ -561,15 +603,7 @@ fn echo_client(a: EchoClientArgs) -> ExitCode {
     let started = std::time::Instant::now();
     let totals = Arc::new(Mutex::new(apps::client::ClientTotals::default()));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    // A watchdog: stop a little after the measured window even if some
-    // connection hangs.
-    {
-        let (s, d) = (stop.clone(), a.warmup + a.duration + 5.0);
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_secs_f64(d));
-            s.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
+    watchdog(&stop, a.warmup + a.duration + 5.0);
     let cores = cfg.cores;
     let keep = port.clone();
     let r = ixora_engine::run(
@@ -628,6 +662,114 @@ fn echo_client(a: EchoClientArgs) -> ExitCode {
         );
     }
     if t.messages == 0 || t.errors > 0 || unfinished {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Stop a little after the measured window even if some connection hangs:
+/// set `stop` after `secs`.
+fn watchdog(stop: &std::sync::Arc<std::sync::atomic::AtomicBool>, secs: f64) {
+    let s = stop.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+        s.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
+fn loadgen_http(a: HttpLoadArgs) -> ExitCode {
+    use apps::http::{HttpPlan, HttpReport, HttpService, HttpTotals};
+    use std::sync::{Arc, Mutex};
+    const WHAT: &str = "loadgen http";
+    if a.conns == 0 {
+        return fail(WHAT, "--conns must be at least 1");
+    }
+    if !a.path.starts_with('/') || a.path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return fail(
+            WHAT,
+            format!(
+                "--path {:?} must start with / and hold no spaces or control characters",
+                a.path
+            ),
+        );
+    }
+    if !(a.duration > 0.0 && a.warmup >= 0.0) {
+        return fail(
+            WHAT,
+            "--duration must be positive and --warmup not negative",
+        );
+    }
+    let port = match dataplane::open_port(&a.dp) {
+        Ok(p) => p,
+        Err(e) => return fail(WHAT, e),
+    };
+    let stop = dataplane::stop_on_signals();
+    let cfg = a.dp.engine_config();
+    let plan = HttpPlan {
+        server: a.server,
+        path: a.path.clone(),
+        conns: a.conns,
+        per_conn: a.per_conn,
+        duration: std::time::Duration::from_secs_f64(a.duration),
+        warmup: std::time::Duration::from_secs_f64(a.warmup),
+        body_len: a.body_len,
+    };
+    let totals = Arc::new(Mutex::new(HttpTotals::default()));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    watchdog(&stop, a.warmup + a.duration + 5.0);
+    let cores = cfg.cores;
+    let keep = port.clone();
+    let r = ixora_engine::run(
+        port,
+        &cfg,
+        |core| {
+            ixora_engine::ev::EvApp::new(
+                HttpService::new(plan.clone(), core, cores, totals.clone(), done.clone()),
+                ixora_engine::ev::EvConfig::default(),
+            )
+        },
+        stop,
+    );
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => return fail(WHAT, e),
+    };
+    let t = totals.lock().unwrap_or_else(|e| e.into_inner());
+    let rep = HttpReport {
+        url: format!("http://{}{}", a.server, a.path),
+        conns: a.conns,
+        per_conn: a.per_conn,
+        cores,
+        seconds: a.duration,
+        rps: t.requests as f64 / a.duration,
+        requests: t.requests,
+        conns_per_sec: t.connections as f64 / a.duration,
+        latency_us: t
+            .hist
+            .as_ref()
+            .map(apps::client::Latency::from_hist)
+            .unwrap_or_default(),
+        errors: t.errors,
+        status_errors: t.status_errors,
+        port_waits: t.port_waits,
+        unopened: t.unopened,
+        first_error: t.first_error.clone(),
+        cpu_seconds: r.cores.iter().map(|c| c.cpu_seconds).sum(),
+    };
+    println!("{}", serde_json::to_string(&rep).unwrap_or_default());
+    print_engine(WHAT, &r, keep.as_ref());
+    if let Some(e) = &t.first_error {
+        eprintln!("{WHAT}: {} error(s); the first: {e}", t.errors);
+    }
+    if t.requests == 0 && t.unopened > 0 {
+        eprintln!(
+            "{WHAT}: {} connection(s) to {} never completed the handshake (is the server up, and \
+             its address reachable from --ip?)",
+            t.unopened, a.server
+        );
+    }
+    if t.requests == 0 || t.errors > 0 {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -758,6 +900,7 @@ fn main() -> ExitCode {
         Cmd::Netpipe(a) => netpipe(a),
         Cmd::Loadgen(a) => match a.kind {
             LoadgenKind::Memcached(m) => loadgen_memcached(m),
+            LoadgenKind::Http(h) => loadgen_http(h),
         },
         Cmd::Info(a) => info(a),
         Cmd::BenchKernel(a) => bench_kernel(a),

@@ -27,6 +27,15 @@ pub struct ServeArgs {
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long)]
     pub duration: Option<u64>,
+    /// Real-time priority of the service's core thread (SCHED_FIFO, 1–99;
+    /// 0: normal scheduling). On a CPU it shares with programs, the
+    /// service then runs the moment a frame or a doorbell arrives — as
+    /// the kernel's own network processing preempts programs — so a busy
+    /// program finds its next requests already in its rings instead of
+    /// blocking for them. Needs root or CAP_SYS_NICE. Not with --poll on
+    /// a shared CPU.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=99))]
+    pub rt_priority: u8,
 }
 
 #[derive(Args)]
@@ -61,6 +70,14 @@ pub struct StatsArgs {
 
 pub fn serve(a: ServeArgs) -> ExitCode {
     let mut cfg = a.dp.engine_config();
+    if a.rt_priority > 0 && a.dp.poll && a.dp.cpus.is_none() {
+        eprintln!(
+            "ixora serve: --rt-priority with --poll would starve every other thread of the \
+             service's CPU; give the service a CPU of its own (--cpus N) or drop one of them"
+        );
+        return ExitCode::from(2);
+    }
+    cfg.rt_priority = (a.rt_priority > 0).then_some(a.rt_priority);
     if cfg.cores != 1 {
         eprintln!(
             "ixora serve: --cores {} is not supported yet; the service runs on one core",

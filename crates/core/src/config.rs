@@ -171,6 +171,17 @@ pub struct StackConfig {
     /// connection table. The caller supplies it (the core has no randomness);
     /// use 16 random bytes in production.
     pub secret: [u8; 16],
+    /// Key of the sequence-number and timestamp clocks (RFC 6528's F and
+    /// the RFC 7323 timestamp offset). Unlike `secret` it should be the
+    /// same for every stack on the machine since boot (the engine keeps
+    /// one in /run): a restarted process then continues the ISN and TSval
+    /// clocks its earlier connections left, so a peer still holding them
+    /// in TIME-WAIT accepts the new SYN (RFC 6191) — as Linux keys both
+    /// with one secret per boot.
+    pub clock_key: [u8; 16],
+    /// Machine time (`CLOCK_MONOTONIC`) at this stack's zero instant: the
+    /// ISN and TSval clocks run on machine time, not on the process's.
+    pub clock_base: Duration,
     /// TTL of datagrams we originate.
     pub ttl: u8,
     /// How long a resolved ARP entry is trusted.
@@ -209,6 +220,8 @@ impl StackConfig {
             mtu: 1500,
             checksums: ChecksumCaps::default(),
             secret: [0x5a; 16],
+            clock_key: [0xa5; 16],
+            clock_base: Duration::ZERO,
             ttl: 64,
             arp_timeout: Duration::from_secs(60),
             arp_retry: Duration::from_secs(1),

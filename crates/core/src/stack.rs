@@ -261,7 +261,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         cfg.validate()?;
         let hs = KeyedState::new(cfg.secret);
         let mut s = Stack {
-            keyed: Keyed::new(cfg.secret),
+            keyed: Keyed::new(cfg.secret, cfg.clock_key, cfg.clock_base),
             local_mss: cfg.local_mss(),
             now,
             counters: Counters::default(),

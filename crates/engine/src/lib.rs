@@ -55,6 +55,13 @@ pub struct EngineConfig {
     pub poll: bool,
     /// Pin core `i` to CPU `cpus[i]` when given.
     pub cpus: Option<Vec<usize>>,
+    /// Run the core threads under `SCHED_FIFO` at this priority (1–99):
+    /// they preempt the normal threads of their CPU whenever they have
+    /// work, as the kernel's softirq processing does (a shared CPU then
+    /// serves frames at once instead of after the running program's time
+    /// slice). `None`: normal scheduling. Never with `poll` on a shared
+    /// CPU: a spinning real-time thread starves the others.
+    pub rt_priority: Option<u8>,
     /// Packet buffers per core.
     pub pool_chunks: u32,
     /// Back pools with hugepages when the machine has them.
@@ -77,6 +84,7 @@ impl EngineConfig {
             batch: 64,
             poll: false,
             cpus: None,
+            rt_priority: None,
             pool_chunks: 8192,
             hugepages: true,
             tcp: TcpConfig::default(),
@@ -188,6 +196,58 @@ fn secret() -> [u8; 16] {
     s
 }
 
+/// The keys and clock origin of every core's stack.
+#[derive(Clone, Copy)]
+struct Keys {
+    secret: [u8; 16],
+    clock_key: [u8; 16],
+    clock_base: Duration,
+}
+
+/// Where the machine's clock key is kept (tmpfs: one per boot).
+const CLOCK_KEY_FILE: &str = "/run/ixora/clock-key";
+
+/// The key of the ISN and timestamp clocks, the same for every Ixora
+/// process since boot (`StackConfig::clock_key`): read from
+/// [`CLOCK_KEY_FILE`], made (root-only, 16 random bytes) by the first
+/// process that needs it. Where that cannot be done (no permission, a
+/// read-only /run) a random key of this process's own: then a restarted
+/// process may see its first SYNs to a peer that still holds its earlier
+/// connections in TIME-WAIT refused, as before.
+fn clock_key(fallback: [u8; 16]) -> [u8; 16] {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let read = || -> Option<[u8; 16]> {
+        let mut k = [0u8; 16];
+        std::fs::File::open(CLOCK_KEY_FILE)
+            .and_then(|mut f| f.read_exact(&mut k))
+            .ok()?;
+        Some(k)
+    };
+    if let Some(k) = read() {
+        return k;
+    }
+    let path = std::path::Path::new(CLOCK_KEY_FILE);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    // Written whole under another name, then linked into place: a
+    // concurrent starter never reads half a key, and the first one wins.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(&secret()))
+        .and_then(|()| std::fs::hard_link(&tmp, path));
+    let _ = std::fs::remove_file(&tmp);
+    match (made, read()) {
+        (_, Some(k)) => k,
+        _ => fallback,
+    }
+}
+
 /// Run the engine on `port` until `stop` is set or every core's
 /// application asked to stop. `make_app(core)` builds each core's
 /// application on that core's thread.
@@ -235,6 +295,11 @@ where
     let mail = Mailboxes::new(cfg.cores)?;
     let secret = secret();
     let start = std::time::Instant::now();
+    let keys = Keys {
+        secret,
+        clock_key: clock_key(secret),
+        clock_base: ixora_io::sys::monotonic(),
+    };
     let results: Vec<io::Result<CoreReport>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.cores)
             .map(|i| {
@@ -242,7 +307,7 @@ where
                 std::thread::Builder::new()
                     .name(format!("ixora-core-{i}"))
                     .spawn_scoped(s, move || {
-                        let r = run_core(i, &**port, cfg, mail, make_app, stop, secret, start);
+                        let r = run_core(i, &**port, cfg, mail, make_app, stop, keys, start);
                         if r.is_err() {
                             // One core failing stops the others.
                             stop.store(true, Ordering::Relaxed);
@@ -284,7 +349,7 @@ fn run_core<P, A, F>(
     mail: &Mailboxes,
     make_app: &F,
     stop: &AtomicBool,
-    secret: [u8; 16],
+    keys: Keys,
     start: std::time::Instant,
 ) -> io::Result<CoreReport>
 where
@@ -298,6 +363,19 @@ where
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
             .map_err(io::Error::from)?;
     }
+    if let Some(p) = cfg.rt_priority {
+        ixora_io::sys::set_fifo(p).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "core {i}: SCHED_FIFO priority {p}: {e} (needs root or CAP_SYS_NICE; \
+                     --rt-priority 0 runs at normal priority)"
+                ),
+            )
+        })?;
+    }
+    // Timers to the microsecond (sleeps are as short as a tick).
+    let _ = ixora_io::sys::set_timer_slack(1_000);
     let caps = port.caps();
     let chunk = caps.max_frame.next_power_of_two().max(2048);
     let want = PoolConfig {
@@ -313,7 +391,9 @@ where
     let mut scfg = StackConfig::new(port.mac(), cfg.ip, cfg.prefix_len);
     scfg.gateway = cfg.gateway;
     scfg.tcp = cfg.tcp.clone();
-    scfg.secret = secret;
+    scfg.secret = keys.secret;
+    scfg.clock_key = keys.clock_key;
+    scfg.clock_base = keys.clock_base;
     scfg.mtu = scfg
         .mtu
         .min((caps.max_frame.saturating_sub(18)).min(9000) as u16);
@@ -477,10 +557,10 @@ where
                 .unwrap_or(Instant::NEVER)
                 .min(next_tick);
             let now = clock(start);
-            let ms = if wake <= now {
-                0
+            let nap = if wake <= now {
+                Duration::ZERO
             } else {
-                (wake - now).as_millis().clamp(1, 100) as i32
+                (wake - now).clamp(MIN_NAP, MAX_NAP)
             };
             mail.sleeping[i].store(true, Ordering::SeqCst);
             let mut io = io!(now);
@@ -488,7 +568,7 @@ where
                 rep.sleeps += 1;
                 // Drain the doorbell if it rang (a wake-up by a frame
                 // costs no more system call).
-                if sleep_on(qfd, bell, ms) {
+                if sleep_on(qfd, bell, nap) {
                     let _ = mail.bells[i].read();
                 }
                 idle_cycles = 0; // time has passed: read the clock next cycle
@@ -502,13 +582,18 @@ where
     Ok(rep)
 }
 
-/// Sleep until `qfd` or `bell` is readable, or `ms` milliseconds pass;
-/// true if the bell rang (or the wait failed: then drain it anyway).
-fn sleep_on(qfd: Option<i32>, bell: i32, ms: i32) -> bool {
+/// Shortest sleep for a timer (the wheel's tick is 16 µs).
+const MIN_NAP: Duration = Duration::from_micros(16);
+/// Longest sleep without a reason to wake (stop is noticed by then).
+const MAX_NAP: Duration = Duration::from_millis(100);
+
+/// Sleep until `qfd` or `bell` is readable, or `nap` passes; true if the
+/// bell rang (or the wait failed: then drain it anyway).
+fn sleep_on(qfd: Option<i32>, bell: i32, nap: Duration) -> bool {
     let mut fds = [bell, -1];
     if let Some(f) = qfd {
         fds[1] = f;
     }
     let n = if qfd.is_some() { 2 } else { 1 };
-    ixora_io::sys::wait_any(&fds[..n], ms).map_or(true, |m| m & 1 != 0)
+    ixora_io::sys::wait_any(&fds[..n], Some(nap)).map_or(true, |m| m & 1 != 0)
 }

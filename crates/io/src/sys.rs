@@ -236,10 +236,10 @@ impl EventFd {
     }
 }
 
-/// Wait until any of `fds` (at most 8) is readable or `timeout_ms` passes
-/// (-1: forever). Returns which became readable: bit `i` for `fds[i]`
-/// (0 after a timeout or a signal).
-pub fn wait_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<u8> {
+/// Wait until any of `fds` (at most 8) is readable or `timeout` passes
+/// (`None`: forever; to the microsecond, as `ppoll`). Returns which became
+/// readable: bit `i` for `fds[i]` (0 after a timeout or a signal).
+pub fn wait_any(fds: &[RawFd], timeout: Option<std::time::Duration>) -> io::Result<u8> {
     let mut p = [libc::pollfd {
         fd: -1,
         events: libc::POLLIN,
@@ -249,9 +249,16 @@ pub fn wait_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<u8> {
     for (slot, &fd) in p.iter_mut().zip(fds) {
         slot.fd = fd;
     }
-    // SAFETY: `p[..n]` are valid pollfds in a live array; poll writes only
-    // their `revents`.
-    let r = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `p[..n]` are valid pollfds in a live array; ppoll writes
+    // only their `revents` and reads the timespec (or none), no sigmask.
+    let r = unsafe { libc::ppoll(p.as_mut_ptr(), n as libc::nfds_t, tsp, std::ptr::null()) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -264,6 +271,37 @@ pub fn wait_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<u8> {
         .enumerate()
         .filter(|(_, q)| q.revents != 0)
         .fold(0u8, |m, (i, _)| m | 1 << i))
+}
+
+/// `CLOCK_MONOTONIC` now: machine time since boot, the same clock in
+/// every process.
+pub fn monotonic() -> std::time::Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) writes one timespec into a live local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// Run the calling thread under `SCHED_FIFO` at `priority` (1 to 99): it
+/// then preempts every normal thread of its CPU as soon as it is
+/// runnable, and runs until it blocks — as the kernel's own softirq
+/// processing does.
+pub fn set_fifo(priority: u8) -> io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: libc::c_int::from(priority),
+    };
+    // SAFETY: pid 0 is the calling thread; `p` is a live sched_param.
+    cvt(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) }).map(|_| ())
+}
+
+/// Set the calling thread's timer slack (how late the kernel may fire its
+/// timers to batch wake-ups; 50 µs by default), in nanoseconds.
+pub fn set_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer argument.
+    cvt(unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) }).map(|_| ())
 }
 
 #[cfg(test)]

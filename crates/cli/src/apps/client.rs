@@ -113,6 +113,16 @@ impl Latency {
     }
 }
 
+/// Add a core's histogram to the merged one.
+pub fn merge_hist(into: &mut Option<Histogram<u64>>, h: &Histogram<u64>) {
+    match into {
+        Some(m) => {
+            let _ = m.add(h);
+        }
+        None => *into = Some(h.clone()),
+    }
+}
+
 fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(100, 60_000_000_000, 3).expect("valid histogram bounds")
 }
@@ -241,12 +251,7 @@ impl Drop for ClientService {
         t.connections += st.connections;
         t.errors += st.errors;
         t.port_waits += st.port_waits;
-        match &mut t.hist {
-            Some(h) => {
-                let _ = h.add(&st.hist);
-            }
-            None => t.hist = Some(st.hist.clone()),
-        }
+        merge_hist(&mut t.hist, &st.hist);
     }
 }
 

@@ -19,10 +19,14 @@ pub struct Tuple {
     pub remote_port: u16,
 }
 
-/// Domain-separated keyed hashing with the stack secret.
+/// Domain-separated keyed hashing with the stack secret (cookies, ports)
+/// and the machine's clock key (ISNs, timestamp offsets).
 #[derive(Clone)]
 pub struct Keyed {
     key: [u8; 16],
+    clock_key: [u8; 16],
+    /// Machine time at the stack's zero instant.
+    base: core::time::Duration,
 }
 
 impl core::fmt::Debug for Keyed {
@@ -40,13 +44,22 @@ mod domain {
 }
 
 impl Keyed {
-    /// With the stack secret.
-    pub fn new(key: [u8; 16]) -> Keyed {
-        Keyed { key }
+    /// With the stack secret, the clock key and the machine time at the
+    /// stack's zero instant (see `StackConfig::clock_key`).
+    pub fn new(key: [u8; 16], clock_key: [u8; 16], base: core::time::Duration) -> Keyed {
+        Keyed {
+            key,
+            clock_key,
+            base,
+        }
     }
 
     fn hash(&self, domain: u8, t: &Tuple, extra: u64) -> u64 {
-        let mut h = SipHasher24::new_with_key(&self.key);
+        Self::hash_with(&self.key, domain, t, extra)
+    }
+
+    fn hash_with(key: &[u8; 16], domain: u8, t: &Tuple, extra: u64) -> u64 {
+        let mut h = SipHasher24::new_with_key(key);
         h.write_u8(domain);
         h.write(&t.local_ip.octets());
         h.write_u16(t.local_port);
@@ -57,16 +70,27 @@ impl Keyed {
     }
 
     /// RFC 6528 §3: ISN = M + F(localip, localport, remoteip, remoteport,
-    /// secretkey), with M a 4 µs timer and F a keyed hash (SipHash-2-4).
+    /// secretkey), with M a 4 µs timer (of machine time, so it keeps
+    /// running across a restart of the process) and F a keyed hash
+    /// (SipHash-2-4) with the clock key.
     pub fn isn(&self, t: &Tuple, now: Instant) -> u32 {
-        let m = (now.as_micros() / 4) as u32;
-        m.wrapping_add(self.hash(domain::ISN, t, 0) as u32)
+        let m = ((self.base.as_micros() as u64 + now.as_micros()) / 4) as u32;
+        m.wrapping_add(Self::hash_with(&self.clock_key, domain::ISN, t, 0) as u32)
     }
 
-    /// RFC 7323 §5.4 / RFC 9293: a per-connection offset for TSval, so
-    /// timestamps do not reveal the clock.
+    /// RFC 7323 §7.1: an offset for TSval so that timestamps do not
+    /// reveal the clock, keyed by the pair of hosts (as Linux does) and
+    /// holding the machine time at the stack's zero: TSval = stack ms +
+    /// offset then grows across connections to the same host and across a
+    /// restart of the process, which RFC 6191's TIME-WAIT reuse needs.
     pub fn ts_offset(&self, t: &Tuple) -> u32 {
-        self.hash(domain::TS_OFFSET, t, 0) as u32
+        let pair = Tuple {
+            local_port: 0,
+            remote_port: 0,
+            ..*t
+        };
+        (Self::hash_with(&self.clock_key, domain::TS_OFFSET, &pair, 0) as u32)
+            .wrapping_add(self.base.as_millis() as u32)
     }
 
     /// RFC 6056 algorithm 3: where to start searching for a free ephemeral
@@ -153,6 +177,7 @@ pub fn ts_decode(tsecr: u32) -> (Option<u8>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::time::Duration;
 
     fn tuple() -> Tuple {
         Tuple {
@@ -166,7 +191,7 @@ mod tests {
     /// RFC 6528 §3: ISN = M + F(4-tuple, secret).
     #[test]
     fn isn_depends_on_tuple_and_time_rfc6528() {
-        let k = Keyed::new([7; 16]);
+        let k = Keyed::new([7; 16], [7; 16], Duration::ZERO);
         let t = tuple();
         let a = k.isn(&t, Instant::from_micros(0));
         let b = k.isn(&t, Instant::from_micros(400));
@@ -174,13 +199,45 @@ mod tests {
         let mut t2 = t;
         t2.remote_port += 1;
         assert_ne!(k.isn(&t2, Instant::ZERO), a);
-        assert_ne!(Keyed::new([8; 16]).isn(&t, Instant::ZERO), a);
+        assert_ne!(
+            Keyed::new([7; 16], [8; 16], Duration::ZERO).isn(&t, Instant::ZERO),
+            a
+        );
+    }
+
+    /// A process that starts later (its stack's zero is later machine
+    /// time) continues the ISN and TSval clocks of an earlier one with the
+    /// same clock key, whatever its own secret: a peer that holds the
+    /// earlier connection in TIME-WAIT sees a larger ISN and a newer TSval
+    /// and accepts the SYN (RFC 6191 §2). TSval offsets are per host pair,
+    /// the same for every port.
+    #[test]
+    fn clocks_continue_across_processes_rfc6191() {
+        let t = tuple();
+        let first = Keyed::new([1; 16], [9; 16], Duration::from_secs(1000));
+        let second = Keyed::new([2; 16], [9; 16], Duration::from_secs(1030));
+        // The first stack 29 s into its life, the second just started.
+        let late = Instant::from_micros(29_000_000);
+        let isn_gap = second
+            .isn(&t, Instant::ZERO)
+            .wrapping_sub(first.isn(&t, late));
+        assert_eq!(isn_gap, 1_000_000 / 4);
+        let ts_first = (late.as_millis() as u32).wrapping_add(first.ts_offset(&t));
+        let ts_second = second.ts_offset(&t);
+        assert_eq!(ts_second.wrapping_sub(ts_first), 1000);
+        let mut other_port = t;
+        other_port.local_port = 81;
+        other_port.remote_port = 50000;
+        assert_eq!(first.ts_offset(&other_port), first.ts_offset(&t));
+        let mut other_host = t;
+        other_host.remote_ip = Ipv4Addr::new(198, 18, 0, 9);
+        assert_ne!(first.ts_offset(&other_host), first.ts_offset(&t));
     }
 
     /// RFC 4987 §3.6: the cookie round trip.
     #[test]
     fn cookie_roundtrip_and_expiry() {
-        let k = Keyed::new([1; 16]);
+        let k = Keyed::new([1; 16], [1; 16], Duration::ZERO);
         let t = tuple();
         let now = Instant::from_micros(5_000_000_000);
         let (c, mss) = k.cookie(&t, 1000, 1460, now);
@@ -201,7 +258,7 @@ mod tests {
 
     #[test]
     fn cookie_mss_rounds_down() {
-        let k = Keyed::new([1; 16]);
+        let k = Keyed::new([1; 16], [1; 16], Duration::ZERO);
         assert_eq!(k.cookie(&tuple(), 0, 1400, Instant::ZERO).1, 1300);
         assert_eq!(k.cookie(&tuple(), 0, 100, Instant::ZERO).1, 536);
         assert_eq!(k.cookie(&tuple(), 0, 9000, Instant::ZERO).1, 8960);
