@@ -97,7 +97,7 @@ pub mod req {
 }
 
 /// The calls the shim counts, in the order of [`UpHeader::counters`].
-pub const CALLS: [&str; 26] = [
+pub const CALLS: [&str; 27] = [
     "socket",
     "bind",
     "listen",
@@ -125,15 +125,19 @@ pub const CALLS: [&str; 26] = [
     // its condition while spinning, kernel = it slept in the kernel;
     // `doorbell` kernel = the service's doorbell was rung; `wakeup` user =
     // the service rang a sleeping thread and what it waited for was
-    // there, kernel = it was not (a spurious wake-up).
+    // there, kernel = it was not (a spurious wake-up); `kernel_fds`, per
+    // epoll_wait on a set that mixes kernel descriptors with Ixora
+    // sockets: user = the kernel ones were known to have nothing (io_uring
+    // completions said so), kernel = the kernel was asked for them.
     "wait",
     "doorbell",
     "wakeup",
+    "kernel_fds",
 ];
 
 /// Entries of [`CALLS`] that are not socket calls (left out of the
 /// user-space share).
-pub const NOT_CALLS: [&str; 3] = ["wait", "doorbell", "wakeup"];
+pub const NOT_CALLS: [&str; 4] = ["wait", "doorbell", "wakeup", "kernel_fds"];
 
 /// Index of `name` in [`CALLS`].
 pub const fn call(name: &str) -> usize {

@@ -1110,3 +1110,85 @@ fn a_killed_parents_own_connections_end_while_its_child_lives() {
         "{stats}"
     );
 }
+
+/// An epoll set that mixes a kernel pipe with a busy Ixora socket: the
+/// pipe's event is seen at once, and the kernel is not asked about the
+/// pipe on every `epoll_wait` the socket keeps answering in user space
+/// (io_uring completions say when the pipe's side has something; without
+/// them the shim would look every 200 µs, thousands of times here).
+#[test]
+fn a_mixed_epoll_set_asks_the_kernel_only_when_its_fds_have_events() {
+    if !need(&["python3"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let server = "import os, select, socket, threading, time\n\
+        s = socket.socket()\n\
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+        s.bind(('0.0.0.0', 7008))\n\
+        s.listen(8)\n\
+        while True:\n\
+        \x20   c, _ = s.accept()\n\
+        \x20   if c.recv(6) != b'start\\n':\n\
+        \x20       c.close()\n\
+        \x20       continue\n\
+        \x20   r, w = os.pipe()\n\
+        \x20   ep = select.epoll()\n\
+        \x20   ep.register(c.fileno(), select.EPOLLIN)\n\
+        \x20   ep.register(r, select.EPOLLIN)\n\
+        \x20   wrote = []\n\
+        \x20   def poke():\n\
+        \x20       wrote.append(time.monotonic())\n\
+        \x20       os.write(w, b'!')\n\
+        \x20   threading.Timer(0.5, poke).start()\n\
+        \x20   got, late, eof = 0, None, False\n\
+        \x20   while not eof or late is None:\n\
+        \x20       for fd, ev in ep.poll(5):\n\
+        \x20           if fd == r:\n\
+        \x20               os.read(r, 1)\n\
+        \x20               late = time.monotonic() - wrote[0]\n\
+        \x20           else:\n\
+        \x20               b = c.recv(512)\n\
+        \x20               got += len(b)\n\
+        \x20               if not b:\n\
+        \x20                   ep.unregister(c.fileno())\n\
+        \x20                   eof = True\n\
+        \x20   c.sendall(b'%d %.6f\\n' % (got, late))\n\
+        \x20   c.close()\n";
+    let mut py = net.run("mixed", &["python3", "-c", server]);
+    net.wait_port(&mut py, 7008);
+    let before = net.stats()["apps"][0]["waits"].clone();
+    let (sent, reply) = net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:7008")).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"start\n").unwrap();
+        let chunk = vec![b'y'; 65536];
+        let t = Instant::now();
+        let mut sent = 0usize;
+        while t.elapsed() < Duration::from_millis(1500) {
+            c.write_all(&chunk).unwrap();
+            sent += chunk.len();
+        }
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        (sent, r)
+    });
+    let mut it = reply.split_whitespace();
+    let got: usize = it.next().and_then(|v| v.parse().ok()).expect("byte count");
+    let late: f64 = it.next().and_then(|v| v.parse().ok()).expect("pipe delay");
+    assert_eq!(got, sent, "bytes lost");
+    assert!(late < 0.1, "the pipe's event came {late} s late");
+    let after = net.stats()["apps"][0]["waits"].clone();
+    let d = |k: &str| after[k].as_u64().unwrap_or(0) - before[k].as_u64().unwrap_or(0);
+    let (skipped, asked) = (d("kernel_fds_skipped"), d("kernel_fds_asked"));
+    assert!(
+        skipped > 500,
+        "the socket kept epoll_wait busy only {skipped} times: {after}"
+    );
+    assert!(
+        asked <= 20,
+        "the kernel was asked {asked} times about a pipe written once ({skipped} skipped)"
+    );
+}

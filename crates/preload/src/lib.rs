@@ -35,6 +35,7 @@
 
 #![allow(unsafe_code)]
 
+mod kwatch;
 mod real;
 mod shim;
 mod state;

@@ -1144,9 +1144,24 @@ fn epoll_scan(g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
     n
 }
 
-/// How often a busy program's `epoll_wait` also looks at the kernel
-/// descriptors of a mixed set (at most this late for them under load).
+/// Without io_uring (see `kwatch`): how often a busy program's
+/// `epoll_wait` also looks at the kernel descriptors of a mixed set (at
+/// most this late for them under load).
 const KERNEL_PEEK: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// Ask the kernel for the events of the kernel descriptors of `epfd`
+/// (no timeout), keeping `kwatch`'s view of them up to date.
+fn kernel_events(
+    epfd: c_int,
+    wait: &dyn Fn(*mut epoll_event, c_int, c_int) -> c_int,
+    out: *mut epoll_event,
+    max: c_int,
+) -> c_int {
+    crate::kwatch::asking(epfd);
+    let k = wait(out, max, 0);
+    crate::kwatch::answered(epfd, k);
+    k
+}
 
 fn epoll_common(
     epfd: c_int,
@@ -1188,28 +1203,41 @@ fn epoll_common(
     }
     let kicked = state::kick(a);
     let max = max as usize;
+    // The kernel descriptors of a mixed set: may they have events? Read
+    // from io_uring completions in our memory (kwatch), no system call.
+    let watched = if ep.lock().unwrap_or_else(|p| p.into_inner()).kernel > 0 {
+        crate::kwatch::maybe_ready(epfd)
+    } else {
+        Some(false)
+    };
     let (n, kernel, peek) = {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
         let n = epoll_scan(&mut g, out, max);
-        // While Ixora sockets keep the program busy, kernel descriptors
-        // of a mixed set are looked at once per KERNEL_PEEK (they are not
-        // starved; nor does every call enter the kernel for them). The
-        // clock is read only for mixed sets.
-        let mut peek = false;
-        if g.kernel > 0 {
-            let now = std::time::Instant::now();
-            peek = n == 0 || now - g.kernel_seen >= KERNEL_PEEK;
-            if peek {
-                g.kernel_seen = now;
+        let peek = match watched {
+            _ if g.kernel == 0 => false,
+            Some(maybe) => maybe,
+            // Without io_uring: while Ixora sockets keep the program busy,
+            // kernel descriptors are looked at once per KERNEL_PEEK (not
+            // starved; nor does every call enter the kernel for them).
+            None => {
+                let now = std::time::Instant::now();
+                let due = n == 0 || now - g.kernel_seen >= KERNEL_PEEK;
+                if due {
+                    g.kernel_seen = now;
+                }
+                due
             }
-        }
+        };
         (n, g.kernel, peek)
     };
+    if kernel > 0 && (n == 0 || n < max) && (n > 0 || timeout == 0) {
+        count(a, call("kernel_fds"), !peek);
+    }
     if n > 0 {
         // Ready sockets: answered in user space.
         if peek && n < max {
             // SAFETY: `out + n` has room for `max - n` events.
-            let k = real_wait(unsafe { out.add(n) }, (max - n) as c_int, 0);
+            let k = kernel_events(epfd, &real_wait, unsafe { out.add(n) }, (max - n) as c_int);
             count(a, call("epoll_wait"), false);
             return n as c_int + k.max(0);
         }
@@ -1217,12 +1245,12 @@ fn epoll_common(
         return n as c_int;
     }
     if timeout == 0 {
-        let k = if kernel > 0 {
-            real_wait(out, max as c_int, 0)
+        let k = if peek {
+            kernel_events(epfd, &real_wait, out, max as c_int)
         } else {
             0
         };
-        count(a, call("epoll_wait"), kernel == 0);
+        count(a, call("epoll_wait"), !peek && !kicked);
         return k;
     }
     // Nothing ready: spin, then sleep on the real epoll (kernel
@@ -1261,7 +1289,7 @@ fn epoll_common(
     let mut n = found;
     if kernel > 0 && n < max && pfd[0].revents != 0 {
         // SAFETY: as above.
-        let k = real_wait(unsafe { out.add(n) }, (max - n) as c_int, 0);
+        let k = kernel_events(epfd, &real_wait, unsafe { out.add(n) }, (max - n) as c_int);
         n += k.max(0) as usize;
     }
     n as c_int

@@ -145,7 +145,7 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(10)
 }
 
-fn mark_internal(fd: c_int) {
+pub(crate) fn mark_internal(fd: c_int) {
     if let Some(e) = entry(fd) {
         e.kind.store(kind::INTERNAL, Ordering::Release);
     }
@@ -153,7 +153,7 @@ fn mark_internal(fd: c_int) {
 
 /// `fd`, one of ours, is about to be closed: its number becomes the
 /// kernel's again.
-fn forget_internal(fd: c_int) {
+pub(crate) fn forget_internal(fd: c_int) {
     if let Some(e) = entry(fd) {
         let _ = e.kind.compare_exchange(
             kind::INTERNAL,
@@ -1018,6 +1018,7 @@ pub fn epoll_new(epfd: c_int) {
 /// Forget an epoll instance (its memory is leaked on purpose; see
 /// [`epoll`]).
 pub fn epoll_forget(epfd: c_int) {
+    crate::kwatch::forget(epfd);
     if let Some(t) = EPOLLS.get() {
         if epfd >= 0 && (epfd as usize) < MAXFD {
             t[epfd as usize].store(std::ptr::null_mut(), Ordering::Release);

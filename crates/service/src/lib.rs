@@ -531,6 +531,10 @@ impl Service {
                     "doorbells": h.counters[layout::call("doorbell")][1].load(Ordering::Relaxed),
                     "woken": h.counters[layout::call("wakeup")][0].load(Ordering::Relaxed),
                     "spurious": h.counters[layout::call("wakeup")][1].load(Ordering::Relaxed),
+                    // epoll_wait on mixed sets: the kernel descriptors
+                    // known idle without asking, or asked.
+                    "kernel_fds_skipped": h.counters[layout::call("kernel_fds")][0].load(Ordering::Relaxed),
+                    "kernel_fds_asked": h.counters[layout::call("kernel_fds")][1].load(Ordering::Relaxed),
                 },
             }));
         }

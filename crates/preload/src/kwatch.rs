@@ -1,0 +1,210 @@
+//! The kernel descriptors of a mixed epoll set, watched without a system
+//! call per `epoll_wait`.
+//!
+//! An epoll set that holds both Ixora sockets and kernel descriptors keeps
+//! the kernel ones in a real epoll instance. To learn whether one of them
+//! became ready, `epoll_wait` would have to ask the kernel — a system call
+//! on every call that the rings alone could have answered. Instead, each
+//! such epoll instance is watched by a multishot `IORING_OP_POLL_ADD` on
+//! an io_uring of this process: the kernel posts a completion into the
+//! ring's shared memory every time something is added to the instance's
+//! ready list, and `epoll_wait` reads the completion queue in user space.
+//! It enters the kernel for the kernel descriptors only when a completion
+//! says they may have events (or the last look found some: they are
+//! level-triggered and may still be ready).
+//!
+//! Where io_uring is not available (an old kernel, a seccomp filter), or
+//! the ring is busy in another thread, callers fall back to looking at the
+//! kernel descriptors at a bounded interval. Every lock here is taken with
+//! `try_lock`: a thread never waits for another (nor for one that existed
+//! only in the parent of a forked child).
+
+use crate::state::{self, FORK_GEN, MAXFD};
+use io_uring::{cqueue, opcode, types, IoUring};
+use libc::c_int;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// Completion queue entries (twice the submission entries): one
+/// completion per wake-up of a watched instance, drained at every look.
+const ENTRIES: u32 = 64;
+
+struct Watch {
+    ring: IoUring,
+    /// [`FORK_GEN`] when the ring was made: a forked child makes its own.
+    fork_gen: u64,
+}
+
+static WATCH: Mutex<Option<Watch>> = Mutex::new(None);
+/// io_uring could not be set up here: never try again.
+static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+/// Tokens of the polls: epoll descriptor in the high half, a sequence
+/// number in the low (a completion of a closed instance's poll is not
+/// taken for a new instance with the same number).
+static SEQ: AtomicU32 = AtomicU32::new(1);
+
+struct Table {
+    /// Per epoll descriptor: the token of its poll in this process's ring
+    /// (0: not watched).
+    armed: Box<[AtomicU64]>,
+    /// Per epoll descriptor: its kernel descriptors may have events.
+    ready: Box<[AtomicBool]>,
+}
+
+static TABLE: OnceLock<Table> = OnceLock::new();
+
+fn table() -> &'static Table {
+    TABLE.get_or_init(|| Table {
+        armed: (0..MAXFD).map(|_| AtomicU64::new(0)).collect(),
+        ready: (0..MAXFD).map(|_| AtomicBool::new(false)).collect(),
+    })
+}
+
+fn index(epfd: c_int) -> Option<usize> {
+    (epfd >= 0 && (epfd as usize) < MAXFD).then_some(epfd as usize)
+}
+
+/// This process's ring (made on first use, and anew in a forked child,
+/// whose inherited copy is the parent's).
+fn ring(w: &mut Option<Watch>) -> Option<&mut IoUring> {
+    let gen = FORK_GEN.load(Ordering::Relaxed);
+    if w.as_ref().is_some_and(|w| w.fork_gen != gen) {
+        // Inherited: what it watches is the parent's business. Our copy
+        // of the descriptor and the mappings go; nothing of ours is armed.
+        if let Some(old) = w.take() {
+            state::forget_internal(old.ring.as_raw_fd());
+            drop(old);
+        }
+        let t = table();
+        for a in t.armed.iter() {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+    if w.is_none() {
+        if UNAVAILABLE.load(Ordering::Relaxed) {
+            return None;
+        }
+        match IoUring::new(ENTRIES) {
+            Ok(ring) => {
+                state::mark_internal(ring.as_raw_fd());
+                *w = Some(Watch {
+                    ring,
+                    fork_gen: gen,
+                });
+            }
+            Err(_) => {
+                UNAVAILABLE.store(true, Ordering::Relaxed);
+                return None;
+            }
+        }
+    }
+    w.as_mut().map(|w| &mut w.ring)
+}
+
+/// Drain the completion queue: mark the instances it names as maybe
+/// ready; a poll that ended (no `F_MORE`: an error, or an overflow of the
+/// queue) is re-armed at its instance's next look.
+fn drain(ring: &mut IoUring) {
+    let t = table();
+    let mut overflow = false;
+    {
+        let mut cq = ring.completion();
+        overflow |= cq.overflow() > 0;
+        for e in &mut cq {
+            let token = e.user_data();
+            let Some(i) = index((token >> 32) as c_int) else {
+                continue;
+            };
+            if t.armed[i].load(Ordering::Relaxed) != token {
+                continue; // a poll of a closed instance
+            }
+            t.ready[i].store(true, Ordering::Release);
+            if !cqueue::more(e.flags()) {
+                t.armed[i].store(0, Ordering::Relaxed);
+            }
+        }
+    }
+    if overflow || ring.submission().cq_overflow() {
+        // Completions were lost to an overflow: every watched instance
+        // may be ready; flush the kernel's backlog.
+        for (a, r) in t.armed.iter().zip(t.ready.iter()) {
+            if a.load(Ordering::Relaxed) != 0 {
+                r.store(true, Ordering::Release);
+            }
+        }
+        let _ = ring.submit();
+        for _ in ring.completion() {}
+    }
+}
+
+/// Whether the kernel descriptors of the epoll set `epfd` may have events:
+/// `Some(false)` is a promise that they had none the last time the kernel
+/// was asked and that nothing was added to the instance's ready list
+/// since; `None`: not known here (no io_uring, or the ring is busy) — look
+/// at the kernel as if without this module. The first look at an instance
+/// arms its poll (one system call) and answers `Some(true)`.
+pub fn maybe_ready(epfd: c_int) -> Option<bool> {
+    let i = index(epfd)?;
+    let t = table();
+    let mut g = WATCH.try_lock().ok()?;
+    let ring = ring(&mut g)?;
+    drain(ring);
+    if t.armed[i].load(Ordering::Relaxed) == 0 {
+        let token = (i as u64) << 32 | u64::from(SEQ.fetch_add(1, Ordering::Relaxed));
+        let sqe = opcode::PollAdd::new(types::Fd(epfd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(token);
+        // SAFETY: a poll request holds no pointer into our memory (only a
+        // descriptor and an event mask), so nothing must outlive the call.
+        if unsafe { ring.submission().push(&sqe) }.is_err() || ring.submit().is_err() {
+            return None;
+        }
+        t.armed[i].store(token, Ordering::Relaxed);
+        t.ready[i].store(true, Ordering::Release);
+        return Some(true);
+    }
+    Some(t.ready[i].load(Ordering::Acquire))
+}
+
+/// The caller is about to ask the kernel (`epoll_wait` with no timeout) for
+/// the events of `epfd`: anything added to its ready list from now on posts
+/// a new completion.
+pub fn asking(epfd: c_int) {
+    if let Some(i) = index(epfd) {
+        table().ready[i].store(false, Ordering::Release);
+    }
+}
+
+/// The kernel returned `k` events of `epfd`: if any, they may still be
+/// ready (level-triggered), so look again next time.
+pub fn answered(epfd: c_int, k: c_int) {
+    if let Some(i) = index(epfd) {
+        if k != 0 {
+            table().ready[i].store(true, Ordering::Release);
+        }
+    }
+}
+
+/// The epoll instance `epfd` is being closed: cancel its poll (the ring
+/// would otherwise keep the instance alive).
+pub fn forget(epfd: c_int) {
+    let Some(i) = index(epfd) else { return };
+    let Some(t) = TABLE.get() else { return };
+    let token = t.armed[i].swap(0, Ordering::Relaxed);
+    t.ready[i].store(false, Ordering::Relaxed);
+    if token == 0 {
+        return;
+    }
+    let Ok(mut g) = WATCH.try_lock() else { return };
+    if let Some(w) = g.as_mut() {
+        if w.fork_gen == FORK_GEN.load(Ordering::Relaxed) {
+            let sqe = opcode::PollRemove::new(token).build().user_data(0);
+            // SAFETY: as above; the request names the poll by its token.
+            if unsafe { w.ring.submission().push(&sqe) }.is_ok() {
+                let _ = w.ring.submit();
+            }
+        }
+    }
+}
