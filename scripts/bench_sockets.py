@@ -3,11 +3,11 @@
 same cores, the same client — on the Linux kernel stack, and under
 `ixora run` on Ixora's socket service (af_xdp on a veth pair).
 
-  * nginx (1 worker) and lighttpd serving a 20 B file to wrk: keep-alive,
-    and 10 requests per connection (a `Connection: close` every 10th
-    request, from a wrk Lua script): requests/s and server CPU seconds per
-    request (CPU 0 busy time from /proc/stat: the server, its system
-    calls, its softirqs and, for Ixora, the service);
+  * nginx (1 worker) and lighttpd serving a 20 B file to two clients,
+    `ixora loadgen http` (its TCP in user space) and wrk (the kernel's):
+    keep-alive, and 10 requests per connection: requests/s and server CPU
+    seconds per request (CPU 0 busy time from /proc/stat: the server, its
+    system calls, its softirqs and, for Ixora, the service);
   * memcached (-t 1), ETC and USR workloads from `ixora loadgen memcached`
     (open loop, Poisson, 4-deep pipelines; the generator runs on Ixora's
     native API in the client namespace for both servers): average and p99
@@ -19,10 +19,10 @@ Server side pinned to CPU 0 (with Ixora: the service and the program),
 client to CPU 1. Both stacks are set up side by side (each in its own
 pair of namespaces) and, at every point, the kernel run and the Ixora run
 alternate `--repeat` times, so that the machine's drift hits both.
-Receive steering (RPS) puts each veth end's receive processing on its own
-side's CPU, as a NIC's interrupts would (`--no-rps` leaves it on the
-sending CPU, where the kernel server's TCP receive runs on the client's
-CPU; results then go to sockets-no-rps.*).
+Receive work is put on each veth end's own side's CPU, as a NIC's
+interrupts would (`--rx softirq`, the default: RPS, and generic XDP for
+Ixora and the generators); `--rx napi`, `--rx rps` and `--rx sender` place
+it the other ways and write sockets-napi.*, sockets-rps.*, sockets-no-rps.*.
 Results: docs/bench/sockets.{json,md,png}.
 Reproduce with `make bench-sockets` (or `scripts/bench_sockets.py --help`).
 
@@ -56,7 +56,15 @@ SPIN_US = 50  # `ixora run --spin-us` (set by --spin-us)
 SERVICE_CPU = 0  # where `ixora serve` runs
 SERVE_EXTRA = []  # more `ixora serve` options (e.g. --poll)
 STALLS = None  # cpu_stalls() measured at the start
-RX = "napi"  # where each veth end's receive processing runs (see --rx)
+RX = "softirq"  # where each veth end's receive processing runs (see --rx)
+WEB_CONNS = 128  # connections of the web clients (--web-conns)
+
+
+def xdp_args():
+    """AF_XDP attach mode for Ixora's service and the load generators: in
+    `softirq` mode generic (skb) XDP, which runs after RPS on the
+    receiving CPU; otherwise the default (native on veth)."""
+    return ["--xdp-mode", "skb"] if RX == "softirq" else []
 NAME = "sockets"  # output basename (another for the service placement experiments)
 CLIENTS = ("loadgen", "wrk")  # web clients (--clients)
 TMP = "/tmp"  # this run's scratch directory (the wrk script)
@@ -99,12 +107,15 @@ class Net:
                 be.sh("ip", "netns", "exec", ns, "sh", "-c",
                       f"echo 1 > /sys/class/net/{dev}/threaded")
             self.pin_napi()
-        if RX == "rps":
-            # Each side's TCP receive on its own CPU (RPS), as with a NIC
-            # (a veth receives on the sender's CPU: without this the
-            # kernel server's TCP receive runs on the client's CPU, and the
-            # client's on the server's). XDP (Ixora's AF_XDP, the load
-            # generator's) runs before RPS and stays on the sender's CPU.
+        if RX in ("rps", "softirq"):
+            # Each side's receive on its own CPU (RPS), as with a NIC whose
+            # interrupts go to that side's core (a veth receives on the
+            # sender's CPU: without this the kernel server's TCP receive
+            # runs on the client's CPU, and the client's on the server's).
+            # In `softirq` mode Ixora and the load generators attach XDP in
+            # skb (generic) mode, which runs after RPS, in the receiving
+            # CPU's softirq; in `rps` mode native XDP runs before RPS, on
+            # the sending CPU.
             for ns, dev, mask in ((self.sv, self.a, 1), (self.cl, self.b, 2)):
                 # `ip netns exec` mounts the namespace's own /sys.
                 be.sh("ip", "netns", "exec", ns, "sh", "-c",
@@ -114,7 +125,8 @@ class Net:
         if ixora:
             self.serve = be.start(
                 be.pinned(SERVICE_CPU, *be.in_ns(self.sv, str(BIN), "serve", "--iface", self.a,
-                                       "--ip", f"{SRV}/24", "--socket", self.sock, *SERVE_EXTRA)),
+                                       "--ip", f"{SRV}/24", "--socket", self.sock, *xdp_args(),
+                                       *SERVE_EXTRA)),
                 f"/tmp/ixb-{PID}-serve.log")
             t = time.time()
             while not Path(self.sock).exists():
@@ -233,20 +245,20 @@ end
 def web_run(net, port, secs, per_conn, client):
     """One measurement of the web server of `net` by `client`: wrk (the
     kernel's TCP in the client), or `ixora loadgen http` (the client's TCP
-    in user space, so the client saturates later). 32 connections; keep-
+    in user space, so the client saturates later). WEB_CONNS connections; keep-
     alive, or `per_conn` requests per connection."""
     net.pin_napi()
     if client == "wrk":
-        cmd = ["wrk", "-t", "1", "-c", "32", "-d", f"{secs}s"]
+        cmd = ["wrk", "-t", "1", "-c", str(WEB_CONNS), "-d", f"{secs}s"]
         if per_conn:
             cmd += ["-s", str(Path(TMP) / "ten.lua")]
         cmd.append(f"http://{SRV}:{port}/f20")
         warm = 0
     else:
         cmd = [str(BIN), "loadgen", "http", "--iface", net.b, "--ip", f"{GEN}/24",
-               "--server", f"{SRV}:{port}", "--path", "/f20", "-c", "32",
+               "--server", f"{SRV}:{port}", "--path", "/f20", "-c", str(WEB_CONNS),
                "--per-conn", str(per_conn), "--duration", str(secs), "--warmup", "1",
-               "--body-len", "20", "--cpus", "1"]
+               "--body-len", "20", "--cpus", "1", *xdp_args()]
         warm = 1
     full0 = net.stats()
     st0 = user_calls(full0)
@@ -354,7 +366,7 @@ def loadgen_run(net, args, wl, rate):
     cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
            "--server", f"{SRV}:11211", "--workload", wl, "--conns", str(args.conns),
            "--depth", "4", "--rate", str(rate), "--duration", str(args.duration),
-           "--warmup", "1", "--cpus", "1"]
+           "--warmup", "1", "--cpus", "1", *xdp_args()]
     r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True,
                        text=True, timeout=args.duration + 90)
     c1 = cpu0_busy()
@@ -471,21 +483,28 @@ def sustained(pts):
 
 
 RX_TEXT = {
+    "softirq": "Receive processing (`--rx softirq`): RPS steers each veth end's receive to its "
+               "own side's CPU, and Ixora's service and the load generators attach XDP in skb "
+               "(generic) mode, which runs after RPS: every receive path — the kernel's TCP, "
+               "Ixora's XDP and AF_XDP copy, the generators' — runs in the receiving side's "
+               "softirq, as with a NIC whose interrupts go to that side's core. (Generic XDP "
+               "costs Ixora an skb per frame that a NIC's native XDP would not.) Other "
+               "placements: sockets-napi.md (a NAPI thread per end), sockets-rps.md (native "
+               "XDP, on the sending CPU), sockets-no-rps.md (everything on the sending CPU).",
     "napi": "Receive processing (`--rx napi`): each veth end receives in a NAPI thread of its "
             "own (threaded NAPI, GRO on) pinned to its side's CPU, so the whole receive path — "
-            "XDP and the AF_XDP copy for Ixora and the load generator, the TCP receive for the "
-            "kernel — runs on the receiving side's CPU, as with a NIC whose interrupts go to that "
-            "core. `--rx rps` (sockets-rps.md) steers only the kernel's TCP receive and leaves "
-            "XDP on the sending CPU; `--rx sender` (sockets-no-rps.md) leaves everything on the "
-            "sending CPU, a veth's own way.",
+            "XDP and the AF_XDP copy, or the kernel's TCP receive — runs on the receiving side's "
+            "CPU, but in a thread, one more context switch per burst for both stacks. The "
+            "default run (sockets.md) receives in softirq instead.",
     "rps": "Receive steering (`--rx rps`): RPS puts the kernel's TCP receive of each veth end on "
-           "that side's CPU; XDP — Ixora's AF_XDP copy and the load generator's — runs before "
-           "RPS, on the sending CPU. The default run (sockets.md) receives in pinned NAPI threads "
-           "instead, XDP included.",
+           "that side's CPU; native XDP — Ixora's AF_XDP copy and the load generator's — runs "
+           "before RPS, on the sending CPU (the client's CPU pays Ixora's receive copy, the "
+           "server's pays the generator's). The default run (sockets.md) puts XDP on the "
+           "receiving CPU too.",
     "sender": "No receive steering (`--rx sender`, `--no-rps`): a veth receives on the sender's "
               "CPU, so the kernel server's TCP receive runs on the client's CPU (CPU 1) and the "
               "client's TCP receive on the server's (CPU 0), for both stacks. The default run "
-              "(sockets.md) receives in NAPI threads pinned to each side's CPU.",
+              "(sockets.md) puts each side's receive on its own CPU.",
 }
 
 
@@ -493,7 +512,8 @@ def write(results, args, cmdline):
     OUT.mkdir(parents=True, exist_ok=True)
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, "clients": list(CLIENTS)}
+            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, "clients": list(CLIENTS),
+            "web_conns": WEB_CONNS}
     (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
@@ -512,7 +532,7 @@ def write(results, args, cmdline):
               "p90 and p99 ≤ 2 ms rows say more.", ""]
     web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
     if web_rows:
-        L += ["## Web servers, 20 B file, 32 connections", "",
+        L += [f"## Web servers, 20 B file, {meta.get('web_conns', 32)} connections", "",
               "Clients: `ixora loadgen http` (its TCP in user space, so it saturates last) and "
               "wrk -t1 (the kernel's TCP). Server CPU µs/req: CPU 0 busy time (the server, its "
               "system calls and softirqs, and for Ixora the service) per request; client CPU: "
@@ -615,7 +635,7 @@ def plots(results):
     ax.set_xticks(list(x))
     ax.set_xticklabels(labels)
     ax.set_ylabel("k requests/s")
-    ax.set_title("20 B file, 32 connections")
+    ax.set_title(f"20 B file, {WEB_CONNS} connections")
     ax.legend()
     for j, wl in enumerate(("etc", "usr")):
         if not mc:
@@ -652,13 +672,18 @@ def main():
     ap.add_argument("--service-cpu", type=int, default=0,
                     help="CPU of `ixora serve` (default 0, with the server). 1 puts it on the "
                          "client's CPU: an experiment on the mechanism, not a fair comparison")
-    ap.add_argument("--rx", choices=["napi", "rps", "sender"], default="napi",
-                    help="where each veth end's receive processing runs. napi (default): in a "
-                         "NAPI thread per end pinned to that side's CPU — XDP, the AF_XDP copy "
-                         "and the kernel's TCP receive all on the receiver's CPU, as with a NIC. "
-                         "rps: the kernel's TCP receive steered to the receiver's CPU, XDP left "
-                         "on the sender's (sockets-rps.*). sender: everything on the sending CPU, "
-                         "a veth's own way (sockets-no-rps.*)")
+    ap.add_argument("--rx", choices=["softirq", "napi", "rps", "sender"], default="softirq",
+                    help="where each veth end's receive processing runs. softirq (default): "
+                         "RPS to the receiving side's CPU, with XDP attached in skb mode so that "
+                         "it runs there too — every receive path (the kernel's TCP, Ixora's "
+                         "AF_XDP copy, the load generators') in the receiver's softirq, as with "
+                         "a NIC interrupting that side's core. napi: a NAPI thread per end "
+                         "pinned to its side's CPU (sockets-napi.*). rps: as softirq but native "
+                         "XDP, which runs on the sending CPU (sockets-rps.*). sender: everything "
+                         "on the sending CPU, a veth's own way (sockets-no-rps.*)")
+    ap.add_argument("--web-conns", type=int, default=128,
+                    help="connections of the web clients (default 128: enough for the server, "
+                         "not the client's round trips, to set the pace)")
     ap.add_argument("--no-rps", action="store_true", help="the same as --rx sender")
     ap.add_argument("--clients", default="loadgen,wrk",
                     help="web clients, comma-separated: loadgen (`ixora loadgen http`, the "
@@ -668,7 +693,8 @@ def main():
     ap.add_argument("--serve-poll", action="store_true",
                     help="run `ixora serve --poll` (the service spins instead of sleeping)")
     args = ap.parse_args()
-    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RX, CLIENTS, TMP
+    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RX, CLIENTS, TMP, WEB_CONNS
+    WEB_CONNS = args.web_conns
     SPIN_US = args.spin_us
     RX = "sender" if args.no_rps else args.rx
     CLIENTS = tuple(c for c in args.clients.split(",") if c)
@@ -681,7 +707,7 @@ def main():
     if SERVICE_CPU != 0 or args.serve_poll:
         # Not the side-by-side comparison: kept apart from sockets.*.
         NAME = f"sockets-service-cpu{SERVICE_CPU}" + ("-poll" if SERVE_EXTRA else "")
-    NAME += {"napi": "", "rps": "-rps", "sender": "-no-rps"}[RX]
+    NAME += {"softirq": "", "napi": "-napi", "rps": "-rps", "sender": "-no-rps"}[RX]
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk"):
