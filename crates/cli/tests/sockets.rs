@@ -74,6 +74,11 @@ fn ensure_preload() {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::with(&[])
+    }
+
+    /// A setup whose `ixora serve` gets `extra` arguments.
+    fn with(extra: &[&str]) -> Setup {
         ensure_preload();
         let ix = NetNs::new("sk").expect("namespace");
         let lx = NetNs::new("sk").expect("namespace");
@@ -101,6 +106,7 @@ impl Setup {
             "--socket",
             &socket,
         ]);
+        c.args(extra);
         let mut serve = Proc::spawn(c, "serve");
         let t = Instant::now();
         while !std::path::Path::new(&socket).exists() {
@@ -1190,5 +1196,85 @@ fn a_mixed_epoll_set_asks_the_kernel_only_when_its_fds_have_events() {
     assert!(
         asked <= 20,
         "the kernel was asked {asked} times about a pipe written once ({skipped} skipped)"
+    );
+}
+
+/// On the service's own CPU, a write's doorbell ring is held back while
+/// the program's `epoll_wait` has events to return (the ring could only
+/// make the service run instead of the program, not beside it): at most
+/// one ring per 50 µs of such a loop, not one per turn; and nothing
+/// written is left behind once the program runs out of events.
+#[test]
+fn a_program_with_events_ready_rings_a_service_on_its_cpu_at_most_every_50us() {
+    if !need(&["python3", "taskset"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::with(&["--cpus", "0"]);
+    let turns = 3000;
+    let server = format!(
+        "import select, socket, time\n\
+        s = socket.socket()\n\
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+        s.bind(('0.0.0.0', 7009))\n\
+        s.listen(8)\n\
+        while True:\n\
+        \x20   a, _ = s.accept()\n\
+        \x20   if a.recv(2) != b'a\\n':\n\
+        \x20       a.close()\n\
+        \x20       continue\n\
+        \x20   b, _ = s.accept()\n\
+        \x20   ep = select.epoll()\n\
+        \x20   ep.register(b.fileno(), select.EPOLLIN)\n\
+        \x20   assert ep.poll(5)\n\
+        \x20   t = time.monotonic()\n\
+        \x20   for i in range({turns}):\n\
+        \x20       a.send(b'x')\n\
+        \x20       assert ep.poll(0)\n\
+        \x20   us = (time.monotonic() - t) * 1e6\n\
+        \x20   a.send(b'|%d\\n' % us)\n\
+        \x20   b.recv(1)\n\
+        \x20   ep.poll(0.2)\n\
+        \x20   a.recv(1)\n\
+        \x20   a.close()\n\
+        \x20   b.close()\n"
+    );
+    let mut c = net.ix.command(BIN);
+    c.args(["run", "--socket", &net.socket, "--", "taskset", "-c", "0"]);
+    c.args(["python3", "-c", &server]);
+    let mut py = Proc::spawn(c, "bells");
+    net.wait_port(&mut py, 7009);
+    let before = net.stats()["apps"][0]["waits"].clone();
+    let got = net.lx.run(|| {
+        let mut a = TcpStream::connect(format!("{IX}:7009")).unwrap();
+        a.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        a.write_all(b"a\n").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut b = TcpStream::connect(format!("{IX}:7009")).unwrap();
+        b.write_all(b"b").unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.ends_with(b"\n") {
+            let n = a.read(&mut buf).expect("the program's bytes");
+            assert!(n > 0, "EOF after {} bytes", got.len());
+            got.extend_from_slice(&buf[..n]);
+        }
+        a.write_all(b"k").unwrap();
+        got
+    });
+    let text = String::from_utf8_lossy(&got).to_string();
+    let (xs, us) = text.trim_end().split_once('|').expect("x…|µs");
+    assert_eq!(xs.len(), turns, "bytes lost or extra");
+    assert!(xs.bytes().all(|c| c == b'x'));
+    let us: u64 = us.parse().expect("loop µs");
+    let after = net.stats()["apps"][0]["waits"].clone();
+    let bells =
+        after["doorbells"].as_u64().unwrap_or(0) - before["doorbells"].as_u64().unwrap_or(0);
+    eprintln!("{bells} doorbell rings for {turns} turns in {us} µs");
+    // Rung at most once per 50 µs of the loop, plus the final ones (the
+    // last reply, the blocking poll, the close; spare for scheduling).
+    assert!(
+        bells <= us / 50 + 20,
+        "{bells} doorbell rings for {turns} turns in {us} µs (one ring per turn would be {turns})"
     );
 }

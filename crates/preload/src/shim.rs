@@ -1201,7 +1201,6 @@ fn epoll_common(
     if max <= 0 || out.is_null() {
         return fail(libc::EINVAL);
     }
-    let kicked = state::kick(a);
     let max = max as usize;
     // The kernel descriptors of a mixed set: may they have events? Read
     // from io_uring completions in our memory (kwatch), no system call.
@@ -1229,6 +1228,13 @@ fn epoll_common(
             }
         };
         (n, g.kernel, peek)
+    };
+    // A ring owed to a sleeping service: now, or (with events to return)
+    // perhaps at the next call.
+    let kicked = if n > 0 {
+        state::kick_unless_busy(a)
+    } else {
+        state::kick(a)
     };
     if kernel > 0 && (n == 0 || n < max) && (n > 0 || timeout == 0) {
         count(a, call("kernel_fds"), !peek);
@@ -1332,7 +1338,6 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         return None;
     }
     let a = state::attached()?;
-    let kicked = state::kick(a);
     let mut kidx: Vec<usize> = Vec::new();
     for (i, f) in p.iter_mut().enumerate() {
         f.revents = 0;
@@ -1366,6 +1371,13 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         })
         .collect();
     let n = scan(p);
+    // A ring owed to a sleeping service: now, or (with descriptors ready)
+    // perhaps at the next call.
+    let kicked = if n > 0 {
+        state::kick_unless_busy(a)
+    } else {
+        state::kick(a)
+    };
     if n > 0 && kp.is_empty() {
         count(a, name, !kicked);
         return Some(n as c_int);

@@ -490,10 +490,45 @@ static KICK: AtomicBool = AtomicBool::new(false);
 /// polls, blocks or exits — one system call per turn of its event loop,
 /// not one per write (doorbells batched as IX batches its calls).
 pub fn signal(a: &Attached, s: u32) -> bool {
-    if a.r.signal(s) {
+    if a.r.signal(s) && !KICK.load(Ordering::Relaxed) {
+        KICK_SINCE.store(now_ns(), Ordering::Relaxed);
         KICK.store(true, Ordering::SeqCst);
     }
     false
+}
+
+/// When the ring now owed became owed (ns of [`now_ns`]).
+static KICK_SINCE: AtomicU64 = AtomicU64::new(0);
+
+/// How long a ring may be held back while the program has events to
+/// handle on the service's own CPU (see [`kick_unless_busy`]).
+const KICK_DEFER: Duration = Duration::from_micros(50);
+
+/// Monotonic nanoseconds since the first call (vDSO clock: no system call).
+fn now_ns() -> u64 {
+    static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// [`kick`] for a call that has events to return. On the service's own
+/// CPU a ring cannot make the service run beside the program, only instead
+/// of it: the ring is held back while the program still has work, until it
+/// blocks (or polls with nothing ready) or for at most [`KICK_DEFER`], so
+/// the service finds one turn's writes together and the program makes no
+/// system call. With the service on another CPU it rings at once.
+pub fn kick_unless_busy(a: &Attached) -> bool {
+    if !KICK.load(Ordering::Relaxed) {
+        return false;
+    }
+    let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
+    if svc != 0
+        && os::current_cpu() == Some(svc - 1)
+        && now_ns().saturating_sub(KICK_SINCE.load(Ordering::Relaxed))
+            < KICK_DEFER.as_nanos() as u64
+    {
+        return false;
+    }
+    kick(a)
 }
 
 /// Ring the service's doorbell if a change is waiting for it; true if
