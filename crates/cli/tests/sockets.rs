@@ -197,6 +197,18 @@ fn succeed(c: &mut Command, what: &str) -> std::process::Output {
     out
 }
 
+/// A Python TCP server for the tests: the modules they use imported, `s`
+/// listening on `port` (all addresses), then `body`.
+fn py_server(port: u16, body: &str) -> String {
+    format!(
+        "import os, select, signal, socket, threading, time\n\
+         s = socket.socket()\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('0.0.0.0', {port}))\n\
+         s.listen(8)\n{body}"
+    )
+}
+
 fn need(tools: &[&str]) -> bool {
     for t in tools {
         if !have(t) {
@@ -735,12 +747,9 @@ fn references_follow_processes_across_fork_exec_and_kill() {
     }
     let _g = serial();
     let net = Setup::new();
-    let server = "import os, socket, signal, time\n\
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
-        s = socket.socket()\n\
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-        s.bind(('0.0.0.0', 7003))\n\
-        s.listen(8)\n\
+    let server = py_server(
+        7003,
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
         held = None\n\
         while True:\n\
         \x20   c, _ = s.accept()\n\
@@ -758,8 +767,9 @@ fn references_follow_processes_across_fork_exec_and_kill() {
         \x20   elif cmd == b'kill\\n':\n\
         \x20       os.kill(held, signal.SIGKILL)\n\
         \x20       c.sendall(b'ok\\n')\n\
-        \x20   c.close()\n";
-    let mut py = net.run("forker", &["python3", "-c", server]);
+        \x20   c.close()\n",
+    );
+    let mut py = net.run("forker", &["python3", "-c", &server]);
     net.wait_port(&mut py, 7003);
     let ask = |cmd: &str| ask(&net, 7003, cmd);
     // exec: the child (sleep 8 s) keeps nothing; EOF long before it ends.
@@ -889,12 +899,9 @@ fn a_blocked_reader_sleeps_through_its_connections_writes() {
     }
     let _g = serial();
     let net = Setup::new();
-    let server = "import socket, threading, time\n\
-        s = socket.socket()\n\
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-        s.bind(('0.0.0.0', 7004))\n\
-        s.listen(8)\n\
-        while True:\n\
+    let server = py_server(
+        7004,
+        "while True:\n\
         \x20   c, _ = s.accept()\n\
         \x20   if c.recv(6) != b'start\\n':\n\
         \x20       c.close()\n\
@@ -908,8 +915,9 @@ fn a_blocked_reader_sleeps_through_its_connections_writes() {
         \x20       time.sleep(0.002)\n\
         \x20   t.join()\n\
         \x20   c.sendall(b'got ' + got[0])\n\
-        \x20   c.close()\n";
-    let mut py = net.run("reader", &["python3", "-c", server]);
+        \x20   c.close()\n",
+    );
+    let mut py = net.run("reader", &["python3", "-c", &server]);
     net.wait_port(&mut py, 7004);
     let waits = |net: &Setup| -> (u64, u64) {
         let st = net.stats();
@@ -1004,12 +1012,9 @@ fn a_connection_held_by_a_hundred_children_ends_with_the_last() {
     }
     let _g = serial();
     let net = Setup::new();
-    let server = "import os, socket, signal, time\n\
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
-        s = socket.socket()\n\
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-        s.bind(('0.0.0.0', 7006))\n\
-        s.listen(8)\n\
+    let server = py_server(
+        7006,
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
         kids = []\n\
         while True:\n\
         \x20   c, _ = s.accept()\n\
@@ -1033,8 +1038,9 @@ fn a_connection_held_by_a_hundred_children_ends_with_the_last() {
         \x20       os.kill(kids[-1], signal.SIGKILL)\n\
         \x20       kids = []\n\
         \x20       c.sendall(b'ok\\n')\n\
-        \x20   c.close()\n";
-    let mut py = net.run("forker100", &["python3", "-c", server]);
+        \x20   c.close()\n",
+    );
+    let mut py = net.run("forker100", &["python3", "-c", &server]);
     net.wait_port(&mut py, 7006);
     let ask = |cmd: &str| ask(&net, 7006, cmd);
     let mut held = ask("hold\n");
@@ -1065,12 +1071,9 @@ fn a_killed_parents_own_connections_end_while_its_child_lives() {
     }
     let _g = serial();
     let net = Setup::new();
-    let server = "import os, socket, time\n\
-        s = socket.socket()\n\
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-        s.bind(('0.0.0.0', 7007))\n\
-        s.listen(8)\n\
-        kid = os.fork()\n\
+    let server = py_server(
+        7007,
+        "kid = os.fork()\n\
         if kid == 0:\n\
         \x20   time.sleep(30)\n\
         \x20   os._exit(0)\n\
@@ -1081,8 +1084,9 @@ fn a_killed_parents_own_connections_end_while_its_child_lives() {
         \x20       c.sendall(b'ok\\n%d\\n' % kid)\n\
         \x20       held.append(c)\n\
         \x20   else:\n\
-        \x20       c.close()\n";
-    let mut py = net.run("orphaner", &["python3", "-c", server]);
+        \x20       c.close()\n",
+    );
+    let mut py = net.run("orphaner", &["python3", "-c", &server]);
     net.wait_port(&mut py, 7007);
     let held = ask(&net, 7007, "hold\n");
     let mut line = String::new();
@@ -1129,12 +1133,9 @@ fn a_mixed_epoll_set_asks_the_kernel_only_when_its_fds_have_events() {
     }
     let _g = serial();
     let net = Setup::new();
-    let server = "import os, select, socket, threading, time\n\
-        s = socket.socket()\n\
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-        s.bind(('0.0.0.0', 7008))\n\
-        s.listen(8)\n\
-        while True:\n\
+    let server = py_server(
+        7008,
+        "while True:\n\
         \x20   c, _ = s.accept()\n\
         \x20   if c.recv(6) != b'start\\n':\n\
         \x20       c.close()\n\
@@ -1161,8 +1162,9 @@ fn a_mixed_epoll_set_asks_the_kernel_only_when_its_fds_have_events() {
         \x20                   ep.unregister(c.fileno())\n\
         \x20                   eof = True\n\
         \x20   c.sendall(b'%d %.6f\\n' % (got, late))\n\
-        \x20   c.close()\n";
-    let mut py = net.run("mixed", &["python3", "-c", server]);
+        \x20   c.close()\n",
+    );
+    let mut py = net.run("mixed", &["python3", "-c", &server]);
     net.wait_port(&mut py, 7008);
     let before = net.stats()["apps"][0]["waits"].clone();
     let (sent, reply) = net.lx.run(|| {
@@ -1212,13 +1214,10 @@ fn a_program_with_events_ready_rings_a_service_on_its_cpu_at_most_every_50us() {
     let _g = serial();
     let net = Setup::with(&["--cpus", "0"]);
     let turns = 3000;
-    let server = format!(
-        "import select, socket, time\n\
-        s = socket.socket()\n\
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-        s.bind(('0.0.0.0', 7009))\n\
-        s.listen(8)\n\
-        while True:\n\
+    let server = py_server(
+        7009,
+        &format!(
+            "while True:\n\
         \x20   a, _ = s.accept()\n\
         \x20   if a.recv(2) != b'a\\n':\n\
         \x20       a.close()\n\
@@ -1238,6 +1237,7 @@ fn a_program_with_events_ready_rings_a_service_on_its_cpu_at_most_every_50us() {
         \x20   a.recv(1)\n\
         \x20   a.close()\n\
         \x20   b.close()\n"
+        ),
     );
     let mut c = net.ix.command(BIN);
     c.args(["run", "--socket", &net.socket, "--", "taskset", "-c", "0"]);
