@@ -556,15 +556,10 @@ fn echo_server(a: EchoServerArgs) -> ExitCode {
     );
     let svc_port = a.port;
     let keep = port.clone();
-    let r = ixora_engine::run(
+    let r = ixora_engine::ev::run(
         port,
         &cfg,
-        |_| {
-            ixora_engine::ev::EvApp::new(
-                apps::echo::EchoService { port: svc_port },
-                ixora_engine::ev::EvConfig::default(),
-            )
-        },
+        |_| apps::echo::EchoService { port: svc_port },
         stop,
     );
     match r {
@@ -606,19 +601,16 @@ fn echo_client(a: EchoClientArgs) -> ExitCode {
     watchdog(&stop, a.warmup + a.duration + 5.0);
     let cores = cfg.cores;
     let keep = port.clone();
-    let r = ixora_engine::run(
+    let r = ixora_engine::ev::run(
         port,
         &cfg,
         |core| {
-            ixora_engine::ev::EvApp::new(
-                apps::client::ClientService::new(
-                    plan.clone(),
-                    core,
-                    cores,
-                    totals.clone(),
-                    done.clone(),
-                ),
-                ixora_engine::ev::EvConfig::default(),
+            apps::client::ClientService::new(
+                plan.clone(),
+                core,
+                cores,
+                totals.clone(),
+                done.clone(),
             )
         },
         stop,
@@ -720,15 +712,10 @@ fn loadgen_http(a: HttpLoadArgs) -> ExitCode {
     watchdog(&stop, a.warmup + a.duration + 5.0);
     let cores = cfg.cores;
     let keep = port.clone();
-    let r = ixora_engine::run(
+    let r = ixora_engine::ev::run(
         port,
         &cfg,
-        |core| {
-            ixora_engine::ev::EvApp::new(
-                HttpService::new(plan.clone(), core, cores, totals.clone(), done.clone()),
-                ixora_engine::ev::EvConfig::default(),
-            )
-        },
+        |core| HttpService::new(plan.clone(), core, cores, totals.clone(), done.clone()),
         stop,
     );
     let r = match r {
@@ -788,20 +775,17 @@ fn netpipe(a: NetpipeArgs) -> ExitCode {
     let out = Arc::new(Mutex::new(Vec::new()));
     let err = Arc::new(Mutex::new(None));
     let sizes = apps::netpipe::sizes(a.max_size);
-    let r = ixora_engine::run(
+    let r = ixora_engine::ev::run(
         port,
         &cfg,
         |_| {
-            ixora_engine::ev::EvApp::new(
-                apps::netpipe::NetpipeService::new(
-                    a.server,
-                    sizes.clone(),
-                    std::time::Duration::from_millis(a.per_size_ms),
-                    a.min_rounds,
-                    out.clone(),
-                    err.clone(),
-                ),
-                ixora_engine::ev::EvConfig::default(),
+            apps::netpipe::NetpipeService::new(
+                a.server,
+                sizes.clone(),
+                std::time::Duration::from_millis(a.per_size_ms),
+                a.min_rounds,
+                out.clone(),
+                err.clone(),
             )
         },
         stop,

@@ -209,6 +209,20 @@ fn py_server(port: u16, body: &str) -> String {
     )
 }
 
+/// [`py_server`] whose connections each begin with `token` and a newline
+/// (others, like [`Setup::wait_port`]'s probes, are closed): `body` runs
+/// for each, with the connection as `c`, indented by four spaces.
+fn py_sessions(port: u16, token: &str, body: &str) -> String {
+    py_server(
+        port,
+        &format!(
+            "while True:\n    c, _ = s.accept()\n    if c.recv({n}) != b'{token}\\n':\n        \
+             c.close()\n        continue\n{body}",
+            n = token.len() + 1
+        ),
+    )
+}
+
 fn need(tools: &[&str]) -> bool {
     for t in tools {
         if !have(t) {
@@ -899,14 +913,10 @@ fn a_blocked_reader_sleeps_through_its_connections_writes() {
     }
     let _g = serial();
     let net = Setup::new();
-    let server = py_server(
+    let server = py_sessions(
         7004,
-        "while True:\n\
-        \x20   c, _ = s.accept()\n\
-        \x20   if c.recv(6) != b'start\\n':\n\
-        \x20       c.close()\n\
-        \x20       continue\n\
-        \x20   got = []\n\
+        "start",
+        "\x20   got = []\n\
         \x20   t = threading.Thread(target=lambda: got.append(c.recv(16)))\n\
         \x20   t.start()\n\
         \x20   time.sleep(0.3)\n\
@@ -1133,14 +1143,10 @@ fn a_mixed_epoll_set_asks_the_kernel_only_when_its_fds_have_events() {
     }
     let _g = serial();
     let net = Setup::new();
-    let server = py_server(
+    let server = py_sessions(
         7008,
-        "while True:\n\
-        \x20   c, _ = s.accept()\n\
-        \x20   if c.recv(6) != b'start\\n':\n\
-        \x20       c.close()\n\
-        \x20       continue\n\
-        \x20   r, w = os.pipe()\n\
+        "start",
+        "\x20   r, w = os.pipe()\n\
         \x20   ep = select.epoll()\n\
         \x20   ep.register(c.fileno(), select.EPOLLIN)\n\
         \x20   ep.register(r, select.EPOLLIN)\n\
@@ -1214,28 +1220,24 @@ fn a_program_with_events_ready_rings_a_service_on_its_cpu_at_most_every_50us() {
     let _g = serial();
     let net = Setup::with(&["--cpus", "0"]);
     let turns = 3000;
-    let server = py_server(
+    let server = py_sessions(
         7009,
+        "a",
         &format!(
-            "while True:\n\
-        \x20   a, _ = s.accept()\n\
-        \x20   if a.recv(2) != b'a\\n':\n\
-        \x20       a.close()\n\
-        \x20       continue\n\
-        \x20   b, _ = s.accept()\n\
+            "\x20   b, _ = s.accept()\n\
         \x20   ep = select.epoll()\n\
         \x20   ep.register(b.fileno(), select.EPOLLIN)\n\
         \x20   assert ep.poll(5)\n\
         \x20   t = time.monotonic()\n\
         \x20   for i in range({turns}):\n\
-        \x20       a.send(b'x')\n\
+        \x20       c.send(b'x')\n\
         \x20       assert ep.poll(0)\n\
         \x20   us = (time.monotonic() - t) * 1e6\n\
-        \x20   a.send(b'|%d\\n' % us)\n\
+        \x20   c.send(b'|%d\\n' % us)\n\
         \x20   b.recv(1)\n\
         \x20   ep.poll(0.2)\n\
-        \x20   a.recv(1)\n\
-        \x20   a.close()\n\
+        \x20   c.recv(1)\n\
+        \x20   c.close()\n\
         \x20   b.close()\n"
         ),
     );

@@ -242,6 +242,27 @@ pub struct EvApp<S: Service> {
     dirty: Vec<usize>,
 }
 
+/// Run the engine on `port` with one [`EvApp`] per core, each wrapping the
+/// service `make(core)` with the default [`EvConfig`] (see [`crate::run`]).
+pub fn run<P, S, F>(
+    port: std::sync::Arc<P>,
+    cfg: &crate::EngineConfig,
+    make: F,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::io::Result<crate::EngineReport>
+where
+    P: ixora_io::Port + ?Sized,
+    S: Service,
+    F: Fn(usize) -> S + Sync,
+{
+    crate::run(
+        port,
+        cfg,
+        |core| EvApp::new(make(core), EvConfig::default()),
+        stop,
+    )
+}
+
 impl<S: Service> EvApp<S> {
     /// Wrap a service.
     pub fn new(svc: S, cfg: EvConfig) -> EvApp<S> {

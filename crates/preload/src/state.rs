@@ -510,6 +510,13 @@ fn now_ns() -> u64 {
     T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
+/// Whether this thread runs on the CPU the service is pinned to (read
+/// through rseq: no system call).
+fn on_service_cpu(a: &Attached) -> bool {
+    let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
+    svc != 0 && os::current_cpu() == Some(svc - 1)
+}
+
 /// [`kick`] for a call that has events to return. On the service's own
 /// CPU a ring cannot make the service run beside the program, only instead
 /// of it: the ring is held back while the program still has work, until it
@@ -520,9 +527,7 @@ pub fn kick_unless_busy(a: &Attached) -> bool {
     if !KICK.load(Ordering::Relaxed) {
         return false;
     }
-    let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
-    if svc != 0
-        && os::current_cpu() == Some(svc - 1)
+    if on_service_cpu(a)
         && now_ns().saturating_sub(KICK_SINCE.load(Ordering::Relaxed))
             < KICK_DEFER.as_nanos() as u64
     {
@@ -693,8 +698,7 @@ pub fn block_until(
     // wait for. Kernel descriptors of a mixed set are not looked at while
     // spinning: they are seen by the blocking poll below, at most `spin`
     // late.
-    let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
-    let spin = if svc != 0 && os::current_cpu() == Some(svc - 1) {
+    let spin = if on_service_cpu(a) {
         Duration::ZERO
     } else {
         a.spin

@@ -243,6 +243,24 @@ impl ClientService {
     }
 }
 
+/// The end of a timed closed-loop run, at a tick: once `over`, say so in
+/// `done` and stop this core when its connections are `idle` (closed);
+/// false while the run goes on (the caller opens more connections).
+pub(crate) fn wind_down<H: Handler>(
+    ctl: &mut Ctl<H>,
+    done: &AtomicBool,
+    over: bool,
+    idle: bool,
+) -> bool {
+    if over {
+        done.store(true, Ordering::Relaxed);
+        if idle {
+            ctl.io().stop();
+        }
+    }
+    over
+}
+
 impl Drop for ClientService {
     fn drop(&mut self) {
         let st = self.st.borrow();
@@ -277,12 +295,7 @@ impl Service for ClientService {
         let over = finished || Instant::now() - st.start >= st.plan.warmup + st.plan.duration;
         let idle = st.open == 0;
         drop(st);
-        if over {
-            self.done.store(true, Ordering::Relaxed);
-            if idle {
-                ctl.io().stop();
-            }
-        } else {
+        if !wind_down(ctl, &self.done, over, idle) {
             self.open_more(ctl);
         }
     }

@@ -12,14 +12,14 @@
 //! a response that said `Connection: close` (nginx and lighttpd do after
 //! 1000 requests) is followed by a new connection, not counted as an error.
 
-use crate::apps::client::{merge_hist, Latency};
+use crate::apps::client::{merge_hist, wind_down, Latency};
 use hdrhistogram::Histogram;
 use ixora_engine::ev::{Closed, Conn, Ctl, Handler, Service};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::net::SocketAddrV4;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -261,12 +261,7 @@ impl Service for HttpService {
         let over = Instant::now() - st.start >= st.plan.warmup + st.plan.duration;
         let idle = st.open == 0;
         drop(st);
-        if over {
-            self.done.store(true, Ordering::Relaxed);
-            if idle {
-                ctl.io().stop();
-            }
-        } else {
+        if !wind_down(ctl, &self.done, over, idle) {
             self.open_more(ctl);
         }
     }
