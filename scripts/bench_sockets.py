@@ -13,7 +13,10 @@ same cores, the same client — on the Linux kernel stack, and under
     native API in the client namespace for both servers): average and p99
     latency against achieved rate, and the highest rate with p99 <= 500 us;
   * the share of socket calls the shim resolved in user space at each load
-    (`ixora stats`).
+    (`ixora stats`);
+  * bulk transfer: iperf3 (a dual-stack program, its listener an AF_INET6
+    socket on `::`) with the Linux iperf3 client, one stream each way:
+    Gbit/s and server CPU seconds per GB (written to sockets-bulk.*).
 
 Server side pinned to CPU 0 (with Ixora: the service and the program),
 client to CPU 1. Both stacks are set up side by side (each in its own
@@ -23,7 +26,7 @@ Receive work is put on each veth end's own side's CPU, as a NIC's
 interrupts would (`--rx softirq`, the default: RPS, and generic XDP for
 Ixora and the generators); `--rx napi`, `--rx rps` and `--rx sender` place
 it the other ways and write sockets-napi.*, sockets-rps.*, sockets-no-rps.*.
-Results: docs/bench/sockets.{json,md,png}.
+Results: docs/bench/sockets.{json,md,png} and sockets-bulk.{json,md,png}.
 Reproduce with `make bench-sockets` (or `scripts/bench_sockets.py --help`).
 
 Test-network rules: namespaces and links carry this process's PID, use
@@ -242,6 +245,19 @@ end
 """
 
 
+def client_run(net, cmd, secs):
+    """Run the client command `cmd` on CPU 1 in the client namespace of
+    `net` (bounded by `secs` + 60 s): its result, CPU 0's busy seconds
+    meanwhile (the server side), and how busy CPU 1 was (0..1)."""
+    c0, k0 = cpu_busy(0), cpu_busy(1)
+    t0 = time.time()
+    r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True, text=True,
+                       timeout=secs + 60)
+    wall = time.time() - t0
+    c1, k1 = cpu_busy(0), cpu_busy(1)
+    return r, c1 - c0, ((k1 - k0) / wall if wall else None)
+
+
 def web_run(net, port, secs, per_conn, client):
     """One measurement of the web server of `net` by `client`: wrk (the
     kernel's TCP in the client), or `ixora loadgen http` (the client's TCP
@@ -262,12 +278,7 @@ def web_run(net, port, secs, per_conn, client):
         warm = 1
     full0 = net.stats()
     st0 = user_calls(full0)
-    c0, k0 = cpu_busy(0), cpu_busy(1)
-    t0 = time.time()
-    r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True, text=True,
-                       timeout=secs + 60)
-    wall = time.time() - t0
-    c1, k1 = cpu_busy(0), cpu_busy(1)
+    r, cpu, client_busy = client_run(net, cmd, secs)
     full1 = net.stats()
     st1 = user_calls(full1)
     rps, reqs, errors, lat = 0.0, 0, 0, None
@@ -291,10 +302,9 @@ def web_run(net, port, secs, per_conn, client):
     # Requests over the whole run (a loadgen's warm-up included) for the
     # CPU per request.
     done = rps * (secs + warm)
-    cpu = c1 - c0
     return {"client": client, "rps": rps, "requests": reqs, "errors": errors,
             "server_cpu_s": cpu, "cpu_us_per_req": cpu / done * 1e6 if done else None,
-            "client_cpu_busy": (k1 - k0) / wall if wall else None, "latency_us": lat,
+            "client_cpu_busy": client_busy, "latency_us": lat,
             "user_share": share(st0, st1) if net.ixora else None,
             "calls": call_deltas(full0, full1) if net.ixora else None}
 
@@ -354,6 +364,128 @@ def web(args, prog, www, tmp, prog_bar, results):
         for ixora in (True, False):
             if ixora in nets:
                 nets[ixora].close()
+
+
+def bulk_run(net, port, secs, reverse):
+    """One iperf3 test (one TCP stream, `secs` seconds) from the Linux
+    client against the iperf3 server of `net`; `reverse`: the server
+    sends. Returns Gbit/s received, and CPU 0's busy seconds per GB."""
+    cmd = ["iperf3", "-c", SRV, "-p", str(port), "-t", str(secs), "--json"]
+    if reverse:
+        cmd.append("-R")
+    r, cpu, client_busy = client_run(net, cmd, secs)
+    try:
+        j = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"iperf3 printed no report:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    if "error" in j:
+        raise RuntimeError(f"iperf3: {j['error']}")
+    got = j["end"]["sum_received"]["bytes"]
+    sent = j["end"]["sum_sent"]["bytes"]
+    gbps = j["end"]["sum_received"]["bits_per_second"] / 1e9
+    return {"direction": "from_server" if reverse else "to_server", "gbps": gbps,
+            "bytes": got, "sent_bytes": sent, "retransmits": j["end"]["sum_sent"].get("retransmits"),
+            "server_cpu_s": cpu, "cpu_s_per_gb": cpu / (got / 1e9) if got else None,
+            "client_cpu_busy": client_busy}
+
+
+def bulk(args, prog_bar):
+    """iperf3 (a dual-stack program: its listener is an AF_INET6 socket on
+    `::`) on both stacks side by side, one TCP stream each way; kernel
+    and Ixora runs alternate `--repeat` times, the run of median Gbit/s
+    kept."""
+    nets, procs, results = {}, [], []
+    port = 5201
+    try:
+        for ixora in (False, True):
+            net = nets[ixora] = Net(ixora)
+            net.client_addr()
+            p = net.server(["iperf3", "-s", "-p", str(port)], f"/tmp/ixb-{PID}-iperf3-{ixora}.log")
+            procs.append(p)
+            if not be.wait_tcp(net.cl, SRV, port):
+                raise RuntimeError("iperf3 did not start:\n" + be.stop_proc(p))
+        for reverse in (False, True):
+            rs = {False: [], True: []}
+            for _ in range(args.repeat):
+                for ixora in (False, True):
+                    rs[ixora].append(bulk_run(nets[ixora], port, args.duration, reverse))
+            prog_bar.step(f"iperf3 {'from' if reverse else 'to'} the server\n")
+            for ixora in (False, True):
+                runs = sorted(rs[ixora], key=lambda r: r["gbps"])
+                r = runs[len(runs) // 2]
+                r.update(server="iperf3", stack="ixora" if ixora else "kernel",
+                         all_gbps=[x["gbps"] for x in rs[ixora]])
+                results.append(r)
+                print(f"  iperf3 {r['direction']:12s} {'ixora' if ixora else 'kernel':7s}"
+                      f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
+                      f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%", flush=True)
+    finally:
+        for p in procs:
+            be.stop_proc(p)
+        for ixora in (True, False):
+            if ixora in nets:
+                nets[ixora].close()
+    return results
+
+
+def write_bulk(results, args, cmdline):
+    """sockets-bulk.{json,md,png}: its own files, so that `--only bulk`
+    leaves the request/response results alone."""
+    name = NAME.replace("sockets", "sockets-bulk", 1)
+    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
+            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, "duration_s": args.duration}
+    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    L = ["# Bulk transfer: iperf3 on the kernel vs under `ixora run`", "",
+         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         f"iperf3 server pinned to CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), the Linux "
+         f"iperf3 client to CPU 1; one TCP stream, {args.duration} s per run; kernel and Ixora runs "
+         f"alternate ({args.repeat} each, the median kept). iperf3's listener is a dual-stack "
+         "AF_INET6 socket on `::`: under `ixora run` it carries IPv4 as v4-mapped addresses. "
+         "Segmentation offloads (TSO/GSO) are off on both veth ends for both stacks, so every "
+         "frame is MTU-sized, as on a wire (Ixora's AF_XDP copy mode takes no super-frames). "
+         "Server CPU s/GB: CPU 0 busy time (iperf3, its system calls and softirqs, and for Ixora "
+         "the service) per GB received.", "",
+         RX_TEXT[RX], "",
+         "| direction | kernel Gbit/s | Ixora Gbit/s | ratio | kernel CPU s/GB | Ixora CPU s/GB "
+         "| CPU ratio | client CPU (k/i) | runs, Gbit/s (k / i) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for d in ("to_server", "from_server"):
+        k = next((r for r in results if r["direction"] == d and r["stack"] == "kernel"), None)
+        i = next((r for r in results if r["direction"] == d and r["stack"] == "ixora"), None)
+        if not (k and i):
+            continue
+        ratio = i["gbps"] / k["gbps"] if k["gbps"] else 0
+        cr = (i["cpu_s_per_gb"] / k["cpu_s_per_gb"]) if k["cpu_s_per_gb"] and i["cpu_s_per_gb"] else 0
+        cc = "/".join(f"{100 * (x.get('client_cpu_busy') or 0):.0f}%" for x in (k, i))
+        runs = " / ".join(", ".join(f"{g:.2f}" for g in x["all_gbps"]) for x in (k, i))
+        what = "client → server (server receives)" if d == "to_server" else "server → client (server sends, -R)"
+        L.append(f"| {what} | {k['gbps']:.2f} | {i['gbps']:.2f} | **{ratio:.2f}×** | "
+                 f"{k['cpu_s_per_gb'] or 0:.3f} | {i['cpu_s_per_gb'] or 0:.3f} | {cr:.2f} | {cc} | {runs} |")
+    L += ["", f"Plot: `{name}.png`.", ""]
+    (OUT / f"{name}.md").write_text("\n".join(L))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    dirs = [("to_server", "client → server"), ("from_server", "server → client")]
+    for ax, (key, unit, title) in zip(axes, (("gbps", "Gbit/s", "throughput"),
+                                             ("cpu_s_per_gb", "server CPU s per GB", "server CPU per GB"))):
+        for j, stack in enumerate(("kernel", "ixora")):
+            vals = [next((r[key] or 0 for r in results if r["direction"] == d and r["stack"] == stack), 0)
+                    for d, _ in dirs]
+            ax.bar([x + (j - 0.5) * 0.4 for x in range(len(dirs))], vals, 0.4,
+                   label="kernel" if stack == "kernel" else "ixora run")
+        ax.set_xticks(range(len(dirs)))
+        ax.set_xticklabels([t for _, t in dirs])
+        ax.set_ylabel(unit)
+        ax.set_title(f"iperf3, one stream: {title}")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / f"{name}.png", dpi=110)
 
 
 def loadgen_run(net, args, wl, rate):
@@ -666,7 +798,8 @@ def main():
     ap.add_argument("--rates", default="20000,40000,60000,80000,100000,120000,150000",
                     help="memcached target rates, requests/s (comma-separated)")
     ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
-    ap.add_argument("--only", choices=["web", "memcached"], help="run one part")
+    ap.add_argument("--only", choices=["web", "memcached", "bulk"],
+                    help="run one part (bulk: iperf3 both ways, written to sockets-bulk.*)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -710,7 +843,7 @@ def main():
     NAME += {"softirq": "", "napi": "-napi", "rps": "-rps", "sender": "-no-rps"}[RX]
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
-    for tool in ("nginx", "lighttpd", "memcached", "wrk"):
+    for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3"):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
             sys.exit(f"bench_sockets: {tool} is not installed (make deps installs it)")
     signal.signal(signal.SIGINT, be.on_signal)
@@ -722,8 +855,9 @@ def main():
     www.mkdir()
     (www / "f20").write_bytes(b"0123456789abcdefghi\n")
     (tmp / "ten.lua").write_text(LUA_10)
-    steps = ((0 if args.only == "memcached" else 4 * len(CLIENTS))
-             + (0 if args.only == "web" else 2 * len(args.rates.split(","))))
+    steps = ((4 * len(CLIENTS) if args.only in (None, "web") else 0)
+             + (2 * len(args.rates.split(",")) if args.only in (None, "memcached") else 0)
+             + (2 if args.only in (None, "bulk") else 0))
     bar = be.Progress(steps)
     results = []
     global STALLS
@@ -731,17 +865,26 @@ def main():
     print("CPU stalls (gaps > 50 µs seen by a lone spinning thread): " + "; ".join(
         f"{c} {v['lost_share'] * 100:.2f}% of the time, longest {v['max_gap_us']:.0f} µs"
         for c, v in STALLS.items()), flush=True)
+    bulk_results = []
     try:
-        if args.only != "memcached":
+        if args.only in (None, "web"):
             web(args, "nginx", www, tmp, bar, results)
             web(args, "lighttpd", www, tmp, bar, results)
-        if args.only != "web":
+        if args.only in (None, "memcached"):
             memcached(args, bar, results)
+        if args.only in (None, "bulk"):
+            bulk_results = bulk(args, bar)
     finally:
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
-    write(results, args, cmdline)
-    print(f"wrote {OUT}/{NAME}.json, {NAME}.md, {NAME}.png")
+    OUT.mkdir(parents=True, exist_ok=True)
+    if results:
+        write(results, args, cmdline)
+        print(f"wrote {OUT}/{NAME}.json, {NAME}.md, {NAME}.png")
+    if bulk_results:
+        write_bulk(bulk_results, args, cmdline)
+        b = NAME.replace("sockets", "sockets-bulk", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
 
 
 if __name__ == "__main__":

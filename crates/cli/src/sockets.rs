@@ -195,6 +195,20 @@ pub fn run(a: RunArgs) -> ExitCode {
     crate::fail("run", format!("{}: {err}", a.command[0]))
 }
 
+/// A JSON array's items as "a, b, c" (the empty string for none).
+fn join(v: &serde_json::Value) -> String {
+    let mut items: Vec<u64> = v
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+        .unwrap_or_default();
+    items.sort_unstable();
+    items
+        .iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn stats(a: StatsArgs) -> ExitCode {
     let text = match ixora_service::query_stats(&a.socket) {
         Ok(t) => t,
@@ -209,10 +223,13 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         Err(e) => return crate::fail("stats", format!("malformed reply: {e}")),
     };
     println!(
-        "service {} up {:.1} s, listening on {:?}, {} connection(s) rejected, {} protocol error(s)",
+        "service {} up {:.1} s, listening on {}, {} connection(s) rejected, {} protocol error(s)",
         v["ip"].as_str().unwrap_or("?"),
         v["uptime_s"].as_f64().unwrap_or(0.0),
-        v["listeners"],
+        match join(&v["listeners"]).as_str() {
+            "" => "no port".to_string(),
+            l => format!("port(s) {l}"),
+        },
         v["rejected_connections"],
         v["protocol_errors"]
     );
@@ -220,7 +237,7 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         println!(
             "\napp {} (pids {}): {} socket(s); socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",
             app["app"],
-            app["pids"],
+            join(&app["pids"]),
             app["sockets"],
             app["user_calls"],
             app["kernel_calls"],

@@ -7,9 +7,11 @@
  *   posix_calls ECHO_IP ECHO_PORT LISTEN_PORT
  *
  * Client part: talks to a byte echo server at ECHO_IP:ECHO_PORT that
- * closes after the client's shutdown(SHUT_WR). Server part: listens on
- * LISTEN_PORT (any address), accepts one connection, echoes a line, and
- * expects EOF. Prints "ok NAME" or "FAIL NAME: why" per check; exits 0 only
+ * closes after the client's shutdown(SHUT_WR); then the same over a
+ * dual-stack AF_INET6 socket (v4-mapped addresses). Server part: listens
+ * on LISTEN_PORT (any address), accepts one connection, echoes a line, and
+ * expects EOF; then listens on LISTEN_PORT+1 with a dual-stack AF_INET6
+ * socket bound to :: and echoes one line. Prints "ok NAME" or "FAIL NAME: why" per check; exits 0 only
  * when every check passed.
  */
 #define _GNU_SOURCE
@@ -426,6 +428,111 @@ static void server(int port) {
     close(l);
 }
 
+/* A v4-mapped IPv6 address (::ffff:a.b.c.d) of the IPv4 address `v4`
+ * (network order). */
+static struct in6_addr mapped(uint32_t v4) {
+    struct in6_addr a;
+    memset(&a, 0, sizeof a);
+    a.s6_addr[10] = 0xff;
+    a.s6_addr[11] = 0xff;
+    memcpy(&a.s6_addr[12], &v4, 4);
+    return a;
+}
+
+/* Dual-stack client: an AF_INET6 socket reaching IPv4 through a
+ * v4-mapped address (as Go, Java and iperf3 do): addresses come back as
+ * AF_INET6, v4-mapped; IPV6_V6ONLY reads 0 and cannot change once
+ * connected. */
+static void dual_stack_client(const char *ip, int port) {
+    struct in_addr v4;
+    inet_pton(AF_INET, ip, &v4);
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+    sa.sin6_addr = mapped(v4.s_addr);
+    int s = socket(AF_INET6, SOCK_STREAM, 0);
+    int r = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    check(s >= 0 && r == 0, "v6_connect_mapped", "s %d r %d", s, r);
+    struct sockaddr_in6 me, peer;
+    socklen_t len = sizeof me;
+    r = getsockname(s, (struct sockaddr *)&me, &len);
+    check(r == 0 && len == sizeof me && me.sin6_family == AF_INET6 &&
+              IN6_IS_ADDR_V4MAPPED(&me.sin6_addr) && me.sin6_port != 0,
+          "v6_getsockname_mapped", "r %d len %u family %d", r, len, me.sin6_family);
+    len = sizeof peer;
+    r = getpeername(s, (struct sockaddr *)&peer, &len);
+    check(r == 0 && peer.sin6_family == AF_INET6 && peer.sin6_port == sa.sin6_port &&
+              memcmp(&peer.sin6_addr, &sa.sin6_addr, 16) == 0,
+          "v6_getpeername_mapped", "r %d", r);
+    int v = -1, dom = -1, one = 1;
+    len = sizeof v;
+    r = getsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &v, &len);
+    socklen_t dlen = sizeof dom;
+    int r2 = getsockopt(s, SOL_SOCKET, SO_DOMAIN, &dom, &dlen);
+    check(r == 0 && v == 0 && r2 == 0 && dom == AF_INET6, "v6_options", "v6only %d domain %d",
+          v, dom);
+    r = setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    check(r == -1 && errno == EINVAL, "v6_v6only_after_connect", "r %d", r);
+    char buf[16];
+    ssize_t n = send(s, "dual\n", 5, 0);
+    shutdown(s, SHUT_WR);
+    int got = read_full(s, buf, 5) == 0 ? 5 : -1;
+    check(n == 5 && got == 5 && memcmp(buf, "dual\n", 5) == 0, "v6_echo", "n %zd got %d", n,
+          got);
+    close(s);
+
+    /* IPv6-only: can never carry IPv4, so it stays the kernel's (its
+     * bind to :: works there). */
+    int o = socket(AF_INET6, SOCK_STREAM, 0);
+    r = setsockopt(o, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    struct sockaddr_in6 any = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
+    int rb = bind(o, (struct sockaddr *)&any, sizeof any);
+    v = 0;
+    len = sizeof v;
+    int rg = getsockopt(o, IPPROTO_IPV6, IPV6_V6ONLY, &v, &len);
+    check(r == 0 && rb == 0 && rg == 0 && v == 1, "v6only_socket", "r %d bind %d v %d", r, rb,
+          v);
+    close(o);
+}
+
+/* Dual-stack server: listens on :: (IPv4 clients reach it), accepts one
+ * connection with a v4-mapped peer, echoes a line. */
+static void dual_stack_server(int port) {
+    int l = socket(AF_INET6, SOCK_STREAM, 0);
+    int one = 1, zero = 0;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int r0 = setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port),
+                              .sin6_addr = IN6ADDR_ANY_INIT};
+    int r = bind(l, (struct sockaddr *)&sa, sizeof sa);
+    int r2 = listen(l, 8);
+    check(l >= 0 && r0 == 0 && r == 0 && r2 == 0, "v6_listen_any", "r %d %d %d", r0, r, r2);
+    struct sockaddr_in6 from;
+    socklen_t len = sizeof from;
+    int c = accept(l, (struct sockaddr *)&from, &len);
+    check(c >= 0 && len == sizeof from && from.sin6_family == AF_INET6 &&
+              IN6_IS_ADDR_V4MAPPED(&from.sin6_addr),
+          "v6_accept_mapped", "c %d len %u", c, len);
+    struct sockaddr_in6 me;
+    len = sizeof me;
+    r = getsockname(c, (struct sockaddr *)&me, &len);
+    check(r == 0 && me.sin6_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&me.sin6_addr) &&
+              ntohs(me.sin6_port) == port,
+          "v6_accepted_getsockname", "r %d port %d", r, ntohs(me.sin6_port));
+    /* Truncation as the kernel does it: a sockaddr_in's worth copied,
+     * the full length reported. */
+    struct sockaddr_in small;
+    len = sizeof small;
+    r = getpeername(c, (struct sockaddr *)&small, &len);
+    check(r == 0 && len == sizeof(struct sockaddr_in6) && small.sin_family == AF_INET6,
+          "v6_getpeername_truncated", "r %d len %u", r, len);
+    char line[16];
+    int got = read_full(c, line, 5) == 0 ? 5 : -1;
+    ssize_t n = send(c, line, got > 0 ? (size_t)got : 0, 0);
+    check(got == 5 && memcmp(line, "ping\n", 5) == 0 && n == 5, "v6_server_echo",
+          "got %d n %zd", got, n);
+    close(c);
+    close(l);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT\n", argv[0]);
@@ -433,10 +540,12 @@ int main(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     client(argv[1], atoi(argv[2]));
+    dual_stack_client(argv[1], atoi(argv[2]));
     /* Daemons close every descriptor they do not know: the sockets
      * still work afterwards. */
     closefrom(3);
     server(atoi(argv[3]));
+    dual_stack_server(atoi(argv[3]) + 1);
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

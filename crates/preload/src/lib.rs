@@ -5,8 +5,11 @@
 //! The library interposes the socket calls of the C library. A TCP/IPv4
 //! socket becomes an *Ixora socket* when it is bound to the service's
 //! address (or `INADDR_ANY`) or connects to an address on the service's
-//! subnet; everything else — files, pipes, Unix sockets, UDP, IPv6,
-//! sockets on other addresses — goes to the kernel unchanged.
+//! subnet; so does a dual-stack TCP/IPv6 socket bound to `::` or using a
+//! v4-mapped address (`::ffff:a.b.c.d`), whose addresses then read back
+//! v4-mapped. Everything else — files, pipes, Unix sockets, UDP,
+//! IPv6-only sockets, real IPv6 addresses, sockets on other addresses —
+//! goes to the kernel unchanged.
 //!
 //! An Ixora socket is a slot in the shared-memory regions the service
 //! gave this application (`ixora_channel::layout`). Reads copy out of the

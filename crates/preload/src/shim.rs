@@ -34,38 +34,117 @@ fn fail<T: From<i8>>(e: c_int) -> T {
     T::from(-1)
 }
 
-/// An IPv4 socket address (host-order ip, port) from the caller's buffer.
-unsafe fn sin_of(addr: *const sockaddr, len: socklen_t) -> Option<(u32, u16)> {
-    if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sockaddr_in>() {
+/// The IPv4 address (host-order ip, port) a socket of Ixora's may use,
+/// from the caller's buffer: an AF_INET address on an AF_INET socket; on
+/// a dual-stack AF_INET6 socket (`inet6`), `::` (any: 0.0.0.0) or a
+/// v4-mapped `::ffff:a.b.c.d`. Anything else — a real IPv6 address, a
+/// family that does not match the socket's — is None: the kernel's.
+unsafe fn sa_of(addr: *const sockaddr, len: socklen_t, inet6: bool) -> Option<(u32, u16)> {
+    if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
         return None;
     }
-    // SAFETY (caller): `addr` points at `len` readable bytes.
-    let sa = unsafe { &*(addr as *const libc::sockaddr_in) };
-    if sa.sin_family as c_int != libc::AF_INET {
+    // SAFETY (caller): `addr` points at `len` readable bytes, at least a
+    // family field (checked above).
+    let family = unsafe { std::ptr::read_unaligned(addr as *const libc::sa_family_t) } as c_int;
+    match (family, inet6) {
+        (libc::AF_INET, false) if (len as usize) >= std::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: as above; the length covers a sockaddr_in.
+            let sa = unsafe { std::ptr::read_unaligned(addr as *const libc::sockaddr_in) };
+            Some((u32::from_be(sa.sin_addr.s_addr), u16::from_be(sa.sin_port)))
+        }
+        (libc::AF_INET6, true) if (len as usize) >= std::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above; the length covers a sockaddr_in6.
+            let sa = unsafe { std::ptr::read_unaligned(addr as *const libc::sockaddr_in6) };
+            let ip = v4_of_v6(sa.sin6_addr.s6_addr)?;
+            Some((ip, u16::from_be(sa.sin6_port)))
+        }
+        _ => None,
+    }
+}
+
+/// The IPv4 address an IPv6 one stands for on a dual-stack socket: `::`
+/// is any (0), `::ffff:a.b.c.d` is a.b.c.d (RFC 4291 §2.5.5.2); other
+/// IPv6 addresses stand for none.
+fn v4_of_v6(a: [u8; 16]) -> Option<u32> {
+    if a == [0; 16] {
+        return Some(0);
+    }
+    if a[..10] == [0; 10] && a[10] == 0xff && a[11] == 0xff {
+        return Some(u32::from_be_bytes([a[12], a[13], a[14], a[15]]));
+    }
+    None
+}
+
+/// The IPv4 address a bind or connect on the undecided socket `fd` names,
+/// if the socket may be Ixora's at all (not an IPV6_V6ONLY one).
+unsafe fn ixora_addr(fd: c_int, addr: *const sockaddr, len: socklen_t) -> Option<(u32, u16)> {
+    let f = state::entry(fd)?.flags.load(Ordering::Relaxed);
+    if f & fl::V6ONLY != 0 {
         return None;
     }
-    Some((u32::from_be(sa.sin_addr.s_addr), u16::from_be(sa.sin_port)))
+    // SAFETY (caller): `len` readable bytes at `addr`.
+    unsafe { sa_of(addr, len, f & fl::INET6 != 0) }
+}
+
+/// Whether the kernel made the new AF_INET6 socket `fd` IPv6-only
+/// (`net.ipv6.bindv6only`).
+fn v6only_of(fd: c_int) -> bool {
+    let mut v: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // `v`/`len` are valid for the write of one int.
+    let r = real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
+        fd,
+        libc::IPPROTO_IPV6,
+        libc::IPV6_V6ONLY,
+        &mut v as *mut c_int as *mut c_void,
+        &mut len,
+    );
+    r == 0 && v != 0
 }
 
 /// Write an IPv4 address into the caller's `addr`/`len` (truncating like
-/// the kernel).
-unsafe fn put_sin(addr: *mut sockaddr, len: *mut socklen_t, packed: u64) {
+/// the kernel): a sockaddr_in, or for an AF_INET6 socket (`inet6`) a
+/// sockaddr_in6 holding it v4-mapped (`::` for any).
+unsafe fn put_sa(addr: *mut sockaddr, len: *mut socklen_t, packed: u64, inet6: bool) {
     if addr.is_null() || len.is_null() {
         return;
     }
     let (ip, port) = unpack(packed);
-    let sa = libc::sockaddr_in {
+    let v4 = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
         sin_addr: libc::in_addr { s_addr: ip.to_be() },
         sin_zero: [0; 8],
     };
-    let full = std::mem::size_of::<libc::sockaddr_in>();
+    let mut a6 = [0u8; 16];
+    if ip != 0 {
+        a6[10] = 0xff;
+        a6[11] = 0xff;
+        a6[12..].copy_from_slice(&ip.to_be_bytes());
+    }
+    let v6 = libc::sockaddr_in6 {
+        sin6_family: libc::AF_INET6 as libc::sa_family_t,
+        sin6_port: port.to_be(),
+        sin6_flowinfo: 0,
+        sin6_addr: libc::in6_addr { s6_addr: a6 },
+        sin6_scope_id: 0,
+    };
+    let (src, full) = if inet6 {
+        (
+            &v6 as *const _ as *const u8,
+            std::mem::size_of::<libc::sockaddr_in6>(),
+        )
+    } else {
+        (
+            &v4 as *const _ as *const u8,
+            std::mem::size_of::<libc::sockaddr_in>(),
+        )
+    };
     // SAFETY (caller): `len` is readable and writable; `addr` has `*len`
     // writable bytes.
     unsafe {
         let n = (*len as usize).min(full);
-        std::ptr::copy_nonoverlapping(&sa as *const _ as *const u8, addr as *mut u8, n);
+        std::ptr::copy_nonoverlapping(src, addr as *mut u8, n);
         *len = full as socklen_t;
     }
 }
@@ -245,17 +324,25 @@ fn become_ixora(
 #[no_mangle]
 pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
     let fd = real!(socket: fn(c_int, c_int, c_int) -> c_int)(domain, ty, proto);
-    let tcp = domain == libc::AF_INET
+    // TCP over IPv4, or over IPv6 as a dual-stack socket may carry IPv4
+    // (bound to `::` or a v4-mapped address; decided at bind/connect).
+    let tcp = (domain == libc::AF_INET || domain == libc::AF_INET6)
         && ty & 0xf == libc::SOCK_STREAM
         && (proto == 0 || proto == libc::IPPROTO_TCP);
     if fd >= 0 && tcp && std::env::var_os("IXORA_SOCKET").is_some() {
         if let Some(e) = state::entry(fd) {
-            let nb = if ty & libc::SOCK_NONBLOCK != 0 {
+            let mut f = if ty & libc::SOCK_NONBLOCK != 0 {
                 fl::NONBLOCK
             } else {
                 0
             };
-            e.flags.store(nb, Ordering::Relaxed);
+            if domain == libc::AF_INET6 {
+                f |= fl::INET6;
+                if v6only_of(fd) {
+                    f |= fl::V6ONLY;
+                }
+            }
+            e.flags.store(f, Ordering::Relaxed);
             e.kind.store(kind::MAYBE, Ordering::Release);
         }
         if let Some(a) = state::attached() {
@@ -282,7 +369,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
             let r = real_bind();
             if r < 0 && errno() == libc::EADDRNOTAVAIL {
                 // SAFETY: the caller passes `len` readable bytes at `addr`.
-                if let Some((ip, port)) = unsafe { sin_of(addr, len) } {
+                if let Some((ip, port)) = unsafe { sa_of(addr, len, false) } {
                     explain_not_served(fd, ip, port);
                 }
             }
@@ -290,7 +377,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         }
     }
     // SAFETY: the caller passes `len` readable bytes at `addr`.
-    let Some((ip, port)) = (unsafe { sin_of(addr, len) }) else {
+    let Some((ip, port)) = (unsafe { ixora_addr(fd, addr, len) }) else {
         return real_bind();
     };
     let Some(a) = state::attach() else {
@@ -422,16 +509,17 @@ pub unsafe extern "C" fn accept4(
             } else {
                 0
             };
-            let inherit =
-                sk.e.flags.load(Ordering::Relaxed) & (fl::NAGLE | fl::KEEPALIVE | fl::LINGER0);
+            let inherit = sk.e.flags.load(Ordering::Relaxed)
+                & (fl::NAGLE | fl::KEEPALIVE | fl::LINGER0 | fl::INET6);
             state::install(nfd, c, gen, nb | inherit);
             // SAFETY: the caller passes a writable address buffer and length
             // (or nulls), as accept(2) requires.
             unsafe {
-                put_sin(
+                put_sa(
                     addr,
                     len,
                     sk.a.r.down_slot(c).remote.load(Ordering::Relaxed),
+                    sk.inet6(),
                 )
             };
             count(sk.a, call("accept"), user);
@@ -488,7 +576,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         }
     }
     // SAFETY: the caller passes `len` readable bytes at `addr`.
-    let Some((ip, port)) = (unsafe { sin_of(addr, len) }) else {
+    let Some((ip, port)) = (unsafe { ixora_addr(fd, addr, len) }) else {
         return real_connect();
     };
     let Some(a) = state::attach() else {
@@ -500,7 +588,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         u32::MAX << (32 - a.prefix)
     };
     let ours = ip & mask == a.ip & mask || (a.gateway != 0 && ip >> 24 != 127);
-    if !ours || ip == a.ip {
+    // 0.0.0.0 (or `::`) means this host, as does Ixora's own address: a
+    // connection to this host is the kernel's.
+    if !ours || ip == a.ip || ip == 0 {
         if let Some(e) = state::entry(fd) {
             e.kind.store(kind::NONE, Ordering::Release);
         }
@@ -739,10 +829,11 @@ pub unsafe extern "C" fn recvfrom(
     if r >= 0 {
         // SAFETY: as above, for the address buffer.
         unsafe {
-            put_sin(
+            put_sa(
                 addr,
                 alen,
                 sk.a.r.down_slot(sk.s).remote.load(Ordering::Relaxed),
+                sk.inet6(),
             )
         };
     }
@@ -801,10 +892,11 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
         let mut nl = m.msg_namelen;
         // SAFETY: msg_name has msg_namelen writable bytes (or is null).
         unsafe {
-            put_sin(
+            put_sa(
                 m.msg_name as *mut sockaddr,
                 &mut nl,
                 sk.a.r.down_slot(sk.s).remote.load(Ordering::Relaxed),
+                sk.inet6(),
             )
         };
         if !m.msg_name.is_null() {
@@ -1855,7 +1947,17 @@ pub unsafe extern "C" fn getsockopt(
         match (level, name) {
             (libc::SOL_SOCKET, libc::SO_ERROR) => put_int(val, len, sk.error()),
             (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(val, len, libc::SOCK_STREAM),
-            (libc::SOL_SOCKET, libc::SO_DOMAIN) => put_int(val, len, libc::AF_INET),
+            (libc::SOL_SOCKET, libc::SO_DOMAIN) => put_int(
+                val,
+                len,
+                if sk.inet6() {
+                    libc::AF_INET6
+                } else {
+                    libc::AF_INET
+                },
+            ),
+            // A dual-stack socket of Ixora's carries IPv4: never IPv6-only.
+            (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if sk.inet6() => put_int(val, len, 0),
             (libc::SOL_SOCKET, libc::SO_PROTOCOL) => put_int(val, len, libc::IPPROTO_TCP),
             (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
                 put_int(val, len, (sk.state() == st::LISTEN) as c_int)
@@ -1939,6 +2041,17 @@ pub unsafe extern "C" fn setsockopt(
     };
     let mut svc: Option<(u64, bool)> = None;
     match (level, name) {
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)
+            if e.flags.load(Ordering::Relaxed) & fl::INET6 != 0 =>
+        {
+            if k == kind::IXORA {
+                // Bound or connected already: the kernel says EINVAL too.
+                return fail(libc::EINVAL);
+            }
+            // IPv6-only: the socket can never carry IPv4, so it will be
+            // the kernel's (decided at bind/connect).
+            setf(fl::V6ONLY, int().unwrap_or(0) != 0);
+        }
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => {
             setf(fl::REUSEADDR, int().unwrap_or(0) != 0);
         }
@@ -1995,10 +2108,11 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     }
     // SAFETY: getsockname(2)'s contract.
     unsafe {
-        put_sin(
+        put_sa(
             addr,
             len,
             sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed),
+            sk.inet6(),
         )
     };
     0
@@ -2021,6 +2135,6 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
         return fail(libc::ENOTCONN);
     }
     // SAFETY: getpeername(2)'s contract.
-    unsafe { put_sin(addr, len, remote) };
+    unsafe { put_sa(addr, len, remote, sk.inet6()) };
     0
 }

@@ -48,6 +48,12 @@ pub mod fl {
     pub const LINGER0: u32 = 64;
     /// Listening.
     pub const LISTENING: u32 = 128;
+    /// An AF_INET6 socket (dual-stack): its IPv4 addresses are shown to
+    /// the program as v4-mapped IPv6 ones (`::ffff:a.b.c.d`).
+    pub const INET6: u32 = 256;
+    /// IPV6_V6ONLY was set: the socket cannot carry IPv4, so it is never
+    /// Ixora's.
+    pub const V6ONLY: u32 = 512;
 }
 
 /// One descriptor's entry.
@@ -911,6 +917,11 @@ impl Sock {
     /// Non-blocking.
     pub fn nonblock(&self) -> bool {
         self.e.flags.load(Ordering::Relaxed) & fl::NONBLOCK != 0
+    }
+
+    /// An AF_INET6 (dual-stack) socket: addresses go out v4-mapped.
+    pub fn inet6(&self) -> bool {
+        self.e.flags.load(Ordering::Relaxed) & fl::INET6 != 0
     }
 
     /// Copy up to the total length of `bufs` out of the receive ring;
