@@ -434,7 +434,8 @@ def write_bulk(results, args, cmdline):
     name = NAME.replace("sockets", "sockets-bulk", 1)
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, "duration_s": args.duration}
+            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, "duration_s": args.duration,
+            "ring": args.ring or 65536}
     (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Bulk transfer: iperf3 on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
@@ -445,7 +446,9 @@ def write_bulk(results, args, cmdline):
          "Segmentation offloads (TSO/GSO) are off on both veth ends for both stacks, so every "
          "frame is MTU-sized, as on a wire (Ixora's AF_XDP copy mode takes no super-frames). "
          "Server CPU s/GB: CPU 0 busy time (iperf3, its system calls and softirqs, and for Ixora "
-         "the service) per GB received.", "",
+         f"the service) per GB received. Ixora's socket rings: {meta['ring'] // 1024} KiB each way "
+         "(`ixora serve --ring`; the receive ring bounds the window Ixora advertises, where the "
+         "kernel autotunes its buffers up to 6 MiB).", "",
          RX_TEXT[RX], "",
          "| direction | kernel Gbit/s | Ixora Gbit/s | ratio | kernel CPU s/GB | Ixora CPU s/GB "
          "| CPU ratio | client CPU (k/i) | runs, Gbit/s (k / i) |",
@@ -650,7 +653,7 @@ def write(results, args, cmdline):
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
          f"Server program pinned to CPU 0, the Ixora service to CPU {SERVICE_CPU}"
-         + (" (polling)" if SERVE_EXTRA else "") + ", client to CPU 1. "
+         + (" (polling)" if "--poll" in SERVE_EXTRA else "") + ", client to CPU 1. "
          "Both stacks are up side by side; at each point kernel and Ixora runs alternate "
          f"({meta.get('repeat', 1)} each; the median kept). "
          "A shared, noisy machine: read the ratios.", "",
@@ -823,6 +826,10 @@ def main():
                          "client's TCP in user space) and wrk (the kernel's)")
     ap.add_argument("--rt-priority", type=int, default=None,
                     help="ixora serve --rt-priority (default: the service's own default)")
+    ap.add_argument("--ring", type=int, default=None,
+                    help="ixora serve --ring: bytes per socket ring (default: the service's "
+                         "64 KiB); the receive ring bounds the TCP window. Results get a "
+                         "-ringN suffix")
     ap.add_argument("--serve-poll", action="store_true",
                     help="run `ixora serve --poll` (the service spins instead of sleeping)")
     args = ap.parse_args()
@@ -837,10 +844,14 @@ def main():
     SERVE_EXTRA = ["--poll"] if args.serve_poll else []
     if args.rt_priority is not None:
         SERVE_EXTRA += ["--rt-priority", str(args.rt_priority)]
+    if args.ring is not None:
+        SERVE_EXTRA += ["--ring", str(args.ring)]
     if SERVICE_CPU != 0 or args.serve_poll:
         # Not the side-by-side comparison: kept apart from sockets.*.
-        NAME = f"sockets-service-cpu{SERVICE_CPU}" + ("-poll" if SERVE_EXTRA else "")
+        NAME = f"sockets-service-cpu{SERVICE_CPU}" + ("-poll" if args.serve_poll else "")
     NAME += {"softirq": "", "napi": "-napi", "rps": "-rps", "sender": "-no-rps"}[RX]
+    if args.ring is not None:
+        NAME += f"-ring{args.ring}"
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3"):

@@ -529,6 +529,20 @@ impl Regions {
         copy_out(self.up, base, self.layout.ring, pos, dst);
     }
 
+    /// `n` bytes of socket `i`'s transmit ring (up) from `pos`, as a new
+    /// buffer (not zeroed first: the copy fills it).
+    pub fn tx_take(&self, i: u32, pos: u64, n: usize) -> Vec<u8> {
+        let base = self.layout.tx_ring(i);
+        let mut v = Vec::with_capacity(n);
+        // SAFETY: `v` has capacity for `n` bytes; `copy_out_raw` writes all
+        // `n` (or panics before `set_len`), so they are initialised.
+        unsafe {
+            copy_out_raw(self.up, base, self.layout.ring, pos, v.as_mut_ptr(), n);
+            v.set_len(n);
+        }
+        v
+    }
+
     /// Copy `src` into socket `i`'s transmit ring (up) at `pos`. App only.
     pub fn tx_write(&self, i: u32, pos: u64, src: &[u8]) {
         let base = self.layout.tx_ring(i);
@@ -555,21 +569,34 @@ impl Regions {
 
 /// Copy from a ring at `base` (of `ring` bytes) in the region at `region`.
 fn copy_out(region: *mut u8, base: usize, ring: u32, pos: u64, dst: &mut [u8]) {
-    assert!(dst.len() <= ring as usize, "copy larger than the ring");
+    // SAFETY: `dst` is `dst.len()` writable bytes.
+    unsafe { copy_out_raw(region, base, ring, pos, dst.as_mut_ptr(), dst.len()) }
+}
+
+/// [`copy_out`] into `len` bytes at `dst`, which may be uninitialised.
+///
+/// # Safety
+/// `dst` must be valid for writes of `len` bytes.
+unsafe fn copy_out_raw(
+    region: *mut u8,
+    base: usize,
+    ring: u32,
+    pos: u64,
+    dst: *mut u8,
+    len: usize,
+) {
+    assert!(len <= ring as usize, "copy larger than the ring");
     let ring = ring as usize;
     let off = (pos % ring as u64) as usize;
-    let first = dst.len().min(ring - off);
+    let first = len.min(ring - off);
     // SAFETY: `base..base+ring` is one ring inside the mapping (layout);
-    // `off + first <= ring` and the wrapped part is `< ring`. The other
-    // side may write these bytes concurrently; that can only garble the
-    // bytes of its own stream, which we copy as plain bytes.
+    // `off + first <= ring` and the wrapped part is `< ring`; `dst` has
+    // `len` writable bytes (caller). The other side may write these bytes
+    // concurrently; that can only garble the bytes of its own stream,
+    // which we copy as plain bytes.
     unsafe {
-        std::ptr::copy_nonoverlapping(region.add(base + off), dst.as_mut_ptr(), first);
-        std::ptr::copy_nonoverlapping(
-            region.add(base),
-            dst.as_mut_ptr().add(first),
-            dst.len() - first,
-        );
+        std::ptr::copy_nonoverlapping(region.add(base + off), dst, first);
+        std::ptr::copy_nonoverlapping(region.add(base), dst.add(first), len - first);
     }
 }
 
@@ -626,6 +653,10 @@ mod tests {
         let mut dst = vec![0u8; 3000];
         r.tx_read(3, 2000, &mut dst);
         assert_eq!(src, dst);
+        // The same bytes as a new buffer, across the wrap and not.
+        assert_eq!(r.tx_take(3, 2000, 3000), src);
+        assert_eq!(r.tx_take(3, 4096 + 2000, 1000), src[..1000].to_vec());
+        assert!(r.tx_take(3, 2000, 0).is_empty());
         r.rx_write(63, 4095, &src[..10]);
         let mut d2 = [0u8; 10];
         r.rx_read(63, 4095, &mut d2);

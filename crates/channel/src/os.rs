@@ -110,6 +110,21 @@ pub fn current_cpu() -> Option<u32> {
     (c >= 0).then_some(c as u32)
 }
 
+/// Keep freed heap memory in the process instead of returning it to the
+/// kernel (glibc: no trimming of the heap's top below 256 MiB, no mmap for
+/// blocks under 32 MiB). For a process that allocates and frees large
+/// buffers at a high rate — the socket service holds each transmitted
+/// chunk until it is acknowledged — this saves a page fault per 4 KiB
+/// each time memory is reused. Best effort.
+pub fn keep_freed_memory() {
+    // SAFETY: mallopt only sets allocator parameters; it touches no
+    // memory of ours.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+    }
+}
+
 /// A sealable memfd of `len` bytes, close-on-exec, not executable.
 pub fn memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
     let cname = CString::new(name).expect("memfd names have no NUL");

@@ -131,6 +131,8 @@ impl Drop for Control {
 /// the engine application (run it on one core) and the control handle
 /// (keep it alive while the engine runs). `stop` ends both.
 pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service, Control)> {
+    // Transmit chunks are allocated and freed at the data rate.
+    os::keep_freed_memory();
     let layout = Layout::new(cfg.slots, cfg.ring)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if let Some(dir) = cfg.socket.parent() {
@@ -971,8 +973,7 @@ impl Service {
             let space = io.send_space(h).unwrap_or(0);
             let n = avail.min(space);
             if n > 0 {
-                let mut v = vec![0u8; n];
-                app.r.tx_read(s, sent, &mut v);
+                let v = app.r.tx_take(s, sent, n);
                 let k = io.send(h, Bytes::from(v)).unwrap_or(0);
                 let sock = &mut app.socks[s as usize];
                 sock.sent += k as u64;
