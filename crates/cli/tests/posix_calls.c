@@ -391,8 +391,8 @@ static void server(int port) {
     struct sockaddr_in me;
     socklen_t len = sizeof me;
     r = getsockname(l, (struct sockaddr *)&me, &len);
-    check(r == 0 && ntohs(me.sin_port) == port, "listen_getsockname", "port %d",
-          ntohs(me.sin_port));
+    check(r == 0 && ntohs(me.sin_port) == port && me.sin_addr.s_addr == htonl(INADDR_ANY),
+          "listen_getsockname", "port %d addr %#x", ntohs(me.sin_port), ntohl(me.sin_addr.s_addr));
     /* Non-blocking accept with nothing queued: EAGAIN. */
     set_blocking(l, 0);
     struct sockaddr_in from;
@@ -505,6 +505,12 @@ static void dual_stack_server(int port) {
     int r = bind(l, (struct sockaddr *)&sa, sizeof sa);
     int r2 = listen(l, 8);
     check(l >= 0 && r0 == 0 && r == 0 && r2 == 0, "v6_listen_any", "r %d %d %d", r0, r, r2);
+    struct sockaddr_in6 bound;
+    socklen_t blen = sizeof bound;
+    r = getsockname(l, (struct sockaddr *)&bound, &blen);
+    check(r == 0 && bound.sin6_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&bound.sin6_addr) &&
+              ntohs(bound.sin6_port) == port,
+          "v6_listen_getsockname", "r %d", r);
     struct sockaddr_in6 from;
     socklen_t len = sizeof from;
     int c = accept(l, (struct sockaddr *)&from, &len);

@@ -392,6 +392,42 @@ fn memcached_redis_and_a_killed_app() {
         String::from_utf8_lossy(&out.stdout).trim(),
         "sockets-without-syscalls"
     );
+    // A client on the same service: redis-cli under `ixora run` reaches
+    // redis-server at Ixora's own address (the connection loops inside
+    // the service's stack, never on the wire).
+    let local = |st: serde_json::Value| {
+        st["stack"]
+            .as_object()
+            .and_then(|m| m.iter().find(|(k, _)| k.contains("own address")))
+            .and_then(|(_, v)| v.as_u64())
+            .unwrap_or(0)
+    };
+    let looped0 = local(net.stats());
+    let out = succeed(
+        net.ix.command("timeout").args([
+            "20",
+            BIN,
+            "run",
+            "--socket",
+            &net.socket,
+            "--",
+            "redis-cli",
+            "-h",
+            IX,
+            "get",
+            "ixora",
+        ]),
+        "redis-cli under ixora run",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "sockets-without-syscalls"
+    );
+    let looped = local(net.stats());
+    assert!(
+        looped >= looped0 + 6,
+        "not looped in the service: {looped0} -> {looped}"
+    );
     let out = net.client(
         &["redis-benchmark", "-h", IX, "-q", "-n", "2000", "-c", "20"],
         300,

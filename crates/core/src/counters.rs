@@ -117,6 +117,7 @@ macro_rules! counters {
 counters! {
     rx_frames = "ixora_rx_frames_total", "Frames handed to the stack";
     tx_frames = "ixora_tx_frames_total", "Frames produced by the stack";
+    local_frames = "ixora_local_frames_total", "Frames to the stack's own address, taken back without the wire";
     arp_requests_sent = "ixora_arp_requests_sent_total", "ARP requests sent";
     arp_replies_sent = "ixora_arp_replies_sent_total", "ARP replies sent";
     icmp_echo_replies = "ixora_icmp_echo_replies_total", "ICMP echo replies sent";
@@ -200,6 +201,6 @@ mod tests {
         assert_eq!(b.tcp_in_segs, 6);
         assert_eq!(b.tcp_timewait_recycled, 2);
         assert_eq!(b.drops(DropReason::TcpPaws), 2);
-        assert_eq!(b.iter().count(), 34);
+        assert_eq!(b.iter().count(), 35);
     }
 }

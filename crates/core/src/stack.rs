@@ -687,11 +687,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         if remote.port() == 0 {
             return Err(Error::InvalidArgument);
         }
-        if rip == self.cfg.ip
-            || rip.is_unspecified()
+        // Our own address is reachable: its frames carry our own MAC, and
+        // the caller hands them back through `handle_local`.
+        let to_self = rip == self.cfg.ip;
+        if rip.is_unspecified()
             || rip.is_broadcast()
             || rip.is_multicast()
-            || self.next_hop(rip).is_none()
+            || (!to_self && self.next_hop(rip).is_none())
         {
             return Err(Error::Unreachable);
         }
@@ -704,7 +706,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         for i in 0..range {
             let p =
                 lo + ((offset.wrapping_add(self.next_ephemeral).wrapping_add(i)) % range) as u16;
-            if self.listeners.contains_key(&p) || !accept_port(p) {
+            // (A connection to ourselves never gets its own port as the
+            // local one: that would be one TCB meeting itself.)
+            if self.listeners.contains_key(&p) || !accept_port(p) || (to_self && p == remote.port())
+            {
                 continue;
             }
             let free = match self.table.get(&ConnKey::new(rip, remote.port(), p)) {
@@ -1035,6 +1040,27 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     /// A frame arrived. The stack may keep it (TCP payload, UDP datagrams,
     /// echo requests) or drop it (returning it to its pool).
     pub fn handle_frame(&mut self, now: Instant, frame: R) {
+        self.input(now, frame, false);
+    }
+
+    /// Take back a frame this stack sent to its own address (its
+    /// destination MAC is ours: see [`is_local_frame`](Self::is_local_frame)).
+    /// Unlike [`handle_frame`](Self::handle_frame) it may carry our own
+    /// address as its source, which from the wire is spoofing and dropped.
+    pub fn handle_local(&mut self, now: Instant, frame: R) {
+        self.counters.local_frames += 1;
+        self.input(now, frame, true);
+    }
+
+    /// Whether a frame from [`poll_transmit`](Self::poll_transmit) is
+    /// addressed to this stack itself (a connection to its own address):
+    /// the caller gives it to [`handle_local`](Self::handle_local)
+    /// instead of the wire.
+    pub fn is_local_frame(&self, frame: &[u8]) -> bool {
+        frame.len() >= 6 && frame[..6] == self.cfg.mac.0
+    }
+
+    fn input(&mut self, now: Instant, frame: R, local: bool) {
         self.advance_clock(now);
         self.counters.rx_frames += 1;
         let (ethertype, off) = {
@@ -1055,7 +1081,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         };
         match ethertype {
             EtherType::Arp => self.arp_input(&frame.as_ref()[off..]),
-            EtherType::Ipv4 => self.ipv4_input(frame, off),
+            EtherType::Ipv4 => self.ipv4_input(frame, off, local),
             _ => self.counters.drop(DropReason::EthUnknownType),
         }
     }
@@ -1103,7 +1129,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         }
     }
 
-    fn ipv4_input(&mut self, frame: R, off: usize) {
+    fn ipv4_input(&mut self, frame: R, off: usize, local: bool) {
         let (repr, l4_off) = match parse_ipv4(&frame.as_ref()[off..], self.cfg.checksums.ipv4) {
             Ok((repr, hl)) => (repr, off + hl),
             Err(r) => return self.counters.drop(r),
@@ -1113,7 +1139,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             return;
         }
         let src = repr.src_addr;
-        if src == self.cfg.ip
+        if (src == self.cfg.ip && !local)
             || src.is_unspecified()
             || src.is_broadcast()
             || src.is_multicast()
@@ -1593,6 +1619,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     /// The MAC to send to `dst`, or `None` (a request went out or is
     /// pending; the caller parks its packet).
     fn resolve(&mut self, dst: Ipv4Addr) -> Result<Option<MacAddr>, DropReason> {
+        if dst == self.cfg.ip {
+            // Ourselves: no ARP; the frame comes back by `handle_local`.
+            return Ok(Some(self.cfg.mac));
+        }
         let hop = self.next_hop(dst).ok_or(DropReason::NoRoute)?;
         match self.arp.lookup(hop, self.now) {
             Lookup::Hit(m) => Ok(Some(m)),

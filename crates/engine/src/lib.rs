@@ -439,6 +439,9 @@ where
     let mut now = clock(start);
     // A transmit buffer kept from a cycle that had nothing to send.
     let mut spare: Option<PacketBuf> = None;
+    // Frames the stack sent to its own address (a connection between two
+    // of this core's sockets): received next cycle, never on the wire.
+    let mut looped: Vec<PacketBuf> = Vec::new();
 
     while !stop.load(Ordering::Relaxed) && !local_stop {
         rep.cycles += 1;
@@ -471,6 +474,10 @@ where
                     stack.handle_frame(now, f);
                 }
             }
+        }
+        for f in looped.drain(..) {
+            work = true;
+            stack.handle_local(now, f);
         }
         // Frames other cores steered here (none with a single core).
         for _ in 0..if cores > 1 { cfg.batch } else { 0 } {
@@ -531,9 +538,13 @@ where
             match stack.poll_transmit(now, b.spare_mut()) {
                 Some(n) => {
                     b.set_len(n);
+                    work = true;
+                    if stack.is_local_frame(b.as_slice()) {
+                        looped.push(b);
+                        continue;
+                    }
                     tx.push(b);
                     rep.tx_frames += 1;
-                    work = true;
                 }
                 None => {
                     spare = Some(b);

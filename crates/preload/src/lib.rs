@@ -5,7 +5,8 @@
 //! The library interposes the socket calls of the C library. A TCP/IPv4
 //! socket becomes an *Ixora socket* when it is bound to the service's
 //! address (or `INADDR_ANY`) or connects to an address on the service's
-//! subnet; so does a dual-stack TCP/IPv6 socket bound to `::` or using a
+//! subnet (its own address included: the service loops such a
+//! connection inside its stack); so does a dual-stack TCP/IPv6 socket bound to `::` or using a
 //! v4-mapped address (`::ffff:a.b.c.d`), whose addresses then read back
 //! v4-mapped. Everything else — files, pipes, Unix sockets, UDP,
 //! IPv6-only sockets, real IPv6 addresses, sockets on other addresses —

@@ -393,7 +393,14 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     match become_ixora(fd, a, |s| {
         state::request(a, Msg::new(op::BIND, s, pack(ip, port) as i64, 0), &[])
     }) {
-        Ok(()) => 0,
+        Ok(()) => {
+            if ip == 0 {
+                if let Some(e) = state::entry(fd) {
+                    e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
+                }
+            }
+            0
+        }
         Err(e) => fail(e),
     }
 }
@@ -588,9 +595,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         u32::MAX << (32 - a.prefix)
     };
     let ours = ip & mask == a.ip & mask || (a.gateway != 0 && ip >> 24 != 127);
-    // 0.0.0.0 (or `::`) means this host, as does Ixora's own address: a
-    // connection to this host is the kernel's.
-    if !ours || ip == a.ip || ip == 0 {
+    // 0.0.0.0 (or `::`) means this host's kernel. Ixora's own address is
+    // Ixora's: the service loops the connection inside its stack.
+    if !ours || ip == 0 {
         if let Some(e) = state::entry(fd) {
             e.kind.store(kind::NONE, Ordering::Release);
         }
@@ -2108,12 +2115,15 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     }
     // SAFETY: getsockname(2)'s contract.
     unsafe {
-        put_sa(
-            addr,
-            len,
-            sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed),
-            sk.inet6(),
-        )
+        let mut local = sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed);
+        // A socket bound to any address reads it back as any until a
+        // connection gives it one (Linux: 0.0.0.0, or `::`).
+        if sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0
+            && matches!(sk.state(), st::OPEN | st::LISTEN)
+        {
+            local = pack(0, unpack(local).1);
+        }
+        put_sa(addr, len, local, sk.inet6())
     };
     0
 }

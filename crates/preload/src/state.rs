@@ -54,6 +54,9 @@ pub mod fl {
     /// IPV6_V6ONLY was set: the socket cannot carry IPv4, so it is never
     /// Ixora's.
     pub const V6ONLY: u32 = 512;
+    /// Bound to any address (0.0.0.0 or `::`): until it is connected,
+    /// getsockname says so, as Linux does.
+    pub const BOUND_ANY: u32 = 1024;
 }
 
 /// One descriptor's entry.

@@ -1,0 +1,129 @@
+//! A connection from the stack to its own address: its frames carry the
+//! stack's own MAC (no ARP is asked), the caller hands them back through
+//! `handle_local`, and the connection opens, carries data both ways and
+//! closes like any other — while a frame from the wire claiming the
+//! stack's own address as its source is still dropped (RFC 1122
+//! §3.2.1.3: such a source is not a valid one from outside).
+
+mod common;
+use common::*;
+use ixora_core::{DropReason, Event, State};
+use std::net::SocketAddrV4;
+
+/// Run the stack to quiescence, looping every frame it sends back into
+/// it (all must be addressed to itself); returns the events.
+fn settle(h: &mut Harness, events: &mut Vec<Event>) {
+    let mut buf = vec![0u8; h.stack.max_frame_len()];
+    for _ in 0..1000 {
+        let mut moved = false;
+        while let Some(n) = h.stack.poll_transmit(h.now, &mut buf) {
+            let f = buf[..n].to_vec();
+            assert!(
+                h.stack.is_local_frame(&f),
+                "a frame for the wire: {:?}",
+                decode(&f)
+            );
+            h.stack.handle_local(h.now, f);
+            moved = true;
+        }
+        while let Some(e) = h.stack.poll_event() {
+            events.push(e);
+            moved = true;
+        }
+        if !moved {
+            return;
+        }
+    }
+    panic!("the stack never settled");
+}
+
+#[test]
+fn a_connection_to_its_own_address_loops_inside_the_stack() {
+    let mut h = Harness::new(|_| {});
+    h.stack.tcp_listen(80, None, 7).unwrap();
+    let (tx0, rx0) = (h.stack.counters().tx_frames, h.stack.counters().rx_frames);
+    let c = h
+        .stack
+        .tcp_connect(h.now, 1, SocketAddrV4::new(US, 80))
+        .expect("connect to our own address");
+    let mut ev = Vec::new();
+    settle(&mut h, &mut ev);
+    let s = ev
+        .iter()
+        .find_map(|e| match e {
+            Event::Knock { handle, remote, .. } => {
+                assert_eq!(*remote.ip(), US);
+                Some(*handle)
+            }
+            _ => None,
+        })
+        .expect("the listener was knocked");
+    h.stack.tcp_accept(s, 2).unwrap();
+    settle(&mut h, &mut ev);
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, Event::Connected { handle, .. } if *handle == c)));
+    assert_eq!(h.stack.tcp_state(c).unwrap(), State::Established);
+    assert_eq!(h.stack.tcp_state(s).unwrap(), State::Established);
+    let (cl, cr) = h.stack.tcp_addrs(c).unwrap();
+    let (sl, sr) = h.stack.tcp_addrs(s).unwrap();
+    assert_eq!((cl, cr), (sr, sl), "the two ends mirror each other");
+    assert_ne!(cl.port(), 80, "a connection never meets itself on one port");
+
+    // Data both ways, every byte in order.
+    let a: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+    let b: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
+    assert_eq!(h.stack.tcp_send(h.now, c, a.clone()).unwrap(), a.len());
+    assert_eq!(h.stack.tcp_send(h.now, s, b.clone()).unwrap(), b.len());
+    settle(&mut h, &mut ev);
+    let mut got = vec![0u8; 8000];
+    let n = h.stack.tcp_read(h.now, s, &mut got).unwrap();
+    assert_eq!(&got[..n], &a[..]);
+    let n = h.stack.tcp_read(h.now, c, &mut got).unwrap();
+    assert_eq!(&got[..n], &b[..]);
+
+    // Close: the client first, then the server; both ends finish.
+    h.stack.tcp_close(h.now, c).unwrap();
+    settle(&mut h, &mut ev);
+    h.stack.tcp_close(h.now, s).unwrap();
+    settle(&mut h, &mut ev);
+    let (tx, rx) = (h.stack.counters().tx_frames, h.stack.counters().rx_frames);
+    assert_eq!(tx - tx0, rx - rx0, "every frame sent came back");
+    assert!(
+        tx - tx0 >= 10,
+        "handshake, data, ACKs and FINs: {}",
+        tx - tx0
+    );
+    assert_eq!(h.stack.counters().local_frames, tx - tx0);
+    assert_eq!(h.stack.counters().total_drops(), 0);
+    // The active closer waits in TIME-WAIT; the other end is gone.
+    let states = h.stack.tcp_state_counts();
+    assert!(
+        states
+            .iter()
+            .all(|&(st, n)| n == 0 || st == State::TimeWait),
+        "{states:?}"
+    );
+    h.stack.check_invariants().unwrap();
+}
+
+#[test]
+fn a_frame_from_the_wire_with_our_own_source_is_still_dropped() {
+    let mut h = Harness::new(|_| {});
+    h.stack.tcp_listen(80, None, 7).unwrap();
+    // A SYN "from" our own address, arriving from the wire.
+    let mut f = Harness::tcp_frame(&Seg::to(80).syn());
+    f[26..30].copy_from_slice(&US.octets());
+    // (IP header checksum fixed after the edit.)
+    f[24] = 0;
+    f[25] = 0;
+    let c = !ixora_core::wire::checksum::data(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let before = h.stack.counters().drops(DropReason::Ipv4BadSource);
+    h.send_raw(f);
+    h.expect_silence();
+    assert_eq!(
+        h.stack.counters().drops(DropReason::Ipv4BadSource),
+        before + 1
+    );
+}
