@@ -16,7 +16,9 @@ same cores, the same client — on the Linux kernel stack, and under
     (`ixora stats`);
   * bulk transfer: iperf3 (a dual-stack program, its listener an AF_INET6
     socket on `::`) with the Linux iperf3 client, one stream each way:
-    Gbit/s and server CPU seconds per GB (written to sockets-bulk.*).
+    Gbit/s and server CPU seconds per GB (written to sockets-bulk.*);
+  * two programs on one host: redis-benchmark to redis-server, the
+    kernel's loopback against one Ixora service (sockets-local.*).
 
 Server side pinned to CPU 0 (with Ixora: the service and the program),
 client to CPU 1. Both stacks are set up side by side (each in its own
@@ -491,6 +493,127 @@ def write_bulk(results, args, cmdline):
     fig.savefig(OUT / f"{name}.png", dpi=110)
 
 
+def local_run(net, n, conns):
+    """One redis-benchmark run (SET and GET, `n` requests each, `conns`
+    connections) from the server's own namespace to the server's address:
+    on the kernel through its loopback, under `ixora run` through the
+    service's stack (the connection loops inside it). Returns requests/s
+    per test, CPU seconds per request (both CPUs: client, server and
+    service all run on this host) and the share of redis-server's socket
+    calls answered in user space."""
+    cmd = ["redis-benchmark", "-h", SRV, "-p", "6379", "-t", "set,get", "-n", str(n),
+           "-c", str(conns), "--csv"]
+    if net.ixora:
+        cmd = [str(BIN), "run", "--socket", net.sock, "--spin-us", str(SPIN_US), "--", *cmd]
+    st0 = net.stats()
+    c0 = cpu_busy(0) + cpu_busy(1)
+    t0 = time.time()
+    r = subprocess.run(be.pinned(1, *be.in_ns(net.sv, *cmd)), capture_output=True, text=True,
+                       timeout=300)
+    wall = time.time() - t0
+    cpu = cpu_busy(0) + cpu_busy(1) - c0
+    st1 = net.stats()
+    rps = {}
+    for line in r.stdout.splitlines():
+        f = [x.strip('"') for x in line.split(",")]
+        if len(f) >= 2 and f[0] in ("SET", "GET"):
+            rps[f[0].lower()] = float(f[1])
+    if set(rps) != {"set", "get"}:
+        raise RuntimeError(f"redis-benchmark printed no result:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    # (The client has detached by now: the share is redis-server's.)
+    return {"rps": rps, "wall_s": wall, "cpu_us_per_req": cpu / (2 * n) * 1e6,
+            "user_share": share(user_calls(st0), user_calls(st1)) if net.ixora else None}
+
+
+def local(args, prog_bar):
+    """redis-server and redis-benchmark on one host, kernel loopback
+    against one Ixora service (`ixora run` for both programs); runs
+    alternate `--repeat` times, the run of median GET requests/s kept."""
+    nets, procs, results = {}, [], []
+    n = 200_000 if args.duration >= 5 else 50_000
+    try:
+        for ixora in (False, True):
+            net = nets[ixora] = Net(ixora)
+            net.client_addr()
+            p = net.server(["redis-server", "--port", "6379", "--bind", SRV, "--save", "",
+                            "--appendonly", "no", "--protected-mode", "no"],
+                           f"/tmp/ixb-{PID}-redis-{ixora}.log")
+            procs.append(p)
+            if not be.wait_tcp(net.cl, SRV, 6379):
+                raise RuntimeError("redis-server did not start:\n" + be.stop_proc(p))
+        rs = {False: [], True: []}
+        for _ in range(args.repeat):
+            for ixora in (False, True):
+                rs[ixora].append(local_run(nets[ixora], n, 50))
+        prog_bar.step("redis on one host\n")
+        for ixora in (False, True):
+            runs = sorted(rs[ixora], key=lambda r: r["rps"]["get"])
+            r = runs[len(runs) // 2]
+            r.update(server="redis-local", stack="ixora" if ixora else "kernel", requests=n,
+                     all_get_rps=[x["rps"]["get"] for x in rs[ixora]])
+            results.append(r)
+            print(f"  redis local {'ixora' if ixora else 'kernel':7s} SET {r['rps']['set'] / 1000:6.1f} k/s"
+                  f"  GET {r['rps']['get'] / 1000:6.1f} k/s  {r['cpu_us_per_req']:5.1f} us CPU/req"
+                  + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else ""),
+                  flush=True)
+    finally:
+        for p in procs:
+            be.stop_proc(p)
+        for ixora in (True, False):
+            if ixora in nets:
+                nets[ixora].close()
+    return results
+
+
+def write_local(results, args, cmdline):
+    """sockets-local.{json,md,png}."""
+    name = NAME.replace("sockets", "sockets-local", 1)
+    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
+            "cpu_stalls": STALLS, "repeat": args.repeat}
+    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    k = next(r for r in results if r["stack"] == "kernel")
+    i = next(r for r in results if r["stack"] == "ixora")
+    L = ["# Two programs on one host: redis-benchmark to redis-server, kernel loopback vs one Ixora service", "",
+         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         f"redis-server on CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), redis-benchmark "
+         f"(50 connections, {k['requests']} SETs then as many GETs) on CPU 1, both in the server's "
+         "namespace, connecting to the server's address: on the kernel the connection goes "
+         "through its loopback; under `ixora run` (both programs) it loops inside the service's "
+         "stack and never reaches the wire. CPU µs/req: both CPUs' busy time per request (the "
+         f"client is on this host too). Runs alternate ({args.repeat} each, the median GET run kept).", "",
+         "| test | kernel req/s | Ixora req/s | ratio | kernel CPU µs/req | Ixora CPU µs/req | "
+         "redis-server's user-space share (Ixora) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for t in ("set", "get"):
+        L.append(f"| {t.upper()} | {k['rps'][t] / 1000:.1f} k | {i['rps'][t] / 1000:.1f} k | "
+                 f"**{i['rps'][t] / k['rps'][t]:.2f}×** | {k['cpu_us_per_req']:.1f} | "
+                 f"{i['cpu_us_per_req']:.1f} | {(i['user_share'] or 0) * 100:.2f}% |")
+    L += ["", "GET runs, req/s (kernel / Ixora): "
+          + ", ".join(f"{x / 1000:.1f} k" for x in k["all_get_rps"]) + " / "
+          + ", ".join(f"{x / 1000:.1f} k" for x in i["all_get_rps"]), "",
+          f"Plot: `{name}.png`.", ""]
+    (OUT / f"{name}.md").write_text("\n".join(L))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for j, (r, lab) in enumerate(((k, "kernel loopback"), (i, "ixora run (looped in the service)"))):
+        ax.bar([x + (j - 0.5) * 0.4 for x in range(2)], [r["rps"]["set"] / 1000, r["rps"]["get"] / 1000],
+               0.4, label=lab)
+    ax.set_xticks(range(2))
+    ax.set_xticklabels(["SET", "GET"])
+    ax.set_ylabel("k requests/s")
+    ax.set_title("redis-benchmark to redis-server on one host")
+    top = max(r["rps"][t] for r in (k, i) for t in ("set", "get")) / 1000
+    ax.set_ylim(0, top * 1.3)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(OUT / f"{name}.png", dpi=110)
+
+
 def loadgen_run(net, args, wl, rate):
     """One `ixora loadgen memcached` run against the server of `net`: its
     JSON point, with the user-space share, server CPU and sleeps per
@@ -801,8 +924,9 @@ def main():
     ap.add_argument("--rates", default="20000,40000,60000,80000,100000,120000,150000",
                     help="memcached target rates, requests/s (comma-separated)")
     ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
-    ap.add_argument("--only", choices=["web", "memcached", "bulk"],
-                    help="run one part (bulk: iperf3 both ways, written to sockets-bulk.*)")
+    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local"],
+                    help="run one part (bulk: iperf3 both ways, written to sockets-bulk.*; "
+                         "local: redis-benchmark to redis-server on one host, sockets-local.*)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -854,7 +978,8 @@ def main():
         NAME += f"-ring{args.ring}"
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
-    for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3"):
+    for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3", "redis-server",
+                 "redis-benchmark"):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
             sys.exit(f"bench_sockets: {tool} is not installed (make deps installs it)")
     signal.signal(signal.SIGINT, be.on_signal)
@@ -868,7 +993,8 @@ def main():
     (tmp / "ten.lua").write_text(LUA_10)
     steps = ((4 * len(CLIENTS) if args.only in (None, "web") else 0)
              + (2 * len(args.rates.split(",")) if args.only in (None, "memcached") else 0)
-             + (2 if args.only in (None, "bulk") else 0))
+             + (2 if args.only in (None, "bulk") else 0)
+             + (1 if args.only in (None, "local") else 0))
     bar = be.Progress(steps)
     results = []
     global STALLS
@@ -876,7 +1002,7 @@ def main():
     print("CPU stalls (gaps > 50 µs seen by a lone spinning thread): " + "; ".join(
         f"{c} {v['lost_share'] * 100:.2f}% of the time, longest {v['max_gap_us']:.0f} µs"
         for c, v in STALLS.items()), flush=True)
-    bulk_results = []
+    bulk_results, local_results = [], []
     try:
         if args.only in (None, "web"):
             web(args, "nginx", www, tmp, bar, results)
@@ -885,6 +1011,8 @@ def main():
             memcached(args, bar, results)
         if args.only in (None, "bulk"):
             bulk_results = bulk(args, bar)
+        if args.only in (None, "local"):
+            local_results = local(args, bar)
     finally:
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
@@ -895,6 +1023,10 @@ def main():
     if bulk_results:
         write_bulk(bulk_results, args, cmdline)
         b = NAME.replace("sockets", "sockets-bulk", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
+    if local_results:
+        write_local(local_results, args, cmdline)
+        b = NAME.replace("sockets", "sockets-local", 1)
         print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
 
 
