@@ -156,6 +156,43 @@ static void client(const char *ip, int port) {
     check(r == 0 && (fcntl(s, F_GETFL) & O_NONBLOCK) != 0, "fionbio_on", "r %d", r);
     check(set_blocking(s, 1) == 0 && (fcntl(s, F_GETFL) & O_NONBLOCK) == 0, "fcntl_setfl", "-");
 
+    /* Options a program sets are read back as set (TCP keep-alive
+     * timing, corking). */
+    int idle = 30, cork = 1;
+    r = setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    v = 0;
+    len = sizeof v;
+    check(r == 0 && getsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &v, &len) == 0 && v == 30,
+          "tcp_keepidle", "r %d v %d", r, v);
+    r = setsockopt(s, IPPROTO_TCP, TCP_CORK, &cork, sizeof cork);
+    v = 0;
+    len = sizeof v;
+    int ro2 = getsockopt(s, IPPROTO_TCP, TCP_CORK, &v, &len);
+    cork = 0;
+    int ro3 = setsockopt(s, IPPROTO_TCP, TCP_CORK, &cork, sizeof cork);
+    check(r == 0 && ro2 == 0 && v == 1 && ro3 == 0, "tcp_cork", "r %d %d %d v %d", r, ro2, ro3, v);
+    /* SO_RCVTIMEO: a blocking read with nothing to read gives EAGAIN
+     * once the timeout has passed. */
+    struct timeval tmo = {.tv_sec = 0, .tv_usec = 150000}, tmo2 = {0, 0};
+    r = setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof tmo);
+    len = sizeof tmo2;
+    ro2 = getsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tmo2, &len);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    n = read(s, buf, 16);
+    int e = errno;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    errno = e;
+    /* (Linux keeps it in jiffies: read back rounded up to a tick.) */
+    check(r == 0 && ro2 == 0 && tmo2.tv_sec == 0 && tmo2.tv_usec >= 150000 &&
+              tmo2.tv_usec <= 160000 && n == -1 &&
+              (e == EAGAIN || e == EWOULDBLOCK) && ms >= 140 && ms < 3000,
+          "so_rcvtimeo", "r %d %d read back %ld us n %zd after %ld ms", r, ro2,
+          (long)tmo2.tv_usec, n, ms);
+    tmo.tv_usec = 0;
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof tmo);
+
     /* write/read. */
     n = write(s, "hello", 5);
     check(n == 5, "write", "write = %zd", n);

@@ -178,6 +178,7 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
         return 0;
     }
     let mut user = true;
+    let start = std::time::Instant::now();
     loop {
         let before = sk.readable();
         match sk.recv(bufs, peek) {
@@ -195,7 +196,13 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
                 return n as ssize_t;
             }
             Err(libc::EAGAIN) if !dontwait => {
-                let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &[], &mut || {
+                // SO_RCVTIMEO: EAGAIN once it has passed.
+                let limit = sk.wait_limit(false, start);
+                if limit == 0 {
+                    count(sk.a, call("read"), user);
+                    return fail(libc::EAGAIN);
+                }
+                let ok = state::block_until(sk.a, limit, &mut [], &[sk.s], &[], &mut || {
                     sk.readable() > 0
                         || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0
                         || !sk.live()
@@ -225,6 +232,7 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     let mut user = true;
     let mut done = 0usize;
     let mut rest: Vec<&[u8]> = Vec::new();
+    let start = std::time::Instant::now();
     loop {
         // The part of `bufs` not yet sent (no allocation for the usual
         // first and only turn).
@@ -273,7 +281,17 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
                 return fail(e);
             }
         }
-        let ok = state::block_until(sk.a, -1, &mut [], &[], &[sk.s], &mut || {
+        // SO_SNDTIMEO: what was sent so far, or EAGAIN, once it has passed.
+        let limit = sk.wait_limit(true, start);
+        if limit == 0 {
+            count(sk.a, call("write"), user);
+            return if done > 0 {
+                done as ssize_t
+            } else {
+                fail(libc::EAGAIN)
+            };
+        }
+        let ok = state::block_until(sk.a, limit, &mut [], &[], &[sk.s], &mut || {
             sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED
         });
         user &= !state::blocked_in_kernel();
@@ -301,6 +319,7 @@ fn become_ixora(
     let flags = e.flags.load(Ordering::Relaxed);
     state::hold(a, s);
     state::install(fd, s, gen, flags);
+    state::take_pending(fd, Some((a, s, gen)));
     if flags & fl::NAGLE != 0 {
         state::request(a, Msg::new(op::SETOPT, s, opt::NODELAY as i64, 0), &[]);
     }
@@ -343,6 +362,7 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
                 }
             }
             e.flags.store(f, Ordering::Relaxed);
+            state::take_pending(fd, None);
             e.kind.store(kind::MAYBE, Ordering::Release);
         }
         if let Some(a) = state::attached() {
@@ -476,6 +496,7 @@ pub unsafe extern "C" fn accept4(
         return fail(libc::EINVAL);
     }
     let mut user = true;
+    let start = std::time::Instant::now();
     loop {
         // Pop an entry (several processes may share the listener).
         let u = sk.a.r.up_slot(sk.s);
@@ -519,6 +540,7 @@ pub unsafe extern "C" fn accept4(
             let inherit = sk.e.flags.load(Ordering::Relaxed)
                 & (fl::NAGLE | fl::KEEPALIVE | fl::LINGER0 | fl::INET6);
             state::install(nfd, c, gen, nb | inherit);
+            sk.a.inherit_opts((sk.s, sk.gen()), (c, gen));
             // SAFETY: the caller passes a writable address buffer and length
             // (or nulls), as accept(2) requires.
             unsafe {
@@ -532,11 +554,13 @@ pub unsafe extern "C" fn accept4(
             count(sk.a, call("accept"), user);
             return nfd;
         }
-        if sk.nonblock() {
+        // Non-blocking, or SO_RCVTIMEO passed: EAGAIN.
+        let limit = sk.wait_limit(false, start);
+        if sk.nonblock() || limit == 0 {
             count(sk.a, call("accept"), true);
             return fail(libc::EAGAIN);
         }
-        let ok = state::block_until(sk.a, -1, &mut [], &[sk.s], &[], &mut || {
+        let ok = state::block_until(sk.a, limit, &mut [], &[sk.s], &[], &mut || {
             sk.acceptable() > 0 || !sk.live()
         });
         user &= !state::blocked_in_kernel();
@@ -2006,7 +2030,16 @@ pub unsafe extern "C" fn getsockopt(
                 *len = n as socklen_t;
                 0
             }
-            _ => fail(libc::ENOPROTOOPT),
+            // Anything else the program set is read back as it was set.
+            key => match sk.a.opt(sk.s, sk.gen(), key) {
+                Some(v) if !val.is_null() && !len.is_null() => {
+                    let n = (*len as usize).min(v.len());
+                    std::ptr::copy_nonoverlapping(v.as_ptr(), val as *mut u8, n);
+                    *len = n as socklen_t;
+                    0
+                }
+                _ => fail(libc::ENOPROTOOPT),
+            },
         }
     }
 }
@@ -2086,11 +2119,24 @@ pub unsafe extern "C" fn setsockopt(
         }
         _ => {}
     }
+    // The value as the program gave it (kept to be read back).
+    let bytes: &[u8] = if val.is_null() {
+        &[]
+    } else {
+        // SAFETY: setsockopt(2)'s contract: `len` readable bytes at `val`.
+        unsafe { std::slice::from_raw_parts(val as *const u8, len as usize) }
+    };
     if k == kind::MAYBE {
-        // Not ours yet: the kernel socket gets the option too.
-        return real_set();
+        // Not ours yet: the kernel socket gets the option too, and the
+        // shim keeps it for the Ixora socket this may become.
+        let r = real_set();
+        if r == 0 {
+            state::pend_opt(fd, (level, name), bytes);
+        }
+        return r;
     }
     let sk = state::sock(fd).unwrap();
+    sk.a.set_opt(sk.s, sk.gen(), (level, name), bytes);
     match svc {
         Some((o, on)) if sk.state() != st::OPEN => {
             count(sk.a, call("setsockopt"), false);

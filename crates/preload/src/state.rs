@@ -119,6 +119,118 @@ pub struct Attached {
     pub pool: Mutex<Vec<c_int>>,
     /// Spin before blocking, in microseconds.
     pub spin: Duration,
+    /// Socket options the program set that the shim keeps for it (read
+    /// back by getsockopt; SO_RCVTIMEO/SO_SNDTIMEO also honoured), per
+    /// slot, for the slot's generation.
+    pub opts: Mutex<std::collections::HashMap<u32, SlotOpts>>,
+}
+
+/// Options set on undecided (MAYBE) sockets, by descriptor: moved to the
+/// slot when the socket becomes Ixora's.
+/// An option kept for a descriptor: `(fd, (level, name), value)`.
+type FdOpt = (c_int, (c_int, c_int), Vec<u8>);
+static PENDING_OPTS: Mutex<Vec<FdOpt>> = Mutex::new(Vec::new());
+
+/// Keep an option set on the undecided socket `fd`.
+pub fn pend_opt(fd: c_int, key: (c_int, c_int), val: &[u8]) {
+    let mut p = PENDING_OPTS.lock().unwrap_or_else(|e| e.into_inner());
+    p.retain(|(f, k, _)| !(*f == fd && *k == key));
+    p.push((fd, key, val[..val.len().min(OPT_MAX)].to_vec()));
+}
+
+/// Forget the options kept for descriptor `fd` (a new socket there), or
+/// move them to slot `s` of `a` (it became Ixora's).
+pub fn take_pending(fd: c_int, to: Option<(&Attached, u32, u32)>) {
+    let mut p = PENDING_OPTS.lock().unwrap_or_else(|e| e.into_inner());
+    if p.is_empty() {
+        return;
+    }
+    let mine: Vec<_> = p.iter().filter(|(f, _, _)| *f == fd).cloned().collect();
+    p.retain(|(f, _, _)| *f != fd);
+    drop(p);
+    if let Some((a, s, gen)) = to {
+        for (_, k, v) in mine {
+            a.set_opt(s, gen, k, &v);
+        }
+    }
+}
+
+/// The options kept for one slot generation: `(level, name) -> bytes`.
+#[derive(Clone, Default)]
+pub struct SlotOpts {
+    gen: u32,
+    vals: Vec<((c_int, c_int), Vec<u8>)>,
+}
+
+/// Longest option value kept (a `struct linger`, a timeval, an int, a
+/// congestion control name).
+pub const OPT_MAX: usize = 32;
+
+impl Attached {
+    /// Keep option `(level, name) = val` for slot `s` (generation `gen`).
+    pub fn set_opt(&self, s: u32, gen: u32, key: (c_int, c_int), val: &[u8]) {
+        let mut m = self.opts.lock().unwrap_or_else(|e| e.into_inner());
+        let o = m.entry(s).or_default();
+        if o.gen != gen {
+            *o = SlotOpts {
+                gen,
+                vals: Vec::new(),
+            };
+        }
+        let v = val[..val.len().min(OPT_MAX)].to_vec();
+        match o.vals.iter_mut().find(|(k, _)| *k == key) {
+            Some(e) => e.1 = v,
+            None => o.vals.push((key, v)),
+        }
+    }
+
+    /// The value kept for option `key` of slot `s` (generation `gen`).
+    pub fn opt(&self, s: u32, gen: u32, key: (c_int, c_int)) -> Option<Vec<u8>> {
+        let m = self.opts.lock().unwrap_or_else(|e| e.into_inner());
+        let o = m.get(&s).filter(|o| o.gen == gen)?;
+        o.vals
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// A connection accepted from listener `from` inherits its options
+    /// (Linux copies them from the listening socket).
+    pub fn inherit_opts(&self, from: (u32, u32), to: (u32, u32)) {
+        let mut m = self.opts.lock().unwrap_or_else(|e| e.into_inner());
+        let vals = match m.get(&from.0) {
+            Some(o) if o.gen == from.1 && !o.vals.is_empty() => o.vals.clone(),
+            _ => {
+                m.remove(&to.0);
+                return;
+            }
+        };
+        m.insert(to.0, SlotOpts { gen: to.1, vals });
+    }
+
+    /// SO_RCVTIMEO (`send` false) or SO_SNDTIMEO of slot `s`, in
+    /// milliseconds for a blocking wait: -1 (none) when unset or zero.
+    pub fn timeout_ms(&self, s: u32, gen: u32, send: bool) -> c_int {
+        let name = if send {
+            libc::SO_SNDTIMEO
+        } else {
+            libc::SO_RCVTIMEO
+        };
+        let Some(v) = self.opt(s, gen, (libc::SOL_SOCKET, name)) else {
+            return -1;
+        };
+        if v.len() < std::mem::size_of::<libc::timeval>() {
+            return -1;
+        }
+        // SAFETY: `v` holds at least a timeval's bytes (checked).
+        let tv = unsafe { std::ptr::read_unaligned(v.as_ptr() as *const libc::timeval) };
+        let ms = tv.tv_sec.max(0) as i64 * 1000 + (tv.tv_usec.max(0) as i64 + 999) / 1000;
+        if ms <= 0 {
+            -1
+        } else {
+            ms.min(c_int::MAX as i64) as c_int
+        }
+    }
 }
 
 static ATTACHED: OnceLock<Option<Attached>> = OnceLock::new();
@@ -243,6 +355,7 @@ fn try_attach() -> Result<Attached, String> {
         gateway: h.gateway.load(Ordering::Relaxed),
         pool: Mutex::new(Vec::new()),
         spin: Duration::from_micros(spin),
+        opts: Mutex::new(std::collections::HashMap::new()),
     })
 }
 
@@ -920,6 +1033,22 @@ impl Sock {
     /// Non-blocking.
     pub fn nonblock(&self) -> bool {
         self.e.flags.load(Ordering::Relaxed) & fl::NONBLOCK != 0
+    }
+
+    /// The generation of the slot this descriptor refers to.
+    pub fn gen(&self) -> u32 {
+        self.e.gen.load(Ordering::Relaxed)
+    }
+
+    /// The blocking limit of SO_RCVTIMEO (`send` false) or SO_SNDTIMEO
+    /// from `start`, in milliseconds: -1 for none; 0 once it has passed.
+    pub fn wait_limit(&self, send: bool, start: Instant) -> c_int {
+        let t = self.a.timeout_ms(self.s, self.gen(), send);
+        if t < 0 {
+            return -1;
+        }
+        let left = t as i64 - start.elapsed().as_millis() as i64;
+        left.max(0) as c_int
     }
 
     /// An AF_INET6 (dual-stack) socket: addresses go out v4-mapped.
