@@ -476,6 +476,25 @@ static struct in6_addr mapped(uint32_t v4) {
     return a;
 }
 
+/* A new socket gets the lowest free number, as POSIX says, also the
+ * number of a socket just closed (programs size tables by it: wrk's
+ * event loop refuses a descriptor beyond its connection count). */
+static void lowest_fd(const char *ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int first = -1, same = 1;
+    for (int i = 0; i < 5; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        int r = connect(s, (struct sockaddr *)&sa, sizeof sa);
+        if (first < 0) {
+            first = s;
+        }
+        same &= (s == first && r == 0);
+        close(s);
+    }
+    check(first >= 0 && same, "socket_lowest_fd", "first %d", first);
+}
+
 /* Dual-stack client: an AF_INET6 socket reaching IPv4 through a
  * v4-mapped address (as Go, Java and iperf3 do): addresses come back as
  * AF_INET6, v4-mapped; IPV6_V6ONLY reads 0 and cannot change once
@@ -584,6 +603,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     client(argv[1], atoi(argv[2]));
     dual_stack_client(argv[1], atoi(argv[2]));
+    lowest_fd(argv[1], atoi(argv[2]));
     /* Daemons close every descriptor they do not know: the sockets
      * still work afterwards. */
     closefrom(3);

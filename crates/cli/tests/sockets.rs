@@ -762,6 +762,80 @@ fn socat_fork_exec_echo() {
     drop(sc);
 }
 
+/// wrk under `ixora run` as a client (its TCP on Ixora) against a
+/// Python HTTP/1.0 server on the Linux side, which closes every
+/// connection: wrk reconnects for each request, and its event loop only
+/// takes descriptors below 10 + 3 × connections, so closed sockets'
+/// numbers must be reused as the kernel reuses them.
+#[test]
+fn wrk_under_ixora_run_reconnects_as_a_client() {
+    if !need(&["wrk", "python3"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let dir = std::env::temp_dir().join(unique_name("ixora-www", false));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f.txt"), b"twenty bytes of text").unwrap();
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(dir.clone());
+    let mut c = net.lx.command("python3");
+    c.args([
+        "-m",
+        "http.server",
+        "8090",
+        "--bind",
+        "198.18.9.1",
+        "--directory",
+    ])
+    .arg(&dir);
+    let mut srv = Proc::spawn(c, "http.server");
+    let t = Instant::now();
+    while !net.lx.run(|| TcpStream::connect("198.18.9.1:8090").is_ok()) {
+        assert!(srv.running(), "http.server exited:\n{}", srv.log());
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "http.server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = net
+        .ix
+        .command("timeout")
+        .args(["30", BIN, "run", "--socket", &net.socket, "--"])
+        .args([
+            "wrk",
+            "-t",
+            "1",
+            "-c",
+            "8",
+            "-d",
+            "2s",
+            "http://198.18.9.1:8090/f.txt",
+        ])
+        .output()
+        .expect("wrk under ixora run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "wrk failed:\n{text}");
+    assert!(
+        !text.contains("Socket errors"),
+        "wrk saw socket errors:\n{text}"
+    );
+    let reqs: u64 = text
+        .lines()
+        .find(|l| l.contains("requests in"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(reqs >= 100, "only {reqs} requests:\n{text}");
+    drop(srv);
+}
+
 /// Send a one-line command to the test server on `port` and expect
 /// "ok\n"; the connection is returned open.
 fn ask(net: &Setup, port: u16, cmd: &str) -> TcpStream {

@@ -342,7 +342,31 @@ fn become_ixora(
 /// socket(2).
 #[no_mangle]
 pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
-    let fd = real!(socket: fn(c_int, c_int, c_int) -> c_int)(domain, ty, proto);
+    let mut fd = real!(socket: fn(c_int, c_int, c_int) -> c_int)(domain, ty, proto);
+    // The lowest free number, as POSIX says: closed Ixora sockets' numbers
+    // are held (pooled) in the kernel, so the kernel skips them. Move the
+    // new socket onto the lowest pooled number below its own (programs
+    // size tables by their highest descriptor: wrk's event loop refuses
+    // one beyond its connection count, and a client that reconnects
+    // would otherwise grow the pool without end).
+    if fd >= 0 {
+        if let Some(p) = state::attached().and_then(|a| state::take_lowest_pooled(a, fd)) {
+            let cloexec = if ty & libc::SOCK_CLOEXEC != 0 {
+                libc::O_CLOEXEC
+            } else {
+                0
+            };
+            if crate::real::sys_dup3(fd, p, cloexec) == p {
+                crate::real::sys_close(fd);
+                if let Some(e) = state::entry(fd) {
+                    e.kind.store(kind::NONE, Ordering::Release);
+                }
+                fd = p;
+            } else if let Some(a) = state::attached() {
+                state::pool(a, p);
+            }
+        }
+    }
     // TCP over IPv4, or over IPv6 as a dual-stack socket may carry IPv4
     // (bound to `::` or a v4-mapped address; decided at bind/connect).
     let tcp = (domain == libc::AF_INET || domain == libc::AF_INET6)

@@ -1239,10 +1239,24 @@ pub fn unpool(fd: c_int) {
 /// A placeholder descriptor for a new Ixora socket: from the pool, or a
 /// fresh one (a system call).
 pub fn placeholder(a: &Attached) -> (c_int, bool) {
-    if let Some(fd) = a.pool.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+    if let Some(fd) = take_lowest_pooled(a, c_int::MAX) {
         return (fd, false);
     }
     (real::sys_placeholder(), true)
+}
+
+/// Take the lowest pooled number below `below` out of the pool, if any:
+/// to the program pooled numbers are closed, and POSIX gives the lowest
+/// free number to a new descriptor.
+pub fn take_lowest_pooled(a: &Attached, below: c_int) -> Option<c_int> {
+    let mut p = a.pool.lock().unwrap_or_else(|p| p.into_inner());
+    let (i, &fd) = p
+        .iter()
+        .enumerate()
+        .filter(|(_, &f)| f < below)
+        .min_by_key(|(_, &f)| f)?;
+    p.swap_remove(i);
+    Some(fd)
 }
 
 /// Make `fd` an Ixora socket for slot `s` of generation `gen`.
