@@ -226,6 +226,19 @@ fn py_sessions(port: u16, token: &str, body: &str) -> String {
     )
 }
 
+/// A file or directory removed however the test ends.
+struct Removed(std::path::PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        if self.0.is_dir() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        } else {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
 fn need(tools: &[&str]) -> bool {
     for t in tools {
         if !have(t) {
@@ -777,13 +790,7 @@ fn wrk_under_ixora_run_reconnects_as_a_client() {
     let dir = std::env::temp_dir().join(unique_name("ixora-www", false));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f.txt"), b"twenty bytes of text").unwrap();
-    struct Rm(std::path::PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = Rm(dir.clone());
+    let _rm = Removed(dir.clone());
     let mut c = net.lx.command("python3");
     c.args([
         "-m",
@@ -935,14 +942,7 @@ fn posix_calls_behave_as_on_linux() {
             .arg(src),
         "cc posix_calls.c",
     );
-    // Removed however the test ends.
-    struct Rm(std::path::PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-    let _rm = Rm(exe.clone());
+    let _rm = Removed(exe.clone());
     let exe = exe.to_str().unwrap().to_string();
     // chk variants really are what the program calls.
     let syms = Command::new("nm").args(["-D", &exe]).output();
