@@ -62,6 +62,11 @@ enum Cmd {
     /// are served by Ixora without system calls on the data path;
     /// everything else goes to the kernel.
     ///
+    /// Dual-stack IPv6 sockets (bound to `::`, or to and from v4-mapped
+    /// `::ffff:a.b.c.d` addresses) carry IPv4 on Ixora too; IPv6-only
+    /// sockets, UDP and Unix sockets stay the kernel's. Two programs on
+    /// one service reach each other at its address inside the service.
+    ///
     /// Example: ixora run -- memcached -p 11211 -t 1
     Run(sockets::RunArgs),
     /// What the service and its applications are doing: socket calls
