@@ -192,6 +192,19 @@ static void client(const char *ip, int port) {
           (long)tmo2.tv_usec, n, ms);
     tmo.tv_usec = 0;
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof tmo);
+    /* A timeval out of range is refused (EDOM); a short one too (EINVAL);
+     * a timeout never set reads back as zero. */
+    struct timeval bad = {.tv_sec = 0, .tv_usec = 1000000}, unset = {7, 7};
+    r = setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &bad, sizeof bad);
+    int te1 = errno;
+    ro2 = setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &bad, 4);
+    int te2 = errno;
+    len = sizeof unset;
+    ro3 = getsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &unset, &len);
+    check(r == -1 && te1 == EDOM && ro2 == -1 && te2 == EINVAL && ro3 == 0 && unset.tv_sec == 0 &&
+              unset.tv_usec == 0,
+          "so_sndtimeo_checks", "r %d/%d %d/%d get %d {%ld,%ld}", r, te1, ro2, te2, ro3,
+          (long)unset.tv_sec, (long)unset.tv_usec);
 
     /* write/read. */
     n = write(s, "hello", 5);

@@ -1092,7 +1092,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             return;
         };
         let sip = repr.sender_ip;
+        // (Our own MAC as a sender's would make frames for that sender
+        // look like frames to ourselves.)
         if !repr.sender_mac.is_unicast()
+            || repr.sender_mac == self.cfg.mac
             || sip == self.cfg.ip
             || sip.is_broadcast()
             || sip.is_multicast()

@@ -127,3 +127,36 @@ fn a_frame_from_the_wire_with_our_own_source_is_still_dropped() {
         before + 1
     );
 }
+
+/// An ARP packet claiming our own MAC for another address is refused:
+/// frames for that address would otherwise carry our own MAC and be
+/// taken for frames to ourselves.
+#[test]
+fn an_arp_sender_with_our_own_mac_is_refused() {
+    use ixora_core::wire::arp::{ArpRepr, Operation};
+    use ixora_core::wire::ethernet::{EtherType, EthernetRepr, MacAddr};
+    let mut h = Harness::new(|_| {});
+    let repr = ArpRepr {
+        operation: Operation::Request,
+        sender_mac: US_MAC,
+        sender_ip: std::net::Ipv4Addr::new(198, 18, 0, 9),
+        target_mac: MacAddr::UNSPECIFIED,
+        target_ip: US,
+    };
+    let eth = EthernetRepr {
+        src_addr: US_MAC,
+        dst_addr: MacAddr::BROADCAST,
+        ethertype: EtherType::Arp,
+        vlan: None,
+    };
+    let mut f = vec![0u8; 14 + 28];
+    eth.emit(&mut f);
+    repr.emit(&mut f[14..]);
+    let before = h.stack.counters().drops(DropReason::ArpBadSender);
+    h.send_raw(f);
+    h.expect_silence();
+    assert_eq!(
+        h.stack.counters().drops(DropReason::ArpBadSender),
+        before + 1
+    );
+}

@@ -525,6 +525,11 @@ where
 
         // (6) transmit: frames built straight into pool buffers.
         loop {
+            // At most a batch of frames to ourselves per cycle, as of
+            // frames from the wire.
+            if looped.len() >= cfg.batch {
+                break;
+            }
             if tx.len() >= cfg.batch {
                 queue.tx_burst(&mut tx)?;
                 if !tx.is_empty() {

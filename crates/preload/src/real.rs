@@ -135,13 +135,13 @@ pub fn sys_close(fd: c_int) {
     }
 }
 
-/// An unconnected TCP socket to hold an Ixora socket's number, or -1.
 /// dup3(2) without the shim (`newfd` becomes `fd`'s file, atomically).
 pub fn sys_dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
     // SAFETY: dup3(2) has no memory arguments.
     unsafe { libc::syscall(libc::SYS_dup3, fd, newfd, flags) as c_int }
 }
 
+/// An unconnected TCP socket to hold an Ixora socket's number, or -1.
 pub fn sys_placeholder() -> c_int {
     // SAFETY: socket(2) has no memory arguments.
     unsafe {

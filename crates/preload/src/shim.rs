@@ -52,9 +52,19 @@ unsafe fn sa_of(addr: *const sockaddr, len: socklen_t, inet6: bool) -> Option<(u
             let sa = unsafe { std::ptr::read_unaligned(addr as *const libc::sockaddr_in) };
             Some((u32::from_be(sa.sin_addr.s_addr), u16::from_be(sa.sin_port)))
         }
-        (libc::AF_INET6, true) if (len as usize) >= std::mem::size_of::<libc::sockaddr_in6>() => {
-            // SAFETY: as above; the length covers a sockaddr_in6.
-            let sa = unsafe { std::ptr::read_unaligned(addr as *const libc::sockaddr_in6) };
+        // (24 bytes is the RFC 2133 sockaddr_in6, without a scope id,
+        // which Linux accepts too.)
+        (libc::AF_INET6, true) if (len as usize) >= 24 => {
+            // SAFETY: all-zero bytes are a valid sockaddr_in6 (plain
+            // integers and byte arrays).
+            let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            let n = (len as usize).min(std::mem::size_of::<libc::sockaddr_in6>());
+            // SAFETY: as above: `n` readable bytes at `addr`, no more than
+            // `sa` holds; a sockaddr_in6 is plain bytes (zeroed above is a
+            // valid value).
+            unsafe {
+                std::ptr::copy_nonoverlapping(addr as *const u8, &mut sa as *mut _ as *mut u8, n)
+            };
             let ip = v4_of_v6(sa.sin6_addr.s6_addr)?;
             Some((ip, u16::from_be(sa.sin6_port)))
         }
@@ -319,7 +329,6 @@ fn become_ixora(
     let flags = e.flags.load(Ordering::Relaxed);
     state::hold(a, s);
     state::install(fd, s, gen, flags);
-    state::take_pending(fd, Some((a, s, gen)));
     if flags & fl::NAGLE != 0 {
         state::request(a, Msg::new(op::SETOPT, s, opt::NODELAY as i64, 0), &[]);
     }
@@ -334,6 +343,9 @@ fn become_ixora(
         e.kind.store(kind::MAYBE, Ordering::Release);
         return Err(-r.a as c_int);
     }
+    // Options set while undecided now belong to the Ixora socket (on
+    // failure above they stay with the descriptor, for its next try).
+    state::take_pending(fd, Some((a, s, gen)));
     Ok(())
 }
 
@@ -357,10 +369,12 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
                 0
             };
             if crate::real::sys_dup3(fd, p, cloexec) == p {
-                crate::real::sys_close(fd);
+                // (The entry first: once closed, the number may be another
+                // thread's at once.)
                 if let Some(e) = state::entry(fd) {
                     e.kind.store(kind::NONE, Ordering::Release);
                 }
+                crate::real::sys_close(fd);
                 fd = p;
             } else if let Some(a) = state::attached() {
                 state::pool(a, p);
@@ -658,12 +672,22 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return fail(e);
     }
     let sk = state::sock(fd).unwrap();
-    if sk.nonblock() {
+    // SO_SNDTIMEO bounds a blocking connect: EINPROGRESS once it passes.
+    let start = std::time::Instant::now();
+    let limit = sk.wait_limit(true, start);
+    if sk.nonblock() || limit == 0 {
         return fail(libc::EINPROGRESS);
     }
-    state::block_until(a, -1, &mut [], &[sk.s], &[], &mut || {
+    state::block_until(a, limit, &mut [], &[sk.s], &[], &mut || {
         sk.state() != st::CONNECTING
     });
+    if sk.state() == st::CONNECTING {
+        return fail(if errno() == libc::EINTR {
+            libc::EINTR
+        } else {
+            libc::EINPROGRESS
+        });
+    }
     match sk.state() {
         st::ESTABLISHED => 0,
         _ => fail(if sk.error() != 0 {
@@ -2054,8 +2078,13 @@ pub unsafe extern "C" fn getsockopt(
                 *len = n as socklen_t;
                 0
             }
-            // Anything else the program set is read back as it was set.
-            key => match sk.a.opt(sk.s, sk.gen(), key) {
+            // Anything else the program set is read back as it was set
+            // (timeouts never set read as zero, no timeout, as on Linux).
+            key => match sk.a.opt(sk.s, sk.gen(), key).or_else(|| {
+                (key.0 == libc::SOL_SOCKET
+                    && matches!(key.1, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO))
+                .then(|| vec![0u8; std::mem::size_of::<libc::timeval>()])
+            }) {
                 Some(v) if !val.is_null() && !len.is_null() => {
                     let n = (*len as usize).min(v.len());
                     std::ptr::copy_nonoverlapping(v.as_ptr(), val as *mut u8, n);
@@ -2113,8 +2142,13 @@ pub unsafe extern "C" fn setsockopt(
                 return fail(libc::EINVAL);
             }
             // IPv6-only: the socket can never carry IPv4, so it will be
-            // the kernel's (decided at bind/connect).
-            setf(fl::V6ONLY, int().unwrap_or(0) != 0);
+            // the kernel's (decided at bind/connect) — if the kernel took
+            // the option.
+            let r = real_set();
+            if r == 0 {
+                setf(fl::V6ONLY, int().unwrap_or(0) != 0);
+            }
+            return r;
         }
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => {
             setf(fl::REUSEADDR, int().unwrap_or(0) != 0);
@@ -2143,13 +2177,26 @@ pub unsafe extern "C" fn setsockopt(
         }
         _ => {}
     }
-    // The value as the program gave it (kept to be read back).
+    // The value as the program gave it (kept to be read back; no more
+    // than the shim keeps, so no more than it reads).
     let bytes: &[u8] = if val.is_null() {
         &[]
     } else {
-        // SAFETY: setsockopt(2)'s contract: `len` readable bytes at `val`.
-        unsafe { std::slice::from_raw_parts(val as *const u8, len as usize) }
+        // SAFETY: setsockopt(2)'s contract: `len` readable bytes at `val`,
+        // of which we read at most OPT_MAX.
+        unsafe { std::slice::from_raw_parts(val as *const u8, (len as usize).min(state::OPT_MAX)) }
     };
+    if level == libc::SOL_SOCKET && matches!(name, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) {
+        // As Linux: a whole timeval, its microseconds below a second.
+        if bytes.len() < std::mem::size_of::<libc::timeval>() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: `bytes` holds a timeval's bytes (checked).
+        let tv = unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const libc::timeval) };
+        if !(0..1_000_000).contains(&tv.tv_usec) {
+            return fail(libc::EDOM);
+        }
+    }
     if k == kind::MAYBE {
         // Not ours yet: the kernel socket gets the option too, and the
         // shim keeps it for the Ixora socket this may become.

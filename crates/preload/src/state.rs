@@ -209,7 +209,8 @@ impl Attached {
     }
 
     /// SO_RCVTIMEO (`send` false) or SO_SNDTIMEO of slot `s`, in
-    /// milliseconds for a blocking wait: -1 (none) when unset or zero.
+    /// milliseconds for a blocking wait: -1 (none) when unset or zero, 0
+    /// (fail at once) when negative.
     pub fn timeout_ms(&self, s: u32, gen: u32, send: bool) -> c_int {
         let name = if send {
             libc::SO_SNDTIMEO
@@ -224,9 +225,14 @@ impl Attached {
         }
         // SAFETY: `v` holds at least a timeval's bytes (checked).
         let tv = unsafe { std::ptr::read_unaligned(v.as_ptr() as *const libc::timeval) };
-        let ms = tv.tv_sec.max(0) as i64 * 1000 + (tv.tv_usec.max(0) as i64 + 999) / 1000;
-        if ms <= 0 {
-            -1
+        if tv.tv_sec < 0 {
+            return 0; // Linux: a negative timeout fails at once
+        }
+        let ms = (tv.tv_sec as i64)
+            .saturating_mul(1000)
+            .saturating_add((tv.tv_usec.max(0) as i64 + 999) / 1000);
+        if ms == 0 {
+            -1 // zero: no timeout
         } else {
             ms.min(c_int::MAX as i64) as c_int
         }
@@ -455,7 +461,10 @@ extern "C" fn before_fork() {
             a.r.held(row, s).fetch_add(1, Ordering::AcqRel);
         }
     }
-    let Some((sock, row)) = joined else { return };
+    let Some((sock, row)) = joined else {
+        hold_locks_over_fork(a);
+        return;
+    };
     let fd = sock.into_raw_fd();
     for p in &PENDING_FDS {
         if p.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
@@ -465,6 +474,34 @@ extern "C" fn before_fork() {
         }
     }
     PENDING.with(|p| *p.borrow_mut() = Some(Pending { fd, row, counted }));
+    hold_locks_over_fork(a);
+}
+
+/// The shim's own locks, held by the forking thread over `fork` so that
+/// the child never inherits one another thread held (it would wait for
+/// ever). Taken last in the prepare handler, dropped first after it.
+struct ForkLocks {
+    _pool: std::sync::MutexGuard<'static, Vec<c_int>>,
+    _opts: std::sync::MutexGuard<'static, std::collections::HashMap<u32, SlotOpts>>,
+    _pending: std::sync::MutexGuard<'static, Vec<FdOpt>>,
+}
+
+thread_local! {
+    static FORK_LOCKS: std::cell::RefCell<Option<ForkLocks>> = const { std::cell::RefCell::new(None) };
+}
+
+/// (No code path takes two of these locks at once: any order is safe.)
+fn hold_locks_over_fork(a: &'static Attached) {
+    let locks = ForkLocks {
+        _pool: a.pool.lock().unwrap_or_else(|e| e.into_inner()),
+        _opts: a.opts.lock().unwrap_or_else(|e| e.into_inner()),
+        _pending: PENDING_OPTS.lock().unwrap_or_else(|e| e.into_inner()),
+    };
+    FORK_LOCKS.with(|l| *l.borrow_mut() = Some(locks));
+}
+
+fn release_fork_locks() {
+    FORK_LOCKS.with(|l| l.borrow_mut().take());
 }
 
 /// Forget the pending connection `fd` in the shared list.
@@ -482,6 +519,7 @@ fn unlist_pending(fd: c_int) {
 /// connection is the child's; the parent's copy goes (a failed fork's
 /// connection then ends, and the service gives back what it counted).
 extern "C" fn after_fork_parent() {
+    release_fork_locks();
     if let Some(p) = PENDING.with(|p| p.borrow_mut().take()) {
         unlist_pending(p.fd);
         forget_internal(p.fd);
@@ -494,6 +532,7 @@ extern "C" fn after_fork_parent() {
 /// of the parent may have opened or closed one between the prepare
 /// handler and the fork), and tell the service our pid.
 extern "C" fn after_fork_child() {
+    release_fork_locks();
     let Some(a) = attached() else { return };
     FORK_GEN.fetch_add(1, Ordering::SeqCst);
     let mine = PENDING.with(|p| p.borrow_mut().take());
