@@ -37,6 +37,18 @@ fn settle(h: &mut Harness, events: &mut Vec<Event>) {
     panic!("the stack never settled");
 }
 
+/// `f` from the wire is dropped for `reason`, and nothing answers it.
+fn dropped_silently(h: &mut Harness, f: Vec<u8>, reason: DropReason) {
+    let before = h.stack.counters().drops(reason);
+    h.send_raw(f);
+    h.expect_silence();
+    assert_eq!(
+        h.stack.counters().drops(reason),
+        before + 1,
+        "not dropped as {reason}"
+    );
+}
+
 #[test]
 fn a_connection_to_its_own_address_loops_inside_the_stack() {
     let mut h = Harness::new(|_| {});
@@ -119,13 +131,7 @@ fn a_frame_from_the_wire_with_our_own_source_is_still_dropped() {
     f[25] = 0;
     let c = !ixora_core::wire::checksum::data(&f[14..34]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
-    let before = h.stack.counters().drops(DropReason::Ipv4BadSource);
-    h.send_raw(f);
-    h.expect_silence();
-    assert_eq!(
-        h.stack.counters().drops(DropReason::Ipv4BadSource),
-        before + 1
-    );
+    dropped_silently(&mut h, f, DropReason::Ipv4BadSource);
 }
 
 /// An ARP packet claiming our own MAC for another address is refused:
@@ -152,11 +158,5 @@ fn an_arp_sender_with_our_own_mac_is_refused() {
     let mut f = vec![0u8; 14 + 28];
     eth.emit(&mut f);
     repr.emit(&mut f[14..]);
-    let before = h.stack.counters().drops(DropReason::ArpBadSender);
-    h.send_raw(f);
-    h.expect_silence();
-    assert_eq!(
-        h.stack.counters().drops(DropReason::ArpBadSender),
-        before + 1
-    );
+    dropped_silently(&mut h, f, DropReason::ArpBadSender);
 }
