@@ -49,6 +49,12 @@ pub mod opt {
     pub const NODELAY: u64 = 1;
     /// `SO_KEEPALIVE` (b: 0 or 1).
     pub const KEEPALIVE: u64 = 2;
+    /// `TCP_KEEPIDLE` (b: seconds, 1–32767).
+    pub const KEEPIDLE: u64 = 3;
+    /// `TCP_KEEPINTVL` (b: seconds, 1–32767).
+    pub const KEEPINTVL: u64 = 4;
+    /// `TCP_KEEPCNT` (b: probes, 1–127).
+    pub const KEEPCNT: u64 = 5;
 }
 
 /// One control message.

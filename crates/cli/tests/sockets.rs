@@ -1468,3 +1468,113 @@ fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
     // Two tests, each a control and a data connection.
     assert!(opens >= 4, "iperf3's connections were not Ixora's: {st}");
 }
+
+/// TCP_KEEPIDLE, TCP_KEEPINTVL and TCP_KEEPCNT, with SO_KEEPALIVE, set on
+/// a listening socket before it is bound (so before it is Ixora's) reach
+/// the connections it accepts, as on Linux: when the peer goes silent
+/// (the Linux side drops everything from Ixora), the connection dies
+/// after 1 s idle and 2 probes 1 s apart, and the program's blocked read
+/// fails with ETIMEDOUT — not after the stack's default two hours.
+#[test]
+fn keepalive_timing_set_on_a_listener_ends_a_silent_connection() {
+    if !need(&["python3", "nft"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let prog = "import socket, sys\n\
+                s = socket.socket()\n\
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)\n\
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)\n\
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)\n\
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 2)\n\
+                s.bind(('0.0.0.0', 7020))\n\
+                s.listen(8)\n\
+                while True:\n\
+                \x20   c, _ = s.accept()\n\
+                \x20   if c.recv(6) != b'token\\n':\n\
+                \x20       c.close()\n\
+                \x20       continue\n\
+                \x20   print('idle', c.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE), flush=True)\n\
+                \x20   c.settimeout(20)  # (then e.errno is None)\n\
+                \x20   try:\n\
+                \x20       c.recv(10)\n\
+                \x20       print('no error', flush=True)\n\
+                \x20   except OSError as e:\n\
+                \x20       print('errno', e.errno, flush=True)\n\
+                \x20   sys.exit(0)\n";
+    let mut p = net.ix.command("timeout");
+    p.args([
+        "60",
+        BIN,
+        "run",
+        "--socket",
+        &net.socket,
+        "--",
+        "python3",
+        "-u",
+        "-c",
+        prog,
+    ])
+    .stdout(std::process::Stdio::piped());
+    let mut child = p.spawn().expect("python3 under ixora run");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let _child = Kill(child);
+    let conn = net.lx.run(|| {
+        let t = Instant::now();
+        loop {
+            if let Ok(mut c) = TcpStream::connect(format!("{IX}:7020")) {
+                c.write_all(b"token\n").unwrap();
+                return c;
+            }
+            assert!(t.elapsed() < Duration::from_secs(15), "never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "idle 1", "TCP_KEEPIDLE not inherited");
+    // The Linux side goes silent: everything from Ixora is dropped.
+    let rules = format!(
+        "table inet ixka {{\n chain input {{ type filter hook input priority 0; policy accept; ip saddr {IX} drop; }}\n}}\n"
+    );
+    let st = net
+        .lx
+        .command("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn();
+    let mut st = st.expect("nft");
+    st.stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    assert!(st.wait().unwrap().success(), "nft rules");
+    let t = Instant::now();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let took = t.elapsed();
+    let _ = net.lx.exec("nft", &["delete", "table", "inet", "ixka"]);
+    drop(conn);
+    assert_eq!(
+        line.trim(),
+        format!("errno {}", libc::ETIMEDOUT),
+        "the silent connection did not time out"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let probes = net.stats()["stack"]
+        .as_object()
+        .and_then(|m| m.iter().find(|(k, _)| k.contains("Keepalive probes")))
+        .and_then(|(_, v)| v.as_u64())
+        .unwrap_or(0);
+    assert!(probes >= 2, "keepalive probes: {probes}");
+}

@@ -911,6 +911,22 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(())
     }
 
+    /// A connection's keepalive timing (Linux's TCP_KEEPIDLE,
+    /// TCP_KEEPINTVL, TCP_KEEPCNT): seconds idle before the first probe,
+    /// seconds between probes, unanswered probes before it is dropped; 0
+    /// keeps the configuration's.
+    pub fn tcp_set_keepalive_timing(
+        &mut self,
+        h: ConnHandle,
+        idle_s: u32,
+        intvl_s: u32,
+        cnt: u8,
+    ) -> Result<(), Error> {
+        self.tcp_mut(h)?.set_keepalive_timing(idle_s, intvl_s, cnt);
+        self.after(h.idx);
+        Ok(())
+    }
+
     /// Connection state.
     pub fn tcp_state(&self, h: ConnHandle) -> Result<State, Error> {
         Ok(self.lookup_handle(h)?.state)

@@ -815,14 +815,7 @@ fn connection_times_out_after_data_retries() {
     }
     assert_eq!(retrans, 3);
     assert_eq!(h.stack.counters().tcp_timeouts, 3);
-    assert_eq!(
-        h.events(),
-        [Event::Dead {
-            handle: c.h,
-            cookie: 5,
-            reason: DeadReason::TimedOut
-        }]
-    );
+    assert_timed_out(&mut h, &c);
     assert_eq!(h.stack.tcp_state(c.h).unwrap(), State::Closed);
     h.stack.tcp_close(h.now, c.h).unwrap();
     assert_eq!(h.stack.tcp_connection_count(), 0);
@@ -1208,6 +1201,11 @@ fn keepalive_probes_and_timeout() {
     assert!(h.events().is_empty());
     assert_eq!(run_until_output(&mut h, Duration::from_secs(60)), None);
     assert_eq!(h.stack.counters().tcp_keepalive_probes, 4);
+    assert_timed_out(&mut h, &c);
+}
+
+/// The connection `c` died of a timeout (its only event).
+fn assert_timed_out(h: &mut Harness, c: &Conn) {
     assert_eq!(
         h.events(),
         [Event::Dead {
@@ -1216,6 +1214,34 @@ fn keepalive_probes_and_timeout() {
             reason: DeadReason::TimedOut
         }]
     );
+}
+
+/// A connection's own keepalive timing (Linux's TCP_KEEPIDLE, TCP_KEEPINTVL,
+/// TCP_KEEPCNT) replaces the configuration's: first probe after its idle
+/// time, then its interval, dead after its count unanswered.
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.6
+//= type=test
+#[test]
+fn keepalive_timing_per_connection() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    h.send(ack(&c, 0));
+    h.stack.tcp_set_keepalive(c.h, true).unwrap();
+    h.stack.tcp_set_keepalive_timing(c.h, 30, 5, 2).unwrap();
+    let t = run_until_output(&mut h, Duration::from_secs(3600)).unwrap();
+    assert_close(
+        t,
+        Duration::from_secs(30),
+        "first keepalive at TCP_KEEPIDLE",
+    );
+    h.expect_tcp();
+    let t = run_until_output(&mut h, Duration::from_secs(3600)).unwrap();
+    assert_close(t, Duration::from_secs(5), "next at TCP_KEEPINTVL");
+    h.expect_tcp();
+    assert!(h.events().is_empty());
+    // TCP_KEEPCNT = 2 unanswered: dead one interval later.
+    assert_eq!(run_until_output(&mut h, Duration::from_secs(60)), None);
+    assert_timed_out(&mut h, &c);
 }
 
 // ===== initial window, state size =========================================

@@ -166,6 +166,11 @@ impl Io<'_> {
         self.stack.tcp_set_keepalive(h, on)
     }
 
+    /// Keepalive timing: idle and interval seconds, probes (0: default).
+    pub fn set_keepalive_timing(&mut self, h: ConnHandle, t: (u32, u32, u8)) -> Result<(), Error> {
+        self.stack.tcp_set_keepalive_timing(h, t.0, t.1, t.2)
+    }
+
     /// Bind a UDP socket on this core (port 0: ephemeral).
     pub fn udp_bind(&mut self, port: u16, cookie: u64) -> Result<UdpHandle, Error> {
         self.stack.udp_bind(port, cookie)

@@ -329,8 +329,21 @@ fn become_ixora(
     let flags = e.flags.load(Ordering::Relaxed);
     state::hold(a, s);
     state::install(fd, s, gen, flags);
+    // Options the stack acts on, set while the socket was undecided: the
+    // service holds them for the connection (or the listener's).
+    let set = |o: u64, v: u64| {
+        state::request(a, Msg::new(op::SETOPT, s, o as i64, v), &[]);
+    };
     if flags & fl::NAGLE != 0 {
-        state::request(a, Msg::new(op::SETOPT, s, opt::NODELAY as i64, 0), &[]);
+        set(opt::NODELAY, 0);
+    }
+    if flags & fl::KEEPALIVE != 0 {
+        set(opt::KEEPALIVE, 1);
+    }
+    for name in [libc::TCP_KEEPIDLE, libc::TCP_KEEPINTVL, libc::TCP_KEEPCNT] {
+        if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, name)) {
+            set(keep_code(name), v.max(0) as u64);
+        }
     }
     let r = then(s);
     if r.a < 0 {
@@ -2132,7 +2145,8 @@ pub unsafe extern "C" fn setsockopt(
             e.flags.fetch_and(!bit, Ordering::Relaxed)
         }
     };
-    let mut svc: Option<(u64, bool)> = None;
+    // An option the stack acts on: (SETOPT code, value) for the service.
+    let mut svc: Option<(u64, u64)> = None;
     match (level, name) {
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)
             if e.flags.load(Ordering::Relaxed) & fl::INET6 != 0 =>
@@ -2159,7 +2173,7 @@ pub unsafe extern "C" fn setsockopt(
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
             let on = int().unwrap_or(0) != 0;
             setf(fl::KEEPALIVE, on);
-            svc = Some((opt::KEEPALIVE, on));
+            svc = Some((opt::KEEPALIVE, on as u64));
         }
         (libc::SOL_SOCKET, libc::SO_LINGER)
             if !val.is_null() && (len as usize) >= std::mem::size_of::<libc::linger>() =>
@@ -2168,11 +2182,20 @@ pub unsafe extern "C" fn setsockopt(
             let l = unsafe { std::ptr::read_unaligned(val as *const libc::linger) };
             setf(fl::LINGER0, l.l_onoff != 0 && l.l_linger == 0);
         }
+        (libc::IPPROTO_TCP, n @ (libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT)) => {
+            // Linux's ranges: 1–32767 s, 1–127 probes.
+            let max = if n == libc::TCP_KEEPCNT { 127 } else { 32767 };
+            match int() {
+                Some(v) if (1..=max).contains(&v) => svc = Some((keep_code(n), v as u64)),
+                _ if k == kind::IXORA => return fail(libc::EINVAL),
+                _ => {} // the kernel socket says
+            }
+        }
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
             let on = int().unwrap_or(1) != 0;
             let was_nagle = setf(fl::NAGLE, !on) & fl::NAGLE != 0;
             if was_nagle == on {
-                svc = Some((opt::NODELAY, on));
+                svc = Some((opt::NODELAY, on as u64));
             }
         }
         _ => {}
@@ -2209,13 +2232,22 @@ pub unsafe extern "C" fn setsockopt(
     let sk = state::sock(fd).unwrap();
     sk.a.set_opt(sk.s, sk.gen(), (level, name), bytes);
     match svc {
-        Some((o, on)) if sk.state() != st::OPEN => {
+        Some((o, v)) => {
             count(sk.a, call("setsockopt"), false);
-            state::request(sk.a, Msg::new(op::SETOPT, sk.s, o as i64, on as u64), &[]);
+            state::request(sk.a, Msg::new(op::SETOPT, sk.s, o as i64, v), &[]);
         }
-        _ => count(sk.a, call("setsockopt"), true),
+        None => count(sk.a, call("setsockopt"), true),
     }
     0
+}
+
+/// The SETOPT code of a TCP keep-alive timing option.
+fn keep_code(name: c_int) -> u64 {
+    match name {
+        libc::TCP_KEEPIDLE => opt::KEEPIDLE,
+        libc::TCP_KEEPINTVL => opt::KEEPINTVL,
+        _ => opt::KEEPCNT,
+    }
 }
 
 /// getsockname(2).

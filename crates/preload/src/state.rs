@@ -138,6 +138,13 @@ pub fn pend_opt(fd: c_int, key: (c_int, c_int), val: &[u8]) {
     p.push((fd, key, val[..val.len().min(OPT_MAX)].to_vec()));
 }
 
+/// An int option kept for the undecided socket `fd`.
+pub fn pending_int(fd: c_int, key: (c_int, c_int)) -> Option<c_int> {
+    let p = PENDING_OPTS.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, _, v) = p.iter().find(|(f, k, _)| *f == fd && *k == key)?;
+    Some(c_int::from_ne_bytes(v.get(..4)?.try_into().ok()?))
+}
+
 /// Forget the options kept for descriptor `fd` (a new socket there), or
 /// move them to slot `s` of `a` (it became Ixora's).
 pub fn take_pending(fd: c_int, to: Option<(&Attached, u32, u32)>) {

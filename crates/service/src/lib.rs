@@ -293,6 +293,11 @@ struct Sock {
     peer_closed: bool,
     shut: bool,
     nodelay: bool,
+    /// SO_KEEPALIVE, and TCP_KEEPIDLE/KEEPINTVL (s)/KEEPCNT (0: the
+    /// stack's default): kept for a socket not yet connected, and passed
+    /// from a listener to the connections it accepts, as Linux does.
+    keepalive: bool,
+    ka: (u32, u32, u8),
 }
 
 impl Sock {
@@ -305,6 +310,21 @@ impl Sock {
             peer_closed: false,
             shut: false,
             nodelay: true,
+            keepalive: false,
+            ka: (0, 0, 0),
+        }
+    }
+
+    /// Give connection `h` the options this socket holds.
+    fn apply(&self, io: &mut Io, h: ConnHandle) {
+        if !self.nodelay {
+            let _ = io.set_nodelay(h, false);
+        }
+        if self.keepalive {
+            let _ = io.set_keepalive(h, true);
+        }
+        if self.ka != (0, 0, 0) {
+            let _ = io.set_keepalive_timing(h, self.ka);
         }
     }
 }
@@ -867,6 +887,9 @@ impl Service {
                 match io.connect(cookie(id, slot), dst) {
                     Ok(h) => {
                         app.socks[slot as usize].kind = Kind::Conn(h);
+                        // Options set before the connect (TCP_NODELAY off,
+                        // keep-alive) take effect now.
+                        app.socks[slot as usize].apply(io, h);
                         let d = app.r.down_slot(slot);
                         if let Ok((l, _)) = io.stack().tcp_addrs(h) {
                             d.local
@@ -892,8 +915,21 @@ impl Service {
                         Msg::reply(0)
                     }
                     opt::KEEPALIVE => {
+                        s.keepalive = on;
                         if let Kind::Conn(h) = s.kind {
                             let _ = io.set_keepalive(h, on);
+                        }
+                        Msg::reply(0)
+                    }
+                    o @ (opt::KEEPIDLE | opt::KEEPINTVL | opt::KEEPCNT) => {
+                        let v = msg.b.min(u64::from(u32::MAX)) as u32;
+                        match o {
+                            opt::KEEPIDLE => s.ka.0 = v,
+                            opt::KEEPINTVL => s.ka.1 = v,
+                            _ => s.ka.2 = v.min(255) as u8,
+                        }
+                        if let Kind::Conn(h) = s.kind {
+                            let _ = io.set_keepalive_timing(h, s.ka);
                         }
                         Msg::reply(0)
                     }
@@ -1088,12 +1124,15 @@ impl Service {
             app.release(s);
             return;
         }
-        let nodelay = app.socks[ls as usize].nodelay;
-        if !nodelay {
-            let _ = io.set_nodelay(h, false);
-        }
-        app.socks[s as usize].kind = Kind::Conn(h);
-        app.socks[s as usize].nodelay = nodelay;
+        // The listener's options pass to the connection (Linux copies
+        // them from the listening socket).
+        let l = app.socks[ls as usize];
+        l.apply(io, h);
+        let c = &mut app.socks[s as usize];
+        c.kind = Kind::Conn(h);
+        c.nodelay = l.nodelay;
+        c.keepalive = l.keepalive;
+        c.ka = l.ka;
         let d = app.r.down_slot(s);
         d.local.store(pack(ip, port), Ordering::Relaxed);
         d.remote.store(

@@ -324,6 +324,12 @@ pub(crate) struct Tcb<R, T> {
     retries: u8,
     /// Keepalive probes sent without an answer.
     probes: u8,
+    /// This connection's keepalive timing (TCP_KEEPIDLE, TCP_KEEPINTVL,
+    /// TCP_KEEPCNT): idle and interval in seconds, probes; 0 is the
+    /// configuration's.
+    ka_idle_s: u32,
+    ka_intvl_s: u32,
+    ka_cnt: u8,
     /// Persist-timer backoff shift; reset when the window opens.
     persist_shift: u8,
     /// Window probes sent since the peer last answered.
@@ -398,6 +404,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             t_reo: Instant::NEVER,
             t_delack: Instant::NEVER,
             t_ka: Instant::NEVER,
+            ka_idle_s: 0,
+            ka_intvl_s: 0,
+            ka_cnt: 0,
             t_wait: Instant::NEVER,
             retries: 0,
             probes: 0,
@@ -729,6 +738,43 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         } else {
             self.flags &= !KEEPALIVE;
             self.t_ka = Instant::NEVER;
+        }
+    }
+
+    /// This connection's keepalive timing: idle time before the first
+    /// probe and between probes in seconds, and unanswered probes before
+    /// it is dropped (0: the configuration's). Takes effect from the next
+    /// probe on.
+    pub fn set_keepalive_timing(&mut self, idle_s: u32, intvl_s: u32, cnt: u8) {
+        self.ka_idle_s = idle_s;
+        self.ka_intvl_s = intvl_s;
+        self.ka_cnt = cnt;
+        if self.t_ka != Instant::NEVER {
+            self.t_ka = Instant::NEVER; // re-armed by `refresh`
+        }
+    }
+
+    fn ka_idle(&self, cfg: &TcpConfig) -> Duration {
+        if self.ka_idle_s > 0 {
+            Duration::from_secs(u64::from(self.ka_idle_s))
+        } else {
+            cfg.keepalive_idle
+        }
+    }
+
+    fn ka_interval(&self, cfg: &TcpConfig) -> Duration {
+        if self.ka_intvl_s > 0 {
+            Duration::from_secs(u64::from(self.ka_intvl_s))
+        } else {
+            cfg.keepalive_interval
+        }
+    }
+
+    fn ka_probes(&self, cfg: &TcpConfig) -> u8 {
+        if self.ka_cnt > 0 {
+            self.ka_cnt
+        } else {
+            cfg.keepalive_probes
         }
     }
 
@@ -1887,17 +1933,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             return;
         }
         let idle = ctx.now.saturating_since(self.last_rx);
-        if idle < ctx.cfg.keepalive_idle {
+        if idle < self.ka_idle(ctx.cfg) {
             return; // refresh() re-arms from last_rx
         }
-        if self.probes >= ctx.cfg.keepalive_probes {
+        if self.probes >= self.ka_probes(ctx.cfg) {
             self.die(DeadReason::TimedOut);
             return;
         }
         self.probes += 1;
         ctx.counters.tcp_keepalive_probes += 1;
         self.flags |= PROBE_PENDING;
-        self.t_ka = ctx.now + ctx.cfg.keepalive_interval;
+        self.t_ka = ctx.now + self.ka_interval(ctx.cfg);
     }
 
     /// Re-derive timers after any input, output or application call:
@@ -1938,9 +1984,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             && matches!(self.state, State::Established | State::CloseWait)
             && self.t_ka.is_never()
         {
-            self.t_ka = self.last_rx + ctx.cfg.keepalive_idle;
+            self.t_ka = self.last_rx + self.ka_idle(ctx.cfg);
             if self.t_ka <= ctx.now {
-                self.t_ka = ctx.now + ctx.cfg.keepalive_interval;
+                self.t_ka = ctx.now + self.ka_interval(ctx.cfg);
             }
         }
     }
