@@ -37,6 +37,7 @@ every process started is bounded in time and ended by its PID.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -260,6 +261,59 @@ def client_run(net, cmd, secs):
     return r, c1 - c0, ((k1 - k0) / wall if wall else None)
 
 
+@contextlib.contextmanager
+def side_by_side(name, argv_of, port=None):
+    """Both stacks up side by side (each its own namespaces, Ixora's with
+    its service), each running the server `argv_of(ixora)`; yields
+    `{ixora: Net}`. With a `port`, the client namespace gets a kernel
+    address and the server must answer there; without, the client
+    interface is left to a load generator on AF_XDP (no kernel address to
+    probe from). The servers are stopped, then the services and
+    namespaces, however the block ends."""
+    nets, procs = {}, []
+    try:
+        for ixora in (False, True):
+            net = nets[ixora] = Net(ixora)
+            if port is not None:
+                net.client_addr()
+            p = net.server(argv_of(ixora), f"/tmp/ixb-{PID}-{name}-{ixora}.log")
+            procs.append(p)
+            if port is not None and not be.wait_tcp(net.cl, SRV, port):
+                raise RuntimeError(f"{name} did not start:\n" + be.stop_proc(p))
+        if port is None:
+            time.sleep(0.5)
+        yield nets
+    finally:
+        for p in procs:  # the programs before the service they use
+            be.stop_proc(p)
+        for ixora in (True, False):
+            if ixora in nets:
+                nets[ixora].close()
+
+
+def alternate(repeat, run, key):
+    """`run(ixora)` `repeat` times per stack, kernel and Ixora alternating
+    (so the machine's drift hits both); per stack, the run of median
+    `key(run)`, with every run's `key` as `all`."""
+    rs = {False: [], True: []}
+    for _ in range(repeat):
+        for ixora in (False, True):
+            rs[ixora].append(run(ixora))
+    out = {}
+    for ixora in (False, True):
+        runs = sorted(rs[ixora], key=key)
+        out[ixora] = dict(runs[len(runs) // 2], stack="ixora" if ixora else "kernel",
+                          all=[key(x) for x in rs[ixora]])
+    return out
+
+
+def meta_of(args, cmdline, **extra):
+    """What a results file says about its run."""
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
+            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, **extra}
+
+
 def web_run(net, port, secs, per_conn, client):
     """One measurement of the web server of `net` by `client`: wrk (the
     kernel's TCP in the client), or `ixora loadgen http` (the client's TCP
@@ -312,60 +366,43 @@ def web_run(net, port, secs, per_conn, client):
 
 
 def web(args, prog, www, tmp, prog_bar, results):
-    """`prog` on both stacks side by side; for each mode the kernel run and
-    the Ixora run alternate `--repeat` times (so drift of the machine hits
-    both), the run of median requests/s kept."""
-    nets, procs = {}, []
+    """`prog` on both stacks side by side; for each client and mode the
+    kernel run and the Ixora run alternate `--repeat` times, the run of
+    median requests/s kept."""
     port = 8080
-    try:
-        for ixora in (False, True):
-            net = nets[ixora] = Net(ixora)
-            net.client_addr()
-            if prog == "nginx":
-                conf = tmp / f"nginx-{ixora}.conf"
-                conf.write_text(
-                    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                    f"error_log {tmp}/nginx-error-{ixora}.log;\npid {tmp}/nginx-{ixora}.pid;\n"
-                    "events { worker_connections 4096; }\n"
-                    f"http {{ access_log off; server {{ listen {SRV}:{port}; root {www}; }} }}\n")
-                p = net.server(["nginx", "-c", str(conf)], f"/tmp/ixb-{PID}-nginx-{ixora}.log")
-            else:
-                conf = tmp / f"lighttpd-{ixora}.conf"
-                conf.write_text(
-                    f'server.document-root = "{www}"\nserver.port = {port}\n'
-                    f'server.bind = "{SRV}"\nserver.errorlog = "{tmp}/lighttpd-{ixora}.log"\n'
-                    'server.max-connections = 4096\n')
-                p = net.server(["lighttpd", "-D", "-f", str(conf)],
-                               f"/tmp/ixb-{PID}-lighttpd-{ixora}.log")
-            procs.append(p)
-            if not be.wait_tcp(net.cl, SRV, port):
-                raise RuntimeError(f"{prog} did not start:\n" + be.stop_proc(p))
+
+    def argv_of(ixora):
+        if prog == "nginx":
+            conf = tmp / f"nginx-{ixora}.conf"
+            conf.write_text(
+                "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                f"error_log {tmp}/nginx-error-{ixora}.log;\npid {tmp}/nginx-{ixora}.pid;\n"
+                "events { worker_connections 4096; }\n"
+                f"http {{ access_log off; server {{ listen {SRV}:{port}; root {www}; }} }}\n")
+            return ["nginx", "-c", str(conf)]
+        conf = tmp / f"lighttpd-{ixora}.conf"
+        conf.write_text(
+            f'server.document-root = "{www}"\nserver.port = {port}\n'
+            f'server.bind = "{SRV}"\nserver.errorlog = "{tmp}/lighttpd-{ixora}.log"\n'
+            'server.max-connections = 4096\n')
+        return ["lighttpd", "-D", "-f", str(conf)]
+
+    with side_by_side(prog, argv_of, port) as nets:
         for client in CLIENTS:
             for mode, per_conn in (("keepalive", 0), ("10_per_conn", 10)):
-                rs = {False: [], True: []}
-                for _ in range(args.repeat):
-                    for ixora in (False, True):
-                        rs[ixora].append(web_run(nets[ixora], port, args.duration, per_conn,
-                                                 client))
+                best = alternate(args.repeat, lambda ixora: web_run(
+                    nets[ixora], port, args.duration, per_conn, client), lambda r: r["rps"])
                 prog_bar.step(f"{prog} {mode} ({client})\n")
                 for ixora in (False, True):
-                    runs = sorted(rs[ixora], key=lambda r: r["rps"])
-                    r = runs[len(runs) // 2]
-                    r.update(server=prog, mode=mode, stack="ixora" if ixora else "kernel",
-                             all_rps=[x["rps"] for x in rs[ixora]])
+                    r = best[ixora]
+                    r.update(server=prog, mode=mode, all_rps=r.pop("all"))
                     results.append(r)
-                    print(f"  {prog:9s} {mode:12s} {client:8s} {'ixora' if ixora else 'kernel':7s}"
+                    print(f"  {prog:9s} {mode:12s} {client:8s} {r['stack']:7s}"
                           f"{r['rps'] / 1000:7.1f} k req/s  {r['cpu_us_per_req'] or 0:6.1f} us CPU/req"
                           f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"
                           + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None
                              else "")
                           + (f"  ERRORS {r['errors']}" if r["errors"] else ""), flush=True)
-    finally:
-        for p in procs:  # the programs before the service they use
-            be.stop_proc(p)
-        for ixora in (True, False):
-            if ixora in nets:
-                nets[ixora].close()
 
 
 def bulk_run(net, port, secs, reverse):
@@ -396,37 +433,19 @@ def bulk(args, prog_bar):
     `::`) on both stacks side by side, one TCP stream each way; kernel
     and Ixora runs alternate `--repeat` times, the run of median Gbit/s
     kept."""
-    nets, procs, results = {}, [], []
-    port = 5201
-    try:
-        for ixora in (False, True):
-            net = nets[ixora] = Net(ixora)
-            net.client_addr()
-            p = net.server(["iperf3", "-s", "-p", str(port)], f"/tmp/ixb-{PID}-iperf3-{ixora}.log")
-            procs.append(p)
-            if not be.wait_tcp(net.cl, SRV, port):
-                raise RuntimeError("iperf3 did not start:\n" + be.stop_proc(p))
+    results, port = [], 5201
+    with side_by_side("iperf3", lambda _: ["iperf3", "-s", "-p", str(port)], port) as nets:
         for reverse in (False, True):
-            rs = {False: [], True: []}
-            for _ in range(args.repeat):
-                for ixora in (False, True):
-                    rs[ixora].append(bulk_run(nets[ixora], port, args.duration, reverse))
+            best = alternate(args.repeat, lambda ixora: bulk_run(
+                nets[ixora], port, args.duration, reverse), lambda r: r["gbps"])
             prog_bar.step(f"iperf3 {'from' if reverse else 'to'} the server\n")
             for ixora in (False, True):
-                runs = sorted(rs[ixora], key=lambda r: r["gbps"])
-                r = runs[len(runs) // 2]
-                r.update(server="iperf3", stack="ixora" if ixora else "kernel",
-                         all_gbps=[x["gbps"] for x in rs[ixora]])
+                r = best[ixora]
+                r.update(server="iperf3", all_gbps=r.pop("all"))
                 results.append(r)
-                print(f"  iperf3 {r['direction']:12s} {'ixora' if ixora else 'kernel':7s}"
+                print(f"  iperf3 {r['direction']:12s} {r['stack']:7s}"
                       f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
                       f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%", flush=True)
-    finally:
-        for p in procs:
-            be.stop_proc(p)
-        for ixora in (True, False):
-            if ixora in nets:
-                nets[ixora].close()
     return results
 
 
@@ -434,10 +453,7 @@ def write_bulk(results, args, cmdline):
     """sockets-bulk.{json,md,png}: its own files, so that `--only bulk`
     leaves the request/response results alone."""
     name = NAME.replace("sockets", "sockets-bulk", 1)
-    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, "duration_s": args.duration,
-            "ring": args.ring or 65536}
+    meta = meta_of(args, cmdline, duration_s=args.duration, ring=args.ring or 65536)
     (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Bulk transfer: iperf3 on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
@@ -529,48 +545,29 @@ def local(args, prog_bar):
     """redis-server and redis-benchmark on one host, kernel loopback
     against one Ixora service (`ixora run` for both programs); runs
     alternate `--repeat` times, the run of median GET requests/s kept."""
-    nets, procs, results = {}, [], []
+    results = []
     n = 200_000 if args.duration >= 5 else 50_000
-    try:
-        for ixora in (False, True):
-            net = nets[ixora] = Net(ixora)
-            net.client_addr()
-            p = net.server(["redis-server", "--port", "6379", "--bind", SRV, "--save", "",
-                            "--appendonly", "no", "--protected-mode", "no"],
-                           f"/tmp/ixb-{PID}-redis-{ixora}.log")
-            procs.append(p)
-            if not be.wait_tcp(net.cl, SRV, 6379):
-                raise RuntimeError("redis-server did not start:\n" + be.stop_proc(p))
-        rs = {False: [], True: []}
-        for _ in range(args.repeat):
-            for ixora in (False, True):
-                rs[ixora].append(local_run(nets[ixora], n, 50))
+    redis = ["redis-server", "--port", "6379", "--bind", SRV, "--save", "", "--appendonly", "no",
+             "--protected-mode", "no"]
+    with side_by_side("redis", lambda _: redis, 6379) as nets:
+        best = alternate(args.repeat, lambda ixora: local_run(nets[ixora], n, 50),
+                         lambda r: r["rps"]["get"])
         prog_bar.step("redis on one host\n")
         for ixora in (False, True):
-            runs = sorted(rs[ixora], key=lambda r: r["rps"]["get"])
-            r = runs[len(runs) // 2]
-            r.update(server="redis-local", stack="ixora" if ixora else "kernel", requests=n,
-                     all_get_rps=[x["rps"]["get"] for x in rs[ixora]])
+            r = best[ixora]
+            r.update(server="redis-local", requests=n, all_get_rps=r.pop("all"))
             results.append(r)
-            print(f"  redis local {'ixora' if ixora else 'kernel':7s} SET {r['rps']['set'] / 1000:6.1f} k/s"
+            print(f"  redis local {r['stack']:7s} SET {r['rps']['set'] / 1000:6.1f} k/s"
                   f"  GET {r['rps']['get'] / 1000:6.1f} k/s  {r['cpu_us_per_req']:5.1f} us CPU/req"
                   + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else ""),
                   flush=True)
-    finally:
-        for p in procs:
-            be.stop_proc(p)
-        for ixora in (True, False):
-            if ixora in nets:
-                nets[ixora].close()
     return results
 
 
 def write_local(results, args, cmdline):
     """sockets-local.{json,md,png}."""
     name = NAME.replace("sockets", "sockets-local", 1)
-    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "repeat": args.repeat}
+    meta = meta_of(args, cmdline)
     (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     k = next(r for r in results if r["stack"] == "kernel")
     i = next(r for r in results if r["stack"] == "ixora")
@@ -657,26 +654,18 @@ def memcached(args, prog_bar, results):
     Ixora run follow each other (so drift of the machine hits both), each
     `--repeat` times, keeping the run of median p99."""
     rates = [int(x) for x in args.rates.split(",")]
-    nets, procs = {}, []
-    try:
-        for ixora in (False, True):
-            net = nets[ixora] = Net(ixora)
-            procs.append(net.server(["memcached", "-u", "root", "-p", "11211", "-U", "0", "-t", "1",
-                        "-c", "4096", "-l", SRV], f"/tmp/ixb-{PID}-memcached-{ixora}.log"))
-            # The generator owns the client interface (af_xdp): no kernel
-            # address there; it reaches the server through its own stack.
-        time.sleep(0.5)
+    argv = ["memcached", "-u", "root", "-p", "11211", "-U", "0", "-t", "1", "-c", "4096",
+            "-l", SRV]
+    with side_by_side("memcached", lambda _: argv) as nets:
         for wl in ("etc", "usr"):
             pts = {False: [], True: []}
             for rate in rates:
-                runs = {False: [], True: []}
-                for _ in range(args.repeat):
-                    for ixora in (False, True):
-                        runs[ixora].append(loadgen_run(nets[ixora], args, wl, rate))
+                best = alternate(args.repeat, lambda ixora: loadgen_run(nets[ixora], args, wl, rate),
+                                 lambda q: q["latency_us"]["p99"])
                 for ixora in (False, True):
-                    rs = sorted(runs[ixora], key=lambda q: q["latency_us"]["p99"])
-                    q = rs[len(rs) // 2]
-                    q["all_p99"] = [x["latency_us"]["p99"] for x in runs[ixora]]
+                    q = best[ixora]
+                    del q["stack"]
+                    q["all_p99"] = q.pop("all")
                     pts[ixora].append(q)
                 prog_bar.step(f"memcached {wl} {rate // 1000}k\n")
             for ixora in (False, True):
@@ -688,12 +677,6 @@ def memcached(args, prog_bar, results):
                 print(f"  {wl} {'ixora' if ixora else 'kernel':7s} best rate with p99 <= 500 us: "
                       f"{best_rate(ps, 500) / 1000:.1f} k req/s; "
                       f"sustained: {sustained(ps) / 1000:.1f} k req/s", flush=True)
-    finally:
-        for p in procs:  # the programs before the service they use
-            be.stop_proc(p)
-        for ixora in (True, False):
-            if ixora in nets:
-                nets[ixora].close()
 
 
 def best_rate(pts, limit_us=500, pct="p99"):
@@ -768,10 +751,7 @@ RX_TEXT = {
 
 def write(results, args, cmdline):
     OUT.mkdir(parents=True, exist_ok=True)
-    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, "clients": list(CLIENTS),
-            "web_conns": WEB_CONNS}
+    meta = meta_of(args, cmdline, clients=list(CLIENTS), web_conns=WEB_CONNS)
     (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "

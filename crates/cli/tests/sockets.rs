@@ -239,6 +239,16 @@ impl Drop for Removed {
     }
 }
 
+/// The start of most tests: None (skip) unless root with `tools`;
+/// then one heavy test at a time, on a fresh setup.
+fn begin(tools: &[&str]) -> Option<(std::sync::MutexGuard<'static, ()>, Setup)> {
+    if !need(tools) {
+        return None;
+    }
+    let g = serial();
+    Some((g, Setup::new()))
+}
+
 fn need(tools: &[&str]) -> bool {
     for t in tools {
         if !have(t) {
@@ -686,11 +696,9 @@ fn loadgen_http(net: &Setup, port: u16) {
 
 #[test]
 fn nginx_and_lighttpd_serve_files() {
-    if !need(&["nginx", "lighttpd", "curl", "wrk"]) {
+    let Some((_g, net)) = begin(&["nginx", "lighttpd", "curl", "wrk"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let dir = std::env::temp_dir().join(unique_name("ixora-www", false));
     std::fs::create_dir_all(dir.join("www")).unwrap();
     let mut seed = 0x9e3779b9u32;
@@ -751,11 +759,9 @@ fn nginx_and_lighttpd_serve_files() {
 /// runs `cat` behind a socketpair (fork, then fork + exec in the child).
 #[test]
 fn socat_fork_exec_echo() {
-    if !need(&["socat"]) {
+    let Some((_g, net)) = begin(&["socat"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let mut sc = net.run(
         "socat",
         &["socat", "TCP-LISTEN:7002,fork,reuseaddr", "EXEC:cat"],
@@ -782,11 +788,9 @@ fn socat_fork_exec_echo() {
 /// numbers must be reused as the kernel reuses them.
 #[test]
 fn wrk_under_ixora_run_reconnects_as_a_client() {
-    if !need(&["wrk", "python3"]) {
+    let Some((_g, net)) = begin(&["wrk", "python3"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let dir = std::env::temp_dir().join(unique_name("ixora-www", false));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f.txt"), b"twenty bytes of text").unwrap();
@@ -876,11 +880,9 @@ fn eof_within(c: &mut TcpStream, limit: Duration) -> Result<Duration, String> {
 /// child lives, the connection stays open.
 #[test]
 fn references_follow_processes_across_fork_exec_and_kill() {
-    if !need(&["python3", "sleep"]) {
+    let Some((_g, net)) = begin(&["python3", "sleep"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let server = py_server(
         7003,
         "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
@@ -1031,11 +1033,9 @@ fn posix_calls_behave_as_on_linux() {
 /// arrives. Counted by the shim: `waits.spurious` / `waits.woken`.
 #[test]
 fn a_blocked_reader_sleeps_through_its_connections_writes() {
-    if !need(&["python3"]) {
+    let Some((_g, net)) = begin(&["python3"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let server = py_sessions(
         7004,
         "start",
@@ -1092,11 +1092,9 @@ fn a_blocked_reader_sleeps_through_its_connections_writes() {
 /// says why on standard error; UDP to other addresses works unchanged.
 #[test]
 fn udp_on_ixoras_address_is_refused_with_a_reason() {
-    if !need(&["python3"]) {
+    let Some((_g, net)) = begin(&["python3"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let prog = format!(
         "import socket\n\
          u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
@@ -1140,11 +1138,9 @@ fn udp_on_ixoras_address_is_refused_with_a_reason() {
 /// caught a child killed before it had joined).
 #[test]
 fn a_connection_held_by_a_hundred_children_ends_with_the_last() {
-    if !need(&["python3"]) {
+    let Some((_g, net)) = begin(&["python3"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let server = py_server(
         7006,
         "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n\
@@ -1199,11 +1195,9 @@ fn a_connection_held_by_a_hundred_children_ends_with_the_last() {
 /// the parent held is closed) while the application lives on in the child.
 #[test]
 fn a_killed_parents_own_connections_end_while_its_child_lives() {
-    if !need(&["python3"]) {
+    let Some((_g, net)) = begin(&["python3"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let server = py_server(
         7007,
         "kid = os.fork()\n\
@@ -1261,11 +1255,9 @@ fn a_killed_parents_own_connections_end_while_its_child_lives() {
 /// them the shim would look every 200 µs, thousands of times here).
 #[test]
 fn a_mixed_epoll_set_asks_the_kernel_only_when_its_fds_have_events() {
-    if !need(&["python3"]) {
+    let Some((_g, net)) = begin(&["python3"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let server = py_sessions(
         7008,
         "start",
@@ -1410,11 +1402,9 @@ fn a_program_with_events_ready_rings_a_service_on_its_cpu_at_most_every_50us() {
 /// counted at both ends agreeing, and the service's counters show it was Ixora's.
 #[test]
 fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
-    if !need(&["iperf3"]) {
+    let Some((_g, net)) = begin(&["iperf3"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     for (i, reverse) in [false, true].into_iter().enumerate() {
         let port = (5301 + i).to_string();
         let mut srv = net.run("iperf3", &["iperf3", "-s", "-1", "-p", &port]);
@@ -1477,11 +1467,9 @@ fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
 /// fails with ETIMEDOUT — not after the stack's default two hours.
 #[test]
 fn keepalive_timing_set_on_a_listener_ends_a_silent_connection() {
-    if !need(&["python3", "nft"]) {
+    let Some((_g, net)) = begin(&["python3", "nft"]) else {
         return;
-    }
-    let _g = serial();
-    let net = Setup::new();
+    };
     let prog = "import socket, sys\n\
                 s = socket.socket()\n\
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\

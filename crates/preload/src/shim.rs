@@ -96,20 +96,25 @@ unsafe fn ixora_addr(fd: c_int, addr: *const sockaddr, len: socklen_t) -> Option
     unsafe { sa_of(addr, len, f & fl::INET6 != 0) }
 }
 
-/// Whether the kernel made the new AF_INET6 socket `fd` IPv6-only
-/// (`net.ipv6.bindv6only`).
-fn v6only_of(fd: c_int) -> bool {
+/// An int option of the kernel socket `fd` (None if the kernel refuses).
+fn kernel_int_opt(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
     let mut v: c_int = 0;
     let mut len = std::mem::size_of::<c_int>() as socklen_t;
     // `v`/`len` are valid for the write of one int.
     let r = real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
         fd,
-        libc::IPPROTO_IPV6,
-        libc::IPV6_V6ONLY,
+        level,
+        name,
         &mut v as *mut c_int as *mut c_void,
         &mut len,
     );
-    r == 0 && v != 0
+    (r == 0).then_some(v)
+}
+
+/// Whether the kernel made the new AF_INET6 socket `fd` IPv6-only
+/// (`net.ipv6.bindv6only`).
+fn v6only_of(fd: c_int) -> bool {
+    kernel_int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY).is_some_and(|v| v != 0)
 }
 
 /// Write an IPv4 address into the caller's `addr`/`len` (truncating like
@@ -188,7 +193,7 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
         return 0;
     }
     let mut user = true;
-    let start = std::time::Instant::now();
+    let mut start = None; // when the call first waits
     loop {
         let before = sk.readable();
         match sk.recv(bufs, peek) {
@@ -207,7 +212,7 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
             }
             Err(libc::EAGAIN) if !dontwait => {
                 // SO_RCVTIMEO: EAGAIN once it has passed.
-                let limit = sk.wait_limit(false, start);
+                let limit = sk.wait_limit(false, &mut start);
                 if limit == 0 {
                     count(sk.a, call("read"), user);
                     return fail(libc::EAGAIN);
@@ -242,7 +247,7 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     let mut user = true;
     let mut done = 0usize;
     let mut rest: Vec<&[u8]> = Vec::new();
-    let start = std::time::Instant::now();
+    let mut start = None; // when the call first waits
     loop {
         // The part of `bufs` not yet sent (no allocation for the usual
         // first and only turn).
@@ -292,7 +297,7 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
             }
         }
         // SO_SNDTIMEO: what was sent so far, or EAGAIN, once it has passed.
-        let limit = sk.wait_limit(true, start);
+        let limit = sk.wait_limit(true, &mut start);
         if limit == 0 {
             count(sk.a, call("write"), user);
             return if done > 0 {
@@ -486,19 +491,9 @@ fn explain_not_served(fd: c_int, ip: u32, port: u16) {
         return;
     }
     let e = errno();
-    let mut ty: c_int = 0;
-    let mut len = std::mem::size_of::<c_int>() as socklen_t;
-    // `ty`/`len` are valid for the write of one int.
-    let r = real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
-        fd,
-        libc::SOL_SOCKET,
-        libc::SO_TYPE,
-        &mut ty as *mut c_int as *mut c_void,
-        &mut len,
-    );
-    let what = match (r, ty) {
-        (0, libc::SOCK_DGRAM) => "a UDP socket",
-        (0, libc::SOCK_RAW) => "a raw socket",
+    let what = match kernel_int_opt(fd, libc::SOL_SOCKET, libc::SO_TYPE) {
+        Some(libc::SOCK_DGRAM) => "a UDP socket",
+        Some(libc::SOCK_RAW) => "a raw socket",
         _ => "a socket Ixora does not serve",
     };
     let m = format!(
@@ -547,7 +542,7 @@ pub unsafe extern "C" fn accept4(
         return fail(libc::EINVAL);
     }
     let mut user = true;
-    let start = std::time::Instant::now();
+    let mut start = None; // when the call first waits
     loop {
         // Pop an entry (several processes may share the listener).
         let u = sk.a.r.up_slot(sk.s);
@@ -606,7 +601,7 @@ pub unsafe extern "C" fn accept4(
             return nfd;
         }
         // Non-blocking, or SO_RCVTIMEO passed: EAGAIN.
-        let limit = sk.wait_limit(false, start);
+        let limit = sk.wait_limit(false, &mut start);
         if sk.nonblock() || limit == 0 {
             count(sk.a, call("accept"), true);
             return fail(libc::EAGAIN);
@@ -686,8 +681,8 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     }
     let sk = state::sock(fd).unwrap();
     // SO_SNDTIMEO bounds a blocking connect: EINPROGRESS once it passes.
-    let start = std::time::Instant::now();
-    let limit = sk.wait_limit(true, start);
+    let mut start = None; // when the call first waits
+    let limit = sk.wait_limit(true, &mut start);
     if sk.nonblock() || limit == 0 {
         return fail(libc::EINPROGRESS);
     }

@@ -123,6 +123,9 @@ pub struct Attached {
     /// back by getsockopt; SO_RCVTIMEO/SO_SNDTIMEO also honoured), per
     /// slot, for the slot's generation.
     pub opts: Mutex<std::collections::HashMap<u32, SlotOpts>>,
+    /// A SO_RCVTIMEO or SO_SNDTIMEO was ever kept (else blocking calls
+    /// need not look).
+    pub timeouts: AtomicBool,
 }
 
 /// Options set on undecided (MAYBE) sockets, by descriptor: moved to the
@@ -183,6 +186,9 @@ impl Attached {
                 gen,
                 vals: Vec::new(),
             };
+        }
+        if key.0 == libc::SOL_SOCKET && matches!(key.1, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) {
+            self.timeouts.store(true, Ordering::Relaxed);
         }
         let v = val[..val.len().min(OPT_MAX)].to_vec();
         match o.vals.iter_mut().find(|(k, _)| *k == key) {
@@ -369,6 +375,7 @@ fn try_attach() -> Result<Attached, String> {
         pool: Mutex::new(Vec::new()),
         spin: Duration::from_micros(spin),
         opts: Mutex::new(std::collections::HashMap::new()),
+        timeouts: AtomicBool::new(false),
     })
 }
 
@@ -1087,13 +1094,18 @@ impl Sock {
     }
 
     /// The blocking limit of SO_RCVTIMEO (`send` false) or SO_SNDTIMEO
-    /// from `start`, in milliseconds: -1 for none; 0 once it has passed.
-    pub fn wait_limit(&self, send: bool, start: Instant) -> c_int {
+    /// from the call's first wait (`start`, set here), in milliseconds: -1
+    /// for none; 0 once it has passed. Reads no clock and takes no lock
+    /// unless the program ever set a timeout.
+    pub fn wait_limit(&self, send: bool, start: &mut Option<Instant>) -> c_int {
+        if !self.a.timeouts.load(Ordering::Relaxed) {
+            return -1;
+        }
         let t = self.a.timeout_ms(self.s, self.gen(), send);
         if t < 0 {
             return -1;
         }
-        let left = t as i64 - start.elapsed().as_millis() as i64;
+        let left = t as i64 - start.get_or_insert_with(Instant::now).elapsed().as_millis() as i64;
         left.max(0) as c_int
     }
 
