@@ -905,7 +905,10 @@ def main():
                     help="memcached target rates, requests/s (comma-separated)")
     ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
     ap.add_argument("--only", choices=["web", "memcached", "bulk", "local"],
-                    help="run one part (bulk: iperf3 both ways, written to sockets-bulk.*; "
+                    help="run one part (web and memcached alone are written to sockets-web.* and "
+                         "sockets-memcached.* (with the --rx suffix), leaving the whole "
+                         "run's files as they were; "
+                         "bulk: iperf3 both ways, written to sockets-bulk.*; "
                          "local: redis-benchmark to redis-server on one host, sockets-local.*)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
@@ -956,6 +959,10 @@ def main():
     NAME += {"softirq": "", "napi": "-napi", "rps": "-rps", "sender": "-no-rps"}[RX]
     if args.ring is not None:
         NAME += f"-ring{args.ring}"
+    if args.only in ("web", "memcached") and SERVICE_CPU == 0 and not args.serve_poll:
+        # A part alone does not overwrite the whole comparison's files (the
+        # service-placement experiments have files of their own already).
+        NAME += f"-{args.only}"
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3", "redis-server",

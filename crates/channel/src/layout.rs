@@ -49,7 +49,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -243,6 +243,10 @@ pub struct UpHeader {
     pub counters: [[AtomicU64; 2]; 32],
     /// Calls on descriptors that are not Ixora's (passed to the kernel).
     pub passthrough: AtomicU64,
+    /// Per waiter: the CPU its thread was on when it armed, plus one (0:
+    /// unknown). A hint only: the service yields its CPU after ringing a
+    /// waiter that sleeps on that same CPU, so the woken thread runs now.
+    pub waiter_cpu: [AtomicU16; MAX_WAITERS],
 }
 
 /// A socket as the app drives it.

@@ -110,6 +110,14 @@ pub fn current_cpu() -> Option<u32> {
     (c >= 0).then_some(c as u32)
 }
 
+/// Give the CPU to another runnable thread of it, if any (sched_yield(2)).
+pub fn yield_cpu() {
+    // SAFETY: sched_yield(2) has no arguments and no memory effects.
+    unsafe {
+        libc::sched_yield();
+    }
+}
+
 /// Keep freed heap memory in the process instead of returning it to the
 /// kernel (glibc: no trimming of the heap's top below 256 MiB, no mmap for
 /// blocks under 32 MiB). For a process that allocates and frees large

@@ -233,6 +233,11 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         v["rejected_connections"],
         v["protocol_errors"]
     );
+    println!(
+        "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \
+         (another thread competed for the CPU: yields paused for 1 s)",
+        v["yields"]["made"], v["yields"]["long"]
+    );
     for app in v["apps"].as_array().cloned().unwrap_or_default() {
         println!(
             "\napp {} (pids {}): {} socket(s); socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",

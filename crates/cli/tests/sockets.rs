@@ -1396,6 +1396,95 @@ fn a_program_with_events_ready_rings_a_service_on_its_cpu_at_most_every_50us() {
     );
 }
 
+/// A program blocked on the service's own CPU is handed that CPU when the
+/// service wakes it (the service yields), and the service stops yielding
+/// once another thread competes for the CPU (a yield would hand that
+/// thread a whole time slice while the program waits).
+#[test]
+fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes() {
+    if !need(&["python3", "taskset"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::with(&["--cpus", "0"]);
+    let server = py_sessions(
+        7010,
+        "e",
+        "\x20   while True:\n\
+         \x20       d = c.recv(64)\n\
+         \x20       if not d:\n\
+         \x20           break\n\
+         \x20       c.sendall(d)\n\
+         \x20   c.close()\n",
+    );
+    let mut c = net.ix.command(BIN);
+    c.args(["run", "--socket", &net.socket, "--", "taskset", "-c", "0"]);
+    c.args(["python3", "-c", &server]);
+    let mut py = Proc::spawn(c, "echo");
+    net.wait_port(&mut py, 7010);
+    let trips = 400;
+    let echo = |trips: usize| {
+        net.lx.run(|| {
+            let mut a = TcpStream::connect(format!("{IX}:7010")).unwrap();
+            a.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            a.set_nodelay(true).unwrap();
+            a.write_all(b"e\n").unwrap();
+            for i in 0..trips {
+                let m = format!("{i:08}");
+                a.write_all(m.as_bytes()).unwrap();
+                let mut got = [0u8; 8];
+                a.read_exact(&mut got).expect("the echo");
+                assert_eq!(&got, m.as_bytes(), "round trip {i}");
+            }
+        })
+    };
+    let yields = |v: &serde_json::Value| {
+        (
+            v["yields"]["made"].as_u64().expect("yields.made in stats"),
+            v["yields"]["long"].as_u64().expect("yields.long in stats"),
+        )
+    };
+    let y0 = yields(&net.stats());
+    echo(trips);
+    let y1 = yields(&net.stats());
+    eprintln!(
+        "alone: {} yields ({} long) in {trips} round trips",
+        y1.0 - y0.0,
+        y1.1 - y0.1
+    );
+    assert!(
+        y1.0 > y0.0,
+        "the service never yielded its CPU to the woken echo server"
+    );
+    // A thread that spins on CPU 0 (60 s at most; ended by its PID).
+    let mut hog = Command::new("taskset");
+    hog.args([
+        "-c",
+        "0",
+        "python3",
+        "-c",
+        "import time\nt = time.monotonic() + 60\nwhile time.monotonic() < t: pass",
+    ]);
+    let mut hog = Proc::spawn(hog, "hog");
+    std::thread::sleep(Duration::from_millis(200));
+    echo(trips);
+    let y2 = yields(&net.stats());
+    hog.terminate();
+    eprintln!(
+        "beside a spinning thread: {} yields ({} long) in {trips} round trips",
+        y2.0 - y1.0,
+        y2.1 - y1.1
+    );
+    // Each yield would hand the spinning thread a time slice: after a long
+    // one they pause for a second (one round trip here takes well under
+    // 2.5 ms, so without the pause nearly every trip would yield).
+    assert!(
+        y2.0 - y1.0 <= trips as u64 / 2,
+        "{} yields in {trips} round trips beside a spinning thread",
+        y2.0 - y1.0
+    );
+}
+
 /// iperf3, a dual-stack program (its listener is an AF_INET6 socket bound
 /// to `::`, which carries IPv4 as v4-mapped addresses), under `ixora run`
 /// with the Linux iperf3 client: bulk transfer both ways, the bytes

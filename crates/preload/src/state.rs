@@ -805,6 +805,8 @@ impl Waiter {
                 }
             }
         }
+        let cpu = os::current_cpu().map_or(0, |c| (c + 1).min(u16::MAX as u32) as u16);
+        h.waiter_cpu[self.idx as usize].store(cpu, Ordering::Relaxed);
         // Published by this (the service reads `armed` first).
         h.armed[w].fetch_or(bit, Ordering::SeqCst);
     }
