@@ -110,6 +110,12 @@ pub fn current_cpu() -> Option<u32> {
     (c >= 0).then_some(c as u32)
 }
 
+/// The current CPU plus one, as the layout stores CPUs (`svc_cpu`,
+/// `waiter_cpu`): 0 when unknown.
+pub fn cpu_tag() -> u16 {
+    current_cpu().map_or(0, |c| (c + 1).min(u16::MAX as u32) as u16)
+}
+
 /// Give the CPU to another runnable thread of it, if any (sched_yield(2)).
 pub fn yield_cpu() {
     // SAFETY: sched_yield(2) has no arguments and no memory effects.

@@ -137,22 +137,25 @@ impl Setup {
 
     /// Wait until `port` accepts connections from the Linux side.
     fn wait_port(&self, p: &mut Proc, port: u16) {
+        self.wait_listen(p, &format!("{IX}:{port}"));
+    }
+
+    /// Wait until `p` (Ixora's or the Linux namespace's) listens at `addr`,
+    /// as seen from the Linux namespace; fail if it exits or after 15 s.
+    fn wait_listen(&self, p: &mut Proc, addr: &str) {
         let t = Instant::now();
         loop {
             assert!(p.running(), "program exited:\n{}", p.log());
             let ok = self.lx.run(|| {
-                TcpStream::connect_timeout(
-                    &format!("{IX}:{port}").parse().unwrap(),
-                    Duration::from_millis(300),
-                )
-                .is_ok()
+                TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_millis(300))
+                    .is_ok()
             });
             if ok {
                 return;
             }
             assert!(
                 t.elapsed() < Duration::from_secs(15),
-                "port {port} never opened"
+                "{addr} never listened"
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -806,15 +809,7 @@ fn wrk_under_ixora_run_reconnects_as_a_client() {
     ])
     .arg(&dir);
     let mut srv = Proc::spawn(c, "http.server");
-    let t = Instant::now();
-    while !net.lx.run(|| TcpStream::connect("198.18.9.1:8090").is_ok()) {
-        assert!(srv.running(), "http.server exited:\n{}", srv.log());
-        assert!(
-            t.elapsed() < Duration::from_secs(15),
-            "http.server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    net.wait_listen(&mut srv, "198.18.9.1:8090");
     let out = net
         .ix
         .command("timeout")
@@ -959,15 +954,7 @@ fn posix_calls_behave_as_on_linux() {
     let mut echo_cmd = net.lx.command("socat");
     echo_cmd.args(["TCP-LISTEN:7010,fork,reuseaddr", "EXEC:cat"]);
     let mut echo = Proc::spawn(echo_cmd, "echo");
-    let t = Instant::now();
-    while !net.lx.run(|| TcpStream::connect("198.18.9.1:7010").is_ok()) {
-        assert!(echo.running(), "echo server exited:\n{}", echo.log());
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "echo server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    net.wait_listen(&mut echo, "198.18.9.1:7010");
 
     // One run: the program in `ns` (under `ixora run` or not), its
     // listener reached at `listen_ip` from the Linux namespace.

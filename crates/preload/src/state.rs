@@ -689,7 +689,7 @@ fn now_ns() -> u64 {
 /// through rseq: no system call).
 fn on_service_cpu(a: &Attached) -> bool {
     let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
-    svc != 0 && os::current_cpu() == Some(svc - 1)
+    svc != 0 && u32::from(os::cpu_tag()) == svc
 }
 
 /// [`kick`] for a call that has events to return. On the service's own
@@ -805,8 +805,7 @@ impl Waiter {
                 }
             }
         }
-        let cpu = os::current_cpu().map_or(0, |c| (c + 1).min(u16::MAX as u32) as u16);
-        h.waiter_cpu[self.idx as usize].store(cpu, Ordering::Relaxed);
+        h.waiter_cpu[self.idx as usize].store(os::cpu_tag(), Ordering::Relaxed);
         // Published by this (the service reads `armed` first).
         h.armed[w].fetch_or(bit, Ordering::SeqCst);
     }

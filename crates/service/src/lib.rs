@@ -1321,7 +1321,8 @@ impl App for Service {
     /// sleeps: its replies are then in the rings at the service's next
     /// cycle, and it need not ring the doorbell of a sleeping service.
     fn transmitted(&mut self, _io: &mut Io) {
-        let here = os::current_cpu().map_or(0, |c| (c + 1).min(u16::MAX as u32) as u16);
+        // The service's CPU, read at the first ring (most cycles ring none).
+        let mut here = None;
         let mut rang_here = false;
         for app in self.apps.values_mut() {
             if !app.dirty {
@@ -1357,6 +1358,7 @@ impl App for Service {
                     word.fetch_and(!(1 << b), Ordering::AcqRel);
                     if let Some(fd) = &app.waiters[idx] {
                         os::ring(fd.as_raw_fd());
+                        let here = *here.get_or_insert_with(os::cpu_tag);
                         rang_here |= here != 0 && h.waiter_cpu[idx].load(Ordering::Relaxed) == here;
                     }
                 }
@@ -1386,7 +1388,7 @@ impl App for Service {
     }
 
     fn wake(&mut self, _io: &mut Io) {
-        let cpu = os::current_cpu().map_or(0, |c| c + 1);
+        let cpu = u32::from(os::cpu_tag());
         for app in self.apps.values() {
             let h = app.r.down_header();
             h.svc_sleeping.store(0, Ordering::SeqCst);
