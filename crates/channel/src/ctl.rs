@@ -15,10 +15,12 @@ pub mod op {
     /// slots, `c` = ring bytes; descriptors: down memfd, up memfd, the
     /// service's doorbell.
     pub const ATTACH: u32 = 1;
-    /// Join an attached application (`a` = app id) on a new connection
-    /// that a process opens for the child it is about to fork (the child
-    /// keeps the connection; it ends with the child). Reply: `slot` = the
-    /// child's row of the holders table (`layout::NO_ROW`: none free).
+    /// Join an attached application (`a` = app id, `b` = the app's join
+    /// key from its down header) on a new connection that a process opens
+    /// for the child it is about to fork (the child keeps the connection;
+    /// it ends with the child). Reply: `slot` = the child's row of the
+    /// holders table (`layout::NO_ROW`: none free); `EPERM` if the key is
+    /// wrong.
     pub const JOIN: u32 = 2;
     /// Register waiter `slot`'s eventfd (attached).
     pub const WAITER: u32 = 3;

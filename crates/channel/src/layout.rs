@@ -49,7 +49,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -185,7 +185,13 @@ pub struct DownHeader {
     pub gateway: AtomicU32,
     /// The application's id at the service.
     pub app_id: AtomicU32,
-    _pad0: [u32; 7],
+    _pad0a: u32,
+    /// The application's join key: a `JOIN` for this app must carry it
+    /// (`Msg::b`). Random per app; only the app's processes, which map
+    /// this region, can read it, so no other local process can make itself
+    /// a member of the app and act on its sockets.
+    pub join_key: AtomicU64,
+    _pad0: [u32; 4],
     /// Non-zero while the service sleeps: ring its doorbell after activity.
     pub svc_sleeping: AtomicU32,
     /// The CPU the service last ran on, plus one (0: not known). A program

@@ -446,7 +446,8 @@ fn join(a: &Attached) -> Option<(OwnedFd, u32)> {
     let path = std::env::var_os("IXORA_SOCKET")?;
     let sock = os::connect_once(std::path::Path::new(&path)).ok()?;
     mark_internal(sock.as_raw_fd());
-    let msg = Msg::new(op::JOIN, 0, a.app_id as i64, 0);
+    let key = a.r.down_header().join_key.load(Ordering::Relaxed);
+    let msg = Msg::new(op::JOIN, 0, a.app_id as i64, key);
     os::send_msg(sock.as_fd(), &msg.encode(), &[], deadline()).ok()?;
     let mut buf = [0u8; 64];
     let (n, _) = os::recv_msg(sock.as_fd(), &mut buf, deadline()).ok()?;

@@ -29,6 +29,9 @@
 //! control connection is gone (it exited or was killed) is torn down: its
 //! connections reset, its listeners closed, its memory unmapped.
 
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
 use bytes::Bytes;
 use ixora_channel::ctl::{op, opt, Msg};
 use ixora_channel::layout::{self, flag, pack, req, state, Layout, Regions, CALLS, NOT_CALLS};
@@ -336,6 +339,8 @@ struct AppState {
     _down: Mapping,
     _up: Mapping,
     r: Regions,
+    /// Its join key (in its down header): `JOIN` must present it.
+    key: u64,
     /// Its processes, by control connection.
     procs: HashMap<u64, Proc>,
     waiters: Vec<Option<OwnedFd>>,
@@ -390,6 +395,16 @@ pub struct Service {
 const LONG_YIELD: Duration = Duration::from_micros(250);
 /// How long yields stay off after a long one.
 const YIELD_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A fresh random join key for an application.
+fn join_key() -> io::Result<u64> {
+    use std::io::Read;
+    let mut k = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut k))
+        .map_err(|e| io::Error::new(e.kind(), format!("join key from /dev/urandom: {e}")))?;
+    Ok(u64::from_le_bytes(k))
+}
 
 fn cookie(app: u32, slot: u32) -> u64 {
     (app as u64) << 32 | slot as u64
@@ -644,6 +659,8 @@ impl Service {
             Ordering::Relaxed,
         );
         h.app_id.store(id, Ordering::Relaxed);
+        let key = join_key()?;
+        h.join_key.store(key, Ordering::Relaxed);
         h.magic.store(layout::MAGIC_DOWN, Ordering::Release);
         r.up_header()
             .magic
@@ -658,6 +675,7 @@ impl Service {
             _down: down,
             _up: up,
             r,
+            key,
             // Row 0 of the holders table is the attaching process's.
             procs: HashMap::from([(conn, Proc { pid, row: 0 })]),
             waiters: (0..layout::MAX_WAITERS).map(|_| None).collect(),
@@ -759,6 +777,14 @@ impl Service {
             reply,
         } = r;
         let rep = match msg.op {
+            // One application per control connection: a second ATTACH
+            // would orphan the first app, which then outlived the
+            // connection.
+            op::ATTACH if self.conn_app.contains_key(&conn) => Reply {
+                msg: Msg::reply(-i64::from(libc::EISCONN)),
+                fds: Vec::new(),
+                text: None,
+            },
             op::ATTACH => match self.attach(io, conn, pid) {
                 Ok(rep) => rep,
                 Err(e) => Reply {
@@ -814,6 +840,12 @@ impl Service {
             let Some(app) = self.apps.get_mut(&id) else {
                 return bad(libc::ENOENT);
             };
+            // Only a process of the app knows its key (it is in the app's
+            // down region): no other local process may join the app and
+            // then act on its sockets.
+            if msg.b != app.key {
+                return bad(libc::EPERM);
+            }
             if self.conn_app.contains_key(&conn) {
                 return bad(libc::EISCONN);
             }
