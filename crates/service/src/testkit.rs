@@ -113,15 +113,7 @@ impl Rig {
                     st,
                 )
             })?;
-        let t = Instant::now();
-        while !socket.exists() {
-            if t.elapsed() > Duration::from_secs(10) {
-                return Err(io::Error::other(
-                    "the service's control socket never appeared",
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // (`start` bound the control socket: apps may attach at once.)
         Ok(Rig {
             socket,
             stop,
@@ -224,30 +216,37 @@ impl RawApp {
         &self.r
     }
 
+    /// Send control message `m` (no descriptors); the reply's length in
+    /// `buf`.
+    fn exchange(&self, m: Msg, buf: &mut [u8]) -> io::Result<usize> {
+        os::send_msg(self.ctl.as_fd(), &m.encode(), &[], deadline())?;
+        let (n, _) = os::recv_msg(self.ctl.as_fd(), buf, deadline())?;
+        Ok(n)
+    }
+
     /// Send control message `m` (no descriptors) and wait for the reply.
     pub fn request(&self, m: Msg) -> io::Result<Msg> {
-        os::send_msg(self.ctl.as_fd(), &m.encode(), &[], deadline())?;
+        // Room for a STATS reply's text (the vandal sends STATS too).
         let mut buf = [0u8; 64 * 1024];
-        let (n, _) = os::recv_msg(self.ctl.as_fd(), &mut buf, deadline())?;
+        let n = self.exchange(m, &mut buf)?;
         Msg::decode(&buf[..n]).ok_or_else(|| io::Error::other("malformed reply"))
     }
 
-    /// A round trip through the service's core: once it returns, the core
-    /// has run a cycle after everything written before the call.
+    /// A barrier: once it returns, the service's core has run a whole
+    /// cycle after everything written before the call. (The core answers
+    /// control messages at the start of a cycle, before it looks at the
+    /// apps' activity: the second round trip is answered in a later cycle
+    /// than the first.) HELLO with our own pid changes nothing.
     pub fn sync(&self) -> io::Result<()> {
-        self.request(Msg::new(op::STATS, 0, 0, 0)).map(|_| ())
+        let hello = Msg::new(op::HELLO, 0, i64::from(std::process::id()), 0);
+        self.request(hello)?;
+        self.request(hello).map(|_| ())
     }
 
     /// The service's statistics (JSON).
     pub fn stats(&self) -> io::Result<serde_json::Value> {
-        os::send_msg(
-            self.ctl.as_fd(),
-            &Msg::new(op::STATS, 0, 0, 0).encode(),
-            &[],
-            deadline(),
-        )?;
         let mut buf = vec![0u8; 1 << 20];
-        let (n, _) = os::recv_msg(self.ctl.as_fd(), &mut buf, deadline())?;
+        let n = self.exchange(Msg::new(op::STATS, 0, 0, 0), &mut buf)?;
         if n < Msg::LEN {
             return Err(io::Error::other("short stats reply"));
         }
@@ -376,6 +375,22 @@ impl RawApp {
         self.r.down_slot(s).state.load(Ordering::Acquire)
     }
 
+    /// Wait (up to `limit`) until socket `s` is connected.
+    pub fn wait_established(&self, s: u32, limit: Duration) -> Result<(), String> {
+        let t = Instant::now();
+        while self.state(s) != state::ESTABLISHED {
+            let err = self.r.down_slot(s).err.load(Ordering::Acquire);
+            if err != 0 || t.elapsed() > limit {
+                return Err(format!(
+                    "not connected (state {}, errno {err})",
+                    self.state(s)
+                ));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(())
+    }
+
     /// A well-behaved conversation: a connection to the echo peer, `data`
     /// written and read back, the connection closed. An error says what
     /// went wrong (within `limit`).
@@ -384,16 +399,9 @@ impl RawApp {
         let s = self.socket().map_err(|e| format!("socket: {e}"))?;
         self.connect(s, PEER_IP, ECHO_PORT)
             .map_err(|e| format!("connect: {e}"))?;
-        while self.state(s) != state::ESTABLISHED {
-            let err = self.r.down_slot(s).err.load(Ordering::Acquire);
-            if err != 0 || t.elapsed() > limit {
-                self.close(s);
-                return Err(format!(
-                    "not connected (state {}, errno {err})",
-                    self.state(s)
-                ));
-            }
-            std::thread::sleep(Duration::from_micros(200));
+        if let Err(e) = self.wait_established(s, limit) {
+            self.close(s);
+            return Err(e);
         }
         let (mut sent, mut got) = (0, Vec::with_capacity(data.len()));
         while got.len() < data.len() {

@@ -83,6 +83,8 @@ fn random_misbehaviour_hurts_only_the_misbehaving_app() {
     let lasting = good.socket().unwrap();
     good.connect(lasting, testkit::PEER_IP, testkit::ECHO_PORT)
         .unwrap();
+    good.wait_established(lasting, Duration::from_secs(5))
+        .unwrap();
     let t = Instant::now();
     let mut ops_played = 0;
     for round in 0..rounds {
