@@ -22,7 +22,9 @@ pub mod op {
     /// holders table (`layout::NO_ROW`: none free); `EPERM` if the key is
     /// wrong.
     pub const JOIN: u32 = 2;
-    /// Register waiter `slot`'s eventfd (attached).
+    /// Set up waiter `slot`. The reply carries the wait end of a wake-up
+    /// line the service rings ([`crate::os::wake_line`]); a descriptor
+    /// sent with the request is ignored.
     pub const WAITER: u32 = 3;
     /// Create a socket. Reply: `a` = slot, `b` = generation.
     pub const SOCKET: u32 = 4;

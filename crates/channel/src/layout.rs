@@ -30,11 +30,12 @@
 //! Activity: after changing a socket's up slot, the app sets the socket's
 //! bit in the bitmap and increments the activity word; the service polls
 //! the word once per application per cycle, not every socket. If the
-//! service's sleeping flag is set, the app rings its doorbell (an eventfd).
+//! service's sleeping flag is set, the app rings its doorbell (an eventfd
+//! of its own, which the service watches edge-triggered and never reads).
 //! Waiting: an app thread that must block writes its interest bitmaps (the
 //! sockets it waits for; or sets its `wants_any` bit), sets its waiter bit,
-//! re-checks, and sleeps on its own eventfd (registered over the control
-//! socket); the service, after a batch that changed the app's sockets,
+//! re-checks, and sleeps on the wait end of its wake-up line (set up over
+//! the control socket; [`crate::os::wake_line`]); the service, after a batch that changed the app's sockets,
 //! clears the bit of, and rings, every armed waiter that wants one of the
 //! changes. Each waiter has two bitmaps: [`Regions::interest`] (any change
 //! but transmit progress: data or EOF to read, a connection to accept, a
@@ -49,7 +50,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -237,7 +238,7 @@ pub struct UpHeader {
     /// Incremented by the app after it set bits in the activity bitmap.
     pub activity: AtomicU64,
     _pad1: [u64; 7],
-    /// One bit per waiter that wants its eventfd rung.
+    /// One bit per waiter that wants to be rung.
     pub armed: [AtomicU64; MAX_WAITERS / 64],
     /// Waiter indices in use (allocated by the app).
     pub waiters_used: [AtomicU64; MAX_WAITERS / 64],

@@ -9,7 +9,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::NonNull;
@@ -281,6 +281,90 @@ pub fn epoll(fds: &[RawFd]) -> io::Result<OwnedFd> {
         cvt(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, *fd, &mut ev) })?;
     }
     Ok(ep)
+}
+
+/// A wake-up line from a ringer to a sleeper in another process that
+/// neither can use to block the other.
+///
+/// An eventfd shared between two processes is not safe for that: its
+/// `O_NONBLOCK` flag and its counter belong to the open file description,
+/// which both hold. The peer can clear the flag and then fill the counter
+/// (our next write blocks) or empty it (our next read blocks). So nothing
+/// shared is ever read or written. The ringer keeps the eventfd, the
+/// *ring end*, to itself and rings it with [`ring`]; the sleeper gets the
+/// *wait end*: an epoll instance that watches the eventfd edge-triggered.
+/// The wait end is readable after a ring until the sleeper takes the edge
+/// with [`take_edges`]; the sleeper never touches the counter (it only
+/// grows, by one per ring). Whatever the sleeper does to its epoll
+/// instance (make it blocking, add its own descriptors) cannot make the
+/// ringer's write block.
+///
+/// Returns `(ring end, wait end)`.
+pub fn wake_line() -> io::Result<(OwnedFd, OwnedFd)> {
+    let e = eventfd(0)?;
+    // SAFETY: epoll_create1 has no memory arguments.
+    let ep = owned(cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?);
+    watch_edges(ep.as_fd(), e.as_raw_fd(), 0)?;
+    Ok((e, ep))
+}
+
+/// Watch `fd` for input in epoll instance `ep`, edge-triggered, with
+/// `token` as the event's data.
+pub fn watch_edges(ep: BorrowedFd<'_>, fd: RawFd, token: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+        u64: token,
+    };
+    // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+    cvt(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+    Ok(())
+}
+
+/// Stop watching `fd` in epoll instance `ep` (errors ignored: a closed
+/// descriptor is no longer watched anyway).
+pub fn unwatch(ep: BorrowedFd<'_>, fd: RawFd) {
+    // SAFETY: a null event is allowed for EPOLL_CTL_DEL (Linux >= 2.6.9).
+    unsafe {
+        libc::epoll_ctl(
+            ep.as_raw_fd(),
+            libc::EPOLL_CTL_DEL,
+            fd,
+            std::ptr::null_mut(),
+        );
+    }
+}
+
+/// Take the pending edges of epoll instance `ep` without waiting, so it
+/// is readable again only after a new ring. Returns how many were taken.
+/// Made through the system call, not libc's symbol (which a preloaded
+/// library may interpose).
+pub fn take_edges(ep: RawFd) -> usize {
+    const N: usize = 16;
+    let mut total = 0;
+    loop {
+        // SAFETY: epoll_event is plain old data; all-zero is valid.
+        let mut evs: [libc::epoll_event; N] = unsafe { std::mem::zeroed() };
+        // SAFETY: the kernel writes at most N events into the live local
+        // array; a null signal mask means none is changed.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait,
+                ep,
+                evs.as_mut_ptr(),
+                N as libc::c_int,
+                0 as libc::c_int,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            )
+        };
+        if n <= 0 {
+            return total;
+        }
+        total += n as usize;
+        if (n as usize) < N {
+            return total;
+        }
+    }
 }
 
 /// What a non-blocking look at the control socket says about the peer.

@@ -61,7 +61,10 @@ impl Io<'_> {
 
     /// The core's doorbell: an eventfd; writing a non-zero 8-byte count to
     /// it wakes the core from its idle sleep. Valid while the engine runs;
-    /// `dup` it to hand it to another thread or process.
+    /// `dup` it to hand it to another thread. Not to another process: the
+    /// core reads it, and a process holding the same file description could
+    /// make that read block (clear `O_NONBLOCK`, empty the counter). Wake
+    /// the core from other processes through [`App::wait_fd`].
     pub fn doorbell(&self) -> std::os::fd::BorrowedFd<'_> {
         self.bell
     }
@@ -231,6 +234,13 @@ pub trait App {
     fn sleep(&mut self, io: &mut Io) -> bool {
         let _ = io;
         true
+    }
+    /// A descriptor the core also waits on while it sleeps (readable wakes
+    /// it); asked once, after [`App::start`]. For wake-ups from other
+    /// processes, which must not share [`Io::doorbell`] (see there): an
+    /// epoll set of per-client eventfds watched edge-triggered, say.
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
     }
     /// The core woke from a sleep.
     fn wake(&mut self, io: &mut Io) {

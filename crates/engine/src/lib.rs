@@ -431,6 +431,7 @@ where
     let mut next_tick = clock(start) + cfg.tick;
     let qfd = queue.poll_fd();
     let bell = mail.bells[i].as_raw_fd();
+    let extra = app.wait_fd();
 
     // An idle polling core reads the clock only every few cycles (timers
     // need no finer time); a cycle with frames always reads it.
@@ -584,7 +585,7 @@ where
                 rep.sleeps += 1;
                 // Drain the doorbell if it rang (a wake-up by a frame
                 // costs no more system call).
-                if sleep_on(qfd, bell, nap) {
+                if sleep_on(qfd, bell, extra, nap) {
                     let _ = mail.bells[i].read();
                 }
                 idle_cycles = 0; // time has passed: read the clock next cycle
@@ -603,13 +604,15 @@ const MIN_NAP: Duration = Duration::from_micros(16);
 /// Longest sleep without a reason to wake (stop is noticed by then).
 const MAX_NAP: Duration = Duration::from_millis(100);
 
-/// Sleep until `qfd` or `bell` is readable, or `nap` passes; true if the
-/// bell rang (or the wait failed: then drain it anyway).
-fn sleep_on(qfd: Option<i32>, bell: i32, nap: Duration) -> bool {
-    let mut fds = [bell, -1];
-    if let Some(f) = qfd {
-        fds[1] = f;
+/// Sleep until `qfd`, `bell` or the app's `extra` descriptor is readable,
+/// or `nap` passes; true if the bell rang (or the wait failed: then drain
+/// it anyway).
+fn sleep_on(qfd: Option<i32>, bell: i32, extra: Option<i32>, nap: Duration) -> bool {
+    let mut fds = [bell, -1, -1];
+    let mut n = 1;
+    for f in [qfd, extra].into_iter().flatten() {
+        fds[n] = f;
+        n += 1;
     }
-    let n = if qfd.is_some() { 2 } else { 1 };
     ixora_io::sys::wait_any(&fds[..n], Some(nap)).map_or(true, |m| m & 1 != 0)
 }

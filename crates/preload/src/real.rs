@@ -60,19 +60,7 @@ pub fn sys_write(fd: c_int, b: &[u8]) -> isize {
     ret(unsafe { libc::syscall(libc::SYS_write, fd, b.as_ptr() as *const c_void, b.len()) })
 }
 
-/// A non-blocking close-on-exec eventfd, or -1.
-pub fn sys_eventfd() -> c_int {
-    // SAFETY: eventfd2 has no memory arguments.
-    unsafe {
-        libc::syscall(
-            libc::SYS_eventfd2,
-            0,
-            libc::EFD_NONBLOCK | libc::EFD_CLOEXEC,
-        ) as c_int
-    }
-}
-
-/// Ring an eventfd.
+/// Ring an eventfd (the app's doorbell).
 pub fn sys_ring(fd: c_int) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live local.
@@ -81,20 +69,6 @@ pub fn sys_ring(fd: c_int) {
             libc::SYS_write,
             fd,
             &one as *const u64 as *const c_void,
-            8usize,
-        );
-    }
-}
-
-/// Drain an eventfd.
-pub fn sys_drain(fd: c_int) {
-    let mut v: u64 = 0;
-    // SAFETY: reads at most 8 bytes into a live local.
-    unsafe {
-        libc::syscall(
-            libc::SYS_read,
-            fd,
-            &mut v as *mut u64 as *mut c_void,
             8usize,
         );
     }

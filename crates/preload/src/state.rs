@@ -623,10 +623,16 @@ extern "C" fn after_fork_child() {
     }
 }
 
-/// One control request; the reply (and its descriptors).
+/// One control request; the reply.
 pub fn request(a: &Attached, m: Msg, fds: &[c_int]) -> Msg {
+    request_fds(a, m, fds).0
+}
+
+/// One control request; the reply and the descriptors it carried.
+pub fn request_fds(a: &Attached, m: Msg, fds: &[c_int]) -> (Msg, Vec<OwnedFd>) {
+    let eio = || (Msg::reply(-(libc::EIO as i64)), Vec::new());
     if CTL_LOST.load(Ordering::Relaxed) {
-        return Msg::reply(-(libc::EIO as i64));
+        return eio();
     }
     let g = a.ctl.lock().unwrap_or_else(|p| p.into_inner());
     // SAFETY: the descriptors are live for the call (owned by the caller).
@@ -635,12 +641,15 @@ pub fn request(a: &Attached, m: Msg, fds: &[c_int]) -> Msg {
         .map(|&f| unsafe { std::os::fd::BorrowedFd::borrow_raw(f) })
         .collect();
     if os::send_msg(g.as_fd(), &m.encode(), &bfds, deadline()).is_err() {
-        return Msg::reply(-(libc::EIO as i64));
+        return eio();
     }
     let mut buf = [0u8; 64];
     match os::recv_msg(g.as_fd(), &mut buf, deadline()) {
-        Ok((n, _)) => Msg::decode(&buf[..n]).unwrap_or(Msg::reply(-(libc::EIO as i64))),
-        Err(_) => Msg::reply(-(libc::EIO as i64)),
+        Ok((n, fds)) => match Msg::decode(&buf[..n]) {
+            Some(m) => (m, fds),
+            None => eio(),
+        },
+        Err(_) => eio(),
     }
 }
 
@@ -729,11 +738,13 @@ extern "C" fn kick_at_exit() {
     }
 }
 
-/// A waiter: an index the service knows and an eventfd it rings.
+/// A waiter: an index the service knows and the wait end of a wake-up
+/// line the service rings ([`os::wake_line`]: an epoll descriptor,
+/// readable after a ring until [`os::take_edges`]).
 pub struct Waiter {
     /// Index.
     pub idx: u32,
-    /// The eventfd.
+    /// The wait end.
     pub efd: c_int,
     fork_gen: u64,
 }
@@ -758,16 +769,14 @@ impl Waiter {
             }
         }
         let idx = idx?;
-        let efd = real::sys_eventfd();
-        if efd < 0 {
+        let (r, mut fds) = request_fds(a, Msg::new(op::WAITER, idx, 0, 0), &[]);
+        if r.a < 0 || fds.len() != 1 {
+            a.r.up_header().waiters_used[idx as usize / 64]
+                .fetch_and(!(1 << (idx % 64)), Ordering::AcqRel);
             return None;
         }
+        let efd = fds.pop().expect("one descriptor").into_raw_fd();
         mark_internal(efd);
-        let r = request(a, Msg::new(op::WAITER, idx, 0, 0), &[efd]);
-        if r.a < 0 {
-            real::sys_close(efd);
-            return None;
-        }
         Some(Waiter {
             idx,
             efd,
@@ -811,7 +820,7 @@ impl Waiter {
         h.armed[w].fetch_or(bit, Ordering::SeqCst);
     }
 
-    /// Release the index (the eventfd is closed).
+    /// Release the index (the wait end is closed).
     pub fn release(self, a: &Attached) {
         if let Some(e) = entry(self.efd) {
             e.kind.store(kind::NONE, Ordering::Release);
@@ -940,7 +949,7 @@ pub fn block_until(
                     if n > 0 {
                         let last = fds.len() - 1;
                         if fds[last].revents != 0 {
-                            real::sys_drain(w.efd);
+                            os::take_edges(w.efd);
                             // Rung by the service: for what we wait for?
                             let found = ready();
                             count(a, layout::call("wakeup"), found);

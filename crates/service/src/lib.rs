@@ -191,6 +191,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         rejected: 0,
         yields: [0; 2],
         yield_off_until: None,
+        bells: os::epoll(&[])?,
     };
     Ok((
         service,
@@ -343,6 +344,10 @@ struct AppState {
     key: u64,
     /// Its processes, by control connection.
     procs: HashMap<u64, Proc>,
+    /// Its doorbell (an eventfd only this app and we hold; watched in
+    /// [`Service::bells`], never read or written by us).
+    bell: OwnedFd,
+    /// Ring ends of its waiters' wake-up lines ([`os::wake_line`]).
     waiters: Vec<Option<OwnedFd>>,
     socks: Vec<Sock>,
     free: Vec<u32>,
@@ -386,6 +391,10 @@ pub struct Service {
     /// No yields before this: a recent one took long (another runnable
     /// thread shares the CPU, which a yield would hand its whole slice).
     yield_off_until: Option<Instant>,
+    /// Each app's doorbell, watched edge-triggered: the core sleeps on
+    /// this set too ([`App::wait_fd`]) and never reads a doorbell an app
+    /// holds (see [`os::wake_line`] for why).
+    bells: OwnedFd,
 }
 
 /// A yield that takes longer than this ran some other thread than the
@@ -665,12 +674,12 @@ impl Service {
         r.up_header()
             .magic
             .store(layout::MAGIC_UP, Ordering::Release);
-        let bell = self
-            .shared
-            .bell
-            .get()
-            .ok_or_else(|| io::Error::other("service not started"))?
-            .try_clone()?;
+        // A doorbell of its own: an app that blocks or floods its doorbell
+        // (the flag and counter are shared with whoever holds it) harms
+        // only itself, never the core or other apps.
+        let bell = os::eventfd(0)?;
+        os::watch_edges(self.bells.as_fd(), bell.as_raw_fd(), u64::from(id))?;
+        let app_bell = bell.try_clone()?;
         let app = AppState {
             _down: down,
             _up: up,
@@ -678,6 +687,7 @@ impl Service {
             key,
             // Row 0 of the holders table is the attaching process's.
             procs: HashMap::from([(conn, Proc { pid, row: 0 })]),
+            bell: app_bell,
             waiters: (0..layout::MAX_WAITERS).map(|_| None).collect(),
             socks: vec![Sock::free(); l.slots as usize],
             free: (0..l.slots).rev().collect(),
@@ -752,6 +762,9 @@ impl Service {
         let Some(mut app) = self.apps.remove(&id) else {
             return;
         };
+        // A process of it may live on holding the doorbell: no more
+        // wake-ups from it.
+        os::unwatch(self.bells.as_fd(), app.bell.as_raw_fd());
         for s in 0..app.socks.len() {
             match app.socks[s].kind {
                 Kind::Conn(h) => {
@@ -773,9 +786,12 @@ impl Service {
             conn,
             pid,
             msg,
-            mut fds,
+            fds,
             reply,
         } = r;
+        // No request needs a descriptor from the app: whatever came is
+        // closed.
+        drop(fds);
         let rep = match msg.op {
             // One application per control connection: a second ATTACH
             // would orphan the first app, which then outlived the
@@ -813,10 +829,11 @@ impl Service {
                 return;
             }
             _ => {
-                let res = self.app_request(io, conn, pid, msg, &mut fds);
+                let mut out = Vec::new();
+                let res = self.app_request(io, conn, pid, msg, &mut out);
                 Reply {
                     msg: res,
-                    fds: Vec::new(),
+                    fds: out,
                     text: None,
                 }
             }
@@ -832,7 +849,7 @@ impl Service {
         conn: u64,
         pid: u32,
         msg: Msg,
-        fds: &mut Vec<OwnedFd>,
+        out: &mut Vec<OwnedFd>,
     ) -> Msg {
         let bad = |e: i32| Msg::reply(-(e as i64));
         if msg.op == op::JOIN {
@@ -875,15 +892,21 @@ impl Service {
                 Msg::reply(0)
             }
             op::WAITER => {
+                // The app gets the wait end of a line whose ring end only
+                // we hold: it cannot make our rings block (a descriptor
+                // it sent, as an older protocol did, is ignored).
                 let w = slot as usize;
-                let Some(fd) = fds.pop() else {
-                    return bad(libc::EINVAL);
-                };
-                if w >= layout::MAX_WAITERS || os::check_eventfd(fd.as_fd()).is_err() {
+                if w >= layout::MAX_WAITERS {
                     return bad(libc::EINVAL);
                 }
-                app.waiters[w] = Some(fd);
-                Msg::reply(0)
+                match os::wake_line() {
+                    Ok((ring, wait)) => {
+                        app.waiters[w] = Some(ring);
+                        out.push(wait);
+                        Msg::reply(0)
+                    }
+                    Err(e) => bad(e.raw_os_error().unwrap_or(libc::ENOMEM)),
+                }
             }
             op::SOCKET => match app.alloc() {
                 Some(s) => {
@@ -1403,7 +1426,14 @@ impl App for Service {
         }
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.bells.as_raw_fd())
+    }
+
     fn sleep(&mut self, _io: &mut Io) -> bool {
+        // Rings before this are answered by the scan below; a ring after
+        // it leaves a new edge, and the core's sleep ends at once.
+        os::take_edges(self.bells.as_raw_fd());
         for app in self.apps.values() {
             app.r.down_header().svc_sleeping.store(1, Ordering::SeqCst);
         }

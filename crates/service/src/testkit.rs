@@ -163,6 +163,9 @@ pub struct RawApp {
     ctl: OwnedFd,
     r: Regions,
     bell: OwnedFd,
+    /// Whether [`RawApp::kick`] rings the doorbell (see
+    /// [`RawApp::set_ringing`]).
+    ringing: std::cell::Cell<bool>,
     /// The application's id at the service.
     pub id: u32,
     // Declared after `r`: unmapped only after the last use of it.
@@ -205,6 +208,7 @@ impl RawApp {
             ctl,
             r,
             bell,
+            ringing: std::cell::Cell::new(true),
             id: m.a as u32,
             _down: down,
             up,
@@ -271,10 +275,51 @@ impl RawApp {
     }
 
     /// Mark socket `s` active (wrapped into the slots) and ring the
-    /// service's doorbell.
+    /// service's doorbell (unless ringing is off).
     pub fn kick(&self, s: u32) {
         self.r.signal(s % self.r.layout().slots);
-        os::ring(self.bell.as_raw_fd());
+        if self.ringing.get() {
+            os::ring(self.bell.as_raw_fd());
+        }
+    }
+
+    /// Turn the doorbell rings of [`RawApp::kick`] on or off (activity is
+    /// still marked; the service sees it when something else wakes it).
+    pub fn set_ringing(&self, on: bool) {
+        self.ringing.set(on);
+    }
+
+    /// The doorbell the service gave this app.
+    pub fn bell(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.bell.as_fd()
+    }
+
+    /// Set up waiter `idx`, sending `fd` along (as the protocol before
+    /// layout version 9 did); the descriptor the reply carries (the wait
+    /// end of the waiter's wake-up line).
+    pub fn waiter(
+        &self,
+        idx: u32,
+        fd: Option<std::os::fd::BorrowedFd<'_>>,
+    ) -> io::Result<Option<OwnedFd>> {
+        let m = Msg::new(op::WAITER, idx, 0, 0);
+        os::send_msg(self.ctl.as_fd(), &m.encode(), fd.as_slice(), deadline())?;
+        let mut buf = [0u8; 64];
+        let (n, mut fds) = os::recv_msg(self.ctl.as_fd(), &mut buf, deadline())?;
+        let r = Msg::decode(&buf[..n]).ok_or_else(|| io::Error::other("malformed reply"))?;
+        if r.a < 0 {
+            return Err(io::Error::from_raw_os_error(-r.a as i32));
+        }
+        Ok(fds.pop())
+    }
+
+    /// Arm waiter `idx` for any change of the app's sockets (the service
+    /// rings it once, then it must be armed again).
+    pub fn arm_any(&self, idx: u32) {
+        let h = self.r.up_header();
+        let (w, bit) = (idx as usize / 64, 1u64 << (idx % 64));
+        h.wants_any[w].fetch_or(bit, Ordering::SeqCst);
+        h.armed[w].fetch_or(bit, Ordering::SeqCst);
     }
 
     /// A new socket; its slot. Holds it as the shim does (total and this

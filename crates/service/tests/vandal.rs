@@ -9,7 +9,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use ixora_channel::ctl::{op, Msg};
 use ixora_channel::os;
 use ixora_service::testkit::{self, wait_gone, RawApp, Rig, VandalOp};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,112 @@ fn a_second_attach_on_one_connection_is_refused() {
     let st = watcher.stats().unwrap();
     assert_eq!(st["apps"].as_array().unwrap().len(), 1, "{st}");
     drop(watcher);
+    rig.finish().unwrap();
+}
+
+/// Set `fd` blocking or not (the flag of its open file description).
+fn set_blocking(fd: std::os::fd::BorrowedFd<'_>, blocking: bool) {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let fl = OFlag::from_bits_truncate(fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL).unwrap());
+    let fl = if blocking {
+        fl - OFlag::O_NONBLOCK
+    } else {
+        fl | OFlag::O_NONBLOCK
+    };
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(fl)).unwrap();
+}
+
+/// Set eventfd `fd` blocking and fill its counter to the maximum
+/// (2^64 - 2): a write of 1 to it then blocks until someone reads it.
+fn block_and_fill(fd: std::os::fd::BorrowedFd<'_>) {
+    set_blocking(fd, false);
+    let _ = nix::unistd::read(fd.as_raw_fd(), &mut [0u8; 8]);
+    let full = (u64::MAX - 1).to_ne_bytes();
+    assert_eq!(nix::unistd::write(fd, &full), Ok(8));
+    set_blocking(fd, true);
+}
+
+/// Undo [`block_and_fill`]: non-blocking again, counter emptied (so that
+/// a service that did block on it resumes and the test can fail cleanly
+/// instead of hanging in the rig's shutdown).
+fn unblock(fd: std::os::fd::BorrowedFd<'_>) {
+    set_blocking(fd, false);
+    let _ = nix::unistd::read(fd.as_raw_fd(), &mut [0u8; 8]);
+}
+
+/// Whether `fd` is readable within `ms` milliseconds.
+fn readable(fd: std::os::fd::BorrowedFd<'_>, ms: u16) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags};
+    let mut p = [PollFd::new(fd, PollFlags::POLLIN)];
+    poll(&mut p, ms) == Ok(1)
+}
+
+/// An app cannot block the service through the wake-ups they exchange.
+/// An eventfd's `O_NONBLOCK` flag and counter belong to the file
+/// description, which both sides of a shared eventfd hold: before layout
+/// version 9 the service rang waiter eventfds the app had sent it, so an
+/// app that made its eventfd blocking and full hung the whole service at
+/// the next ring (this test then fails, as it did on that code). Now the
+/// service rings a private eventfd and the app only holds an epoll
+/// descriptor watching it; and each app has a doorbell of its own, which
+/// the service never reads.
+#[test]
+fn blocked_wake_ups_do_not_stop_the_service() {
+    let rig = Rig::start("wakeups").unwrap();
+    let good = RawApp::attach(&rig).unwrap();
+    let vandal = RawApp::attach(&rig).unwrap();
+
+    // The good app's waiter works: rung after a change of its sockets,
+    // quiet again once it took the edge.
+    let wait = good.waiter(0, None).unwrap().expect("a wait end");
+    good.arm_any(0);
+    good.echo(b"ring me", Duration::from_secs(5)).unwrap();
+    assert!(readable(wait.as_fd(), 2000), "the good waiter was not rung");
+    assert!(os::take_edges(wait.as_raw_fd()) > 0);
+    assert!(!readable(wait.as_fd(), 0), "still readable after its edge");
+
+    // The vandal sends an eventfd of its own for its waiter (the old
+    // protocol), makes it blocking and full, makes the wait end it got
+    // blocking, and does the same to its doorbell — so it must not ring
+    // it any more (its own writes would block).
+    let own = os::eventfd(0).unwrap();
+    let vwait = vandal.waiter(0, Some(own.as_fd())).unwrap();
+    block_and_fill(own.as_fd());
+    if let Some(w) = &vwait {
+        set_blocking(w.as_fd(), true);
+    }
+    block_and_fill(vandal.bell());
+    vandal.set_ringing(false);
+
+    // Its connection keeps changing (the good app's rings wake the
+    // service, which then sees the vandal's activity too), and its waiter
+    // is armed before each change: the service rings it every time.
+    let vs = vandal.socket().unwrap();
+    vandal
+        .connect(vs, testkit::PEER_IP, testkit::ECHO_PORT)
+        .unwrap();
+    let mut failure = None;
+    let mut vandal_bytes = 0;
+    for round in 0..30 {
+        vandal.arm_any(0);
+        vandal.write(vs, b"vandal");
+        let data: Vec<u8> = (0..2000).map(|i| (i * 3 + round) as u8).collect();
+        if let Err(e) = good.echo(&data, Duration::from_secs(5)) {
+            failure = Some(format!("round {round}: good app's echo: {e}"));
+            break;
+        }
+        vandal_bytes += vandal.read(vs, 4096).len();
+    }
+    unblock(own.as_fd());
+    unblock(vandal.bell());
+    if let Some(f) = failure {
+        panic!("{f}");
+    }
+    assert!(rig.alive(), "the service died");
+    // The vandal's connection was served too (its echoes came back).
+    assert!(vandal_bytes > 0, "the vandal's connection saw no bytes");
+    drop(vandal);
+    drop(good);
     rig.finish().unwrap();
 }
 
