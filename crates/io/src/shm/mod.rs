@@ -39,12 +39,21 @@
 //! * **the ring area** (see `ring::Layout`), created by the listener,
 //!   mapped read-write by both, sealed against shrinking and growing.
 //!
-//! Each side also sends one eventfd per queue: its *doorbell*, which the
-//! peer writes to wake it. Every received memfd is checked before it is
+//! Each side also sends, per queue, one end of its *doorbell*: a Unix
+//! stream socket pair ([`os::socket_bell`]) whose other end it keeps to
+//! itself, polls and drains; the peer rings it with a one-byte
+//! `send(MSG_DONTWAIT)`. Every received memfd is checked before it is
 //! mapped (sealable, on tmpfs — hugetlbfs is refused —, large enough,
-//! carrying the seals above) and every received doorbell must be an
-//! eventfd, made non-blocking. Offsets, never pointers, cross the process
-//! boundary.
+//! carrying the seals above) and every received doorbell must be a Unix
+//! stream socket. Offsets, never pointers, cross the process boundary.
+//!
+//! Doorbells were eventfds up to protocol version 1. An eventfd's
+//! `O_NONBLOCK` flag and counter belong to the file description, which
+//! both sides held: a peer could make its doorbell blocking and fill it,
+//! and our next ring of it blocked the engine (or empty ours between our
+//! poll and our read). Nothing of the socket pair lets a peer block us:
+//! the ring is non-blocking whatever the file's flags, and the end we
+//! read is ours alone.
 //!
 //! # Handshake (Unix `SOCK_SEQPACKET` at `path`)
 //!
@@ -119,7 +128,7 @@
 //! ("ring me when you post frames") and `wake_ret` ("ring me when you post
 //! returns"). A producer, after publishing, issues a `SeqCst` fence and
 //! loads the peer's flag; only if it is set does it `swap` it to zero and
-//! write the peer's eventfd. The consumer arms by storing the flag, a
+//! ring the peer's doorbell. The consumer arms by storing the flag, a
 //! `SeqCst` fence, and looking at the rings once more. Either the
 //! consumer's second look sees the new index, or the producer's load sees
 //! the flag (store-fence-load on both sides, Dekker): no lost wake-up.
@@ -127,11 +136,12 @@
 //!
 //! [`Queue`] has no "about to sleep" call, so the queue decides itself:
 //! after [`ShmPort::set_sleep_after`] (default 50 µs) of empty `rx_burst`
-//! calls it arms (drain the eventfd, set `wake_rx`, fence, look again).
+//! calls it arms (drain the doorbell, set `wake_rx`, fence, look again).
 //! To make that safe for an engine that goes to sleep earlier, the queue
 //! keeps the invariant **"not armed ⇒ the doorbell is readable"**: the
-//! eventfd starts at 1 and is only drained when arming; disarming after
-//! frames arrive re-rings our own eventfd if the peer never did. An engine
+//! doorbell is rung once when made and only drained when arming;
+//! disarming after frames arrive re-rings our own doorbell if the peer
+//! never did. An engine
 //! that blocks on [`Queue::poll_fd`] before the queue armed just wakes at
 //! once and polls again; once armed it really sleeps until a doorbell.
 //! `wake_ret` is armed by `reclaim` when our pool is empty and chunks are
@@ -320,7 +330,7 @@ pub struct ShmStats {
     pub tx_dropped: u64,
     /// Frames from another pool copied into ours before sending.
     pub tx_copied: u64,
-    /// Doorbells we rang (eventfd writes to the peer).
+    /// Doorbells we rang (one-byte sends to the peer's).
     pub doorbells: u64,
     /// Times the queue armed its doorbell to sleep.
     pub sleeps: u64,
@@ -379,6 +389,7 @@ struct QueueShared {
     /// Base address of our pool's mapping once made (0 before).
     own_base: AtomicUsize,
     doorbell: OwnedFd,
+    self_bell: OwnedFd,
     peer_doorbell: OwnedFd,
     open: AtomicBool,
     stats: StatCells,
@@ -845,7 +856,7 @@ impl RawTxRing {
     /// Publish producer index `prod` and ring the peer's doorbell.
     pub fn publish(&self, prod: u32) {
         self.ring().prod().store(prod, Ordering::Release);
-        os::ring(self.shared.queues[self.queue].peer_doorbell.as_raw_fd());
+        os::ring_socket(self.shared.queues[self.queue].peer_doorbell.as_raw_fd());
     }
 
     /// Length of the peer's pool region as we mapped it.
@@ -892,7 +903,7 @@ impl RawReturnRing {
 // ---------------------------------------------------------------------
 
 const MAGIC: [u8; 8] = *b"IXORASHM";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const MSG_LEN: usize = 48;
 const HELLO: u32 = 1;
 const QUEUE: u32 = 2;
@@ -968,7 +979,10 @@ fn expect(
 struct OwnQueue {
     pool_fd: OwnedFd,
     region: Region,
+    /// Our end of the doorbell ([`os::socket_bell`]): ours alone.
     doorbell: OwnedFd,
+    /// The end the peer rings (we keep it too, to ring ourselves).
+    bell_tx: OwnedFd,
 }
 
 fn own_queue(cfg: &ShmConfig, side: usize, q: usize) -> io::Result<OwnQueue> {
@@ -979,10 +993,14 @@ fn own_queue(cfg: &ShmConfig, side: usize, q: usize) -> io::Result<OwnQueue> {
     // Sealed only now, after our writable mapping exists: from here on no
     // writable mapping can be made, by anyone.
     os::seal(pool_fd.as_fd(), POOL_SEALS)?;
+    let (doorbell, bell_tx) = os::socket_bell()?;
+    // Readable until the queue first arms (see "Sleeping").
+    os::ring_socket(bell_tx.as_raw_fd());
     Ok(OwnQueue {
         pool_fd,
         region,
-        doorbell: os::eventfd(1)?,
+        doorbell,
+        bell_tx,
     })
 }
 
@@ -1000,7 +1018,7 @@ fn peer_pool(fd: &OwnedFd, cfg: &ShmConfig) -> io::Result<Mapping> {
 }
 
 fn peer_doorbell(fd: OwnedFd) -> io::Result<OwnedFd> {
-    os::check_eventfd(fd.as_fd())?;
+    os::check_socket_bell(fd.as_fd())?;
     Ok(fd)
 }
 
@@ -1041,7 +1059,7 @@ fn listener_handshake(
     for (q, (o, r)) in own.iter().zip(&rings).enumerate() {
         let mut m = msg(QUEUE);
         put32(&mut m, 16, q as u32);
-        let fds = [r.0.as_fd(), o.pool_fd.as_fd(), o.doorbell.as_fd()];
+        let fds = [r.0.as_fd(), o.pool_fd.as_fd(), o.bell_tx.as_fd()];
         os::send_msg(conn.as_fd(), &m, &fds, deadline).map_err(early)?;
     }
     let (reply, _) = expect(conn.as_fd(), REPLY, 0, deadline).map_err(early)?;
@@ -1060,6 +1078,7 @@ fn listener_handshake(
             own_pool: Mutex::new(Some(o.region)),
             own_base: AtomicUsize::new(0),
             doorbell: o.doorbell,
+            self_bell: o.bell_tx,
             peer_doorbell: bell,
             open: AtomicBool::new(false),
             stats: StatCells::default(),
@@ -1123,7 +1142,7 @@ fn connector_handshake(conn: OwnedFd, path: &Path, deadline: Instant) -> io::Res
     for (q, o) in own.iter().enumerate() {
         let mut m = msg(QUEUE);
         put32(&mut m, 16, q as u32);
-        let fds = [o.pool_fd.as_fd(), o.doorbell.as_fd()];
+        let fds = [o.pool_fd.as_fd(), o.bell_tx.as_fd()];
         os::send_msg(conn.as_fd(), &m, &fds, deadline)?;
     }
     let (ack, _) = expect(conn.as_fd(), ACK, 0, deadline)?;
@@ -1139,6 +1158,7 @@ fn connector_handshake(conn: OwnedFd, path: &Path, deadline: Instant) -> io::Res
             own_pool: Mutex::new(Some(o.region)),
             own_base: AtomicUsize::new(0),
             doorbell: o.doorbell,
+            self_bell: o.bell_tx,
             peer_doorbell: bell,
             open: AtomicBool::new(false),
             stats: StatCells::default(),
@@ -1325,27 +1345,31 @@ mod tests {
         let e = queue_with([
             os::eventfd(0).unwrap(),
             good_pool(),
-            os::eventfd(0).unwrap(),
+            os::socket_bell().unwrap().1,
         ]);
         assert!(e.to_string().contains("not a sealable memfd"), "{e}");
         // An unsealed ring: the listener could shrink it under us.
         let unsealed = os::memfd("t", SMALL.layout().len()).unwrap();
-        let e = queue_with([unsealed, good_pool(), os::eventfd(0).unwrap()]);
+        let e = queue_with([unsealed, good_pool(), os::socket_bell().unwrap().1]);
         assert!(e.to_string().contains("lacks seals"), "{e}");
         // A pool the listener could still map writable elsewhere is fine for
         // it, but we insist on FUTURE_WRITE (it also forbids hole punching).
         let weak = os::memfd("t", SMALL.region_len()).unwrap();
         os::seal(weak.as_fd(), RING_SEALS).unwrap();
-        let e = queue_with([good_ring(), weak, os::eventfd(0).unwrap()]);
+        let e = queue_with([good_ring(), weak, os::socket_bell().unwrap().1]);
         assert!(e.to_string().contains("lacks seals"), "{e}");
         // A pool smaller than the configuration says.
         let short = os::memfd("t", 4096).unwrap();
         os::seal(short.as_fd(), POOL_SEALS).unwrap();
-        let e = queue_with([good_ring(), short, os::eventfd(0).unwrap()]);
+        let e = queue_with([good_ring(), short, os::socket_bell().unwrap().1]);
         assert!(e.to_string().contains("holds"), "{e}");
         // A memfd where the doorbell belongs (writing it could block).
         let e = queue_with([good_ring(), good_pool(), good_pool()]);
-        assert!(e.to_string().contains("not an eventfd"), "{e}");
+        assert!(e.to_string().contains("not a Unix stream socket"), "{e}");
+        // An eventfd (protocol version 1's doorbell): the peer shares its
+        // flag and counter, so it could make our ring block.
+        let e = queue_with([good_ring(), good_pool(), os::eventfd(0).unwrap()]);
+        assert!(e.to_string().contains("not a Unix stream socket"), "{e}");
     }
 
     #[test]

@@ -26,7 +26,10 @@ pub(super) struct ShmQueue {
     q: usize,
     pool: Pool,
     epoll: OwnedFd,
+    /// Our end of our doorbell (ours alone: polled and drained).
     doorbell: RawFd,
+    /// The end of our doorbell the peer rings (to ring ourselves).
+    self_bell: RawFd,
     peer_doorbell: RawFd,
     size: u32,
 
@@ -118,12 +121,13 @@ impl ShmQueue {
         // Not armed: keep the doorbell readable (see the module docs).
         wake_me_rx.get().store(0, Ordering::Relaxed);
         wake_me_ret.get().store(0, Ordering::Relaxed);
-        os::ring(doorbell);
+        os::ring_socket(qs.self_bell.as_raw_fd());
         let sleep_after = Duration::from_nanos(shared.sleep_after_ns.load(Ordering::Relaxed));
         Ok(ShmQueue {
             q,
             epoll,
             doorbell,
+            self_bell: qs.self_bell.as_raw_fd(),
             peer_doorbell: qs.peer_doorbell.as_raw_fd(),
             size,
             tx,
@@ -318,7 +322,7 @@ impl ShmQueue {
         fence(Ordering::SeqCst);
         let w = self.wake_peer_ret.get();
         if w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::AcqRel) != 0 {
-            os::ring(self.peer_doorbell);
+            os::ring_socket(self.peer_doorbell);
             bump(&self.stats().doorbells, 1);
         }
     }
@@ -363,7 +367,7 @@ impl ShmQueue {
         self.publish_returns();
         // Drain first, then set the flag: a ring after the flag is visible
         // must not be eaten by this drain.
-        os::drain(self.doorbell);
+        os::drain_socket(self.doorbell);
         self.stale = false;
         self.wake_me_rx.get().store(1, Ordering::Relaxed);
         if self.ret_armed {
@@ -389,9 +393,9 @@ impl ShmQueue {
         if self.rx_armed {
             self.rx_armed = false;
             if self.wake_me_rx.get().swap(0, Ordering::AcqRel) != 0 {
-                // We took the flag back before the peer rang: the eventfd
+                // We took the flag back before the peer rang: the doorbell
                 // may be empty since we drained it. Restore the invariant.
-                os::ring(self.doorbell);
+                os::ring_socket(self.self_bell);
             }
         }
     }
@@ -520,7 +524,7 @@ impl Queue for ShmQueue {
             fence(Ordering::SeqCst);
             let w = self.wake_peer_rx.get();
             if w.load(Ordering::Relaxed) != 0 && w.swap(0, Ordering::AcqRel) != 0 {
-                os::ring(self.peer_doorbell);
+                os::ring_socket(self.peer_doorbell);
                 bump(&self.stats().doorbells, 1);
             }
             bump(&self.stats().tx_frames, u64::from(posted));
