@@ -11,8 +11,12 @@
 //!   exposed socket buffers.
 //! * [`ctl`] — the fixed-size messages of the Unix-domain control socket
 //!   (slow path: attach, socket, bind, listen, connect, options, stats).
-//! * [`os`] — memfds and seals, mappings, eventfds, descriptor passing.
+//! * [`os`] — memfds and seals, mappings, descriptor passing, wake-ups
+//!   across processes.
+//! * [`attach`] — the application's side of `ATTACH`.
 
+#[allow(unsafe_code)]
+pub mod attach;
 #[allow(unsafe_code)]
 pub mod layout;
 #[allow(unsafe_code)]

@@ -3,7 +3,7 @@
 
 use crate::real::{self, set_errno};
 use ixora_channel::ctl::{op, Msg};
-use ixora_channel::layout::{self, flag, state, Layout, Regions};
+use ixora_channel::layout::{self, flag, state, Regions};
 use ixora_channel::os;
 use libc::c_int;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
@@ -314,40 +314,15 @@ fn try_attach() -> Result<Attached, String> {
     let path = std::path::PathBuf::from(path);
     let sock = os::connect_once(&path).map_err(|e| format!("service {}: {e}", path.display()))?;
     mark_internal(sock.as_raw_fd());
-    let pid = std::process::id();
-    os::send_msg(
-        sock.as_fd(),
-        &Msg::new(op::ATTACH, 0, pid as i64, 0).encode(),
-        &[],
-        deadline(),
-    )
-    .map_err(|e| format!("attach: {e}"))?;
-    let mut buf = [0u8; 64];
-    let (n, mut fds) =
-        os::recv_msg(sock.as_fd(), &mut buf, deadline()).map_err(|e| format!("attach: {e}"))?;
-    let m = Msg::decode(&buf[..n]).ok_or("attach: malformed reply")?;
-    if m.a < 0 || fds.len() != 3 {
-        return Err(format!("attach refused (errno {})", -m.a));
-    }
-    let l = Layout::new(m.b as u32, m.c as u32).map_err(|e| format!("attach: {e}"))?;
-    let bell = fds.pop().unwrap();
-    let up_fd = fds.pop().unwrap();
-    let down_fd = fds.pop().unwrap();
-    let down = os::Mapping::map_with(down_fd.as_fd(), l.down_len(), false, false)
-        .map_err(|e| format!("map down region: {e}"))?;
-    let up = os::Mapping::map_with(up_fd.as_fd(), l.up_len(), true, false)
-        .map_err(|e| format!("map up region: {e}"))?;
+    let g = ixora_channel::attach::attach(sock.as_fd(), std::process::id(), deadline())
+        .map_err(|e| e.to_string())?;
     // SAFETY: the mappings are leaked below: they stay mapped, at the
     // layout's lengths, for the life of the process.
-    let r = unsafe { Regions::new(down.as_ptr(), up.as_ptr(), l) };
-    std::mem::forget(down);
-    std::mem::forget(up);
+    let r = unsafe { Regions::new(g.down.as_ptr(), g.up.as_ptr(), g.layout) };
+    std::mem::forget(g.down);
+    std::mem::forget(g.up);
     let h = r.down_header();
-    if h.magic.load(Ordering::Acquire) != layout::MAGIC_DOWN
-        || h.version.load(Ordering::Relaxed) != layout::VERSION
-    {
-        return Err("service speaks another layout version".into());
-    }
+    let bell = g.bell;
     let bell_fd = bell.as_raw_fd();
     std::mem::forget(bell);
     mark_internal(bell_fd);

@@ -15,7 +15,7 @@
 
 use crate::{start, Service, ServiceConfig};
 use ixora_channel::ctl::{op, Msg};
-use ixora_channel::layout::{pack, req, state, Layout, Regions};
+use ixora_channel::layout::{pack, req, state, Regions};
 use ixora_channel::os::{self, Mapping};
 use ixora_core::wire::ethernet::MacAddr;
 use ixora_engine::ev::{Conn, Ctl, EvApp, EvConfig, Handler, Service as EvService};
@@ -165,7 +165,7 @@ pub struct RawApp {
     bell: OwnedFd,
     /// Whether [`RawApp::kick`] rings the doorbell (see
     /// [`RawApp::set_ringing`]).
-    ringing: std::cell::Cell<bool>,
+    ringing: AtomicBool,
     /// The application's id at the service.
     pub id: u32,
     // Declared after `r`: unmapped only after the last use of it.
@@ -181,37 +181,19 @@ impl RawApp {
     /// Attach to the service at `rig`.
     pub fn attach(rig: &Rig) -> io::Result<RawApp> {
         let ctl = os::connect_once(&rig.socket)?;
-        let pid = std::process::id();
-        os::send_msg(
-            ctl.as_fd(),
-            &Msg::new(op::ATTACH, 0, pid as i64, 0).encode(),
-            &[],
-            deadline(),
-        )?;
-        let mut buf = [0u8; 64];
-        let (n, mut fds) = os::recv_msg(ctl.as_fd(), &mut buf, deadline())?;
-        let m = Msg::decode(&buf[..n]).ok_or_else(|| io::Error::other("malformed reply"))?;
-        if m.a < 0 || fds.len() != 3 {
-            return Err(io::Error::from_raw_os_error(-m.a as i32));
-        }
-        let l = Layout::new(m.b as u32, m.c as u32).map_err(io::Error::other)?;
-        let bell = fds.pop().unwrap();
-        let up_fd = fds.pop().unwrap();
-        let down_fd = fds.pop().unwrap();
-        let down = Mapping::map_with(down_fd.as_fd(), l.down_len(), false, false)?;
-        let up = Mapping::map_with(up_fd.as_fd(), l.up_len(), true, false)?;
+        let g = ixora_channel::attach::attach(ctl.as_fd(), std::process::id(), deadline())?;
         // SAFETY: `down` and `up` are page-aligned mappings of the layout's
         // lengths, owned by the RawApp built below, which drops them only
         // after its last use of `r`.
-        let r = unsafe { Regions::new(down.as_ptr(), up.as_ptr(), l) };
+        let r = unsafe { Regions::new(g.down.as_ptr(), g.up.as_ptr(), g.layout) };
         Ok(RawApp {
             ctl,
             r,
-            bell,
-            ringing: std::cell::Cell::new(true),
-            id: m.a as u32,
-            _down: down,
-            up,
+            bell: g.bell,
+            ringing: AtomicBool::new(true),
+            id: g.id,
+            _down: g.down,
+            up: g.up,
         })
     }
 
@@ -278,7 +260,7 @@ impl RawApp {
     /// service's doorbell (unless ringing is off).
     pub fn kick(&self, s: u32) {
         self.r.signal(s % self.r.layout().slots);
-        if self.ringing.get() {
+        if self.ringing.load(Ordering::Relaxed) {
             os::ring(self.bell.as_raw_fd());
         }
     }
@@ -286,7 +268,7 @@ impl RawApp {
     /// Turn the doorbell rings of [`RawApp::kick`] on or off (activity is
     /// still marked; the service sees it when something else wakes it).
     pub fn set_ringing(&self, on: bool) {
-        self.ringing.set(on);
+        self.ringing.store(on, Ordering::Relaxed);
     }
 
     /// The doorbell the service gave this app.
