@@ -354,6 +354,7 @@ pub fn take_edges(ep: RawFd) -> usize {
 /// ours alone. It costs 1.3 µs a ring against the eventfd's 0.3 µs:
 /// for wake-ups of a sleeper, not for the data path.
 pub fn socket_bell() -> io::Result<(OwnedFd, OwnedFd)> {
+    // (Our end also refuses descriptors: see [`refuse_descriptors`].)
     let mut sv = [0 as libc::c_int; 2];
     // SAFETY: socketpair writes two descriptors into the live local array.
     cvt(unsafe {
@@ -364,7 +365,9 @@ pub fn socket_bell() -> io::Result<(OwnedFd, OwnedFd)> {
             sv.as_mut_ptr(),
         )
     })?;
-    Ok((owned(sv[0]), owned(sv[1])))
+    let (ours, theirs) = (owned(sv[0]), owned(sv[1]));
+    refuse_descriptors(ours.as_fd());
+    Ok((ours, theirs))
 }
 
 /// Check that a doorbell received from a peer is what [`socket_bell`]
@@ -413,15 +416,47 @@ pub fn ring_socket(fd: RawFd) {
 
 /// Empty our end of a socket doorbell without blocking. Bounded: a peer
 /// that floods it leaves it readable, which costs us a spurious wake-up,
-/// not a hang.
-pub fn drain_socket(fd: RawFd) {
+/// not a hang. Returns false if the ringing side was shut down (end of
+/// file: the end would stay readable for good — a peer that did that is
+/// misbehaving, or gone).
+pub fn drain_socket(fd: RawFd) -> bool {
     let mut buf = [0u8; 4096];
     for _ in 0..16 {
         // SAFETY: receives at most `buf.len()` bytes into the live local.
         let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-        if n < buf.len() as isize {
-            return;
+        if n == 0 {
+            return false;
         }
+        if n < buf.len() as isize {
+            return true;
+        }
+    }
+    true
+}
+
+/// `SO_PASSRIGHTS` (Linux 6.16; not yet in the libc crate).
+const SO_PASSRIGHTS: libc::c_int = 83;
+
+/// Make the kernel refuse descriptors sent to Unix socket `fd` (the
+/// sender's `sendmsg` fails with EPERM), where the kernel can (Linux
+/// 6.16 and later; earlier kernels ignore the request: returns false).
+///
+/// A descriptor a peer sends us is ours to close, and closing can block
+/// for as long as the peer likes (a TCP socket with `SO_LINGER` and
+/// unsent data; the last reference to a file in an epoll set whose lock
+/// the peer holds). Even a message read without a control buffer closes
+/// the descriptors it carried, on the reading thread.
+pub fn refuse_descriptors(fd: BorrowedFd<'_>) -> bool {
+    let zero: libc::c_int = 0;
+    // SAFETY: passes a live int of the size given.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PASSRIGHTS,
+            (&zero as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
     }
 }
 

@@ -877,7 +877,11 @@ pub fn block_until(
     THREAD_WAITER.with(|tw| {
         let mut tw = tw.borrow_mut();
         if tw.0.as_ref().is_some_and(|w| !w.current()) {
-            tw.0 = None; // inherited over fork: not ours to use
+            // Inherited over fork: not ours to use. Its descriptor is left
+            // open (one per fork): the child may have closed the number
+            // behind our back (close_range) and reused it for a file of
+            // its own, which a close here would take from it.
+            tw.0 = None;
         }
         if tw.0.is_none() {
             tw.0 = Waiter::new(a);

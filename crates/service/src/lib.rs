@@ -83,7 +83,6 @@ struct Request {
     conn: u64,
     pid: u32,
     msg: Msg,
-    fds: Vec<OwnedFd>,
     reply: Option<SyncSender<Reply>>,
 }
 
@@ -192,6 +191,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         yields: [0; 2],
         yield_off_until: None,
         bells: os::epoll(&[])?,
+        closer: closer()?,
     };
     Ok((
         service,
@@ -229,16 +229,23 @@ fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
 }
 
 fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
+    // No request carries descriptors: the kernel refuses them (where it
+    // can; see below for the rest).
+    os::refuse_descriptors(sock.as_fd());
     let pid = os::peer_pid(sock.as_fd()).unwrap_or(0);
     let mut buf = [0u8; 256];
     let mut attached = false;
     while !shared.stop.load(Ordering::Relaxed) {
         let deadline = Instant::now() + Duration::from_millis(200);
+        // No request carries descriptors; any that came are closed here,
+        // on this connection's thread: a close can block (see
+        // `os::refuse_descriptors`), and never on the core's.
         let (n, fds) = match os::recv_msg(sock.as_fd(), &mut buf, deadline) {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::TimedOut => continue,
             Err(_) => break,
         };
+        drop(fds);
         let Some(msg) = Msg::decode(&buf[..n]) else {
             break; // not our protocol: hang up
         };
@@ -248,7 +255,6 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
             conn,
             pid,
             msg,
-            fds,
             reply: Some(tx),
         });
         let Ok(rep) = rx.recv_timeout(Duration::from_secs(10)) else {
@@ -269,7 +275,6 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
             conn,
             pid,
             msg: Msg::new(DETACH, 0, 0, 0),
-            fds: Vec::new(),
             reply: None,
         });
     }
@@ -395,6 +400,37 @@ pub struct Service {
     /// this set too ([`App::wait_fd`]) and never reads a doorbell an app
     /// holds (see [`os::wake_line`] for why).
     bells: OwnedFd,
+    /// Where the core sends descriptors to be closed ([`closer`]).
+    closer: std::sync::mpsc::Sender<Vec<OwnedFd>>,
+}
+
+impl Drop for Service {
+    /// At shutdown too, the apps' descriptors are closed by the closer.
+    fn drop(&mut self) {
+        for (_, app) in self.apps.drain() {
+            let mut last: Vec<OwnedFd> = app.waiters.into_iter().flatten().collect();
+            last.push(app.bell);
+            let _ = self.closer.send(last);
+        }
+    }
+}
+
+/// A thread that closes what the core lets go of and an app may have put
+/// in an epoll set of its own (its waiters' ring ends, its doorbell): the
+/// last close of such a file takes that set's lock, which the app can hold
+/// as long as it likes (an `epoll_wait` that copies out to a
+/// userfaultfd-registered page; measured: the close then blocks). A stuck
+/// close delays the closes queued after it, never the core.
+fn closer() -> io::Result<std::sync::mpsc::Sender<Vec<OwnedFd>>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<OwnedFd>>();
+    std::thread::Builder::new()
+        .name("ixora-closer".into())
+        .spawn(move || {
+            for fds in rx {
+                drop(fds);
+            }
+        })?;
+    Ok(tx)
 }
 
 /// A yield that takes longer than this ran some other thread than the
@@ -765,6 +801,8 @@ impl Service {
         // A process of it may live on holding the doorbell: no more
         // wake-ups from it.
         os::unwatch(self.bells.as_fd(), app.bell.as_raw_fd());
+        let mut last: Vec<OwnedFd> = app.waiters.drain(..).flatten().collect();
+        last.push(app.bell);
         for s in 0..app.socks.len() {
             match app.socks[s].kind {
                 Kind::Conn(h) => {
@@ -779,6 +817,7 @@ impl Service {
             app.socks[s] = Sock::free();
         }
         self.conn_app.retain(|_, a| *a != id);
+        let _ = self.closer.send(last);
     }
 
     fn control(&mut self, io: &mut Io, r: Request) {
@@ -786,12 +825,8 @@ impl Service {
             conn,
             pid,
             msg,
-            fds,
             reply,
         } = r;
-        // No request needs a descriptor from the app: whatever came is
-        // closed.
-        drop(fds);
         let rep = match msg.op {
             // One application per control connection: a second ATTACH
             // would orphan the first app, which then outlived the
@@ -901,7 +936,9 @@ impl Service {
                 }
                 match os::wake_line() {
                     Ok((ring, wait)) => {
-                        app.waiters[w] = Some(ring);
+                        if let Some(old) = app.waiters[w].replace(ring) {
+                            let _ = self.closer.send(vec![old]);
+                        }
                         out.push(wait);
                         Msg::reply(0)
                     }

@@ -51,9 +51,14 @@
 //! `O_NONBLOCK` flag and counter belong to the file description, which
 //! both sides held: a peer could make its doorbell blocking and fill it,
 //! and our next ring of it blocked the engine (or empty ours between our
-//! poll and our read). Nothing of the socket pair lets a peer block us:
-//! the ring is non-blocking whatever the file's flags, and the end we
-//! read is ours alone.
+//! poll and our read). With the socket pair the ring is non-blocking
+//! whatever the file's flags, and the end we read is ours alone. What a
+//! peer can still do to it is refused or contained: descriptors sent to
+//! our end are refused by the kernel (`SO_PASSRIGHTS` off, Linux 6.16+;
+//! a received one would be closed by our drain, and a close can block),
+//! the control socket refuses them too once the handshake is done, and a
+//! doorbell the peer shut down (end of file: readable for good) makes
+//! the peer count as gone.
 //!
 //! # Handshake (Unix `SOCK_SEQPACKET` at `path`)
 //!
@@ -1085,6 +1090,8 @@ fn listener_handshake(
         });
     }
     os::send_msg(conn.as_fd(), &msg(ACK), &[], deadline).map_err(fatal)?;
+    // Nothing more is sent on it, descriptors least of all.
+    os::refuse_descriptors(conn.as_fd());
     let peer_pid = os::peer_pid(conn.as_fd());
     Ok(ShmPort {
         shared: Arc::new(Shared {
@@ -1146,6 +1153,8 @@ fn connector_handshake(conn: OwnedFd, path: &Path, deadline: Instant) -> io::Res
         os::send_msg(conn.as_fd(), &m, &fds, deadline)?;
     }
     let (ack, _) = expect(conn.as_fd(), ACK, 0, deadline)?;
+    // Nothing more is sent on it, descriptors least of all.
+    os::refuse_descriptors(conn.as_fd());
     if get32(&ack, 16) != 0 {
         return Err(invalid("listener refused the handshake"));
     }
@@ -1337,6 +1346,57 @@ mod tests {
         let fd = os::memfd("t-pool", SMALL.region_len()).unwrap();
         os::seal(fd.as_fd(), POOL_SEALS).unwrap();
         fd
+    }
+
+    /// A peer that shuts down the end of our doorbell it rings (an end of
+    /// file: our end would stay readable and the engine never sleep)
+    /// counts as gone; descriptors sent to our end are refused.
+    #[test]
+    fn a_peer_that_shuts_our_doorbell_counts_as_gone() {
+        let dir = std::env::temp_dir().join(format!("ixora-shm-unit-{}-shut", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sock");
+        let l = ShmPort::listen(&path, SMALL).unwrap();
+        let p2 = path.clone();
+        let t = std::thread::spawn(move || ShmPort::connect(&p2, Duration::from_secs(5)));
+        let a = l.accept(Duration::from_secs(5)).unwrap();
+        let b = t.join().unwrap().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        // `a` holds the end of b's doorbell that a rings.
+        let theirs = a.shared.queues[0].peer_doorbell.as_fd();
+        let e = os::eventfd(0).unwrap();
+        let sent = os::send_msg(
+            theirs,
+            b"x",
+            &[e.as_fd()],
+            Instant::now() + Duration::from_secs(1),
+        );
+        assert_eq!(
+            sent.err().and_then(|e| e.raw_os_error()),
+            Some(libc::EPERM),
+            "a descriptor sent to our doorbell"
+        );
+        // SAFETY: shutdown has no memory arguments.
+        assert_eq!(
+            unsafe { libc::shutdown(theirs.as_raw_fd(), libc::SHUT_WR) },
+            0
+        );
+        b.set_sleep_after(Duration::ZERO);
+        let pb = b.pool(0, b.pool_config()).unwrap();
+        let mut qb = b.open_queue(0, &pb).unwrap();
+        let mut rx = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let err = loop {
+            assert!(Instant::now() < deadline, "the queue kept running");
+            match qb.rx_burst(&mut rx, 64) {
+                Ok(_) => std::thread::sleep(Duration::from_micros(100)),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind(), io::ErrorKind::BrokenPipe, "{err}");
+        assert!(!b.peer_alive());
+        drop(a);
     }
 
     #[test]

@@ -366,8 +366,13 @@ impl ShmQueue {
         }
         self.publish_returns();
         // Drain first, then set the flag: a ring after the flag is visible
-        // must not be eaten by this drain.
-        os::drain_socket(self.doorbell);
+        // must not be eaten by this drain. A doorbell the peer shut down
+        // would stay readable (we would never sleep): a misbehaving peer,
+        // treated as a gone one.
+        if !os::drain_socket(self.doorbell) {
+            self.shared.dead.store(true, Ordering::Relaxed);
+            return Err(self.gone());
+        }
         self.stale = false;
         self.wake_me_rx.get().store(1, Ordering::Relaxed);
         if self.ret_armed {
