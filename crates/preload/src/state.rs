@@ -23,7 +23,7 @@ pub mod kind {
     /// A kernel TCP/IPv4 socket that becomes Ixora's if bound to our
     /// address or connected to our subnet.
     pub const MAYBE: u8 = 2;
-    /// One of the shim's own descriptors (control socket, eventfds).
+    /// One of the shim's own descriptors (control socket, doorbell, waiters).
     pub const INTERNAL: u8 = 3;
     /// A closed Ixora socket's placeholder, kept open in the pool for the
     /// next `accept`: to the program it is a closed descriptor (EBADF).
