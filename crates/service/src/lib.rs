@@ -43,7 +43,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -167,6 +167,10 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
             ))
         }
     };
+    // No request carries descriptors: the kernel refuses them from the
+    // first message on (the connections inherit this from the listener;
+    // Linux 6.16+, else `conn_loop` closes what came).
+    os::refuse_descriptors(listener.as_fd());
     let shared = Arc::new(Shared {
         queue: Mutex::new(VecDeque::new()),
         queued: AtomicBool::new(false),
@@ -191,7 +195,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         yields: [0; 2],
         yield_off_until: None,
         bells: os::epoll(&[])?,
-        closer: closer()?,
+        closer: Closer::start()?,
     };
     Ok((
         service,
@@ -229,9 +233,6 @@ fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
 }
 
 fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
-    // No request carries descriptors: the kernel refuses them (where it
-    // can; see below for the rest).
-    os::refuse_descriptors(sock.as_fd());
     let pid = os::peer_pid(sock.as_fd()).unwrap_or(0);
     let mut buf = [0u8; 256];
     let mut attached = false;
@@ -400,8 +401,8 @@ pub struct Service {
     /// this set too ([`App::wait_fd`]) and never reads a doorbell an app
     /// holds (see [`os::wake_line`] for why).
     bells: OwnedFd,
-    /// Where the core sends descriptors to be closed ([`closer`]).
-    closer: std::sync::mpsc::Sender<Vec<OwnedFd>>,
+    /// Where the core sends descriptors to be closed.
+    closer: Closer,
 }
 
 impl Drop for Service {
@@ -410,7 +411,7 @@ impl Drop for Service {
         for (_, app) in self.apps.drain() {
             let mut last: Vec<OwnedFd> = app.waiters.into_iter().flatten().collect();
             last.push(app.bell);
-            let _ = self.closer.send(last);
+            self.closer.close(last);
         }
     }
 }
@@ -420,17 +421,49 @@ impl Drop for Service {
 /// last close of such a file takes that set's lock, which the app can hold
 /// as long as it likes (an `epoll_wait` that copies out to a
 /// userfaultfd-registered page; measured: the close then blocks). A stuck
-/// close delays the closes queued after it, never the core.
-fn closer() -> io::Result<std::sync::mpsc::Sender<Vec<OwnedFd>>> {
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<OwnedFd>>();
-    std::thread::Builder::new()
-        .name("ixora-closer".into())
-        .spawn(move || {
-            for fds in rx {
-                drop(fds);
-            }
-        })?;
-    Ok(tx)
+/// close delays the closes queued after it, never the core; while more
+/// than [`MAX_PENDING_CLOSES`] wait, the core makes no new descriptors
+/// (WAITER and ATTACH get `EAGAIN`), so a stuck close cannot make the
+/// service run out of them.
+struct Closer {
+    tx: std::sync::mpsc::Sender<Vec<OwnedFd>>,
+    pending: Arc<AtomicUsize>,
+}
+
+/// Closes waiting for the closer thread beyond which new descriptors are
+/// refused.
+const MAX_PENDING_CLOSES: usize = 256;
+
+impl Closer {
+    fn start() -> io::Result<Closer> {
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<OwnedFd>>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let p = pending.clone();
+        std::thread::Builder::new()
+            .name("ixora-closer".into())
+            .spawn(move || {
+                for fds in rx {
+                    let n = fds.len();
+                    drop(fds);
+                    p.fetch_sub(n, Ordering::Relaxed);
+                }
+            })?;
+        Ok(Closer { tx, pending })
+    }
+
+    /// Close `fds` on the closer thread.
+    fn close(&self, fds: Vec<OwnedFd>) {
+        self.pending.fetch_add(fds.len(), Ordering::Relaxed);
+        if let Err(e) = self.tx.send(fds) {
+            // The thread is gone (cannot happen while we live): close here.
+            self.pending.fetch_sub(e.0.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether closes are piling up behind a stuck one.
+    fn backed_up(&self) -> bool {
+        self.pending.load(Ordering::Relaxed) > MAX_PENDING_CLOSES
+    }
 }
 
 /// A yield that takes longer than this ran some other thread than the
@@ -661,6 +694,8 @@ impl Service {
             "app_resets": APP_ABORTS.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
             "yields": {"made": self.yields[0], "long": self.yields[1]},
+            // Descriptors waiting for the closer thread (see `Closer`).
+            "pending_closes": self.closer.pending.load(Ordering::Relaxed),
             "stack": counters,
         })
         .to_string()
@@ -671,6 +706,9 @@ impl Service {
     }
 
     fn attach(&mut self, io: &Io, conn: u64, pid: u32) -> io::Result<Reply> {
+        if self.closer.backed_up() {
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
         let id = self.next_app;
         let l = self.layout;
         let down_fd = os::memfd(&format!("ixora-app-{id}-down"), l.down_len())?;
@@ -817,7 +855,7 @@ impl Service {
             app.socks[s] = Sock::free();
         }
         self.conn_app.retain(|_, a| *a != id);
-        let _ = self.closer.send(last);
+        self.closer.close(last);
     }
 
     fn control(&mut self, io: &mut Io, r: Request) {
@@ -934,10 +972,13 @@ impl Service {
                 if w >= layout::MAX_WAITERS {
                     return bad(libc::EINVAL);
                 }
+                if self.closer.backed_up() {
+                    return bad(libc::EAGAIN);
+                }
                 match os::wake_line() {
                     Ok((ring, wait)) => {
                         if let Some(old) = app.waiters[w].replace(ring) {
-                            let _ = self.closer.send(vec![old]);
+                            self.closer.close(vec![old]);
                         }
                         out.push(wait);
                         Msg::reply(0)
