@@ -21,6 +21,7 @@
 //! lowest latency.
 
 pub mod api;
+pub mod echo;
 pub mod ev;
 pub mod steer;
 

@@ -3,6 +3,7 @@
 //! cores, through the event library.
 
 use ixora_core::wire::ethernet::MacAddr;
+use ixora_engine::echo::EchoService;
 use ixora_engine::ev::{Closed, Conn, Ctl, EvApp, EvConfig, Handler, Service};
 use ixora_engine::{run, EngineConfig};
 use ixora_io::loopback;
@@ -12,28 +13,6 @@ use std::sync::Arc;
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 7, 2);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 7, 1);
-
-struct Echo;
-struct EchoConn;
-
-impl Handler for EchoConn {
-    fn data(&mut self, c: &mut Conn, data: &[u8]) -> usize {
-        match c.write(data) {
-            Ok(()) => data.len(),
-            Err(_) => 0,
-        }
-    }
-}
-
-impl Service for Echo {
-    type H = EchoConn;
-    fn start(&mut self, ctl: &mut Ctl<EchoConn>) {
-        ctl.listen(7).unwrap();
-    }
-    fn accept(&mut self, _port: u16, _peer: SocketAddrV4) -> Option<EchoConn> {
-        Some(EchoConn)
-    }
-}
 
 /// `rounds` round trips of `size` bytes, checking every byte.
 struct Client {
@@ -141,7 +120,7 @@ fn echo_over_loopback(cores: usize, conns: usize, rounds: usize, size: usize) {
             run(
                 Arc::new(b),
                 &scfg,
-                |_| EvApp::new(Echo, EvConfig::default()),
+                |_| EvApp::new(EchoService { port: 7 }, EvConfig::default()),
                 st,
             )
         });

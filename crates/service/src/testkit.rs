@@ -18,11 +18,12 @@ use ixora_channel::ctl::{op, Msg};
 use ixora_channel::layout::{pack, req, state, Regions};
 use ixora_channel::os::{self, Mapping};
 use ixora_core::wire::ethernet::MacAddr;
-use ixora_engine::ev::{Conn, Ctl, EvApp, EvConfig, Handler, Service as EvService};
+use ixora_engine::echo::EchoService;
+use ixora_engine::ev::{EvApp, EvConfig};
 use ixora_engine::{run, EngineConfig, EngineReport};
 use ixora_io::loopback;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,28 +46,6 @@ pub struct Rig {
     service: Option<JoinHandle<io::Result<EngineReport>>>,
     peer: Option<JoinHandle<io::Result<EngineReport>>>,
     _control: crate::Control,
-}
-
-struct Echo;
-struct EchoConn;
-
-impl Handler for EchoConn {
-    fn data(&mut self, c: &mut Conn, data: &[u8]) -> usize {
-        match c.write(data) {
-            Ok(()) => data.len(),
-            Err(_) => 0,
-        }
-    }
-}
-
-impl EvService for Echo {
-    type H = EchoConn;
-    fn start(&mut self, ctl: &mut Ctl<EchoConn>) {
-        ctl.listen(ECHO_PORT).expect("echo listens");
-    }
-    fn accept(&mut self, _port: u16, _peer: SocketAddrV4) -> Option<EchoConn> {
-        Some(EchoConn)
-    }
 }
 
 impl Rig {
@@ -109,7 +88,7 @@ impl Rig {
                 run(
                     Arc::new(a),
                     &pcfg,
-                    |_| EvApp::new(Echo, EvConfig::default()),
+                    |_| EvApp::new(EchoService { port: ECHO_PORT }, EvConfig::default()),
                     st,
                 )
             })?;
@@ -202,19 +181,23 @@ impl RawApp {
         &self.r
     }
 
-    /// Send control message `m` (no descriptors); the reply's length in
-    /// `buf`.
-    fn exchange(&self, m: Msg, buf: &mut [u8]) -> io::Result<usize> {
-        os::send_msg(self.ctl.as_fd(), &m.encode(), &[], deadline())?;
-        let (n, _) = os::recv_msg(self.ctl.as_fd(), buf, deadline())?;
-        Ok(n)
+    /// Send control message `m` with `fds`; the reply's length in `buf`
+    /// and the descriptors it carried.
+    fn exchange(
+        &self,
+        m: Msg,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+        buf: &mut [u8],
+    ) -> io::Result<(usize, Vec<OwnedFd>)> {
+        os::send_msg(self.ctl.as_fd(), &m.encode(), fds, deadline())?;
+        os::recv_msg(self.ctl.as_fd(), buf, deadline())
     }
 
     /// Send control message `m` (no descriptors) and wait for the reply.
     pub fn request(&self, m: Msg) -> io::Result<Msg> {
         // Room for a STATS reply's text (the vandal sends STATS too).
         let mut buf = [0u8; 64 * 1024];
-        let n = self.exchange(m, &mut buf)?;
+        let (n, _) = self.exchange(m, &[], &mut buf)?;
         Msg::decode(&buf[..n]).ok_or_else(|| io::Error::other("malformed reply"))
     }
 
@@ -232,7 +215,7 @@ impl RawApp {
     /// The service's statistics (JSON).
     pub fn stats(&self) -> io::Result<serde_json::Value> {
         let mut buf = vec![0u8; 1 << 20];
-        let n = self.exchange(Msg::new(op::STATS, 0, 0, 0), &mut buf)?;
+        let (n, _) = self.exchange(Msg::new(op::STATS, 0, 0, 0), &[], &mut buf)?;
         if n < Msg::LEN {
             return Err(io::Error::other("short stats reply"));
         }
@@ -284,10 +267,9 @@ impl RawApp {
         idx: u32,
         fd: Option<std::os::fd::BorrowedFd<'_>>,
     ) -> io::Result<Option<OwnedFd>> {
-        let m = Msg::new(op::WAITER, idx, 0, 0);
-        os::send_msg(self.ctl.as_fd(), &m.encode(), fd.as_slice(), deadline())?;
         let mut buf = [0u8; 64];
-        let (n, mut fds) = os::recv_msg(self.ctl.as_fd(), &mut buf, deadline())?;
+        let (n, mut fds) =
+            self.exchange(Msg::new(op::WAITER, idx, 0, 0), fd.as_slice(), &mut buf)?;
         let r = Msg::decode(&buf[..n]).ok_or_else(|| io::Error::other("malformed reply"))?;
         if r.a < 0 {
             return Err(io::Error::from_raw_os_error(-r.a as i32));
