@@ -93,8 +93,8 @@ is an error; END alone is a miss.
 
 Output, one JSON line per rate on stdout: workload, target_rps, achieved_rps (answered requests
 scheduled in the measured window, per second), requests, gets, sets, misses, errors,
-latency_us {avg, p50, p90, p99, p999, max}, conns (all cores), depth, cores, seconds,
-cpu_seconds, busy_seconds (time the cores worked rather than spun idle: the generator's own
+latency_us {avg, p50, p90, p99, p999, max}, get_latency_us and set_latency_us (the same, each
+kind alone), conns (all cores), depth, cores, seconds, cpu_seconds, busy_seconds (time the cores worked rather than spun idle: the generator's own
 load), queued, unsent, incomplete (no reply within 2 s of the window's end) and send_lag_us
 {p50, p99, max} (how late the generator sent requests that did not wait for depth). A summary
 line per rate goes to stderr.";
@@ -405,6 +405,8 @@ fn new_hist(sigfig: u8) -> Histogram<u64> {
 #[derive(Clone)]
 struct PhaseStats {
     hist: Histogram<u64>,
+    /// The SETs alone (`hist` has both kinds).
+    set_hist: Histogram<u64>,
     lag: Histogram<u64>,
     requests: u64,
     gets: u64,
@@ -425,6 +427,7 @@ impl PhaseStats {
     fn new() -> PhaseStats {
         PhaseStats {
             hist: new_hist(3),
+            set_hist: new_hist(3),
             lag: new_hist(2),
             requests: 0,
             gets: 0,
@@ -443,6 +446,7 @@ impl PhaseStats {
 
     fn add(&mut self, o: &PhaseStats) {
         let _ = self.hist.add(&o.hist);
+        let _ = self.set_hist.add(&o.set_hist);
         let _ = self.lag.add(&o.lag);
         self.requests += o.requests;
         self.gets += o.gets;
@@ -507,6 +511,10 @@ pub struct RateReport {
     pub errors: u64,
     /// Latency from the scheduled send time to the complete reply.
     pub latency_us: LatencyUs,
+    /// The same, GETs alone.
+    pub get_latency_us: LatencyUs,
+    /// The same, SETs alone.
+    pub set_latency_us: LatencyUs,
     /// Connections over all cores.
     pub conns: usize,
     /// Most outstanding requests per connection.
@@ -639,18 +647,25 @@ impl Shared {
         let p = &self.plan;
         let secs = p.duration.as_secs_f64();
         let q = |h: &Histogram<u64>, x: f64| h.value_at_quantile(x) as f64 / 1e3;
-        let latency_us = if t.hist.is_empty() {
-            LatencyUs::default()
-        } else {
-            LatencyUs {
-                avg: t.hist.mean() / 1e3,
-                p50: q(&t.hist, 0.5),
-                p90: q(&t.hist, 0.9),
-                p99: q(&t.hist, 0.99),
-                p999: q(&t.hist, 0.999),
-                max: t.hist.max() as f64 / 1e3,
+        let summary = |h: &Histogram<u64>| {
+            if h.is_empty() {
+                LatencyUs::default()
+            } else {
+                LatencyUs {
+                    avg: h.mean() / 1e3,
+                    p50: q(h, 0.5),
+                    p90: q(h, 0.9),
+                    p99: q(h, 0.99),
+                    p999: q(h, 0.999),
+                    max: h.max() as f64 / 1e3,
+                }
             }
         };
+        let latency_us = summary(&t.hist);
+        let mut gets = t.hist.clone();
+        let _ = gets.subtract(&t.set_hist);
+        let get_latency_us = summary(&gets);
+        let set_latency_us = summary(&t.set_hist);
         let send_lag_us = if t.lag.is_empty() {
             LagUs::default()
         } else {
@@ -670,6 +685,8 @@ impl Shared {
             misses: t.misses,
             errors: t.errors,
             latency_us,
+            get_latency_us,
+            set_latency_us,
             conns: p.conns * p.cores,
             depth: p.depth,
             cores: p.cores,
@@ -1463,8 +1480,11 @@ fn complete(c: &mut ConnSt, ci: usize, sx: &mut Sx, out: Outcome, now: u64) {
             if matches!(out, Outcome::Miss) {
                 ph.misses += 1;
             }
-            ph.hist
-                .saturating_record(now.saturating_sub(r.sched).max(100));
+            let ns = now.saturating_sub(r.sched).max(100);
+            ph.hist.saturating_record(ns);
+            if r.set {
+                ph.set_hist.saturating_record(ns);
+            }
         }
     }
     if c.blocked && !c.in_ready {
