@@ -26,14 +26,18 @@ pub mod op {
     /// line the service rings ([`crate::os::wake_line`]); a descriptor
     /// sent with the request is ignored.
     pub const WAITER: u32 = 3;
-    /// Create a socket. Reply: `a` = slot, `b` = generation.
+    /// Create a socket: `a` = 0 a TCP socket, 1 a UDP socket. Reply: `a`
+    /// = slot, `b` = generation.
     pub const SOCKET: u32 = 4;
-    /// Bind socket `slot` to the packed address `a`.
+    /// Bind socket `slot` to the packed address `a` (a UDP socket: port 0
+    /// picks a free one; the reply's `b` is the port bound).
     pub const BIND: u32 = 5;
     /// Listen on socket `slot` with backlog `a`.
     pub const LISTEN: u32 = 6;
     /// Connect socket `slot` to the packed address `a` (completes
-    /// asynchronously: watch the slot's state).
+    /// asynchronously: watch the slot's state). A UDP socket: set its
+    /// peer (bound to a free port first if it was not), at once; address
+    /// 0 removes the peer.
     pub const CONNECT: u32 = 7;
     /// Set option `a` of socket `slot` to `b` (see [`opt`](super::opt)).
     pub const SETOPT: u32 = 8;

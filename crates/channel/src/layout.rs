@@ -22,6 +22,13 @@
 //!   control connection is close-on-exec) the service subtracts its row,
 //!   so sockets only it still held are closed.
 //!
+//! A UDP socket's rings hold datagrams instead of a byte stream: each is
+//! a [`DGRAM_HDR`]-byte header ([`dgram_hdr`]: payload length, IPv4
+//! address and port — the source in the receive ring, the destination in
+//! the transmit ring) followed by the payload, back to back, wrapping
+//! like the stream bytes. The indices count bytes as for a stream, and
+//! move by whole datagrams only.
+//!
 //! Each index is written by one side only, and a consumer's head lives in
 //! the other region from the producer's tail, so they never share a cache
 //! line. Indices are free-running byte counts (`u64`); a ring position is
@@ -50,7 +57,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -186,7 +193,9 @@ pub struct DownHeader {
     pub gateway: AtomicU32,
     /// The application's id at the service.
     pub app_id: AtomicU32,
-    _pad0a: u32,
+    /// Largest UDP payload the service sends (its MTU less the IPv4 and
+    /// UDP headers: it does not fragment).
+    pub max_dgram: AtomicU32,
     /// The application's join key: a `JOIN` for this app must carry it
     /// (`Msg::b`). Random per app; only the app's processes, which map
     /// this region, can read it, so no other local process can make itself
@@ -271,6 +280,28 @@ pub struct UpSlot {
     pub refs: AtomicU32,
     /// Options set by the app that the service applies (bit 0: Nagle on).
     pub opts: AtomicU32,
+}
+
+/// Bytes of a datagram's header in a UDP socket's ring.
+pub const DGRAM_HDR: usize = 8;
+
+/// The ring header of a datagram of `len` bytes from or to `ip:port`:
+/// length (`u16`), port (`u16`), address (`u32`), little-endian.
+pub fn dgram_hdr(len: u16, ip: u32, port: u16) -> [u8; DGRAM_HDR] {
+    let mut h = [0u8; DGRAM_HDR];
+    h[0..2].copy_from_slice(&len.to_le_bytes());
+    h[2..4].copy_from_slice(&port.to_le_bytes());
+    h[4..8].copy_from_slice(&ip.to_le_bytes());
+    h
+}
+
+/// What [`dgram_hdr`] wrote: `(len, ip, port)`.
+pub fn parse_dgram_hdr(h: &[u8; DGRAM_HDR]) -> (u16, u32, u16) {
+    (
+        u16::from_le_bytes([h[0], h[1]]),
+        u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
+        u16::from_le_bytes([h[2], h[3]]),
+    )
 }
 
 /// Pack an IPv4 address and port into a `u64` (`ip << 16 | port`).
@@ -628,6 +659,23 @@ fn copy_in(region: *mut u8, base: usize, ring: u32, pos: u64, src: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_datagram_header_reads_back_as_written() {
+        for (len, ip, port) in [
+            (0, 0, 0),
+            (1472, 0xc612_0902, 7005),
+            (u16::MAX, u32::MAX, 1),
+        ] {
+            let h = dgram_hdr(len, ip, port);
+            assert_eq!(parse_dgram_hdr(&h), (len, ip, port));
+        }
+        // Little-endian, length first: what a ring dump shows.
+        assert_eq!(
+            dgram_hdr(5, 0x0102_0304, 0x0a0b),
+            [5, 0, 0x0b, 0x0a, 4, 3, 2, 1]
+        );
+    }
 
     #[test]
     fn layout_rejects_bad_sizes() {

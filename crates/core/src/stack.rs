@@ -1027,10 +1027,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             return Err(Error::MessageTooLong);
         }
         let ip = *dst.ip();
+        // Our own address: the frame carries our MAC and comes back by
+        // `handle_local`, as a TCP connection to ourselves does.
         if ip.is_unspecified()
             || ip.is_multicast()
-            || ip == self.cfg.ip
-            || self.next_hop(ip).is_none()
+            || (ip != self.cfg.ip && self.next_hop(ip).is_none())
         {
             return Err(Error::Unreachable);
         }

@@ -134,6 +134,34 @@ fn a_frame_from_the_wire_with_our_own_source_is_still_dropped() {
     dropped_silently(&mut h, f, DropReason::Ipv4BadSource);
 }
 
+/// A datagram to our own address loops inside the stack too (the frame
+/// carries our MAC; no ARP), arriving with our address as its source.
+#[test]
+fn a_datagram_to_its_own_address_loops_inside_the_stack() {
+    let mut h = Harness::new(|_| {});
+    let a = h.stack.udp_bind(5000, 1).unwrap();
+    let b = h.stack.udp_bind(0, 2).unwrap();
+    let (tx0, l0) = (
+        h.stack.counters().tx_frames,
+        h.stack.counters().local_frames,
+    );
+    h.stack
+        .udp_send(b, SocketAddrV4::new(US, 5000), b"to myself".to_vec())
+        .expect("a datagram to our own address");
+    let mut ev = Vec::new();
+    settle(&mut h, &mut ev);
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, Event::UdpRecv { cookie: 1, .. })));
+    let d = h.stack.udp_recv(a).unwrap().expect("the datagram arrived");
+    assert_eq!(d.payload(), b"to myself");
+    assert_eq!(d.src, SocketAddrV4::new(US, b.port()));
+    // `settle` fails on any frame for the wire: the one frame sent came
+    // back as a local one.
+    assert_eq!(h.stack.counters().tx_frames, tx0 + 1);
+    assert_eq!(h.stack.counters().local_frames, l0 + 1);
+}
+
 /// An ARP packet claiming our own MAC for another address is refused:
 /// frames for that address would otherwise carry our own MAC and be
 /// taken for frames to ourselves.

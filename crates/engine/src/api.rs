@@ -179,6 +179,11 @@ impl Io<'_> {
         self.stack.udp_bind(port, cookie)
     }
 
+    /// Close a UDP socket (datagrams queued for it are dropped).
+    pub fn udp_close(&mut self, h: UdpHandle) -> Result<(), Error> {
+        self.stack.udp_close(h)
+    }
+
     /// Send a datagram.
     pub fn udp_send(&mut self, h: UdpHandle, dst: SocketAddrV4, data: Bytes) -> Result<(), Error> {
         self.stack.udp_send(h, dst, data)

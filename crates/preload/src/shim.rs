@@ -186,6 +186,9 @@ fn count(a: &Attached, name: usize, user: bool) {
 
 /// Receive on an Ixora socket with recv(2) semantics.
 fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
+    if sk.dgram() {
+        return do_recv_dgram(sk, bufs, flags).0;
+    }
     let peek = flags & libc::MSG_PEEK != 0;
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let want: usize = bufs.iter().map(|b| b.len()).sum();
@@ -236,9 +239,152 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     }
 }
 
+/// Receive one datagram on an Ixora UDP socket with recvmsg(2)
+/// semantics: the result, the source ([`pack`]ed) and whether the
+/// datagram was longer than the buffers (`MSG_TRUNC`).
+fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> (ssize_t, u64, bool) {
+    let peek = flags & libc::MSG_PEEK != 0;
+    let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
+    let mut user = true;
+    let mut start = None; // when the call first waits
+    loop {
+        if sk.e.flags.load(Ordering::Relaxed) & fl::SHUT_RD != 0 && sk.readable() == 0 {
+            count(sk.a, call("read"), user);
+            return (0, 0, false);
+        }
+        let before = sk.readable();
+        match sk.recv_dgram(bufs, peek) {
+            Ok((n, full, src)) => {
+                // The service may hold a datagram it had no room for.
+                if !peek && before > (sk.a.r.layout().ring as u64) / 4 && state::signal(sk.a, sk.s)
+                {
+                    user = false;
+                }
+                count(sk.a, call("read"), user);
+                // MSG_TRUNC: the datagram's real length, as Linux does.
+                let r = if flags & libc::MSG_TRUNC != 0 {
+                    full
+                } else {
+                    n
+                };
+                return (r as ssize_t, src, full > n);
+            }
+            Err(libc::EAGAIN) if !dontwait => {
+                let limit = sk.wait_limit(false, &mut start);
+                if limit == 0 {
+                    count(sk.a, call("read"), user);
+                    return (fail(libc::EAGAIN), 0, false);
+                }
+                let ok = state::block_until(sk.a, limit, &mut [], &[sk.s], &[], &mut || {
+                    sk.readable() > 0 || sk.error() != 0 || !sk.live()
+                });
+                user &= !state::blocked_in_kernel();
+                if !ok && errno() == libc::EINTR {
+                    count(sk.a, call("read"), false);
+                    return (-1, 0, false);
+                }
+            }
+            Err(e) => {
+                count(sk.a, call("read"), user);
+                return (fail(e), 0, false);
+            }
+        }
+    }
+}
+
+/// Send one datagram on an Ixora UDP socket to `dst` (`None`: its peer).
+fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>) -> ssize_t {
+    let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
+    let to = match dst {
+        Some((ip, port)) => {
+            if ip == 0 || port == 0 {
+                count(sk.a, call("write"), true);
+                return fail(libc::EINVAL);
+            }
+            if !reaches(sk.a, ip) {
+                count(sk.a, call("write"), true);
+                return fail(libc::ENETUNREACH);
+            }
+            pack(ip, port)
+        }
+        None => match sk.a.r.down_slot(sk.s).remote.load(Ordering::Acquire) {
+            0 => {
+                count(sk.a, call("write"), true);
+                return fail(libc::EDESTADDRREQ);
+            }
+            p => p,
+        },
+    };
+    let mut user = true;
+    let mut start = None; // when the call first waits
+    loop {
+        match sk.send_dgram(bufs, to) {
+            Ok(n) => {
+                if state::signal(sk.a, sk.s) {
+                    user = false;
+                }
+                count(sk.a, call("write"), user);
+                return n as ssize_t;
+            }
+            Err(libc::EAGAIN) if !dontwait => {
+                let limit = sk.wait_limit(true, &mut start);
+                if limit == 0 {
+                    count(sk.a, call("write"), user);
+                    return fail(libc::EAGAIN);
+                }
+                let need: usize = layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
+                let ok = state::block_until(sk.a, limit, &mut [], &[], &[sk.s], &mut || {
+                    sk.writable() as usize >= need || sk.error() != 0 || !sk.live()
+                });
+                user &= !state::blocked_in_kernel();
+                if !ok && errno() == libc::EINTR {
+                    count(sk.a, call("write"), false);
+                    return -1;
+                }
+                if !sk.live() {
+                    count(sk.a, call("write"), user);
+                    return fail(libc::EBADF);
+                }
+            }
+            Err(e) => {
+                count(sk.a, call("write"), user);
+                return fail(e);
+            }
+        }
+    }
+}
+
+/// A MAYBE UDP socket's first sendto/sendmsg to `addr`: if Ixora reaches
+/// the address, the socket becomes Ixora's, bound to a free port (as the
+/// kernel binds an unbound socket at its first send).
+unsafe fn dgram_first_send(fd: c_int, addr: *const sockaddr, alen: socklen_t) -> Option<Sock> {
+    if state::kind_of(fd) != kind::MAYBE
+        || state::entry(fd)?.flags.load(Ordering::Relaxed) & fl::DGRAM == 0
+    {
+        return None;
+    }
+    // SAFETY (caller): `alen` readable bytes at `addr`.
+    let (ip, _) = unsafe { sa_of(addr, alen, false) }?;
+    let a = state::attach()?;
+    if ip == 0 || !reaches(a, ip) {
+        return None;
+    }
+    become_ixora(fd, a, |s| {
+        state::request(a, Msg::new(op::BIND, s, pack(0, 0) as i64, 0), &[])
+    })
+    .ok()?;
+    if let Some(e) = state::entry(fd) {
+        e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
+    }
+    state::sock(fd)
+}
+
 /// Send on an Ixora socket with send(2) semantics (blocking sockets send
 /// everything).
 fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
+    if sk.dgram() {
+        return do_send_dgram(sk, bufs, flags, None);
+    }
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let total: usize = bufs.iter().map(|b| b.len()).sum();
     if total == 0 {
@@ -326,7 +472,8 @@ fn become_ixora(
     then: impl FnOnce(u32) -> Msg,
 ) -> Result<(), c_int> {
     let e = state::entry(fd).ok_or(libc::EBADF)?;
-    let r = state::request(a, Msg::new(op::SOCKET, 0, 0, 0), &[]);
+    let dgram = e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0;
+    let r = state::request(a, Msg::new(op::SOCKET, 0, dgram as i64, 0), &[]);
     if r.a < 0 {
         return Err(-r.a as c_int);
     }
@@ -404,13 +551,20 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
     let tcp = (domain == libc::AF_INET || domain == libc::AF_INET6)
         && ty & 0xf == libc::SOCK_STREAM
         && (proto == 0 || proto == libc::IPPROTO_TCP);
-    if fd >= 0 && tcp && std::env::var_os("IXORA_SOCKET").is_some() {
+    // UDP over IPv4 (decided at bind, connect or the first sendto).
+    let udp = domain == libc::AF_INET
+        && ty & 0xf == libc::SOCK_DGRAM
+        && (proto == 0 || proto == libc::IPPROTO_UDP);
+    if fd >= 0 && (tcp || udp) && std::env::var_os("IXORA_SOCKET").is_some() {
         if let Some(e) = state::entry(fd) {
             let mut f = if ty & libc::SOCK_NONBLOCK != 0 {
                 fl::NONBLOCK
             } else {
                 0
             };
+            if udp {
+                f |= fl::DGRAM;
+            }
             if domain == libc::AF_INET6 {
                 f |= fl::INET6;
                 if v6only_of(fd) {
@@ -492,14 +646,14 @@ fn explain_not_served(fd: c_int, ip: u32, port: u16) {
     }
     let e = errno();
     let what = match kernel_int_opt(fd, libc::SOL_SOCKET, libc::SO_TYPE) {
-        Some(libc::SOCK_DGRAM) => "a UDP socket",
+        Some(libc::SOCK_DGRAM) => "a UDP socket over IPv6",
         Some(libc::SOCK_RAW) => "a raw socket",
         _ => "a socket Ixora does not serve",
     };
     let m = format!(
-        "ixora-preload: {what} cannot bind to {}:{port}: Ixora serves TCP over IPv4 only, \
-         so this socket stays the kernel's, and the kernel does not own Ixora's address \
-         (EADDRNOTAVAIL)\n",
+        "ixora-preload: {what} cannot bind to {}:{port}: Ixora serves TCP and UDP over \
+         IPv4 only, so this socket stays the kernel's, and the kernel does not own Ixora's \
+         address (EADDRNOTAVAIL)\n",
         std::net::Ipv4Addr::from(ip)
     );
     crate::real::sys_write(2, m.as_bytes());
@@ -539,7 +693,11 @@ pub unsafe extern "C" fn accept4(
     };
     if sk.state() != st::LISTEN {
         count(sk.a, call("accept"), true);
-        return fail(libc::EINVAL);
+        return fail(if sk.dgram() {
+            libc::EOPNOTSUPP
+        } else {
+            libc::EINVAL
+        });
     }
     let mut user = true;
     let mut start = None; // when the call first waits
@@ -627,12 +785,53 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
     unsafe { accept4(fd, addr, len, 0) }
 }
 
+/// Whether Ixora's service reaches `ip`: on its subnet, or through its
+/// gateway (anything but loopback).
+fn reaches(a: &state::Attached, ip: u32) -> bool {
+    let mask = if a.prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - a.prefix)
+    };
+    ip & mask == a.ip & mask || (a.gateway != 0 && ip >> 24 != 127)
+}
+
+/// connect(2) on an Ixora UDP socket: set its peer (`AF_UNSPEC`: remove
+/// it). Done at once by the service.
+unsafe fn connect_dgram(sk: Sock, addr: *const sockaddr, len: socklen_t) -> c_int {
+    count(sk.a, call("connect"), false);
+    // SAFETY (caller): `len` readable bytes at `addr`.
+    let unspec = !addr.is_null()
+        && len as usize >= std::mem::size_of::<libc::sa_family_t>()
+        && unsafe { (*addr).sa_family } == libc::AF_UNSPEC as libc::sa_family_t;
+    let peer = if unspec {
+        0
+    } else {
+        // SAFETY (caller): as above.
+        match unsafe { sa_of(addr, len, false) } {
+            Some((ip, port)) if ip != 0 && port != 0 && reaches(sk.a, ip) => pack(ip, port),
+            Some((_, 0)) | Some((0, _)) => return fail(libc::EINVAL),
+            Some(_) => return fail(libc::ENETUNREACH),
+            None => return fail(libc::EAFNOSUPPORT),
+        }
+    };
+    let r = state::request(sk.a, Msg::new(op::CONNECT, sk.s, peer as i64, 0), &[]);
+    if r.a < 0 {
+        return fail(-r.a as c_int);
+    }
+    0
+}
+
 /// connect(2).
 #[no_mangle]
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     let real_connect =
         || real!(connect: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, addr, len);
     match state::kind_of(fd) {
+        kind::IXORA if state::sock(fd).is_some_and(|sk| sk.dgram()) => {
+            // SAFETY: connect(2)'s contract on `addr`/`len`.
+            return unsafe { connect_dgram(state::sock(fd).unwrap(), addr, len) };
+        }
         kind::MAYBE => {}
         kind::IXORA => {
             let sk = state::sock(fd).unwrap();
@@ -659,27 +858,29 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     let Some(a) = state::attach() else {
         return real_connect();
     };
-    let mask = if a.prefix == 0 {
-        0
-    } else {
-        u32::MAX << (32 - a.prefix)
-    };
-    let ours = ip & mask == a.ip & mask || (a.gateway != 0 && ip >> 24 != 127);
     // 0.0.0.0 (or `::`) means this host's kernel. Ixora's own address is
     // Ixora's: the service loops the connection inside its stack.
-    if !ours || ip == 0 {
+    if !reaches(a, ip) || ip == 0 {
         if let Some(e) = state::entry(fd) {
             e.kind.store(kind::NONE, Ordering::Release);
         }
         return real_connect();
     }
     count(a, call("connect"), false);
+    if port == 0
+        && state::entry(fd).is_some_and(|e| e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0)
+    {
+        return fail(libc::EINVAL);
+    }
     if let Err(e) = become_ixora(fd, a, |s| {
         state::request(a, Msg::new(op::CONNECT, s, pack(ip, port) as i64, 0), &[])
     }) {
         return fail(e);
     }
     let sk = state::sock(fd).unwrap();
+    if sk.dgram() {
+        return 0;
+    }
     // SO_SNDTIMEO bounds a blocking connect: EINPROGRESS once it passes.
     let mut start = None; // when the call first waits
     let limit = sk.wait_limit(true, &mut start);
@@ -912,6 +1113,14 @@ pub unsafe extern "C" fn recvfrom(
     }
     // SAFETY: recvfrom(2)'s contract.
     let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) };
+    if sk.dgram() {
+        let (r, src, _) = do_recv_dgram(sk, &mut [b], flags);
+        if r >= 0 && src != 0 {
+            // SAFETY: as above, for the address buffer.
+            unsafe { put_sa(addr, alen, src, false) };
+        }
+        return r;
+    }
     let r = do_recv(sk, &mut [b], flags);
     if r >= 0 {
         // SAFETY: as above, for the address buffer.
@@ -974,6 +1183,20 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     let m = unsafe { &mut *msg };
     // SAFETY: its iovecs describe writable buffers.
     let mut v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) };
+    if sk.dgram() {
+        let (r, src, trunc) = do_recv_dgram(sk, &mut v, flags);
+        if r >= 0 {
+            let mut nl = m.msg_namelen;
+            // SAFETY: msg_name has msg_namelen writable bytes (or is null).
+            unsafe { put_sa(m.msg_name as *mut sockaddr, &mut nl, src, false) };
+            if !m.msg_name.is_null() {
+                m.msg_namelen = nl;
+            }
+            m.msg_controllen = 0;
+            m.msg_flags = if trunc { libc::MSG_TRUNC } else { 0 };
+        }
+        return r;
+    }
     let r = do_recv(sk, &mut v, flags);
     if r >= 0 {
         let mut nl = m.msg_namelen;
@@ -1037,7 +1260,9 @@ pub unsafe extern "C" fn sendto(
     addr: *const sockaddr,
     alen: socklen_t,
 ) -> ssize_t {
-    let Some(sk) = state::sock(fd) else {
+    // SAFETY: sendto(2)'s contract on `addr`/`alen`.
+    let first = unsafe { dgram_first_send(fd, addr, alen) };
+    let Some(sk) = first.or_else(|| state::sock(fd)) else {
         return kernel_fd(fd, || {
             real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
                 fd, buf, n, flags, addr, alen,
@@ -1049,6 +1274,18 @@ pub unsafe extern "C" fn sendto(
     }
     // SAFETY: sendto(2)'s contract.
     let b = unsafe { std::slice::from_raw_parts(buf as *const u8, n) };
+    if sk.dgram() {
+        // SAFETY: as above.
+        let dst = if addr.is_null() {
+            None
+        } else {
+            match unsafe { sa_of(addr, alen, false) } {
+                Some(d) => Some(d),
+                None => return fail(libc::EINVAL),
+            }
+        };
+        return do_send_dgram(sk, &[b], flags, dst);
+    }
     do_send(sk, &[b], flags)
 }
 
@@ -1069,7 +1306,12 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
 /// sendmsg(2).
 #[no_mangle]
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
-    let Some(sk) = state::sock(fd) else {
+    // SAFETY: sendmsg(2)'s contract: `msg` is null or a valid msghdr.
+    let first = unsafe { msg.as_ref() }.and_then(|m| {
+        // SAFETY: msg_name has msg_namelen readable bytes (or is null).
+        unsafe { dgram_first_send(fd, m.msg_name as *const sockaddr, m.msg_namelen) }
+    });
+    let Some(sk) = first.or_else(|| state::sock(fd)) else {
         return kernel_fd(fd, || {
             real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags)
         });
@@ -1082,6 +1324,18 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     // SAFETY: its iovecs describe readable buffers.
     let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) };
     let v: Vec<&[u8]> = v.into_iter().map(|b| &*b).collect();
+    if sk.dgram() {
+        let dst = if m.msg_name.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            match unsafe { sa_of(m.msg_name as *const sockaddr, m.msg_namelen, false) } {
+                Some(d) => Some(d),
+                None => return fail(libc::EINVAL),
+            }
+        };
+        return do_send_dgram(sk, &v, flags, dst);
+    }
     do_send(sk, &v, flags)
 }
 
@@ -1975,6 +2229,9 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         libc::FIONREAD => {
             let n = if sk.state() == st::LISTEN {
                 0
+            } else if sk.dgram() {
+                // The next datagram's length, as Linux's UDP answers.
+                sk.next_dgram_len().unwrap_or(0) as u64
             } else {
                 sk.readable().min(c_int::MAX as u64)
             };
@@ -2033,7 +2290,15 @@ pub unsafe extern "C" fn getsockopt(
     unsafe {
         match (level, name) {
             (libc::SOL_SOCKET, libc::SO_ERROR) => put_int(val, len, sk.error()),
-            (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(val, len, libc::SOCK_STREAM),
+            (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(
+                val,
+                len,
+                if sk.dgram() {
+                    libc::SOCK_DGRAM
+                } else {
+                    libc::SOCK_STREAM
+                },
+            ),
             (libc::SOL_SOCKET, libc::SO_DOMAIN) => put_int(
                 val,
                 len,
@@ -2045,7 +2310,15 @@ pub unsafe extern "C" fn getsockopt(
             ),
             // A dual-stack socket of Ixora's carries IPv4: never IPv6-only.
             (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if sk.inet6() => put_int(val, len, 0),
-            (libc::SOL_SOCKET, libc::SO_PROTOCOL) => put_int(val, len, libc::IPPROTO_TCP),
+            (libc::SOL_SOCKET, libc::SO_PROTOCOL) => put_int(
+                val,
+                len,
+                if sk.dgram() {
+                    libc::IPPROTO_UDP
+                } else {
+                    libc::IPPROTO_TCP
+                },
+            ),
             (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
                 put_int(val, len, (sk.state() == st::LISTEN) as c_int)
             }

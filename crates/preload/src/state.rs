@@ -57,6 +57,8 @@ pub mod fl {
     /// Bound to any address (0.0.0.0 or `::`): until it is connected,
     /// getsockname says so, as Linux does.
     pub const BOUND_ANY: u32 = 1024;
+    /// A UDP socket (`SOCK_DGRAM`): its rings hold datagrams.
+    pub const DGRAM: u32 = 2048;
 }
 
 /// One descriptor's entry.
@@ -1049,6 +1051,19 @@ impl Sock {
         if !self.live() {
             return libc::POLLNVAL;
         }
+        if self.dgram() {
+            // A datagram to read; room for the largest one to write.
+            if self.readable() > 0 {
+                r |= libc::POLLIN;
+            }
+            if fl & flag::ERROR != 0 {
+                r |= libc::POLLERR;
+            }
+            if self.writable() >= (layout::DGRAM_HDR + self.max_dgram()) as u64 {
+                r |= libc::POLLOUT;
+            }
+            return r;
+        }
         if st == state::LISTEN {
             if self.acceptable() > 0 {
                 r |= libc::POLLIN;
@@ -1097,6 +1112,102 @@ impl Sock {
         }
         let left = t as i64 - start.get_or_insert_with(Instant::now).elapsed().as_millis() as i64;
         left.max(0) as c_int
+    }
+
+    /// A UDP socket.
+    pub fn dgram(&self) -> bool {
+        self.e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0
+    }
+
+    /// The largest datagram payload the service sends.
+    pub fn max_dgram(&self) -> usize {
+        self.a.r.down_header().max_dgram.load(Ordering::Relaxed) as usize
+    }
+
+    /// Length of the next datagram in the receive ring (a UDP socket).
+    pub fn next_dgram_len(&self) -> Option<usize> {
+        if self.readable() < layout::DGRAM_HDR as u64 {
+            return None;
+        }
+        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
+        let mut h = [0u8; layout::DGRAM_HDR];
+        self.a.r.rx_read(self.s, head, &mut h);
+        Some(usize::from(layout::parse_dgram_hdr(&h).0))
+    }
+
+    /// Take the next datagram of a UDP socket into `bufs` (`peek`: leave
+    /// it). Returns the bytes copied, the datagram's full length (more:
+    /// the rest did not fit and is dropped, as `MSG_TRUNC` tells) and its
+    /// source ([`layout::pack`]ed); `Err(EAGAIN)` if none is there.
+    pub fn recv_dgram(
+        &self,
+        bufs: &mut [&mut [u8]],
+        peek: bool,
+    ) -> Result<(usize, usize, u64), c_int> {
+        let avail = self.readable();
+        if avail < layout::DGRAM_HDR as u64 {
+            let e = self.error();
+            return Err(if e != 0 { e } else { libc::EAGAIN });
+        }
+        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
+        let mut h = [0u8; layout::DGRAM_HDR];
+        self.a.r.rx_read(self.s, head, &mut h);
+        let (len, ip, port) = layout::parse_dgram_hdr(&h);
+        let len = usize::from(len);
+        // The service wrote it; a length past the tail would be its bug,
+        // never a read past the ring.
+        let len = len.min((avail - layout::DGRAM_HDR as u64) as usize);
+        let mut n = 0usize;
+        for b in bufs.iter_mut() {
+            let k = b.len().min(len - n);
+            self.a
+                .r
+                .rx_read(self.s, head + (layout::DGRAM_HDR + n) as u64, &mut b[..k]);
+            n += k;
+            if n == len {
+                break;
+            }
+        }
+        if !peek {
+            self.a
+                .r
+                .up_slot(self.s)
+                .rx_head
+                .store(head + (layout::DGRAM_HDR + len) as u64, Ordering::Release);
+        }
+        Ok((n, len, layout::pack(ip, port)))
+    }
+
+    /// Queue one datagram of the gathered `bufs` to `dst` ([`layout::pack`]ed)
+    /// on a UDP socket: all of it, or `Err(EAGAIN)` when the transmit ring
+    /// has no room for it.
+    pub fn send_dgram(&self, bufs: &[&[u8]], dst: u64) -> Result<usize, c_int> {
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        if len > self.max_dgram() {
+            return Err(libc::EMSGSIZE);
+        }
+        if self.a.r.up_slot(self.s).req.load(Ordering::Acquire) & layout::req::SHUT_WR != 0 {
+            return Err(libc::EPIPE);
+        }
+        if (self.writable() as usize) < layout::DGRAM_HDR + len {
+            return Err(libc::EAGAIN);
+        }
+        let (ip, port) = layout::unpack(dst);
+        let tail = self.a.r.up_slot(self.s).tx_tail.load(Ordering::Relaxed);
+        self.a
+            .r
+            .tx_write(self.s, tail, &layout::dgram_hdr(len as u16, ip, port));
+        let mut n = layout::DGRAM_HDR as u64;
+        for b in bufs {
+            self.a.r.tx_write(self.s, tail + n, b);
+            n += b.len() as u64;
+        }
+        self.a
+            .r
+            .up_slot(self.s)
+            .tx_tail
+            .store(tail + n, Ordering::Release);
+        Ok(len)
     }
 
     /// An AF_INET6 (dual-stack) socket: addresses go out v4-mapped.

@@ -36,7 +36,7 @@ use bytes::Bytes;
 use ixora_channel::ctl::{op, opt, Msg};
 use ixora_channel::layout::{self, flag, pack, req, state, Layout, Regions, CALLS, NOT_CALLS};
 use ixora_channel::os::{self, Mapping};
-use ixora_core::{ConnHandle, DeadReason, Error, Event};
+use ixora_core::{ConnHandle, DeadReason, Error, Event, UdpHandle};
 use ixora_engine::{App, Io};
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -52,6 +52,15 @@ use std::time::{Duration, Instant};
 static PROTOCOL_ERRORS: AtomicU64 = AtomicU64::new(0);
 /// Connections the apps reset (close with SO_LINGER 0).
 static APP_ABORTS: AtomicU64 = AtomicU64::new(0);
+/// Datagrams an app wrote that the stack refused (too long, no route):
+/// the shim checks both first, so only a buggy or hostile app's.
+static UDP_TX_REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// The largest UDP payload the stack sends: its MTU less the IPv4 and
+/// UDP headers (it does not fragment).
+fn max_dgram(io: &Io) -> usize {
+    usize::from(io.stack().config().mtu).saturating_sub(28)
+}
 
 /// Internal operation: a control connection ended.
 const DETACH: u32 = 200;
@@ -196,6 +205,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         yield_off_until: None,
         bells: os::epoll(&[])?,
         closer: Closer::start()?,
+        udp_retry: Vec::new(),
     };
     Ok((
         service,
@@ -289,6 +299,8 @@ enum Kind {
     Bound(u16),
     Listen(u16),
     Conn(ConnHandle),
+    /// A UDP socket, bound (its peer, if connected, in [`Sock::peer`]).
+    Udp(UdpHandle),
     /// The connection ended; waiting for the app to close the socket.
     Gone,
 }
@@ -310,12 +322,19 @@ struct Sock {
     /// from a listener to the connections it accepts, as Linux does.
     keepalive: bool,
     ka: (u32, u32, u8),
+    /// A UDP socket (`Open` until bound).
+    dgram: bool,
+    /// A UDP socket's peer ([`pack`]ed; 0: none): only its datagrams are
+    /// received, as Linux does for a connected UDP socket.
+    peer: u64,
 }
 
 impl Sock {
     fn free() -> Sock {
         Sock {
             kind: Kind::Free,
+            dgram: false,
+            peer: 0,
             sent: 0,
             rx_tail: 0,
             acc_tail: 0,
@@ -367,6 +386,9 @@ struct AppState {
     tx_bits: Vec<u64>,
     /// Process rows of the holders table in use (bit per row).
     rows: [u64; layout::MAX_PROCS as usize / 64],
+    /// Per slot: a datagram taken from the stack that its socket's full
+    /// receive ring had no room for (delivered when the app reads).
+    udp_held: Vec<Option<(SocketAddrV4, Bytes)>>,
 }
 
 /// One process of an application: the one at the other end of a control
@@ -403,6 +425,9 @@ pub struct Service {
     bells: OwnedFd,
     /// Where the core sends descriptors to be closed.
     closer: Closer,
+    /// UDP sockets (app, slot) whose datagrams the stack's full transmit
+    /// queue refused: offered again next cycle.
+    udp_retry: Vec<(u32, u32)>,
 }
 
 impl Drop for Service {
@@ -692,6 +717,7 @@ impl Service {
             "listeners": self.listeners.keys().collect::<Vec<_>>(),
             "protocol_errors": PROTOCOL_ERRORS.load(Ordering::Relaxed),
             "app_resets": APP_ABORTS.load(Ordering::Relaxed),
+            "udp_refused": UDP_TX_REFUSED.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
             "yields": {"made": self.yields[0], "long": self.yields[1]},
             // Descriptors waiting for the closer thread (see `Closer`).
@@ -742,6 +768,7 @@ impl Service {
             Ordering::Relaxed,
         );
         h.app_id.store(id, Ordering::Relaxed);
+        h.max_dgram.store(max_dgram(io) as u32, Ordering::Relaxed);
         let key = join_key()?;
         h.join_key.store(key, Ordering::Relaxed);
         h.magic.store(layout::MAGIC_DOWN, Ordering::Release);
@@ -770,6 +797,7 @@ impl Service {
             changed_bits: vec![0; l.slots as usize / 64],
             tx_bits: vec![0; l.slots as usize / 64],
             rows: std::array::from_fn(|w| u64::from(w == 0)),
+            udp_held: vec![None; l.slots as usize],
         };
         self.apps.insert(id, app);
         self.conn_app.insert(conn, id);
@@ -845,6 +873,9 @@ impl Service {
             match app.socks[s].kind {
                 Kind::Conn(h) => {
                     let _ = io.abort(h);
+                }
+                Kind::Udp(h) => {
+                    let _ = io.udp_close(h);
                 }
                 Kind::Listen(p) if self.listeners.get(&p) == Some(&(id, s as u32)) => {
                     let _ = io.unlisten(p);
@@ -986,8 +1017,10 @@ impl Service {
                     Err(e) => bad(e.raw_os_error().unwrap_or(libc::ENOMEM)),
                 }
             }
+            op::SOCKET if !matches!(msg.a, 0 | 1) => bad(libc::EPROTONOSUPPORT),
             op::SOCKET => match app.alloc() {
                 Some(s) => {
+                    app.socks[s as usize].dgram = msg.a == 1;
                     let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
                     Msg {
                         op: op::REPLY,
@@ -999,6 +1032,51 @@ impl Service {
                 }
                 None => bad(libc::EMFILE),
             },
+            op::BIND if valid && app.socks[slot as usize].dgram => {
+                let (aip, port) = layout::unpack(msg.a as u64);
+                if app.socks[slot as usize].kind != Kind::Open {
+                    return bad(libc::EINVAL);
+                }
+                if aip != 0 && aip != ip {
+                    return bad(libc::EADDRNOTAVAIL);
+                }
+                match Self::udp_bind(app, io, id, slot, port, ip) {
+                    Ok(p) => Msg {
+                        b: u64::from(p),
+                        ..Msg::reply(0)
+                    },
+                    Err(e) => Msg::reply(errno_of(e)),
+                }
+            }
+            op::LISTEN if valid && app.socks[slot as usize].dgram => bad(libc::EOPNOTSUPP),
+            op::CONNECT if valid && app.socks[slot as usize].dgram => {
+                if app.socks[slot as usize].kind == Kind::Open {
+                    if let Err(e) = Self::udp_bind(app, io, id, slot, 0, ip) {
+                        return Msg::reply(errno_of(e));
+                    }
+                }
+                if !matches!(app.socks[slot as usize].kind, Kind::Udp(_)) {
+                    return bad(libc::EINVAL);
+                }
+                let peer = msg.a as u64;
+                let (dip, dport) = layout::unpack(peer);
+                if peer != 0 && (dip == 0 || dport == 0) {
+                    return bad(libc::EINVAL);
+                }
+                app.socks[slot as usize].peer = peer;
+                let d = app.r.down_slot(slot);
+                d.remote.store(peer, Ordering::Relaxed);
+                d.state.store(
+                    if peer == 0 {
+                        state::OPEN
+                    } else {
+                        state::ESTABLISHED
+                    },
+                    Ordering::Release,
+                );
+                app.changed(slot);
+                Msg::reply(0)
+            }
             op::BIND if valid => {
                 let (aip, port) = layout::unpack(msg.a as u64);
                 if app.socks[slot as usize].kind != Kind::Open {
@@ -1159,17 +1237,9 @@ impl Service {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return;
         };
-        let ring = app.r.layout().ring as u64;
-        let u = app.r.up_slot(s);
-        // Requests first: every byte written before a close or shutdown
-        // was requested is then visible in the tail read next.
-        let rq = u.req.load(Ordering::Acquire);
-        let tail = u.tx_tail.load(Ordering::Acquire);
-        let sent = app.socks[s as usize].sent;
-        if tail < sent || tail - sent > ring {
-            Self::violation(app, io, s);
+        let Some((rq, sent, tail)) = Self::tx_pending(app, io, s) else {
             return;
-        }
+        };
         let avail = (tail - sent) as usize;
         if avail > 0 {
             let space = io.send_space(h).unwrap_or(0);
@@ -1200,11 +1270,154 @@ impl Service {
         }
     }
 
+    /// Socket `s`'s requests, the bytes taken from its transmit ring so
+    /// far and the app's tail: `(req, sent, tail)`; None, the socket
+    /// reset, if the tail is impossible. The requests are read first:
+    /// every byte written before a close or shutdown was asked is then
+    /// within the tail read next.
+    fn tx_pending(app: &mut AppState, io: &mut Io, s: u32) -> Option<(u32, u64, u64)> {
+        let ring = app.r.layout().ring as u64;
+        let u = app.r.up_slot(s);
+        let rq = u.req.load(Ordering::Acquire);
+        let tail = u.tx_tail.load(Ordering::Acquire);
+        let sent = app.socks[s as usize].sent;
+        if tail < sent || tail - sent > ring {
+            Self::violation(app, io, s);
+            return None;
+        }
+        Some((rq, sent, tail))
+    }
+
+    /// Bind UDP socket `s` of app `id` to `port` (0: a free one); its
+    /// local address is published. Returns the port.
+    fn udp_bind(
+        app: &mut AppState,
+        io: &mut Io,
+        id: u32,
+        s: u32,
+        port: u16,
+        ip: u32,
+    ) -> Result<u16, Error> {
+        let h = io.udp_bind(port, cookie(id, s))?;
+        app.socks[s as usize].kind = Kind::Udp(h);
+        app.r
+            .down_slot(s)
+            .local
+            .store(pack(ip, h.port()), Ordering::Release);
+        Ok(h.port())
+    }
+
+    /// Move the datagrams the stack holds for UDP socket `s` into its
+    /// receive ring, each with its source, while they fit (the rest wait
+    /// in the stack, whose queue is bounded, until the app reads).
+    fn pump_udp_rx(app: &mut AppState, io: &mut Io, s: u32) {
+        let Kind::Udp(h) = app.socks[s as usize].kind else {
+            return;
+        };
+        let ring = app.r.layout().ring as u64;
+        let head = app.r.up_slot(s).rx_head.load(Ordering::Acquire);
+        let start = app.socks[s as usize].rx_tail;
+        if head > start || start - head > ring {
+            Self::violation(app, io, s);
+            return;
+        }
+        let mut tail = start;
+        loop {
+            let next = match app.udp_held[s as usize].take() {
+                Some(d) => Some(d),
+                None => io.udp_recv(h).ok().flatten(),
+            };
+            let Some((src, data)) = next else { break };
+            let peer = app.socks[s as usize].peer;
+            if peer != 0 && pack(u32::from(*src.ip()), src.port()) != peer {
+                continue; // not from the connected peer: dropped
+            }
+            let need = (layout::DGRAM_HDR + data.len()) as u64;
+            if ring - (tail - head) < need {
+                app.udp_held[s as usize] = Some((src, data));
+                break;
+            }
+            let hdr = layout::dgram_hdr(data.len() as u16, u32::from(*src.ip()), src.port());
+            app.r.rx_write(s, tail, &hdr);
+            app.r.rx_write(s, tail + layout::DGRAM_HDR as u64, &data);
+            tail += need;
+        }
+        if tail != start {
+            app.socks[s as usize].rx_tail = tail;
+            app.r.down_slot(s).rx_tail.store(tail, Ordering::Release);
+            app.changed(s);
+        }
+    }
+
+    /// Send the datagrams the app wrote into UDP socket `s`'s transmit
+    /// ring; close it when asked. False when the stack's transmit queue
+    /// was full (the rest stay in the ring: try again next cycle).
+    fn pump_udp_tx(app: &mut AppState, io: &mut Io, s: u32) -> bool {
+        let Kind::Udp(h) = app.socks[s as usize].kind else {
+            return true;
+        };
+        let Some((rq, start, tail)) = Self::tx_pending(app, io, s) else {
+            return true;
+        };
+        let mut sent = start;
+        let mut all = true;
+        while sent < tail {
+            let avail = tail - sent;
+            let mut hdr = [0u8; layout::DGRAM_HDR];
+            if avail < hdr.len() as u64 {
+                Self::violation(app, io, s);
+                return true;
+            }
+            app.r.tx_read(s, sent, &mut hdr);
+            let (len, dip, dport) = layout::parse_dgram_hdr(&hdr);
+            let need = (layout::DGRAM_HDR + usize::from(len)) as u64;
+            if need > avail {
+                Self::violation(app, io, s);
+                return true;
+            }
+            let data = app
+                .r
+                .tx_take(s, sent + layout::DGRAM_HDR as u64, usize::from(len));
+            let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
+            match io.udp_send(h, dst, Bytes::from(data)) {
+                Err(Error::WouldBlock) => {
+                    all = false;
+                    break;
+                }
+                Ok(()) => {}
+                // Checked by the shim before it wrote: only a buggy or
+                // hostile app gets here; its datagram is dropped.
+                Err(_) => {
+                    UDP_TX_REFUSED.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            sent += need;
+        }
+        if sent != start {
+            app.socks[s as usize].sent = sent;
+            app.r.down_slot(s).tx_head.store(sent, Ordering::Release);
+            app.tx_progress(s);
+        }
+        if rq & (req::CLOSE | req::ABORT) != 0 && (sent == tail || rq & req::ABORT != 0) {
+            let _ = io.udp_close(h);
+            app.udp_held[s as usize] = None;
+            app.release(s);
+        }
+        all
+    }
+
     /// The app wrote an impossible index: reset this socket only.
     fn violation(app: &mut AppState, io: &mut Io, s: u32) {
         PROTOCOL_ERRORS.fetch_add(1, Ordering::Relaxed);
-        if let Kind::Conn(h) = app.socks[s as usize].kind {
-            let _ = io.abort(h);
+        match app.socks[s as usize].kind {
+            Kind::Conn(h) => {
+                let _ = io.abort(h);
+            }
+            Kind::Udp(h) => {
+                let _ = io.udp_close(h);
+                app.udp_held[s as usize] = None;
+            }
+            _ => {}
         }
         app.fail(s, libc::EPROTO);
     }
@@ -1218,6 +1431,12 @@ impl Service {
             Kind::Conn(_) => {
                 Self::pump_tx(app, io, s);
                 Self::pump_rx(app, io, s);
+            }
+            Kind::Udp(_) => {
+                if !Self::pump_udp_tx(app, io, s) {
+                    self.udp_retry.push((id, s));
+                }
+                Self::pump_udp_rx(app, io, s);
             }
             Kind::Listen(port) => {
                 let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
@@ -1374,6 +1593,14 @@ impl App for Service {
                     Self::pump_rx(app, io, s);
                 }
             }
+            Event::UdpRecv { handle, cookie } => {
+                let (id, s) = uncookie(cookie);
+                if let Some(app) = self.apps.get_mut(&id) {
+                    if app.socks.get(s as usize).map(|k| k.kind) == Some(Kind::Udp(handle)) {
+                        Self::pump_udp_rx(app, io, s);
+                    }
+                }
+            }
             Event::Sent { handle, cookie, .. } => {
                 if let Some((app, s)) = self.with_conn(cookie, handle) {
                     Self::pump_tx(app, io, s);
@@ -1400,7 +1627,6 @@ impl App for Service {
                     }
                 }
             }
-            _ => {}
         }
     }
 
@@ -1413,6 +1639,11 @@ impl App for Service {
                 work = true;
                 self.control(io, r);
             }
+        }
+        // UDP sockets the stack's full transmit queue held back.
+        for (id, s) in std::mem::take(&mut self.udp_retry) {
+            work = true;
+            self.activity(io, id, s);
         }
         // Only applications whose activity word moved; the list is reused
         // (no allocation per cycle).

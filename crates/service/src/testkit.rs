@@ -289,13 +289,31 @@ impl RawApp {
     /// A new socket; its slot. Holds it as the shim does (total and this
     /// process's row 0).
     pub fn socket(&self) -> io::Result<u32> {
-        let m = self.request(Msg::new(op::SOCKET, 0, 0, 0))?;
+        self.new_socket(0)
+    }
+
+    /// A new socket of type `ty` (`op::SOCKET`'s `a`), held as by
+    /// [`socket`](Self::socket).
+    fn new_socket(&self, ty: i64) -> io::Result<u32> {
+        let m = self.request(Msg::new(op::SOCKET, 0, ty, 0))?;
         if m.a < 0 {
             return Err(io::Error::from_raw_os_error(-m.a as i32));
         }
         let s = m.slot;
         self.r.up_slot(s).refs.fetch_add(1, Ordering::AcqRel);
         self.r.held(0, s).fetch_add(1, Ordering::AcqRel);
+        Ok(s)
+    }
+
+    /// A new UDP socket bound to `port` of the service's address (0: a
+    /// free port); its slot.
+    pub fn udp_socket(&self, port: u16) -> io::Result<u32> {
+        let s = self.new_socket(1)?;
+        let b = self.request(Msg::new(op::BIND, s, pack(0, port) as i64, 0))?;
+        if b.a < 0 {
+            self.close(s);
+            return Err(io::Error::from_raw_os_error(-b.a as i32));
+        }
         Ok(s)
     }
 
@@ -532,6 +550,25 @@ pub enum VandalOp {
         /// The value.
         val: u64,
     },
+    /// A new UDP socket, bound to port 7100 + `port % 8` (0: a free
+    /// port).
+    UdpSocket {
+        /// Port offset (`u8::MAX`: a free port).
+        port: u8,
+    },
+    /// Write one datagram record into a socket's transmit ring (a TCP
+    /// socket takes it as bytes): a well-formed header to the echo peer
+    /// or the service's own address, or `garbage` as the header.
+    Datagram {
+        /// Which of its sockets.
+        sock: u8,
+        /// Payload bytes.
+        len: u16,
+        /// To the echo peer (else the service's address, port 7100+).
+        peer: bool,
+        /// A header of any content instead.
+        garbage: Option<u64>,
+    },
     /// Mark a slot active and ring the doorbell.
     Kick {
         /// Which slot.
@@ -574,6 +611,8 @@ pub fn vandalise(app: &RawApp, ops: &[VandalOp], socks: &mut Vec<u32>) -> io::Re
                 let a = if code == op::CONNECT {
                     let (ip, port) = ixora_channel::layout::unpack(a as u64);
                     pack(u32::from(SERVICE_IP) & !0xff | ip & 0xff, port) as i64
+                } else if code == op::SOCKET && a >= 0 {
+                    a % 3 // TCP, UDP, or a type the service refuses
                 } else {
                     a
                 };
@@ -624,6 +663,37 @@ pub fn vandalise(app: &RawApp, ops: &[VandalOp], socks: &mut Vec<u32>) -> io::Re
                 app.poke(l.held(u32::from(row), s), val);
             }
             VandalOp::Poke { off, val } => app.poke(off as usize, val),
+            VandalOp::UdpSocket { port } => {
+                let p = if port == u8::MAX {
+                    0
+                } else {
+                    7100 + u16::from(port % 8)
+                };
+                if let Ok(s) = app.udp_socket(p) {
+                    socks.push(s);
+                }
+            }
+            VandalOp::Datagram {
+                sock,
+                len,
+                peer,
+                garbage,
+            } => {
+                let s = pick(socks, sock);
+                let len = len % 2048;
+                let hdr = match garbage {
+                    Some(g) => g.to_le_bytes(),
+                    None if peer => {
+                        ixora_channel::layout::dgram_hdr(len, u32::from(PEER_IP), ECHO_PORT)
+                    }
+                    None => {
+                        ixora_channel::layout::dgram_hdr(len, u32::from(SERVICE_IP), 7100 + len % 8)
+                    }
+                };
+                let mut rec = hdr.to_vec();
+                rec.extend((0..len).map(|i| i as u8));
+                app.write(s, &rec);
+            }
             VandalOp::Kick { slot } => app.kick(u32::from(slot)),
             VandalOp::Sync => app.sync()?,
         }

@@ -279,6 +279,14 @@ fn random_misbehaviour_hurts_only_the_misbehaving_app() {
             1,
             "{ctx}: apps left behind: {st}"
         );
+        // The vandal's UDP ports went with it: the good app binds each.
+        for port in 7100..7108 {
+            let s = good.udp_socket(port).unwrap_or_else(|e| {
+                panic!("{ctx}: UDP port {port} still taken after the vandal went: {e}")
+            });
+            good.close(s);
+        }
+        good.sync().unwrap();
     }
     let st = good.stats().unwrap();
     eprintln!(
