@@ -18,7 +18,10 @@ same cores, the same client — on the Linux kernel stack, and under
     socket on `::`) with the Linux iperf3 client, one stream each way:
     Gbit/s and server CPU seconds per GB (written to sockets-bulk.*);
   * two programs on one host: redis-benchmark to redis-server, the
-    kernel's loopback against one Ixora service (sockets-local.*).
+    kernel's loopback against one Ixora service (sockets-local.*);
+  * UDP: sockperf's server (one socket, blocking recvfrom/sendto) with the
+    Linux sockperf client, ping-pong and under-load at fixed rates:
+    round trips, drops and server CPU per message (sockets-udp.*).
 
 Server side pinned to CPU 0 (with Ixora: the service and the program),
 client to CPU 1. Both stacks are set up side by side (each in its own
@@ -41,6 +44,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -262,7 +266,7 @@ def client_run(net, cmd, secs):
 
 
 @contextlib.contextmanager
-def side_by_side(name, argv_of, port=None):
+def side_by_side(name, argv_of, port=None, client_addr=False):
     """Both stacks up side by side (each its own namespaces, Ixora's with
     its service), each running the server `argv_of(ixora)`; yields
     `{ixora: Net}`. With a `port`, the client namespace gets a kernel
@@ -274,7 +278,7 @@ def side_by_side(name, argv_of, port=None):
     try:
         for ixora in (False, True):
             net = nets[ixora] = Net(ixora)
-            if port is not None:
+            if port is not None or client_addr:
                 net.client_addr()
             p = net.server(argv_of(ixora), f"/tmp/ixb-{PID}-{name}-{ixora}.log")
             procs.append(p)
@@ -449,6 +453,19 @@ def bulk(args, prog_bar):
     return results
 
 
+def write_md(name, lines):
+    """Write `name`.md from `lines`; the pyplot module for its plot, or
+    None when matplotlib is missing (the table is written anyway)."""
+    (OUT / f"{name}.md").write_text("\n".join(lines))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
 def write_bulk(results, args, cmdline):
     """sockets-bulk.{json,md,png}: its own files, so that `--only bulk`
     leaves the request/response results alone."""
@@ -484,12 +501,8 @@ def write_bulk(results, args, cmdline):
         L.append(f"| {what} | {k['gbps']:.2f} | {i['gbps']:.2f} | **{ratio:.2f}×** | "
                  f"{k['cpu_s_per_gb'] or 0:.3f} | {i['cpu_s_per_gb'] or 0:.3f} | {cr:.2f} | {cc} | {runs} |")
     L += ["", f"Plot: `{name}.png`.", ""]
-    (OUT / f"{name}.md").write_text("\n".join(L))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = write_md(name, L)
+    if plt is None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     dirs = [("to_server", "client → server"), ("from_server", "server → client")]
@@ -589,12 +602,8 @@ def write_local(results, args, cmdline):
           + ", ".join(f"{x / 1000:.1f} k" for x in k["all_get_rps"]) + " / "
           + ", ".join(f"{x / 1000:.1f} k" for x in i["all_get_rps"]), "",
           f"Plot: `{name}.png`.", ""]
-    (OUT / f"{name}.md").write_text("\n".join(L))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = write_md(name, L)
+    if plt is None:
         return
     fig, ax = plt.subplots(figsize=(6, 4))
     for j, (r, lab) in enumerate(((k, "kernel loopback"), (i, "ixora run (looped in the service)"))):
@@ -607,6 +616,160 @@ def write_local(results, args, cmdline):
     top = max(r["rps"][t] for r in (k, i) for t in ("set", "get")) / 1000
     ax.set_ylim(0, top * 1.3)
     ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(OUT / f"{name}.png", dpi=110)
+
+
+UDP_PORT = 11111
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def sockperf_run(net, mode, secs, rate=None, size=64):
+    """One sockperf client run (the Linux stack, CPU 1) against the
+    sockperf server of `net`: `ping-pong` (one message in flight) or
+    `under-load` at `rate` messages/s, every message answered; round-trip
+    times, ping-pong payloads checked (--data-integrity). Returns the parsed
+    summary with CPU 0's busy µs per message (the server side)."""
+    cmd = ["sockperf", mode, "-i", SRV, "-p", str(UDP_PORT), "-t", str(secs), "-m", str(size),
+           "--full-rtt"]
+    if mode == "under-load":
+        cmd += ["--mps", str(rate), "--reply-every", "1"]
+    else:
+        cmd.append("--data-integrity")  # (ping-pong only)
+    full0 = net.stats()
+    r, cpu, client_busy = client_run(net, cmd, secs)
+    full1 = net.stats()
+    out = ANSI.sub("", r.stdout + r.stderr)
+    q = {"mode": mode, "target_mps": rate, "size": size}
+    for line in out.splitlines():
+        line = line.strip()
+        m = re.search(r"avg-(?:latency|rtt)=([0-9.]+)", line)
+        if m:
+            q["avg_us"] = float(m.group(1))
+        m = re.search(r"percentile (\d+\.\d+) =\s+([0-9.]+)", line)
+        if m:
+            q[{"50.000": "p50_us", "90.000": "p90_us", "99.000": "p99_us",
+               "99.900": "p999_us"}.get(m.group(1), "_")] = float(m.group(2))
+        m = re.search(r"Total (\d+) observations", line)
+        if m:
+            q["observations"] = int(m.group(1))
+        m = re.search(r"# dropped messages = (\d+); # duplicated messages = (\d+); "
+                      r"# out-of-order messages = (\d+)", line)
+        if m:
+            q["dropped"], q["duplicated"], q["out_of_order"] = map(int, m.groups())
+        if "data integrity" in line.lower() and ("fail" in line.lower() or "error" in line.lower()):
+            q["integrity_errors"] = q.get("integrity_errors", 0) + 1
+    q.pop("_", None)
+    if "p50_us" not in q or "observations" not in q:
+        raise RuntimeError(f"sockperf {mode} printed no result:\n{out[-3000:]}")
+    q["mps"] = q["observations"] / secs
+    q["cpu_us_per_msg"] = cpu / q["observations"] * 1e6 if q["observations"] else None
+    q["client_cpu_busy"] = client_busy
+    q["user_share"] = share(user_calls(full0), user_calls(full1)) if net.ixora else None
+    return q
+
+
+def udp(args, prog_bar):
+    """sockperf's UDP server (one socket, blocking recvfrom/sendto) on
+    both stacks side by side; the Linux sockperf client: ping-pong, then
+    under-load at each `--udp-rates` rate; kernel and Ixora runs alternate
+    `--repeat` times, the run of median p99 kept."""
+    results = []
+    argv = ["sockperf", "server", "-i", SRV, "-p", str(UDP_PORT)]
+    with side_by_side("sockperf", lambda _: argv, client_addr=True) as nets:
+        for ixora in (False, True):  # warm-up (ARP, the server up)
+            sockperf_run(nets[ixora], "ping-pong", 1)
+        points = [("ping-pong", None)] + [("under-load", int(x)) for x in args.udp_rates.split(",")]
+        for mode, rate in points:
+            best = alternate(args.repeat, lambda ixora: sockperf_run(
+                nets[ixora], mode, args.duration, rate), lambda q: q["p99_us"])
+            prog_bar.step(f"udp {mode} {rate or ''}\n")
+            for ixora in (False, True):
+                q = best[ixora]
+                q["all_p99"] = q.pop("all")
+                results.append(q)
+                print(f"  udp {mode:10s} {str(rate or ''):>7s} {q['stack']:7s}"
+                      f" {q['mps'] / 1000:6.1f} k msg/s  p50 {q['p50_us']:7.1f} us"
+                      f"  p99 {q['p99_us']:8.1f} us  dropped {q.get('dropped', 0)}"
+                      f"  {q['cpu_us_per_msg'] or 0:5.1f} us CPU/msg", flush=True)
+    return results
+
+
+def write_udp(results, args, cmdline):
+    """sockets-udp.{json,md,png}."""
+    name = NAME.replace("sockets", "sockets-udp", 1)
+    meta = meta_of(args, cmdline, duration_s=args.duration)
+    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+
+    def pick(stack, mode, rate=None):
+        return next((q for q in results if q["stack"] == stack and q["mode"] == mode
+                     and q["target_mps"] == rate), None)
+
+    L = ["# UDP: sockperf's server on the kernel vs under `ixora run`", "",
+         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         f"`sockperf server` (one UDP socket, blocking `recvfrom`, `sendto`) pinned to CPU 0 "
+         f"(with Ixora: the service on CPU {SERVICE_CPU}); the Linux `sockperf` client on CPU 1: "
+         "`ping-pong` (one 64-byte message in flight) and `under-load` at a fixed rate with every "
+         "message answered; round-trip times (`--full-rtt`), ping-pong payloads checked "
+         f"(`--data-integrity`), {args.duration} s per run; kernel and Ixora runs alternate "
+         f"({args.repeat} each, the run of median p99 kept). Server CPU µs/msg: CPU 0 busy time "
+         "(the server, its system calls and softirqs, and for Ixora the service) per answered "
+         "message. Dropped: messages never answered (UDP: lost to a full queue somewhere).", "",
+         RX_TEXT[RX], "",
+         "| mode | target msg/s | stack | answered msg/s | avg µs | p50 µs | p99 µs | dropped "
+         "| server CPU µs/msg | user-space share |",
+         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for q in results:
+        L.append(f"| {q['mode']} | {q['target_mps'] or 'max'} | {q['stack']} | "
+                 f"{q['mps'] / 1000:.1f} k | {q.get('avg_us', 0):.0f} | {q['p50_us']:.0f} | "
+                 f"{q['p99_us']:.0f} | {q.get('dropped', 0)} | {q['cpu_us_per_msg'] or 0:.1f} | "
+                 + (f"{q['user_share'] * 100:.2f}%" if q["user_share"] is not None else "—") + " |")
+    L += ["", "| metric | kernel | Ixora | ratio |", "|---|---:|---:|---:|"]
+    k, i = pick("kernel", "ping-pong"), pick("ixora", "ping-pong")
+    if k and i:
+        L.append(f"| ping-pong messages/s (one in flight) | {k['mps'] / 1000:.1f} k | "
+                 f"{i['mps'] / 1000:.1f} k | **{i['mps'] / k['mps']:.2f}×** |")
+        L.append(f"| ping-pong median round trip, µs | {k['p50_us']:.0f} | {i['p50_us']:.0f} | "
+                 f"{i['p50_us'] / k['p50_us']:.2f} |")
+
+    def best(stack, limit):
+        ok = [q["target_mps"] for q in results if q["stack"] == stack and q["mode"] == "under-load"
+              and q["p99_us"] <= limit and q.get("dropped", 0) <= 0.001 * q["observations"]]
+        return max(ok, default=0)
+    for limit in (500, 2000):
+        kb, ib = best("kernel", limit), best("ixora", limit)
+        L.append(f"| highest rate with p99 ≤ {limit} µs and ≤ 0.1% dropped | {kb / 1000:.0f} k | "
+                 f"{ib / 1000:.0f} k | " + (f"**{ib / kb:.2f}×**" if kb else "—") + " |")
+    rates = sorted({q["target_mps"] for q in results if q["mode"] == "under-load"})
+    if rates:
+        top = rates[-1]
+        k, i = pick("kernel", "under-load", top), pick("ixora", "under-load", top)
+        if k and i and k["cpu_us_per_msg"] and i["cpu_us_per_msg"]:
+            L.append(f"| server CPU µs per message at {top / 1000:.0f} k/s | "
+                     f"{k['cpu_us_per_msg']:.1f} | {i['cpu_us_per_msg']:.1f} | "
+                     f"{i['cpu_us_per_msg'] / k['cpu_us_per_msg']:.2f} |")
+    L += ["", f"Plot: `{name}.png`.", ""]
+    plt = write_md(name, L)
+    if plt is None:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for stack, lab, col in (("kernel", "kernel", "C0"), ("ixora", "ixora run", "C1")):
+        pts = sorted((q for q in results if q["stack"] == stack and q["mode"] == "under-load"),
+                     key=lambda q: q["target_mps"])
+        x = [q["mps"] / 1000 for q in pts]
+        axes[0].plot(x, [q["p99_us"] for q in pts], marker="o", color=col, label=f"{lab} p99")
+        axes[0].plot(x, [q["p50_us"] for q in pts], marker=".", linestyle="--", color=col,
+                     label=f"{lab} p50")
+        axes[1].plot(x, [q["cpu_us_per_msg"] or 0 for q in pts], marker="o", color=col, label=lab)
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("answered k messages/s")
+    axes[0].set_ylabel("round trip, µs")
+    axes[0].set_title("sockperf under-load: latency")
+    axes[0].legend()
+    axes[1].set_xlabel("answered k messages/s")
+    axes[1].set_ylabel("server CPU µs per message")
+    axes[1].set_title("server CPU per message")
+    axes[1].legend()
     fig.tight_layout()
     fig.savefig(OUT / f"{name}.png", dpi=110)
 
@@ -904,12 +1067,15 @@ def main():
     ap.add_argument("--rates", default="20000,40000,60000,80000,100000,120000,150000",
                     help="memcached target rates, requests/s (comma-separated)")
     ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
-    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local"],
+    ap.add_argument("--udp-rates", default="20000,40000,60000,80000,100000,120000",
+                    help="sockperf under-load rates, messages/s (comma-separated)")
+    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
                          "bulk: iperf3 both ways, written to sockets-bulk.*; "
-                         "local: redis-benchmark to redis-server on one host, sockets-local.*)")
+                         "local: redis-benchmark to redis-server on one host, sockets-local.*; "
+                         "udp: sockperf's UDP server, sockets-udp.*)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -966,7 +1132,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3", "redis-server",
-                 "redis-benchmark"):
+                 "redis-benchmark", "sockperf"):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
             sys.exit(f"bench_sockets: {tool} is not installed (make deps installs it)")
     signal.signal(signal.SIGINT, be.on_signal)
@@ -981,7 +1147,8 @@ def main():
     steps = ((4 * len(CLIENTS) if args.only in (None, "web") else 0)
              + (2 * len(args.rates.split(",")) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
-             + (1 if args.only in (None, "local") else 0))
+             + (1 if args.only in (None, "local") else 0)
+             + (1 + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
     global STALLS
@@ -989,7 +1156,7 @@ def main():
     print("CPU stalls (gaps > 50 µs seen by a lone spinning thread): " + "; ".join(
         f"{c} {v['lost_share'] * 100:.2f}% of the time, longest {v['max_gap_us']:.0f} µs"
         for c, v in STALLS.items()), flush=True)
-    bulk_results, local_results = [], []
+    bulk_results, local_results, udp_results = [], [], []
     try:
         if args.only in (None, "web"):
             web(args, "nginx", www, tmp, bar, results)
@@ -1000,6 +1167,8 @@ def main():
             bulk_results = bulk(args, bar)
         if args.only in (None, "local"):
             local_results = local(args, bar)
+        if args.only in (None, "udp"):
+            udp_results = udp(args, bar)
     finally:
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
@@ -1014,6 +1183,10 @@ def main():
     if local_results:
         write_local(local_results, args, cmdline)
         b = NAME.replace("sockets", "sockets-local", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
+    if udp_results:
+        write_udp(udp_results, args, cmdline)
+        b = NAME.replace("sockets", "sockets-udp", 1)
         print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
 
 

@@ -608,9 +608,93 @@ static void dual_stack_server(int port) {
     close(l);
 }
 
+/* UDP between two sockets of this program on `self_ip` (its own
+ * address): sendmmsg/recvmmsg, a truncating recvmsg (MSG_TRUNC), recvfrom's
+ * source, FIONREAD, a connected socket, EAGAIN when nothing is there. */
+static void udp_calls(const char *self_ip, int port) {
+    int a = socket(AF_INET, SOCK_DGRAM, 0), b = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    int r = bind(a, (struct sockaddr *)&sa, sizeof sa);
+    check(a >= 0 && b >= 0 && r == 0, "udp_bind", "a %d b %d r %d", a, b, r);
+    int type = 0;
+    socklen_t tl = sizeof type;
+    r = getsockopt(a, SOL_SOCKET, SO_TYPE, &type, &tl);
+    check(r == 0 && type == SOCK_DGRAM, "udp_so_type", "r %d type %d", r, type);
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    /* Three datagrams in one call. */
+    char d0[] = "first", d1[] = "the second one", d2[300];
+    memset(d2, 'z', sizeof d2);
+    struct iovec sv[3] = {{d0, 5}, {d1, 14}, {d2, sizeof d2}};
+    struct mmsghdr sm[3];
+    memset(sm, 0, sizeof sm);
+    for (int i = 0; i < 3; i++) {
+        sm[i].msg_hdr.msg_name = &sa;
+        sm[i].msg_hdr.msg_namelen = sizeof sa;
+        sm[i].msg_hdr.msg_iov = &sv[i];
+        sm[i].msg_hdr.msg_iovlen = 1;
+    }
+    r = sendmmsg(b, sm, 3, 0);
+    check(r == 3 && sm[0].msg_len == 5 && sm[1].msg_len == 14 && sm[2].msg_len == 300,
+          "udp_sendmmsg", "r %d", r);
+    struct sockaddr_in bs;
+    socklen_t bl = sizeof bs;
+    getsockname(b, (struct sockaddr *)&bs, &bl);
+    check(wait_for(a, POLLIN, 5000) & POLLIN, "udp_poll_in", "no POLLIN");
+    int avail = -1;
+    r = ioctl(a, FIONREAD, &avail);
+    check(r == 0 && avail == 5, "udp_fionread", "r %d avail %d", r, avail);
+    /* The first two with recvmmsg: the first truncated to 3 bytes. */
+    char r0[3], r1[64];
+    struct iovec rv[2] = {{r0, sizeof r0}, {r1, sizeof r1}};
+    struct sockaddr_in from[2];
+    struct mmsghdr rm[2];
+    memset(rm, 0, sizeof rm);
+    for (int i = 0; i < 2; i++) {
+        rm[i].msg_hdr.msg_name = &from[i];
+        rm[i].msg_hdr.msg_namelen = sizeof from[i];
+        rm[i].msg_hdr.msg_iov = &rv[i];
+        rm[i].msg_hdr.msg_iovlen = 1;
+    }
+    int got = 0;
+    for (int t = 0; t < 50 && got < 2; t++) {
+        r = recvmmsg(a, rm + got, 2 - got, MSG_WAITFORONE, NULL);
+        if (r > 0)
+            got += r;
+        else
+            break;
+    }
+    check(got == 2 && rm[0].msg_len == 3 && memcmp(r0, "fir", 3) == 0 &&
+              (rm[0].msg_hdr.msg_flags & MSG_TRUNC) && rm[1].msg_len == 14 &&
+              memcmp(r1, "the second one", 14) == 0 &&
+              from[1].sin_port == bs.sin_port && from[1].sin_addr.s_addr == sa.sin_addr.s_addr,
+          "udp_recvmmsg", "got %d len0 %u len1 %u flags0 %x", got, rm[0].msg_len,
+          rm[1].msg_len, rm[0].msg_hdr.msg_flags);
+    /* The third: recv with MSG_TRUNC gives its real length. */
+    char small[10];
+    ssize_t n = recv(a, small, sizeof small, MSG_TRUNC);
+    check(n == 300 && small[0] == 'z', "udp_recv_trunc_len", "n %zd", n);
+    n = recv(a, small, sizeof small, MSG_DONTWAIT);
+    check(n < 0 && errno == EAGAIN, "udp_eagain", "n %zd", n);
+    /* Connected: send/recv with the peer implied. */
+    r = connect(b, (struct sockaddr *)&sa, sizeof sa);
+    n = send(b, "conn", 4, 0);
+    struct sockaddr_in src;
+    socklen_t srcl = sizeof src;
+    char buf[16];
+    ssize_t m = recvfrom(a, buf, sizeof buf, 0, (struct sockaddr *)&src, &srcl);
+    check(r == 0 && n == 4 && m == 4 && memcmp(buf, "conn", 4) == 0 &&
+              src.sin_port == bs.sin_port,
+          "udp_connected", "r %d n %zd m %zd", r, n, m);
+    n = sendto(a, "back", 4, 0, (struct sockaddr *)&src, srcl);
+    m = recv(b, buf, sizeof buf, 0);
+    check(n == 4 && m == 4 && memcmp(buf, "back", 4) == 0, "udp_reply", "n %zd m %zd", n, m);
+    close(a);
+    close(b);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -622,6 +706,8 @@ int main(int argc, char **argv) {
     closefrom(3);
     server(atoi(argv[3]));
     dual_stack_server(atoi(argv[3]) + 1);
+    if (argc == 5)
+        udp_calls(argv[4], atoi(argv[3]) + 2);
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

@@ -959,7 +959,7 @@ fn posix_calls_behave_as_on_linux() {
     // One run: the program in `ns` (under `ixora run` or not), its
     // listener reached at `listen_ip` from the Linux namespace.
     let case = |what: &str, mut cmd: Command, echo_ip: &str, listen_ip: &str| {
-        cmd.args([&exe, echo_ip, "7010", "7011"]);
+        cmd.args([&exe, echo_ip, "7010", "7011", listen_ip]);
         let prog = std::thread::scope(|s| {
             let pinger = s.spawn(|| {
                 net.lx.run(|| {
@@ -1000,6 +1000,10 @@ fn posix_calls_behave_as_on_linux() {
         assert!(
             text.contains("ok v6_echo") && text.contains("ok v6_server_echo"),
             "{what}: dual-stack part missing:\n{text}"
+        );
+        assert!(
+            text.contains("ok udp_recvmmsg") && text.contains("ok udp_reply"),
+            "{what}: UDP part missing:\n{text}"
         );
         text
     };

@@ -1339,6 +1339,91 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     do_send(sk, &v, flags)
 }
 
+/// sendmmsg(2): each message by [`sendmsg`] on an Ixora socket; the count
+/// sent, or -1 if the first failed.
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(
+    fd: c_int,
+    vec: *mut libc::mmsghdr,
+    vlen: c_uint,
+    flags: c_int,
+) -> c_int {
+    // (A MAYBE UDP socket may become Ixora's at its first message.)
+    if state::sock(fd).is_none() && state::kind_of(fd) != kind::MAYBE {
+        return kernel_fd(fd, || {
+            real!(sendmmsg: fn(c_int, *mut libc::mmsghdr, c_uint, c_int) -> c_int)(
+                fd, vec, vlen, flags,
+            )
+        });
+    }
+    if vec.is_null() {
+        return fail(libc::EFAULT);
+    }
+    let n = vlen.min(1024) as usize;
+    for i in 0..n {
+        // SAFETY: sendmmsg(2)'s contract: `vec` has `vlen` entries.
+        let m = unsafe { &mut *vec.add(i) };
+        // SAFETY: each entry's header is a valid msghdr.
+        let r = unsafe { sendmsg(fd, &m.msg_hdr, flags) };
+        if r < 0 {
+            return if i > 0 { i as c_int } else { -1 };
+        }
+        m.msg_len = r as c_uint;
+    }
+    n as c_int
+}
+
+/// recvmmsg(2): each message by [`recvmsg`] on an Ixora socket. After the
+/// first, the rest are taken without waiting under `MSG_WAITFORONE`;
+/// otherwise each may wait, and `timeout` is checked after each message,
+/// as Linux does.
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    vec: *mut libc::mmsghdr,
+    vlen: c_uint,
+    flags: c_int,
+    timeout: *mut timespec,
+) -> c_int {
+    if state::sock(fd).is_none() {
+        return kernel_fd(fd, || {
+            real!(recvmmsg: fn(c_int, *mut libc::mmsghdr, c_uint, c_int, *mut timespec) -> c_int)(
+                fd, vec, vlen, flags, timeout,
+            )
+        });
+    }
+    if vec.is_null() {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: a non-null timeout points at a timespec (recvmmsg(2)).
+    let limit = unsafe { timeout.as_ref() }.map(|t| {
+        std::time::Instant::now()
+            + std::time::Duration::new(
+                t.tv_sec.max(0) as u64,
+                t.tv_nsec.clamp(0, 999_999_999) as u32,
+            )
+    });
+    let mut fl = flags & !libc::MSG_WAITFORONE;
+    let n = vlen.min(1024) as usize;
+    for i in 0..n {
+        // SAFETY: recvmmsg(2)'s contract: `vec` has `vlen` entries.
+        let m = unsafe { &mut *vec.add(i) };
+        // SAFETY: each entry's header is a valid msghdr with writable buffers.
+        let r = unsafe { recvmsg(fd, &mut m.msg_hdr, fl) };
+        if r < 0 {
+            return if i > 0 { i as c_int } else { -1 };
+        }
+        m.msg_len = r as c_uint;
+        if flags & libc::MSG_WAITFORONE != 0 {
+            fl |= libc::MSG_DONTWAIT;
+        }
+        if limit.is_some_and(|l| std::time::Instant::now() >= l) {
+            return i as c_int + 1;
+        }
+    }
+    n as c_int
+}
+
 /// sendfile(2) into an Ixora socket: the file is read (one copy) into the
 /// transmit ring.
 #[no_mangle]
