@@ -1247,6 +1247,95 @@ fn udp_programs_talk_through_the_service() {
     assert_eq!(st["udp_refused"], 0, "{st}");
 }
 
+/// Real UDP servers under `ixora run`, real clients on the Linux side:
+/// sockperf's server answers `sockperf ping-pong` (payloads checked, none
+/// dropped), and memcached's UDP port (`-U`) answers a SET made over TCP
+/// with the value, in its UDP framing.
+#[test]
+fn sockperf_and_memcached_serve_udp() {
+    if !need(&["sockperf", "memcached", "python3"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::new();
+    let _sp = net.run("sockperf", &["sockperf", "server", "-i", IX, "-p", "11111"]);
+    // (sockperf's warm-up retries until the server is up.)
+    std::thread::sleep(Duration::from_millis(500));
+    let out = net.client(
+        &[
+            "sockperf",
+            "ping-pong",
+            "-i",
+            IX,
+            "-p",
+            "11111",
+            "-t",
+            "2",
+            "-m",
+            "200",
+            "--data-integrity",
+        ],
+        60,
+    );
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success()
+            && text.contains("# dropped messages = 0;")
+            && text.contains("Summary: Latency is")
+            && !text.to_lowercase().contains("integrity fail"),
+        "sockperf ping-pong against Ixora:\n{text}"
+    );
+    let mut mc = net.run(
+        "memcached-udp",
+        &[
+            "memcached",
+            "-u",
+            "root",
+            "-p",
+            "11212",
+            "-U",
+            "11212",
+            "-t",
+            "1",
+            "-l",
+            IX,
+        ],
+    );
+    net.wait_port(&mut mc, 11212);
+    // SET over TCP, GET over UDP (memcached's 8-byte frame header: request
+    // id, sequence, datagrams in the reply, reserved).
+    let prog = format!(
+        "import socket, struct, sys\n\
+         t = socket.create_connection(('{IX}', 11212), timeout=10)\n\
+         t.sendall(b'set ixora-udp 5 0 11\\r\\nhello, udp!\\r\\n')\n\
+         assert t.recv(64) == b'STORED\\r\\n'\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         u.settimeout(1)\n\
+         for attempt in range(5):\n\
+         \x20   u.sendto(struct.pack('>HHHH', 7, 0, 1, 0) + b'get ixora-udp\\r\\n', ('{IX}', 11212))\n\
+         \x20   try:\n\
+         \x20       d, a = u.recvfrom(2048)\n\
+         \x20       break\n\
+         \x20   except socket.timeout:\n\
+         \x20       continue\n\
+         else:\n\
+         \x20   sys.exit('no UDP reply')\n\
+         rid, seq, total, _ = struct.unpack('>HHHH', d[:8])\n\
+         print(rid, seq, total, d[8:].decode().replace('\\r\\n', '|'))\n"
+    );
+    let out = net.client(&["python3", "-c", &prog], 30);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "7 0 1 VALUE ixora-udp 5 11|hello, udp!|END|\n",
+        "memcached over UDP: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        mc.log()
+    );
+    let st = net.stats();
+    assert_eq!(st["protocol_errors"], 0, "{st}");
+}
+
 /// More processes than a 64-row table would hold: a connection shared by
 /// the parent and 100 forked children stays open while any child lives
 /// and ends once every child is killed (each process's references are
