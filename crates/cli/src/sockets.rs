@@ -223,15 +223,17 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         Err(e) => return crate::fail("stats", format!("malformed reply: {e}")),
     };
     println!(
-        "service {} up {:.1} s, listening on {}, {} connection(s) rejected, {} protocol error(s)",
+        "service {} up {:.1} s, listening on {}, {} connection(s) rejected, {} protocol error(s), \
+         {} datagram(s) refused",
         v["ip"].as_str().unwrap_or("?"),
         v["uptime_s"].as_f64().unwrap_or(0.0),
         match join(&v["listeners"]).as_str() {
-            "" => "no port".to_string(),
-            l => format!("port(s) {l}"),
+            "" => "no TCP port".to_string(),
+            l => format!("TCP port(s) {l}"),
         },
         v["rejected_connections"],
-        v["protocol_errors"]
+        v["protocol_errors"],
+        v["udp_refused"]
     );
     println!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \
@@ -240,10 +242,11 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     );
     for app in v["apps"].as_array().cloned().unwrap_or_default() {
         println!(
-            "\napp {} (pids {}): {} socket(s); socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",
+            "\napp {} (pids {}): {} socket(s), {} of them UDP; socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",
             app["app"],
             join(&app["pids"]),
             app["sockets"],
+            app["udp_sockets"],
             app["user_calls"],
             app["kernel_calls"],
             app["user_share"].as_f64().unwrap_or(0.0) * 100.0,
@@ -252,7 +255,13 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         println!("  {:<14} {:>14} {:>14}", "call", "user space", "kernel");
         if let Some(calls) = app["calls"].as_object() {
             for (name, c) in calls {
-                println!("  {:<14} {:>14} {:>14}", name, c["user"], c["kernel"]);
+                // (A JSON value ignores width: padded as text.)
+                println!(
+                    "  {:<14} {:>14} {:>14}",
+                    name,
+                    c["user"].to_string(),
+                    c["kernel"].to_string()
+                );
             }
         }
         let w = &app["waits"];

@@ -683,12 +683,14 @@ impl Service {
                 .iter()
                 .filter(|s| !matches!(s.kind, Kind::Free))
                 .count();
+            let udp = a.socks.iter().filter(|s| s.dgram).count();
             let mut pids: Vec<_> = a.procs.values().map(|p| p.pid).collect();
             pids.sort_unstable();
             apps.push(serde_json::json!({
                 "app": id,
                 "pids": pids,
                 "sockets": open,
+                "udp_sockets": udp,
                 "calls": calls,
                 "user_calls": user,
                 "kernel_calls": kernel,
