@@ -1088,7 +1088,8 @@ fn a_blocked_reader_sleeps_through_its_connections_writes() {
 /// longer than the MTU allows is refused (EMSGSIZE: Ixora does not
 /// fragment), a connected socket receives only from its peer,
 /// non-blocking reads give EAGAIN, select sees readiness; UDP on
-/// 127.0.0.1 stays the kernel's.
+/// 127.0.0.1 stays the kernel's, and so does an unbound socket whose first
+/// datagram went to the kernel (its later ones too).
 #[test]
 fn udp_programs_talk_through_the_service() {
     let Some((_g, net)) = begin(&["python3"]) else {
@@ -1223,6 +1224,14 @@ fn udp_programs_talk_through_the_service() {
          v.bind(('127.0.0.1', 0))\n\
          v.sendto(b'ping', v.getsockname())\n\
          print('kernel', v.recv(16).decode())\n\
+         w = socket.socket(socket.AF_INET, D)\n\
+         w.sendto(b'first', v.getsockname())\n\
+         print('kernel first', v.recv(16).decode())\n\
+         try:\n\
+         \x20   w.sendto(b'then', ('{IX}', 7010))\n\
+         \x20   print('then sent through Ixora')\n\
+         except OSError as e:\n\
+         \x20   print('stays the kernel\\'s', errno.errorcode[e.errno])\n\
          u.sendto(b'quit', K)\n"
     );
     let out = succeed(
@@ -1237,7 +1246,8 @@ fn udp_programs_talk_through_the_service() {
         format!(
             "type True\necho hello True\nbound 0.0.0.0 True\nconn conn True\nfionread 10\n\
              trunc 0123 True True\nnext second\nlong EMSGSIZE\nfiltered peer\neagain\n\
-             select True True sel\nkernel ping\n"
+             select True True sel\nkernel ping\nkernel first first\n\
+             stays the kernel's ENETUNREACH\n"
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)

@@ -367,6 +367,12 @@ unsafe fn dgram_first_send(fd: c_int, addr: *const sockaddr, alen: socklen_t) ->
     let (ip, _) = unsafe { sa_of(addr, alen, false) }?;
     let a = state::attach()?;
     if ip == 0 || !reaches(a, ip) {
+        // The kernel's: it binds the socket at this send, and the
+        // replies come to that kernel port — the socket stays the
+        // kernel's from now on.
+        if let Some(e) = state::entry(fd) {
+            e.kind.store(kind::NONE, Ordering::Release);
+        }
         return None;
     }
     become_ixora(fd, a, |s| {
