@@ -134,7 +134,17 @@ def stop_proc(p, timeout=10):
             p.wait()
     if p in _children:
         _children.remove(p)
-    return Path(p._log).read_text() if hasattr(p, "_log") else ""
+    # The log, for the caller's error message; the file goes (a run
+    # leaves nothing in /tmp).
+    if not hasattr(p, "_log"):
+        return ""
+    log = Path(p._log)
+    try:
+        text = log.read_text()
+    except OSError:
+        return ""
+    log.unlink(missing_ok=True)
+    return text
 
 
 def cpu_of(pid):
