@@ -582,6 +582,8 @@ impl AppState {
         d.gen.fetch_add(1, Ordering::Release);
         d.seq.fetch_add(1, Ordering::Release);
         self.socks[s as usize] = Sock::free();
+        // (A datagram held for a UDP socket is not the next one's.)
+        self.udp_held[s as usize] = None;
         self.free.push(s);
         self.mark(s);
     }
