@@ -30,7 +30,9 @@ pub mod op {
     /// = slot, `b` = generation.
     pub const SOCKET: u32 = 4;
     /// Bind socket `slot` to the packed address `a` (a UDP socket: port 0
-    /// picks a free one; the reply's `b` is the port bound).
+    /// picks a free one; the reply's `b` is the port bound). `b` bit 0: the
+    /// socket set SO_REUSEPORT (a TCP port may then be shared with other
+    /// such sockets of the same user; each connection goes to one).
     pub const BIND: u32 = 5;
     /// Listen on socket `slot` with backlog `a`.
     pub const LISTEN: u32 = 6;

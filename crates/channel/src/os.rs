@@ -496,6 +496,12 @@ pub fn peer_state(sock: RawFd) -> PeerState {
 
 /// The peer's process id (SO_PEERCRED).
 pub fn peer_pid(sock: BorrowedFd<'_>) -> Option<u32> {
+    peer_cred(sock).map(|(pid, _)| pid)
+}
+
+/// The peer's process id and user id (SO_PEERCRED), as they were when it
+/// connected.
+pub fn peer_cred(sock: BorrowedFd<'_>) -> Option<(u32, u32)> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -512,7 +518,7 @@ pub fn peer_pid(sock: BorrowedFd<'_>) -> Option<u32> {
             &mut len,
         )
     };
-    (r == 0 && cred.pid > 0).then_some(cred.pid as u32)
+    (r == 0 && cred.pid > 0).then_some((cred.pid as u32, cred.uid))
 }
 
 /// A `sockaddr_un` for `path` and its length.

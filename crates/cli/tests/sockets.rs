@@ -716,15 +716,30 @@ fn nginx_and_lighttpd_serve_files() {
             .collect();
         std::fs::write(dir.join("www").join(f), v).unwrap();
     }
-    for workers in [1, 2] {
-        let port = 8080 + workers as u16;
-        let conf = dir.join(format!("nginx{workers}.conf"));
+    // 1 and 2 workers sharing the master's listener, then 2 workers with
+    // `reuseport`: a listener per worker on one port (SO_REUSEPORT), each
+    // connection handed to one of them; the access log, which names the
+    // worker that served each request, shows both served.
+    for (workers, reuseport) in [(1, false), (2, false), (2, true)] {
+        let port = 8080 + workers as u16 + 10 * reuseport as u16;
+        let conf = dir.join(format!("nginx{port}.conf"));
+        let (listen, log) = if reuseport {
+            (
+                " reuseport",
+                format!(
+                    "log_format w '$pid'; access_log {}/access{port}.log w;",
+                    dir.display()
+                ),
+            )
+        } else {
+            ("", "access_log off;".to_string())
+        };
         std::fs::write(
             &conf,
             format!(
-                "daemon off;\nmaster_process on;\nworker_processes {workers};\nerror_log {d}/error{workers}.log;\n\
-                 pid {d}/nginx{workers}.pid;\nevents {{ worker_connections 1024; }}\n\
-                 http {{ access_log off; server {{ listen {IX}:{port}; root {d}/www; }} }}\n",
+                "daemon off;\nmaster_process on;\nworker_processes {workers};\nerror_log {d}/error{port}.log;\n\
+                 pid {d}/nginx{port}.pid;\nevents {{ worker_connections 1024; }}\n\
+                 http {{ {log} server {{ listen {IX}:{port}{listen}; root {d}/www; }} }}\n",
                 d = dir.display()
             ),
         )
@@ -735,6 +750,18 @@ fn nginx_and_lighttpd_serve_files() {
         wrk(&net, port);
         loadgen_http(&net, port);
         drop(ng);
+        if reuseport {
+            let log = std::fs::read_to_string(dir.join(format!("access{port}.log"))).unwrap();
+            let mut pids: Vec<&str> = log.lines().collect();
+            pids.sort_unstable();
+            pids.dedup();
+            assert_eq!(
+                pids.len(),
+                2,
+                "both workers of `listen reuseport` serve ({} requests logged, by {pids:?})",
+                log.lines().count()
+            );
+        }
     }
     let conf = dir.join("lighttpd.conf");
     std::fs::write(
@@ -756,6 +783,133 @@ fn nginx_and_lighttpd_serve_files() {
     loadgen_http(&net, 8090);
     drop(lt);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Run Python `client` in the Linux namespace: it must succeed, print a
+/// line starting with `expect`, and make `srv` (the Ixora program it
+/// talks to) exit within 10 s.
+fn python_client_ends_server(net: &Setup, client: &str, expect: &str, srv: &mut Proc, what: &str) {
+    let out = net.client(&["python3", "-c", client], 90);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with(expect),
+        "Linux client of the {what}: {stdout}\n{}\nserver:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        srv.log()
+    );
+    let t = Instant::now();
+    while srv.running() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!srv.running(), "the {what} did not exit:\n{}", srv.log());
+}
+
+/// SO_REUSEPORT, as on Linux: two listening sockets of one program share
+/// a port and each connection goes to one of them (both get some); a
+/// socket without the option cannot bind the port, from the same program
+/// or another; another program of the same user joins the group with the
+/// option and leaves it by closing; when one socket of the group closes,
+/// the rest take every later connection.
+#[test]
+fn reuseport_sockets_share_a_port_and_split_its_connections() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let server = format!(
+        "import errno, select, socket, sys\n\
+         def lsock(reuse):\n\
+         \x20   s = socket.socket()\n\
+         \x20   if reuse:\n\
+         \x20       s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
+         \x20   s.bind(('{IX}', 7020))\n\
+         \x20   return s\n\
+         a = lsock(True)\n\
+         b = lsock(True)\n\
+         try:\n\
+         \x20   lsock(False)\n\
+         \x20   sys.exit('a plain bind shared the port')\n\
+         except OSError as e:\n\
+         \x20   if e.errno != errno.EADDRINUSE:\n\
+         \x20       raise\n\
+         a.listen(64)\n\
+         b.listen(64)\n\
+         ls = [a, b]\n\
+         while True:\n\
+         \x20   r, _, _ = select.select([x for x in ls if x is not None], [], [], 60)\n\
+         \x20   if not r:\n\
+         \x20       sys.exit('idle for 60 s')\n\
+         \x20   for x in r:\n\
+         \x20       k = ls.index(x)\n\
+         \x20       c, _ = x.accept()\n\
+         \x20       c.settimeout(10)\n\
+         \x20       try:\n\
+         \x20           m = c.recv(1)\n\
+         \x20       except OSError:\n\
+         \x20           m = b''\n\
+         \x20       if m == b'x':\n\
+         \x20           a.close()\n\
+         \x20           ls[0] = None\n\
+         \x20       if m == b'q':\n\
+         \x20           c.sendall(b'bye')\n\
+         \x20           sys.exit(0)\n\
+         \x20       if m:\n\
+         \x20           c.sendall(str(k).encode())\n\
+         \x20       c.close()\n"
+    );
+    let mut srv = net.run("reuseport-server", &["python3", "-c", &server]);
+    net.wait_port(&mut srv, 7020);
+    let other = format!(
+        "import errno, socket, sys\n\
+         s = socket.socket()\n\
+         try:\n\
+         \x20   s.bind(('{IX}', 7020))\n\
+         \x20   sys.exit('a plain bind from another program shared the port')\n\
+         except OSError as e:\n\
+         \x20   if e.errno != errno.EADDRINUSE:\n\
+         \x20       raise\n\
+         t = socket.socket()\n\
+         t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
+         t.bind(('{IX}', 7020))\n\
+         t.listen(8)\n\
+         t.close()\n\
+         print('joined and left')\n"
+    );
+    let out = succeed(
+        net.ix.command(BIN).args([
+            "run",
+            "--socket",
+            &net.socket,
+            "--",
+            "python3",
+            "-c",
+            &other,
+        ]),
+        "a second program on the port",
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "joined and left\n");
+    let client = format!(
+        "import socket, sys\n\
+         def ask(m):\n\
+         \x20   c = socket.create_connection(('{IX}', 7020), timeout=10)\n\
+         \x20   c.sendall(m)\n\
+         \x20   d = b''\n\
+         \x20   while True:\n\
+         \x20       x = c.recv(16)\n\
+         \x20       if not x:\n\
+         \x20           break\n\
+         \x20       d += x\n\
+         \x20   c.close()\n\
+         \x20   return d.decode()\n\
+         first = [ask(b'n') for _ in range(64)]\n\
+         if set(first) != {{'0', '1'}}:\n\
+         \x20   sys.exit('not split over both: %s' % first)\n\
+         ask(b'x')\n\
+         after = [ask(b'n') for _ in range(16)]\n\
+         if set(after) != {{'1'}}:\n\
+         \x20   sys.exit('after one closed: %s' % after)\n\
+         print(ask(b'q'), first.count('0'), first.count('1'))\n"
+    );
+    python_client_ends_server(&net, &client, "bye ", &mut srv, "SO_REUSEPORT server");
 }
 
 /// inetd style: socat accepts, forks a child per connection, and the child
@@ -1153,19 +1307,7 @@ fn udp_programs_talk_through_the_service() {
          c.sendto(b'quit', ('{IX}', 7005))\n\
          print('ok', retries)\n"
     );
-    let out = net.client(&["python3", "-c", &client], 90);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.starts_with("ok "),
-        "Linux client of the Ixora UDP server: {stdout}\n{}\nserver:\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        srv.log()
-    );
-    let t = Instant::now();
-    while srv.running() && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!srv.running(), "the UDP server did not see 'quit'");
+    python_client_ends_server(&net, &client, "ok ", &mut srv, "Ixora UDP server");
     let prog = format!(
         "import errno, fcntl, select, socket, struct, termios, time\n\
          D = socket.SOCK_DGRAM\n\

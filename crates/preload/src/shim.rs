@@ -626,8 +626,15 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         return real_bind();
     }
     count(a, call("bind"), false);
+    // SO_REUSEPORT set before the bind lets the port be shared.
+    let reuseport =
+        state::entry(fd).is_some_and(|e| e.flags.load(Ordering::Relaxed) & fl::REUSEPORT != 0);
     match become_ixora(fd, a, |s| {
-        state::request(a, Msg::new(op::BIND, s, pack(ip, port) as i64, 0), &[])
+        state::request(
+            a,
+            Msg::new(op::BIND, s, pack(ip, port) as i64, u64::from(reuseport)),
+            &[],
+        )
     }) {
         Ok(()) => {
             if ip == 0 {

@@ -91,6 +91,8 @@ impl ServiceConfig {
 struct Request {
     conn: u64,
     pid: u32,
+    /// The connecting process's user id (`u32::MAX`: unknown).
+    uid: u32,
     msg: Msg,
     reply: Option<SyncSender<Reply>>,
 }
@@ -243,7 +245,7 @@ fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
 }
 
 fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
-    let pid = os::peer_pid(sock.as_fd()).unwrap_or(0);
+    let (pid, uid) = os::peer_cred(sock.as_fd()).unwrap_or((0, u32::MAX));
     let mut buf = [0u8; 256];
     let mut attached = false;
     while !shared.stop.load(Ordering::Relaxed) {
@@ -265,6 +267,7 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
         shared.push(Request {
             conn,
             pid,
+            uid,
             msg,
             reply: Some(tx),
         });
@@ -285,6 +288,7 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
         shared.push(Request {
             conn,
             pid,
+            uid,
             msg: Msg::new(DETACH, 0, 0, 0),
             reply: None,
         });
@@ -327,6 +331,9 @@ struct Sock {
     /// A UDP socket's peer ([`pack`]ed; 0: none): only its datagrams are
     /// received, as Linux does for a connected UDP socket.
     peer: u64,
+    /// SO_REUSEPORT was set when it was bound: it may share its port with
+    /// other such sockets of the same user.
+    reuseport: bool,
 }
 
 impl Sock {
@@ -335,6 +342,7 @@ impl Sock {
             kind: Kind::Free,
             dgram: false,
             peer: 0,
+            reuseport: false,
             sent: 0,
             rx_tail: 0,
             acc_tail: 0,
@@ -346,7 +354,8 @@ impl Sock {
         }
     }
 
-    /// Give connection `h` the options this socket holds.
+    /// Give connection `h` the options this socket holds (a listener's
+    /// are passed to the connections it accepts).
     fn apply(&self, io: &mut Io, h: ConnHandle) {
         if !self.nodelay {
             let _ = io.set_nodelay(h, false);
@@ -367,6 +376,9 @@ struct AppState {
     r: Regions,
     /// Its join key (in its down header): `JOIN` must present it.
     key: u64,
+    /// The user id of the process that attached it (SO_PEERCRED;
+    /// `u32::MAX`: unknown): only sockets of one user share a port.
+    uid: u32,
     /// Its processes, by control connection.
     procs: HashMap<u64, Proc>,
     /// Its doorbell (an eventfd only this app and we hold; watched in
@@ -391,6 +403,40 @@ struct AppState {
     udp_held: Vec<Option<(SocketAddrV4, Bytes)>>,
 }
 
+/// The sockets listening on one port. The stack holds one listener per
+/// port (its cookie is [`listener_cookie`]); with SO_REUSEPORT several
+/// sockets, of one user, share it and each new connection goes to one of
+/// them by a hash of its remote address, as Linux spreads them.
+#[derive(Debug)]
+struct Listener {
+    /// (app, slot) of each listening socket, in the order they listened.
+    members: Vec<(u32, u32)>,
+    /// Every member set SO_REUSEPORT before its bind.
+    reuseport: bool,
+    /// The members' user id.
+    uid: u32,
+}
+
+impl Listener {
+    /// The member that takes a connection from `remote`: one flow always
+    /// goes to the same member while the group is unchanged.
+    fn pick(&self, remote: SocketAddrV4) -> (u32, u32) {
+        let n = self.members.len();
+        if n == 1 {
+            return self.members[0];
+        }
+        let k = u64::from(u32::from(*remote.ip())) << 16 | u64::from(remote.port());
+        let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        self.members[(h % n as u64) as usize]
+    }
+
+    /// Whether a socket of user `uid` (with SO_REUSEPORT or not) may
+    /// join.
+    fn admits(&self, reuseport: bool, uid: u32) -> bool {
+        reuseport && self.reuseport && uid == self.uid && uid != u32::MAX
+    }
+}
+
 /// One process of an application: the one at the other end of a control
 /// connection.
 #[derive(Debug, Clone, Copy)]
@@ -408,7 +454,9 @@ pub struct Service {
     apps: HashMap<u32, AppState>,
     conn_app: HashMap<u64, u32>,
     next_app: u32,
-    listeners: HashMap<u16, (u32, u32)>,
+    /// Listening ports: the sockets that listen on each (more than one
+    /// only with SO_REUSEPORT).
+    listeners: HashMap<u16, Listener>,
     /// Applications with activity this cycle (reused buffer).
     active: Vec<u32>,
     started: Instant,
@@ -515,6 +563,12 @@ fn cookie(app: u32, slot: u32) -> u64 {
 
 fn uncookie(c: u64) -> (u32, u32) {
     ((c >> 32) as u32, c as u32)
+}
+
+/// The stack's cookie for the listener of `port` (never an app's
+/// [`cookie`]: app ids stay below 2^31).
+fn listener_cookie(port: u16) -> u64 {
+    1 << 63 | u64::from(port)
 }
 
 fn errno_of(e: Error) -> i64 {
@@ -735,11 +789,15 @@ impl Service {
         u32::from(io.stack().config().ip)
     }
 
-    fn attach(&mut self, io: &Io, conn: u64, pid: u32) -> io::Result<Reply> {
+    fn attach(&mut self, io: &Io, conn: u64, pid: u32, uid: u32) -> io::Result<Reply> {
         if self.closer.backed_up() {
             return Err(io::Error::from_raw_os_error(libc::EAGAIN));
         }
         let id = self.next_app;
+        if id >= 1 << 31 {
+            // Ids name apps in the stack's cookies, beside listeners'.
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
         let l = self.layout;
         let down_fd = os::memfd(&format!("ixora-app-{id}-down"), l.down_len())?;
         let up_fd = os::memfd(&format!("ixora-app-{id}-up"), l.up_len())?;
@@ -790,6 +848,7 @@ impl Service {
             _up: up,
             r,
             key,
+            uid,
             // Row 0 of the holders table is the attaching process's.
             procs: HashMap::from([(conn, Proc { pid, row: 0 })]),
             bell: app_bell,
@@ -881,10 +940,7 @@ impl Service {
                 Kind::Udp(h) => {
                     let _ = io.udp_close(h);
                 }
-                Kind::Listen(p) if self.listeners.get(&p) == Some(&(id, s as u32)) => {
-                    let _ = io.unlisten(p);
-                    self.listeners.remove(&p);
-                }
+                Kind::Listen(p) => Self::unlisten(&mut self.listeners, io, p, (id, s as u32)),
                 _ => {}
             }
             app.socks[s] = Sock::free();
@@ -897,6 +953,7 @@ impl Service {
         let Request {
             conn,
             pid,
+            uid,
             msg,
             reply,
         } = r;
@@ -909,7 +966,7 @@ impl Service {
                 fds: Vec::new(),
                 text: None,
             },
-            op::ATTACH => match self.attach(io, conn, pid) {
+            op::ATTACH => match self.attach(io, conn, pid, uid) {
                 Ok(rep) => rep,
                 Err(e) => Reply {
                     msg: Msg::reply(-(e.raw_os_error().unwrap_or(libc::ENOMEM) as i64)),
@@ -989,6 +1046,10 @@ impl Service {
         };
         let ip = self.ip(io);
         let slots = self.layout.slots;
+        // Whether a TCP bind's port is taken (by any app: ports are the
+        // service's), before `app` is borrowed.
+        let port_taken = msg.op == op::BIND
+            && self.port_taken(id, layout::unpack(msg.a as u64).1, msg.b & 1 != 0);
         let app = self.apps.get_mut(&id).expect("conn_app names live apps");
         let slot = msg.slot;
         let valid = slot < slots;
@@ -1092,15 +1153,11 @@ impl Service {
                 if port == 0 {
                     return bad(libc::EINVAL);
                 }
-                if self.listeners.contains_key(&port)
-                    || app
-                        .socks
-                        .iter()
-                        .any(|s| matches!(s.kind, Kind::Bound(p) if p == port))
-                {
+                if port_taken {
                     return bad(libc::EADDRINUSE);
                 }
                 app.socks[slot as usize].kind = Kind::Bound(port);
+                app.socks[slot as usize].reuseport = msg.b & 1 != 0;
                 app.r
                     .down_slot(slot)
                     .local
@@ -1114,10 +1171,27 @@ impl Service {
                     _ => return bad(libc::EINVAL),
                 };
                 let backlog = (msg.a.clamp(1, 65535)) as u32;
-                if let Err(e) = io.listen(port, Some(backlog), cookie(id, slot)) {
-                    return Msg::reply(errno_of(e));
+                let reuseport = app.socks[slot as usize].reuseport;
+                match self.listeners.get_mut(&port) {
+                    // SO_REUSEPORT: one more socket on the stack's
+                    // listener (its backlog stays the first one's; each
+                    // socket's accept queue is its own).
+                    Some(l) if l.admits(reuseport, app.uid) => l.members.push((id, slot)),
+                    Some(_) => return bad(libc::EADDRINUSE),
+                    None => {
+                        if let Err(e) = io.listen(port, Some(backlog), listener_cookie(port)) {
+                            return Msg::reply(errno_of(e));
+                        }
+                        self.listeners.insert(
+                            port,
+                            Listener {
+                                members: vec![(id, slot)],
+                                reuseport,
+                                uid: app.uid,
+                            },
+                        );
+                    }
                 }
-                self.listeners.insert(port, (id, slot));
                 app.socks[slot as usize].kind = Kind::Listen(port);
                 app.r
                     .down_slot(slot)
@@ -1445,8 +1519,7 @@ impl Service {
             Kind::Listen(port) => {
                 let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
                 if rq & (req::CLOSE | req::ABORT) != 0 {
-                    let _ = io.unlisten(port);
-                    self.listeners.remove(&port);
+                    Self::unlisten(&mut self.listeners, io, port, (id, s));
                     // Connections queued but never accepted die with it.
                     let tail = app.socks[s as usize].acc_tail;
                     let head = app.r.up_slot(s).acc_head.load(Ordering::Acquire);
@@ -1478,8 +1551,17 @@ impl Service {
     }
 
     fn knock(&mut self, io: &mut Io, h: ConnHandle, listener: u64, remote: SocketAddrV4) {
-        let (id, ls) = uncookie(listener);
         let ip = self.ip(io);
+        let port = listener as u16;
+        let Some(l) = self
+            .listeners
+            .get(&port)
+            .filter(|_| listener == listener_cookie(port))
+        else {
+            let _ = io.close(h);
+            return;
+        };
+        let (id, ls) = l.pick(remote);
         let Some(app) = self.apps.get_mut(&id) else {
             let _ = io.close(h);
             return;
@@ -1541,6 +1623,43 @@ impl Service {
         app.changed(ls);
         // Data may have come with the handshake's last segment.
         Self::pump_rx(app, io, s);
+    }
+
+    /// Socket `member` stops listening on `port`; the stack's listener
+    /// closes with the last one.
+    fn unlisten(
+        listeners: &mut HashMap<u16, Listener>,
+        io: &mut Io,
+        port: u16,
+        member: (u32, u32),
+    ) {
+        let Some(l) = listeners.get_mut(&port) else {
+            return;
+        };
+        l.members.retain(|m| *m != member);
+        if l.members.is_empty() {
+            let _ = io.unlisten(port);
+            listeners.remove(&port);
+        }
+    }
+
+    /// Whether TCP `port` is taken for a socket of app `id` that asks to
+    /// bind it (with SO_REUSEPORT or not): a socket bound or listening on
+    /// it may share it only if both set SO_REUSEPORT and are one user's,
+    /// as on Linux.
+    fn port_taken(&self, id: u32, port: u16, reuseport: bool) -> bool {
+        let uid = self.apps.get(&id).map_or(u32::MAX, |a| a.uid);
+        if let Some(l) = self.listeners.get(&port) {
+            if !l.admits(reuseport, uid) {
+                return true;
+            }
+        }
+        self.apps.values().any(|a| {
+            a.socks.iter().any(|s| {
+                s.kind == Kind::Bound(port)
+                    && !(reuseport && s.reuseport && a.uid == uid && uid != u32::MAX)
+            })
+        })
     }
 
     fn with_conn(&mut self, cookie: u64, h: ConnHandle) -> Option<(&mut AppState, u32)> {
@@ -1799,4 +1918,52 @@ pub fn query_stats(socket: &Path) -> io::Result<String> {
         ));
     }
     Ok(String::from_utf8_lossy(&buf[Msg::LEN..n]).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(n: u32, reuseport: bool, uid: u32) -> Listener {
+        Listener {
+            members: (0..n).map(|s| (1, s)).collect(),
+            reuseport,
+            uid,
+        }
+    }
+
+    #[test]
+    fn a_reuseport_group_spreads_flows_and_keeps_each_on_one_member() {
+        let g = group(3, true, 0);
+        let mut hits = [0u32; 3];
+        for port in 32768..(32768 + 3000u16) {
+            let r = SocketAddrV4::new(Ipv4Addr::new(198, 18, 9, 1), port);
+            let (_, s) = g.pick(r);
+            assert_eq!(g.pick(r), (1, s), "one flow, one member");
+            hits[s as usize] += 1;
+        }
+        // 3000 flows over 3 members: each within 25% of its share.
+        assert!(hits.iter().all(|&h| (750..=1250).contains(&h)), "{hits:?}");
+    }
+
+    #[test]
+    fn only_reuseport_sockets_of_the_same_user_join() {
+        assert!(group(1, true, 1000).admits(true, 1000));
+        assert!(!group(1, true, 1000).admits(false, 1000));
+        assert!(!group(1, false, 1000).admits(true, 1000));
+        assert!(!group(1, true, 1000).admits(true, 0), "another user");
+        assert!(
+            !group(1, true, u32::MAX).admits(true, u32::MAX),
+            "unknown user"
+        );
+    }
+
+    #[test]
+    fn listener_cookies_never_name_an_app_socket() {
+        for port in [0u16, 1, 80, 65535] {
+            let c = listener_cookie(port);
+            assert_eq!(c as u16, port);
+            assert!(uncookie(c).0 >= 1 << 31, "app ids stay below 2^31");
+        }
+    }
 }
