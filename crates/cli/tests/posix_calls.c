@@ -692,6 +692,40 @@ static void udp_calls(const char *self_ip, int port) {
     close(b);
 }
 
+/* bind to port 0 picks a free port, which getsockname shows; a second
+ * such bind gets another; the program reaches its listener there. */
+static void ephemeral_listener(const char *self_ip) {
+    int l = socket(AF_INET, SOCK_STREAM, 0), m = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    int r1 = bind(l, (struct sockaddr *)&sa, sizeof sa);
+    int r2 = bind(m, (struct sockaddr *)&sa, sizeof sa);
+    int r3 = listen(l, 4);
+    struct sockaddr_in me, me2;
+    socklen_t len = sizeof me, len2 = sizeof me2;
+    int r4 = getsockname(l, (struct sockaddr *)&me, &len);
+    int r5 = getsockname(m, (struct sockaddr *)&me2, &len2);
+    check(r1 == 0 && r2 == 0 && r3 == 0 && r4 == 0 && r5 == 0 && me.sin_port != 0 &&
+              me2.sin_port != 0 && me.sin_port != me2.sin_port,
+          "bind_port_0", "r %d %d %d %d %d ports %d %d", r1, r2, r3, r4, r5, ntohs(me.sin_port),
+          ntohs(me2.sin_port));
+    close(m);
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    int r = connect(c, (struct sockaddr *)&me, sizeof me);
+    short ev = wait_for(l, POLLIN, 10000);
+    int a = accept(l, NULL, NULL);
+    ssize_t n = send(c, "e", 1, 0);
+    char b = 0;
+    if (a >= 0 && (wait_for(a, POLLIN, 10000) & POLLIN)) {
+        n = recv(a, &b, 1, 0) == 1 ? n : -1;
+    }
+    check(r == 0 && (ev & POLLIN) && a >= 0 && n == 1 && b == 'e', "bind_port_0_reached",
+          "connect %d revents %#x accept %d n %zd", r, ev, a, n);
+    close(a);
+    close(c);
+    close(l);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
@@ -706,8 +740,10 @@ int main(int argc, char **argv) {
     closefrom(3);
     server(atoi(argv[3]));
     dual_stack_server(atoi(argv[3]) + 1);
-    if (argc == 5)
+    if (argc == 5) {
         udp_calls(argv[4], atoi(argv[3]) + 2);
+        ephemeral_listener(argv[4]);
+    }
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

@@ -200,6 +200,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         conn_app: HashMap::new(),
         next_app: 1,
         listeners: HashMap::new(),
+        next_bind_port: 0,
         active: Vec::new(),
         started: Instant::now(),
         rejected: 0,
@@ -457,6 +458,8 @@ pub struct Service {
     /// Listening ports: the sockets that listen on each (more than one
     /// only with SO_REUSEPORT).
     listeners: HashMap<u16, Listener>,
+    /// Where the search for a free port for a bind to port 0 goes on.
+    next_bind_port: u32,
     /// Applications with activity this cycle (reused buffer).
     active: Vec<u32>,
     started: Instant,
@@ -1046,10 +1049,19 @@ impl Service {
         };
         let ip = self.ip(io);
         let slots = self.layout.slots;
-        // Whether a TCP bind's port is taken (by any app: ports are the
-        // service's), before `app` is borrowed.
-        let port_taken = msg.op == op::BIND
-            && self.port_taken(id, layout::unpack(msg.a as u64).1, msg.b & 1 != 0);
+        // A TCP bind's port (port 0: a free one) and whether it is taken
+        // (by any app: ports are the service's), before `app` is borrowed.
+        let tcp_bind = msg.op == op::BIND
+            && self
+                .apps
+                .get(&id)
+                .and_then(|a| a.socks.get(msg.slot as usize))
+                .is_some_and(|s| !s.dgram);
+        let (bind_port, port_taken) = match layout::unpack(msg.a as u64).1 {
+            _ if !tcp_bind => (0, false),
+            0 => self.free_tcp_port(io).map_or((0, true), |p| (p, false)),
+            p => (p, self.port_taken(id, p, msg.b & 1 != 0)),
+        };
         let app = self.apps.get_mut(&id).expect("conn_app names live apps");
         let slot = msg.slot;
         let valid = slot < slots;
@@ -1150,10 +1162,10 @@ impl Service {
                 if aip != 0 && aip != ip {
                     return bad(libc::EADDRNOTAVAIL);
                 }
-                if port == 0 {
-                    return bad(libc::EINVAL);
-                }
+                debug_assert!(port == 0 || port == bind_port);
+                let port = bind_port;
                 if port_taken {
+                    // (Port 0: no free port left, as Linux says it.)
                     return bad(libc::EADDRINUSE);
                 }
                 app.socks[slot as usize].kind = Kind::Bound(port);
@@ -1162,7 +1174,10 @@ impl Service {
                     .down_slot(slot)
                     .local
                     .store(pack(ip, port), Ordering::Release);
-                Msg::reply(0)
+                Msg {
+                    b: u64::from(port),
+                    ..Msg::reply(0)
+                }
             }
             op::LISTEN if valid => {
                 let port = match app.socks[slot as usize].kind {
@@ -1641,6 +1656,31 @@ impl Service {
             let _ = io.unlisten(port);
             listeners.remove(&port);
         }
+    }
+
+    /// A TCP port for a bind to port 0: one of the stack's ephemeral range
+    /// that no socket holds bound or listening (after the last one given,
+    /// so a port closed just now is not handed out again at once).
+    fn free_tcp_port(&mut self, io: &Io) -> Option<u16> {
+        let (lo, hi) = io.stack().config().tcp.ephemeral_ports;
+        let held: std::collections::HashSet<u16> = self
+            .apps
+            .values()
+            .flat_map(|a| a.socks.iter())
+            .filter_map(|s| match s.kind {
+                Kind::Bound(p) | Kind::Listen(p) => Some(p),
+                _ => None,
+            })
+            .collect();
+        let range = u32::from(hi - lo) + 1;
+        for i in 0..range {
+            let p = lo + ((self.next_bind_port.wrapping_add(i)) % range) as u16;
+            if !held.contains(&p) && !self.listeners.contains_key(&p) {
+                self.next_bind_port = self.next_bind_port.wrapping_add(i + 1);
+                return Some(p);
+            }
+        }
+        None
     }
 
     /// Whether TCP `port` is taken for a socket of app `id` that asks to
