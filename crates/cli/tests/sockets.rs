@@ -135,6 +135,24 @@ impl Setup {
         Proc::spawn(c, what)
     }
 
+    /// Run Python `prog` under `ixora run` to its end: it must succeed;
+    /// returns what it printed.
+    fn python(&self, prog: &str, what: &str) -> String {
+        let out = succeed(
+            self.ix.command(BIN).args([
+                "run",
+                "--socket",
+                &self.socket,
+                "--",
+                "python3",
+                "-c",
+                prog,
+            ]),
+            what,
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Wait until `port` accepts connections from the Linux side.
     fn wait_port(&self, p: &mut Proc, port: u16) {
         self.wait_listen(p, &format!("{IX}:{port}"));
@@ -804,6 +822,67 @@ fn python_client_ends_server(net: &Setup, client: &str, expect: &str, srv: &mut 
     assert!(!srv.running(), "the {what} did not exit:\n{}", srv.log());
 }
 
+/// Python that binds two sockets of `kind` (`SOCK_STREAM`,
+/// `SOCK_DGRAM`) with SO_REUSEPORT to Ixora's `port` as `a` and `b`, and
+/// exits unless a third bind without the option fails with EADDRINUSE.
+fn py_reuseport_pair(kind: &str, port: u16) -> String {
+    format!(
+        "import errno, select, socket, sys\n\
+         def sock(reuse):\n\
+         \x20   s = socket.socket(socket.AF_INET, socket.{kind})\n\
+         \x20   if reuse:\n\
+         \x20       s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
+         \x20   s.bind(('{IX}', {port}))\n\
+         \x20   return s\n\
+         a = sock(True)\n\
+         b = sock(True)\n\
+         try:\n\
+         \x20   sock(False)\n\
+         \x20   sys.exit('a plain bind shared the port')\n\
+         except OSError as e:\n\
+         \x20   if e.errno != errno.EADDRINUSE:\n\
+         \x20       raise\n"
+    )
+}
+
+/// Another program (same user) cannot bind Ixora's `port` without
+/// SO_REUSEPORT while the group holds it, and joins the group with it
+/// (listening, for `SOCK_STREAM`), then leaves it by closing.
+fn second_program_joins_and_leaves(net: &Setup, kind: &str, port: u16) {
+    let listen = if kind == "SOCK_STREAM" {
+        "t.listen(8)\n"
+    } else {
+        ""
+    };
+    let other = format!(
+        "import errno, socket, sys, time\n\
+         for i in range(100):\n\
+         \x20   t = socket.socket(socket.AF_INET, socket.{kind})\n\
+         \x20   t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
+         \x20   try:\n\
+         \x20       t.bind(('{IX}', {port}))\n\
+         \x20       break\n\
+         \x20   except OSError:\n\
+         \x20       t.close()\n\
+         \x20       time.sleep(0.1)\n\
+         else:\n\
+         \x20   sys.exit('never joined the group')\n\
+         s = socket.socket(socket.AF_INET, socket.{kind})\n\
+         try:\n\
+         \x20   s.bind(('{IX}', {port}))\n\
+         \x20   sys.exit('a plain bind from another program shared the port')\n\
+         except OSError as e:\n\
+         \x20   if e.errno != errno.EADDRINUSE:\n\
+         \x20       raise\n\
+         {listen}t.close()\n\
+         print('joined and left')\n"
+    );
+    assert_eq!(
+        net.python(&other, "a second program on the port"),
+        "joined and left\n"
+    );
+}
+
 /// SO_REUSEPORT, as on Linux: two listening sockets of one program share
 /// a port and each connection goes to one of them (both get some); a
 /// socket without the option cannot bind the port, from the same program
@@ -815,23 +894,8 @@ fn reuseport_sockets_share_a_port_and_split_its_connections() {
     let Some((_g, net)) = begin(&["python3"]) else {
         return;
     };
-    let server = format!(
-        "import errno, select, socket, sys\n\
-         def lsock(reuse):\n\
-         \x20   s = socket.socket()\n\
-         \x20   if reuse:\n\
-         \x20       s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
-         \x20   s.bind(('{IX}', 7020))\n\
-         \x20   return s\n\
-         a = lsock(True)\n\
-         b = lsock(True)\n\
-         try:\n\
-         \x20   lsock(False)\n\
-         \x20   sys.exit('a plain bind shared the port')\n\
-         except OSError as e:\n\
-         \x20   if e.errno != errno.EADDRINUSE:\n\
-         \x20       raise\n\
-         a.listen(64)\n\
+    let server = py_reuseport_pair("SOCK_STREAM", 7020)
+        + "a.listen(64)\n\
          b.listen(64)\n\
          ls = [a, b]\n\
          while True:\n\
@@ -854,39 +918,10 @@ fn reuseport_sockets_share_a_port_and_split_its_connections() {
          \x20           sys.exit(0)\n\
          \x20       if m:\n\
          \x20           c.sendall(str(k).encode())\n\
-         \x20       c.close()\n"
-    );
+         \x20       c.close()\n";
     let mut srv = net.run("reuseport-server", &["python3", "-c", &server]);
     net.wait_port(&mut srv, 7020);
-    let other = format!(
-        "import errno, socket, sys\n\
-         s = socket.socket()\n\
-         try:\n\
-         \x20   s.bind(('{IX}', 7020))\n\
-         \x20   sys.exit('a plain bind from another program shared the port')\n\
-         except OSError as e:\n\
-         \x20   if e.errno != errno.EADDRINUSE:\n\
-         \x20       raise\n\
-         t = socket.socket()\n\
-         t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
-         t.bind(('{IX}', 7020))\n\
-         t.listen(8)\n\
-         t.close()\n\
-         print('joined and left')\n"
-    );
-    let out = succeed(
-        net.ix.command(BIN).args([
-            "run",
-            "--socket",
-            &net.socket,
-            "--",
-            "python3",
-            "-c",
-            &other,
-        ]),
-        "a second program on the port",
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "joined and left\n");
+    second_program_joins_and_leaves(&net, "SOCK_STREAM", 7020);
     let client = format!(
         "import socket, sys\n\
          def ask(m):\n\
@@ -910,6 +945,69 @@ fn reuseport_sockets_share_a_port_and_split_its_connections() {
          print(ask(b'q'), first.count('0'), first.count('1'))\n"
     );
     python_client_ends_server(&net, &client, "bye ", &mut srv, "SO_REUSEPORT server");
+}
+
+/// SO_REUSEPORT on UDP sockets: two sockets of one program share a port
+/// and each datagram goes to one of them by its source (both get some; one
+/// source always reaches the same socket); a plain bind of the port fails;
+/// another program joins and leaves; once one socket closes, the other
+/// gets every datagram.
+#[test]
+fn udp_reuseport_sockets_split_datagrams_by_source() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let server = py_reuseport_pair("SOCK_DGRAM", 7030)
+        + "us = [a, b]\n\
+         while True:\n\
+         \x20   r, _, _ = select.select([x for x in us if x is not None], [], [], 60)\n\
+         \x20   if not r:\n\
+         \x20       sys.exit('idle for 60 s')\n\
+         \x20   for x in r:\n\
+         \x20       m, src = x.recvfrom(64)\n\
+         \x20       k = us.index(x)\n\
+         \x20       if m == b'q':\n\
+         \x20           x.sendto(b'bye', src)\n\
+         \x20           sys.exit(0)\n\
+         \x20       x.sendto(str(k).encode() + m, src)\n\
+         \x20       if m == b'x' and us[0] is not None:\n\
+         \x20           a.close()\n\
+         \x20           us[0] = None\n";
+    let mut srv = net.run("udp-reuseport-server", &["python3", "-c", &server]);
+    second_program_joins_and_leaves(&net, "SOCK_DGRAM", 7030);
+    let client = format!(
+        "import socket, sys\n\
+         def ask(c, m):\n\
+         \x20   for t in range(10):\n\
+         \x20       c.sendto(m, ('{IX}', 7030))\n\
+         \x20       try:\n\
+         \x20           while True:\n\
+         \x20               d, a = c.recvfrom(64)\n\
+         \x20               if d == b'bye' or d[1:] == m:\n\
+         \x20                   return d.decode()[0] if d != b'bye' else 'bye'\n\
+         \x20       except socket.timeout:\n\
+         \x20           continue\n\
+         \x20   sys.exit('no answer to %r' % m)\n\
+         def sock():\n\
+         \x20   c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         \x20   c.settimeout(0.5)\n\
+         \x20   return c\n\
+         cs = [sock() for _ in range(64)]\n\
+         first = [ask(c, b'n%d' % i) for i, c in enumerate(cs)]\n\
+         if set(first) != {{'0', '1'}}:\n\
+         \x20   sys.exit('not split over both: %s' % first)\n\
+         again = [ask(c, b'm%d' % i) for i, c in enumerate(cs)]\n\
+         if again != first:\n\
+         \x20   sys.exit('a source moved: %s vs %s' % (first, again))\n\
+         ask(sock(), b'x')\n\
+         after = [ask(sock(), b'a%d' % i) for i in range(16)]\n\
+         if set(after) != {{'1'}}:\n\
+         \x20   sys.exit('after one closed: %s' % after)\n\
+         print('ok', ask(sock(), b'q'), first.count('0'), first.count('1'))\n"
+    );
+    python_client_ends_server(&net, &client, "ok bye", &mut srv, "UDP SO_REUSEPORT server");
+    let st = net.stats();
+    assert_eq!(st["udp_group_drops"], 0, "{st}");
 }
 
 /// inetd style: socat accepts, forks a child per connection, and the child
@@ -1376,13 +1474,7 @@ fn udp_programs_talk_through_the_service() {
          \x20   print('stays the kernel\\'s', errno.errorcode[e.errno])\n\
          u.sendto(b'quit', K)\n"
     );
-    let out = succeed(
-        net.ix
-            .command(BIN)
-            .args(["run", "--socket", &net.socket, "--", "python3", "-c", &prog]),
-        "UDP program under ixora run",
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = net.python(&prog, "UDP program under ixora run");
     assert_eq!(
         stdout,
         format!(
@@ -1391,8 +1483,6 @@ fn udp_programs_talk_through_the_service() {
              select True True sel\nkernel ping\nkernel first first\n\
              stays the kernel's ENETUNREACH\n"
         ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let st = net.stats();
     assert_eq!(st["protocol_errors"], 0, "{st}");

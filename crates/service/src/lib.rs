@@ -56,6 +56,10 @@ static APP_ABORTS: AtomicU64 = AtomicU64::new(0);
 /// the shim checks both first, so only a buggy or hostile app's.
 static UDP_TX_REFUSED: AtomicU64 = AtomicU64::new(0);
 
+/// Datagrams for a member of a SO_REUSEPORT UDP group that were dropped
+/// because its receive ring was full and one already waited for it.
+static UDP_GROUP_DROPS: AtomicU64 = AtomicU64::new(0);
+
 /// The largest UDP payload the stack sends: its MTU less the IPv4 and
 /// UDP headers (it does not fragment).
 fn max_dgram(io: &Io) -> usize {
@@ -201,6 +205,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         next_app: 1,
         listeners: HashMap::new(),
         next_bind_port: 0,
+        udp_groups: HashMap::new(),
         active: Vec::new(),
         started: Instant::now(),
         rejected: 0,
@@ -422,13 +427,7 @@ impl Listener {
     /// The member that takes a connection from `remote`: one flow always
     /// goes to the same member while the group is unchanged.
     fn pick(&self, remote: SocketAddrV4) -> (u32, u32) {
-        let n = self.members.len();
-        if n == 1 {
-            return self.members[0];
-        }
-        let k = u64::from(u32::from(*remote.ip())) << 16 | u64::from(remote.port());
-        let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
-        self.members[(h % n as u64) as usize]
+        flow_pick(&self.members, remote)
     }
 
     /// Whether a socket of user `uid` (with SO_REUSEPORT or not) may
@@ -436,6 +435,32 @@ impl Listener {
     fn admits(&self, reuseport: bool, uid: u32) -> bool {
         reuseport && self.reuseport && uid == self.uid && uid != u32::MAX
     }
+}
+
+/// The member of a SO_REUSEPORT group that takes what comes from
+/// `remote`: a hash of its address and port, so one flow always goes to
+/// one member while the group is unchanged. `members` is not empty.
+fn flow_pick(members: &[(u32, u32)], remote: SocketAddrV4) -> (u32, u32) {
+    let n = members.len();
+    if n == 1 {
+        return members[0];
+    }
+    let k = u64::from(u32::from(*remote.ip())) << 16 | u64::from(remote.port());
+    let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    members[(h % n as u64) as usize]
+}
+
+/// UDP sockets of one user sharing a port with SO_REUSEPORT: one stack
+/// socket (its cookie is [`udp_group_cookie`]); each datagram goes to one
+/// member by a hash of its source.
+#[derive(Debug)]
+struct UdpGroup {
+    h: UdpHandle,
+    /// (app, slot) of each member. Checked against the sockets before use
+    /// ([`Service::prune_udp_group`]): a member that failed or went is
+    /// dropped there.
+    members: Vec<(u32, u32)>,
+    uid: u32,
 }
 
 /// One process of an application: the one at the other end of a control
@@ -460,6 +485,8 @@ pub struct Service {
     listeners: HashMap<u16, Listener>,
     /// Where the search for a free port for a bind to port 0 goes on.
     next_bind_port: u32,
+    /// UDP ports shared with SO_REUSEPORT.
+    udp_groups: HashMap<u16, UdpGroup>,
     /// Applications with activity this cycle (reused buffer).
     active: Vec<u32>,
     started: Instant,
@@ -572,6 +599,17 @@ fn uncookie(c: u64) -> (u32, u32) {
 /// [`cookie`]: app ids stay below 2^31).
 fn listener_cookie(port: u16) -> u64 {
     1 << 63 | u64::from(port)
+}
+
+/// The stack's cookie for the UDP socket of a SO_REUSEPORT group on
+/// `port` (never an app's [`cookie`] nor a [`listener_cookie`]).
+fn udp_group_cookie(port: u16) -> u64 {
+    1 << 62 | u64::from(port)
+}
+
+/// The port of a [`udp_group_cookie`], if `c` is one.
+fn udp_group_of(c: u64) -> Option<u16> {
+    (c >> 48 == 1 << 14).then_some(c as u16)
 }
 
 fn errno_of(e: Error) -> i64 {
@@ -779,6 +817,7 @@ impl Service {
             "protocol_errors": PROTOCOL_ERRORS.load(Ordering::Relaxed),
             "app_resets": APP_ABORTS.load(Ordering::Relaxed),
             "udp_refused": UDP_TX_REFUSED.load(Ordering::Relaxed),
+            "udp_group_drops": UDP_GROUP_DROPS.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
             "yields": {"made": self.yields[0], "long": self.yields[1]},
             // Descriptors waiting for the closer thread (see `Closer`).
@@ -940,7 +979,7 @@ impl Service {
                 Kind::Conn(h) => {
                     let _ = io.abort(h);
                 }
-                Kind::Udp(h) => {
+                Kind::Udp(h) if !app.socks[s].reuseport => {
                     let _ = io.udp_close(h);
                 }
                 Kind::Listen(p) => Self::unlisten(&mut self.listeners, io, p, (id, s as u32)),
@@ -949,6 +988,17 @@ impl Service {
             app.socks[s] = Sock::free();
         }
         self.conn_app.retain(|_, a| *a != id);
+        // Its UDP groups lose their members of it (a group's socket
+        // closes with the last).
+        let ports: Vec<u16> = self
+            .udp_groups
+            .iter()
+            .filter(|(_, g)| g.members.iter().any(|m| m.0 == id))
+            .map(|(&p, _)| p)
+            .collect();
+        for p in ports {
+            self.prune_udp_group(io, p);
+        }
         self.closer.close(last);
     }
 
@@ -1057,6 +1107,10 @@ impl Service {
                 .get(&id)
                 .and_then(|a| a.socks.get(msg.slot as usize))
                 .is_some_and(|s| !s.dgram);
+        if msg.op == op::BIND && !tcp_bind && msg.b & 1 != 0 {
+            // Members that went no longer hold the port.
+            self.prune_udp_group(io, layout::unpack(msg.a as u64).1);
+        }
         let (bind_port, port_taken) = match layout::unpack(msg.a as u64).1 {
             _ if !tcp_bind => (0, false),
             0 => self.free_tcp_port(io).map_or((0, true), |p| (p, false)),
@@ -1116,6 +1170,42 @@ impl Service {
                 }
                 if aip != 0 && aip != ip {
                     return bad(libc::EADDRNOTAVAIL);
+                }
+                if msg.b & 1 != 0 && port != 0 {
+                    // SO_REUSEPORT: join the port's group, or start one.
+                    let h = match self.udp_groups.get_mut(&port) {
+                        Some(g) if app.uid == g.uid && app.uid != u32::MAX => {
+                            if !g.members.contains(&(id, slot)) {
+                                g.members.push((id, slot));
+                            }
+                            g.h
+                        }
+                        Some(_) => return bad(libc::EADDRINUSE),
+                        None => match io.udp_bind(port, udp_group_cookie(port)) {
+                            Ok(h) => {
+                                self.udp_groups.insert(
+                                    port,
+                                    UdpGroup {
+                                        h,
+                                        members: vec![(id, slot)],
+                                        uid: app.uid,
+                                    },
+                                );
+                                h
+                            }
+                            Err(e) => return Msg::reply(errno_of(e)),
+                        },
+                    };
+                    app.socks[slot as usize].kind = Kind::Udp(h);
+                    app.socks[slot as usize].reuseport = true;
+                    app.r
+                        .down_slot(slot)
+                        .local
+                        .store(pack(ip, port), Ordering::Release);
+                    return Msg {
+                        b: u64::from(port),
+                        ..Msg::reply(0)
+                    };
                 }
                 match Self::udp_bind(app, io, id, slot, port, ip) {
                     Ok(p) => Msg {
@@ -1407,6 +1497,15 @@ impl Service {
         let Kind::Udp(h) = app.socks[s as usize].kind else {
             return;
         };
+        Self::fill_udp(app, io, s, Some(h));
+    }
+
+    /// Move datagrams into UDP socket `s`'s receive ring while they fit:
+    /// first the one held for it, then (`from`) the stack's queue.
+    fn fill_udp(app: &mut AppState, io: &mut Io, s: u32, from: Option<UdpHandle>) {
+        if !matches!(app.socks[s as usize].kind, Kind::Udp(_)) {
+            return;
+        }
         let ring = app.r.layout().ring as u64;
         let head = app.r.up_slot(s).rx_head.load(Ordering::Acquire);
         let start = app.socks[s as usize].rx_tail;
@@ -1416,9 +1515,10 @@ impl Service {
         }
         let mut tail = start;
         loop {
-            let next = match app.udp_held[s as usize].take() {
-                Some(d) => Some(d),
-                None => io.udp_recv(h).ok().flatten(),
+            let next = match (app.udp_held[s as usize].take(), from) {
+                (Some(d), _) => Some(d),
+                (None, Some(h)) => io.udp_recv(h).ok().flatten(),
+                (None, None) => None,
             };
             let Some((src, data)) = next else { break };
             let peer = app.socks[s as usize].peer;
@@ -1492,7 +1592,10 @@ impl Service {
             app.tx_progress(s);
         }
         if rq & (req::CLOSE | req::ABORT) != 0 && (sent == tail || rq & req::ABORT != 0) {
-            let _ = io.udp_close(h);
+            // (A group's socket closes with its last member.)
+            if !app.socks[s as usize].reuseport {
+                let _ = io.udp_close(h);
+            }
             app.udp_held[s as usize] = None;
             app.release(s);
         }
@@ -1507,7 +1610,9 @@ impl Service {
                 let _ = io.abort(h);
             }
             Kind::Udp(h) => {
-                let _ = io.udp_close(h);
+                if !app.socks[s as usize].reuseport {
+                    let _ = io.udp_close(h);
+                }
                 app.udp_held[s as usize] = None;
             }
             _ => {}
@@ -1525,11 +1630,19 @@ impl Service {
                 Self::pump_tx(app, io, s);
                 Self::pump_rx(app, io, s);
             }
-            Kind::Udp(_) => {
+            Kind::Udp(h) => {
                 if !Self::pump_udp_tx(app, io, s) {
                     self.udp_retry.push((id, s));
                 }
-                Self::pump_udp_rx(app, io, s);
+                if app.socks[s as usize].reuseport || app.socks[s as usize].kind != Kind::Udp(h) {
+                    // A group's member (it may have closed just now: the
+                    // group's socket closes with the last).
+                    if self.udp_groups.get(&h.port()).is_some_and(|g| g.h == h) {
+                        self.pump_udp_group(io, h.port());
+                    }
+                } else {
+                    Self::pump_udp_rx(app, io, s);
+                }
             }
             Kind::Listen(port) => {
                 let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
@@ -1638,6 +1751,59 @@ impl Service {
         app.changed(ls);
         // Data may have come with the handshake's last segment.
         Self::pump_rx(app, io, s);
+    }
+
+    /// Drop the members of UDP group `port` that are no longer its
+    /// sockets (closed, failed, their app gone); the group's socket closes
+    /// with the last. False if the group is gone.
+    fn prune_udp_group(&mut self, io: &mut Io, port: u16) -> bool {
+        let Some(g) = self.udp_groups.get_mut(&port) else {
+            return false;
+        };
+        let (apps, h) = (&self.apps, g.h);
+        g.members.retain(|&(id, s)| {
+            apps.get(&id)
+                .and_then(|a| a.socks.get(s as usize))
+                .is_some_and(|k| k.kind == Kind::Udp(h) && k.reuseport)
+        });
+        if g.members.is_empty() {
+            let _ = io.udp_close(h);
+            self.udp_groups.remove(&port);
+            return false;
+        }
+        true
+    }
+
+    /// Deliver what UDP group `port` received: each member's held
+    /// datagram first, then the stack's queue, each datagram to the member
+    /// its source hashes to. A member whose ring is full holds one; more
+    /// for it are dropped (counted), as a full socket buffer drops, so one
+    /// slow reader does not stop the others.
+    fn pump_udp_group(&mut self, io: &mut Io, port: u16) {
+        if !self.prune_udp_group(io, port) {
+            return;
+        }
+        let Some(g) = self.udp_groups.get(&port) else {
+            return;
+        };
+        let apps = &mut self.apps;
+        for &(id, s) in &g.members {
+            if let Some(app) = apps.get_mut(&id) {
+                Self::fill_udp(app, io, s, None);
+            }
+        }
+        while let Ok(Some((src, data))) = io.udp_recv(g.h) {
+            let (id, s) = flow_pick(&g.members, src);
+            let Some(app) = apps.get_mut(&id) else {
+                continue;
+            };
+            if app.udp_held[s as usize].is_some() {
+                UDP_GROUP_DROPS.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            app.udp_held[s as usize] = Some((src, data));
+            Self::fill_udp(app, io, s, None);
+        }
     }
 
     /// Socket `member` stops listening on `port`; the stack's listener
@@ -1754,6 +1920,12 @@ impl App for Service {
             Event::Recv { handle, cookie, .. } => {
                 if let Some((app, s)) = self.with_conn(cookie, handle) {
                     Self::pump_rx(app, io, s);
+                }
+            }
+            Event::UdpRecv { handle, cookie } if udp_group_of(cookie).is_some() => {
+                let port = udp_group_of(cookie).unwrap_or(0);
+                if self.udp_groups.get(&port).is_some_and(|g| g.h == handle) {
+                    self.pump_udp_group(io, port);
                 }
             }
             Event::UdpRecv { handle, cookie } => {
