@@ -1107,7 +1107,7 @@ impl Service {
                 .get(&id)
                 .and_then(|a| a.socks.get(msg.slot as usize))
                 .is_some_and(|s| !s.dgram);
-        if msg.op == op::BIND && !tcp_bind && msg.b & 1 != 0 {
+        if msg.op == op::BIND && !tcp_bind {
             // Members that went no longer hold the port.
             self.prune_udp_group(io, layout::unpack(msg.a as u64).1);
         }

@@ -317,6 +317,24 @@ impl RawApp {
         Ok(s)
     }
 
+    /// A new socket with SO_REUSEPORT bound to `port` of the service's
+    /// address: UDP, or TCP and listening; its slot.
+    pub fn shared_socket(&self, udp: bool, port: u16) -> io::Result<u32> {
+        let s = self.new_socket(i64::from(udp))?;
+        let mut ms = vec![Msg::new(op::BIND, s, pack(0, port) as i64, 1)];
+        if !udp {
+            ms.push(Msg::new(op::LISTEN, s, 16, 0));
+        }
+        for m in ms {
+            let r = self.request(m)?;
+            if r.a < 0 {
+                self.close(s);
+                return Err(io::Error::from_raw_os_error(-r.a as i32));
+            }
+        }
+        Ok(s)
+    }
+
     /// Connect socket `s` to `ip:port` (returns once the service took the
     /// request; the handshake completes later).
     pub fn connect(&self, s: u32, ip: Ipv4Addr, port: u16) -> io::Result<()> {

@@ -218,6 +218,71 @@ fn blocked_wake_ups_do_not_stop_the_service() {
     rig.finish().unwrap();
 }
 
+/// Retry `f` for up to 3 s until it succeeds (the service carries out
+/// closes and detaches asynchronously).
+fn eventually<T>(what: &str, mut f: impl FnMut() -> std::io::Result<T>) -> T {
+    let t = Instant::now();
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if t.elapsed() > Duration::from_secs(3) => panic!("{what}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A port shared with SO_REUSEPORT (UDP and TCP) stays taken for a
+/// socket without the option while any member lives — members of another
+/// app of the same user join — and is free again once the last member
+/// goes, whether it closed, failed on a protocol error (UDP), or its app
+/// detached.
+#[test]
+fn a_shared_port_is_freed_with_its_last_member() {
+    let rig = Rig::start("reuse").unwrap();
+    for (udp, port) in [(true, 7200), (false, 7201)] {
+        let a = RawApp::attach(&rig).unwrap();
+        let b = RawApp::attach(&rig).unwrap();
+        let plain = |app: &RawApp| -> std::io::Result<u32> {
+            if udp {
+                return app.udp_socket(port);
+            }
+            let s = app.socket()?;
+            app.listen(s, port)
+                .map(|()| s)
+                .inspect_err(|_| app.close(s))
+        };
+        let in_use = |r: std::io::Result<u32>| matches!(r, Err(ref e) if e.raw_os_error() == Some(libc::EADDRINUSE));
+        // Two members in app a, one in app b: a plain socket cannot bind.
+        a.shared_socket(udp, port).unwrap();
+        a.shared_socket(udp, port).unwrap();
+        let bs = b.shared_socket(udp, port).unwrap();
+        assert!(in_use(plain(&b)), "udp {udp}: a plain bind shared the port");
+        // App a goes: b's member still holds the port.
+        let aid = a.id;
+        drop(a);
+        wait_gone(&b, aid, Duration::from_secs(5)).unwrap();
+        assert!(
+            in_use(plain(&b)),
+            "udp {udp}: b's member no longer holds it"
+        );
+        if udp {
+            // The last member fails on a protocol error (a datagram
+            // header cut short).
+            assert_eq!(b.write(bs, &[1, 2, 3]), 3);
+            b.kick(bs);
+        } else {
+            b.close(bs);
+        }
+        let s = eventually("a plain bind once the last member went", || plain(&b));
+        b.close(s);
+        if udp {
+            b.close(bs);
+        }
+        assert!(rig.alive());
+    }
+    rig.finish().unwrap();
+}
+
 /// Rounds of random misbehaviour (seeded: a failure names its seed and
 /// round). After each round the vandal disconnects; the service must
 /// still run, have torn the vandal's app down, and carry a well-behaved
