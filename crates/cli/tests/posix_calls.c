@@ -726,6 +726,37 @@ static void ephemeral_listener(const char *self_ip) {
     close(l);
 }
 
+/* A socket bound before it connects connects from its port: a chosen
+ * one, and one bind(port 0) picked; the echo server answers both. */
+static void bound_client(const char *echo_ip, int echo_port, const char *self_ip, int port) {
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(echo_port)};
+    inet_pton(AF_INET, echo_ip, &to.sin_addr);
+    for (int i = 0; i < 2; i++) {
+        int want = i == 0 ? port : 0;
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(want)};
+        inet_pton(AF_INET, self_ip, &sa.sin_addr);
+        int r1 = bind(s, (struct sockaddr *)&sa, sizeof sa);
+        struct sockaddr_in me;
+        socklen_t len = sizeof me;
+        getsockname(s, (struct sockaddr *)&me, &len);
+        int bound = ntohs(me.sin_port);
+        int r2 = connect(s, (struct sockaddr *)&to, sizeof to);
+        int e2 = r2 == 0 ? 0 : errno;
+        len = sizeof me;
+        int r3 = getsockname(s, (struct sockaddr *)&me, &len);
+        ssize_t n = send(s, "bound\n", 6, 0);
+        char b[6] = {0};
+        int got = n == 6 && (wait_for(s, POLLIN, 10000) & POLLIN) && read_full(s, b, 6) == 0 ? 6 : -1;
+        check(r1 == 0 && r2 == 0 && r3 == 0 && bound != 0 && (want == 0 || bound == want) &&
+                  ntohs(me.sin_port) == bound && got == 6 && memcmp(b, "bound\n", 6) == 0,
+              i == 0 ? "bound_connect" : "bound_port_0_connect",
+              "bind %d connect %d (%s) bound %d then %d got %d", r1, r2, strerror(e2), bound,
+              ntohs(me.sin_port), got);
+        close(s);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
@@ -743,6 +774,7 @@ int main(int argc, char **argv) {
     if (argc == 5) {
         udp_calls(argv[4], atoi(argv[3]) + 2);
         ephemeral_listener(argv[4]);
+        bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
     }
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;

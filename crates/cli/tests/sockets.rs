@@ -1257,6 +1257,12 @@ fn posix_calls_behave_as_on_linux() {
             text.contains("ok udp_recvmmsg") && text.contains("ok udp_reply"),
             "{what}: UDP part missing:\n{text}"
         );
+        assert!(
+            text.contains("ok bind_port_0_reached")
+                && text.contains("ok bound_connect")
+                && text.contains("ok bound_port_0_connect"),
+            "{what}: bind-then-connect part missing:\n{text}"
+        );
         text
     };
     let mut k = net.lx.command("timeout");

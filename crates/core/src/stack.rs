@@ -684,19 +684,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     ) -> Result<ConnHandle, Error> {
         self.advance_clock(now);
         let rip = *remote.ip();
-        if remote.port() == 0 {
-            return Err(Error::InvalidArgument);
-        }
-        // Our own address is reachable: its frames carry our own MAC, and
-        // the caller hands them back through `handle_local`.
-        let to_self = rip == self.cfg.ip;
-        if rip.is_unspecified()
-            || rip.is_broadcast()
-            || rip.is_multicast()
-            || (!to_self && self.next_hop(rip).is_none())
-        {
-            return Err(Error::Unreachable);
-        }
+        let to_self = self.connectable(remote)?;
         // RFC 6056 algorithm 3: a per-destination starting point, then a
         // sequential search.
         let (lo, hi) = self.cfg.tcp.ephemeral_ports;
@@ -736,10 +724,72 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             }
         }
         let lport = port.ok_or(Error::NoPorts)?;
+        Ok(self.open_active(cookie, remote, lport))
+    }
+
+    /// Like [`tcp_connect`](Self::tcp_connect), from local port
+    /// `local_port` (a socket bound before it connects). `AddrInUse` if a
+    /// connection holds that 4-tuple (one in TIME-WAIT too, unless old
+    /// enough to reuse, as in `tcp_connect`).
+    pub fn tcp_connect_from(
+        &mut self,
+        now: Instant,
+        cookie: u64,
+        remote: SocketAddrV4,
+        local_port: u16,
+    ) -> Result<ConnHandle, Error> {
+        self.advance_clock(now);
+        let rip = *remote.ip();
+        if local_port == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        let to_self = self.connectable(remote)?;
+        if to_self && local_port == remote.port() {
+            // One TCB meeting itself.
+            return Err(Error::AddrInUse);
+        }
+        if let Some(&idx) = self
+            .table
+            .get(&ConnKey::new(rip, remote.port(), local_port))
+        {
+            let msl = self.cfg.tcp.msl;
+            let reuse = self.conns[idx as usize]
+                .tcb
+                .as_ref()
+                .is_some_and(|t| !t.owned() && t.time_wait_reusable_by_connect(self.now, msl));
+            if !reuse {
+                return Err(Error::AddrInUse);
+            }
+            self.recycle_time_wait(idx);
+        }
+        Ok(self.open_active(cookie, remote, local_port))
+    }
+
+    /// Whether `remote` can be connected to; true if it is our own
+    /// address (reachable: its frames carry our own MAC, and the caller
+    /// hands them back through `handle_local`).
+    fn connectable(&self, remote: SocketAddrV4) -> Result<bool, Error> {
+        let rip = *remote.ip();
+        if remote.port() == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        let to_self = rip == self.cfg.ip;
+        if rip.is_unspecified()
+            || rip.is_broadcast()
+            || rip.is_multicast()
+            || (!to_self && self.next_hop(rip).is_none())
+        {
+            return Err(Error::Unreachable);
+        }
+        Ok(to_self)
+    }
+
+    /// Start an active open from `lport` to `remote` (both checked).
+    fn open_active(&mut self, cookie: u64, remote: SocketAddrV4, lport: u16) -> ConnHandle {
         let tuple = Tuple {
             local_ip: self.cfg.ip,
             local_port: lport,
-            remote_ip: rip,
+            remote_ip: *remote.ip(),
             remote_port: remote.port(),
         };
         let iss = SeqNum(self.keyed.isn(&tuple, self.now));
@@ -758,7 +808,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         };
         let idx = self.insert_tcb(tcb);
         self.after(idx);
-        Ok(self.handle_of(idx))
+        self.handle_of(idx)
     }
 
     /// Accept a knocked connection (IX `accept`), giving it a cookie.

@@ -1656,3 +1656,35 @@ fn stale_handles_are_rejected() {
     h.drain();
     assert_eq!(h.expect_tcp().seq, new_iss + 1);
 }
+
+/// A socket bound before it connects sends from its port, inside the
+/// ephemeral range or not; a second connection on the same 4-tuple is
+/// refused while the first lives (RFC 9293 §3.4: a connection is named by
+/// its pair of sockets), and a connection to another peer port from the
+/// same local port is not.
+#[test]
+fn connect_from_a_bound_port_sends_from_it() {
+    let mut h = Harness::new(|c| c.tcp.ephemeral_ports = (50_000, 50_010));
+    let peer = SocketAddrV4::new(PEER, PEER_PORT);
+    let c = h
+        .stack
+        .tcp_connect_from(h.now, 9, peer, 1023)
+        .expect("connect");
+    h.drain();
+    let syn = h.expect_tcp();
+    assert!(syn.is(Flags::SYN) && syn.src_port == 1023, "{syn:?}");
+    assert_eq!(h.stack.tcp_state(c), Ok(State::SynSent));
+    assert_eq!(
+        h.stack.tcp_connect_from(h.now, 10, peer, 1023).unwrap_err(),
+        Error::AddrInUse
+    );
+    let other = SocketAddrV4::new(PEER, PEER_PORT + 1);
+    h.stack
+        .tcp_connect_from(h.now, 11, other, 1023)
+        .expect("another peer port");
+    assert_eq!(
+        h.stack.tcp_connect_from(h.now, 12, peer, 0).unwrap_err(),
+        Error::InvalidArgument
+    );
+    assert_eq!(h.stack.tcp_connection_count(), 2);
+}

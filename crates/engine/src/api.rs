@@ -96,6 +96,26 @@ impl Io<'_> {
         })
     }
 
+    /// Open a connection from local port `port` (a socket bound before it
+    /// connects). With several cores the flow must hash to this one
+    /// (`InvalidArgument` otherwise: the frames of the connection would
+    /// arrive on another core).
+    pub fn connect_from(
+        &mut self,
+        cookie: u64,
+        dst: SocketAddrV4,
+        port: u16,
+    ) -> Result<ConnHandle, Error> {
+        let local = self.stack.config().ip;
+        if self.cores > 1
+            && steer::flow_hash(*dst.ip(), local, dst.port(), port) as usize % self.cores
+                != self.core
+        {
+            return Err(Error::InvalidArgument);
+        }
+        self.stack.tcp_connect_from(self.now, cookie, dst, port)
+    }
+
     /// Accept a knocked connection (IX `accept`), giving it a cookie.
     pub fn accept(&mut self, h: ConnHandle, cookie: u64) -> Result<(), Error> {
         self.stack.tcp_accept(h, cookie)

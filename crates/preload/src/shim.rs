@@ -846,6 +846,28 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             return unsafe { connect_dgram(state::sock(fd).unwrap(), addr, len) };
         }
         kind::MAYBE => {}
+        kind::IXORA if state::sock(fd).is_some_and(|sk| sk.state() == st::OPEN) => {
+            // Bound before it connects: the service connects it from its
+            // port. Bound to Ixora's address, it reaches only Ixora's world.
+            let sk = state::sock(fd).unwrap();
+            // SAFETY: the caller passes `len` readable bytes at `addr`.
+            let Some((ip, port)) = (unsafe { ixora_addr(fd, addr, len) }) else {
+                return fail(libc::ENETUNREACH);
+            };
+            if ip == 0 || !reaches(sk.a, ip) {
+                return fail(libc::ENETUNREACH);
+            }
+            count(sk.a, call("connect"), false);
+            let r = state::request(
+                sk.a,
+                Msg::new(op::CONNECT, sk.s, pack(ip, port) as i64, 0),
+                &[],
+            );
+            if r.a < 0 {
+                return fail(-r.a as c_int);
+            }
+            return connect_wait(sk);
+        }
         kind::IXORA => {
             let sk = state::sock(fd).unwrap();
             count(sk.a, call("connect"), true);
@@ -894,6 +916,13 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     if sk.dgram() {
         return 0;
     }
+    connect_wait(sk)
+}
+
+/// The rest of connect(2) once the service started the handshake:
+/// EINPROGRESS on a non-blocking socket, else wait for it to end.
+fn connect_wait(sk: Sock) -> c_int {
+    let a = sk.a;
     // SO_SNDTIMEO bounds a blocking connect: EINPROGRESS once it passes.
     let mut start = None; // when the call first waits
     let limit = sk.wait_limit(true, &mut start);

@@ -1311,7 +1311,12 @@ impl Service {
                 }
                 let (dip, dport) = layout::unpack(msg.a as u64);
                 let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
-                match io.connect(cookie(id, slot), dst) {
+                // A socket bound first connects from its port.
+                let opened = match app.socks[slot as usize].kind {
+                    Kind::Bound(p) => io.connect_from(cookie(id, slot), dst, p),
+                    _ => io.connect(cookie(id, slot), dst),
+                };
+                match opened {
                     Ok(h) => {
                         app.socks[slot as usize].kind = Kind::Conn(h);
                         // Options set before the connect (TCP_NODELAY off,
