@@ -724,6 +724,22 @@ static void ephemeral_listener(const char *self_ip) {
     close(a);
     close(c);
     close(l);
+    /* listen without bind: any address, a free port. */
+    l = socket(AF_INET, SOCK_STREAM, 0);
+    r = listen(l, 4);
+    len = sizeof me;
+    int rn = getsockname(l, (struct sockaddr *)&me, &len);
+    int port = ntohs(me.sin_port);
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    inet_pton(AF_INET, self_ip, &me.sin_addr);
+    int rc = connect(c, (struct sockaddr *)&me, sizeof me);
+    ev = wait_for(l, POLLIN, 10000);
+    a = accept(l, NULL, NULL);
+    check(r == 0 && rn == 0 && port != 0 && rc == 0 && (ev & POLLIN) && a >= 0, "listen_unbound",
+          "listen %d port %d connect %d accept %d", r, port, rc, a);
+    close(a);
+    close(c);
+    close(l);
 }
 
 /* A socket bound before it connects connects from its port: a chosen

@@ -1259,6 +1259,7 @@ fn posix_calls_behave_as_on_linux() {
         );
         assert!(
             text.contains("ok bind_port_0_reached")
+                && text.contains("ok listen_unbound")
                 && text.contains("ok bound_connect")
                 && text.contains("ok bound_port_0_connect"),
             "{what}: bind-then-connect part missing:\n{text}"

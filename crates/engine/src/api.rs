@@ -252,6 +252,12 @@ pub trait App {
         let _ = io;
         false
     }
+    /// The core's sleep ended with [`App::wait_fd`] readable (called
+    /// before [`App::wake`]): the place to take what made it readable, so
+    /// the next sleep does not end at once.
+    fn wait_fd_ready(&mut self, io: &mut Io) {
+        let _ = io;
+    }
     /// The core is about to sleep (after a cycle with no work; not in
     /// `--poll` mode). Return false to stay awake: work arrived since
     /// `poll`. Whoever may bring work while the core sleeps must then ring

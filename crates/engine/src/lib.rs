@@ -586,10 +586,14 @@ where
                 rep.sleeps += 1;
                 // Drain the doorbell if it rang (a wake-up by a frame
                 // costs no more system call).
-                if sleep_on(qfd, bell, extra, nap) {
+                let (rang, extra_ready) = sleep_on(qfd, bell, extra, nap);
+                if rang {
                     let _ = mail.bells[i].read();
                 }
                 idle_cycles = 0; // time has passed: read the clock next cycle
+                if extra_ready {
+                    app.wait_fd_ready(&mut io);
+                }
                 app.wake(&mut io);
             }
             mail.sleeping[i].store(false, Ordering::Release);
@@ -606,14 +610,17 @@ const MIN_NAP: Duration = Duration::from_micros(16);
 const MAX_NAP: Duration = Duration::from_millis(100);
 
 /// Sleep until `qfd`, `bell` or the app's `extra` descriptor is readable,
-/// or `nap` passes; true if the bell rang (or the wait failed: then drain
-/// it anyway).
-fn sleep_on(qfd: Option<i32>, bell: i32, extra: Option<i32>, nap: Duration) -> bool {
+/// or `nap` passes. Returns whether the bell rang and whether `extra` is
+/// readable (both true if the wait failed: then drain them anyway).
+fn sleep_on(qfd: Option<i32>, bell: i32, extra: Option<i32>, nap: Duration) -> (bool, bool) {
     let mut fds = [bell, -1, -1];
     let mut n = 1;
     for f in [qfd, extra].into_iter().flatten() {
         fds[n] = f;
         n += 1;
     }
-    ixora_io::sys::wait_any(&fds[..n], Some(nap)).map_or(true, |m| m & 1 != 0)
+    match ixora_io::sys::wait_any(&fds[..n], Some(nap)) {
+        Ok(m) => (m & 1 != 0, extra.is_some() && m & (1 << (n - 1)) != 0),
+        Err(_) => (true, extra.is_some()),
+    }
 }

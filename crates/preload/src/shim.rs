@@ -676,6 +676,11 @@ fn explain_not_served(fd: c_int, ip: u32, port: u16) {
 /// listen(2).
 #[no_mangle]
 pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
+    if state::kind_of(fd) == kind::MAYBE {
+        // Listening unbound binds to any address and a free port (as
+        // Linux does): a socket on any address is Ixora's.
+        auto_bind(fd);
+    }
     let Some(sk) = state::sock(fd) else {
         return kernel_fd(fd, || real!(listen: fn(c_int, c_int) -> c_int)(fd, backlog));
     };
@@ -687,6 +692,29 @@ pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     }
     sk.e.flags.fetch_or(fl::LISTENING, Ordering::Relaxed);
     0
+}
+
+/// Make undecided TCP socket `fd` Ixora's, bound to any address and a
+/// free port, unless it must stay the kernel's (IPv6-only, not attached);
+/// errors leave it undecided (the kernel's `listen` then decides).
+fn auto_bind(fd: c_int) {
+    let Some(e) = state::entry(fd) else { return };
+    let flags = e.flags.load(Ordering::Relaxed);
+    if flags & (fl::DGRAM | fl::V6ONLY) != 0 {
+        return;
+    }
+    let Some(a) = state::attach() else { return };
+    let reuseport = flags & fl::REUSEPORT != 0;
+    let bound = become_ixora(fd, a, |s| {
+        state::request(
+            a,
+            Msg::new(op::BIND, s, pack(0, 0) as i64, u64::from(reuseport)),
+            &[],
+        )
+    });
+    if bound.is_ok() {
+        e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
+    }
 }
 
 /// accept4(2).

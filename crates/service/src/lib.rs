@@ -340,6 +340,9 @@ struct Sock {
     /// SO_REUSEPORT was set when it was bound: it may share its port with
     /// other such sockets of the same user.
     reuseport: bool,
+    /// Bound to port 0: the port was ours to pick, so a connect may move
+    /// it to another if that 4-tuple is taken.
+    auto_port: bool,
 }
 
 impl Sock {
@@ -349,6 +352,7 @@ impl Sock {
             dgram: false,
             peer: 0,
             reuseport: false,
+            auto_port: false,
             sent: 0,
             rx_tail: 0,
             acc_tail: 0,
@@ -596,7 +600,7 @@ fn uncookie(c: u64) -> (u32, u32) {
 }
 
 /// The stack's cookie for the listener of `port` (never an app's
-/// [`cookie`]: app ids stay below 2^31).
+/// [`cookie`]: app ids stay below 2^30).
 fn listener_cookie(port: u16) -> u64 {
     1 << 63 | u64::from(port)
 }
@@ -836,8 +840,9 @@ impl Service {
             return Err(io::Error::from_raw_os_error(libc::EAGAIN));
         }
         let id = self.next_app;
-        if id >= 1 << 31 {
-            // Ids name apps in the stack's cookies, beside listeners'.
+        if id >= 1 << 30 {
+            // Ids name apps in the stack's cookies, beside listeners' and
+            // UDP groups' (bits 63 and 62).
             return Err(io::Error::from_raw_os_error(libc::ENOSPC));
         }
         let l = self.layout;
@@ -988,16 +993,21 @@ impl Service {
             app.socks[s] = Sock::free();
         }
         self.conn_app.retain(|_, a| *a != id);
-        // Its UDP groups lose their members of it (a group's socket
-        // closes with the last).
-        let ports: Vec<u16> = self
-            .udp_groups
-            .iter()
-            .filter(|(_, g)| g.members.iter().any(|m| m.0 == id))
-            .map(|(&p, _)| p)
+        // Its shared ports lose their members of it (a UDP group's socket
+        // and a listener close with their last; a listener of it that
+        // failed is still a member until this).
+        let of_app = |m: &Vec<(u32, u32)>| m.iter().any(|m| m.0 == id);
+        let udp: Vec<u16> = (self.udp_groups.iter())
+            .filter_map(|(&p, g)| of_app(&g.members).then_some(p))
             .collect();
-        for p in ports {
+        let tcp: Vec<u16> = (self.listeners.iter())
+            .filter_map(|(&p, l)| of_app(&l.members).then_some(p))
+            .collect();
+        for p in udp {
             self.prune_udp_group(io, p);
+        }
+        for p in tcp {
+            self.prune_listener(io, p);
         }
         self.closer.close(last);
     }
@@ -1107,9 +1117,25 @@ impl Service {
                 .get(&id)
                 .and_then(|a| a.socks.get(msg.slot as usize))
                 .is_some_and(|s| !s.dgram);
+        // Members that went no longer hold the port.
         if msg.op == op::BIND && !tcp_bind {
-            // Members that went no longer hold the port.
             self.prune_udp_group(io, layout::unpack(msg.a as u64).1);
+        }
+        if tcp_bind {
+            self.prune_listener(io, layout::unpack(msg.a as u64).1);
+        }
+        if msg.op == op::LISTEN {
+            let bound = self
+                .apps
+                .get(&id)
+                .and_then(|a| a.socks.get(msg.slot as usize));
+            if let Some(&Sock {
+                kind: Kind::Bound(p),
+                ..
+            }) = bound
+            {
+                self.prune_listener(io, p);
+            }
         }
         let (bind_port, port_taken) = match layout::unpack(msg.a as u64).1 {
             _ if !tcp_bind => (0, false),
@@ -1258,8 +1284,10 @@ impl Service {
                     // (Port 0: no free port left, as Linux says it.)
                     return bad(libc::EADDRINUSE);
                 }
-                app.socks[slot as usize].kind = Kind::Bound(port);
-                app.socks[slot as usize].reuseport = msg.b & 1 != 0;
+                let sk = &mut app.socks[slot as usize];
+                sk.kind = Kind::Bound(port);
+                sk.reuseport = msg.b & 1 != 0;
+                sk.auto_port = layout::unpack(msg.a as u64).1 == 0;
                 app.r
                     .down_slot(slot)
                     .local
@@ -1313,7 +1341,15 @@ impl Service {
                 let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
                 // A socket bound first connects from its port.
                 let opened = match app.socks[slot as usize].kind {
-                    Kind::Bound(p) => io.connect_from(cookie(id, slot), dst, p),
+                    Kind::Bound(p) => match io.connect_from(cookie(id, slot), dst, p) {
+                        // The bind picked a port a connection to `dst`
+                        // holds (bind(0) knows only the sockets' ports):
+                        // the stack picks another.
+                        Err(Error::AddrInUse) if app.socks[slot as usize].auto_port => {
+                            io.connect(cookie(id, slot), dst)
+                        }
+                        r => r,
+                    },
                     _ => io.connect(cookie(id, slot), dst),
                 };
                 match opened {
@@ -1686,11 +1722,13 @@ impl Service {
     fn knock(&mut self, io: &mut Io, h: ConnHandle, listener: u64, remote: SocketAddrV4) {
         let ip = self.ip(io);
         let port = listener as u16;
-        let Some(l) = self
-            .listeners
-            .get(&port)
-            .filter(|_| listener == listener_cookie(port))
-        else {
+        // Members that stopped listening (a protocol error, their app
+        // gone) leave first: only live listeners take connections.
+        if listener != listener_cookie(port) || !self.prune_listener(io, port) {
+            let _ = io.close(h);
+            return;
+        }
+        let Some(l) = self.listeners.get(&port) else {
             let _ = io.close(h);
             return;
         };
@@ -1699,24 +1737,17 @@ impl Service {
             let _ = io.close(h);
             return;
         };
-        let Kind::Listen(port) = app
-            .socks
-            .get(ls as usize)
-            .map(|s| s.kind)
-            .unwrap_or(Kind::Free)
-        else {
-            let _ = io.close(h);
-            return;
-        };
         let head = app.r.up_slot(ls).acc_head.load(Ordering::Acquire);
         let tail = app.socks[ls as usize].acc_tail;
         let queued = tail.wrapping_sub(head);
         if queued >= app.r.acc_capacity() {
-            if queued > app.r.acc_capacity() {
-                Self::violation(app, io, ls);
-            }
             self.rejected += 1;
             let _ = io.close(h);
+            if queued > app.r.acc_capacity() {
+                Self::violation(app, io, ls);
+                // It no longer listens: the port's group loses it.
+                self.prune_listener(io, port);
+            }
             return;
         }
         let Some(s) = app.alloc() else {
@@ -1809,6 +1840,27 @@ impl Service {
             app.udp_held[s as usize] = Some((src, data));
             Self::fill_udp(app, io, s, None);
         }
+    }
+
+    /// Drop the members of `port`'s listener group that no longer listen
+    /// there (failed on a protocol error, their app gone); the stack's
+    /// listener closes with the last. False if the port has none left.
+    fn prune_listener(&mut self, io: &mut Io, port: u16) -> bool {
+        let Some(l) = self.listeners.get_mut(&port) else {
+            return false;
+        };
+        let apps = &self.apps;
+        l.members.retain(|&(id, s)| {
+            apps.get(&id)
+                .and_then(|a| a.socks.get(s as usize))
+                .is_some_and(|k| k.kind == Kind::Listen(port))
+        });
+        if l.members.is_empty() {
+            let _ = io.unlisten(port);
+            self.listeners.remove(&port);
+            return false;
+        }
+        true
     }
 
     /// Socket `member` stops listening on `port`; the stack's listener
@@ -1936,7 +1988,13 @@ impl App for Service {
             Event::UdpRecv { handle, cookie } => {
                 let (id, s) = uncookie(cookie);
                 if let Some(app) = self.apps.get_mut(&id) {
-                    if app.socks.get(s as usize).map(|k| k.kind) == Some(Kind::Udp(handle)) {
+                    // (Not a group's member: a handle names only its port,
+                    // and a stale event may find the slot in a group now.)
+                    if app
+                        .socks
+                        .get(s as usize)
+                        .is_some_and(|k| k.kind == Kind::Udp(handle) && !k.reuseport)
+                    {
                         Self::pump_udp_rx(app, io, s);
                     }
                 }
@@ -2079,10 +2137,19 @@ impl App for Service {
         Some(self.bells.as_raw_fd())
     }
 
-    fn sleep(&mut self, _io: &mut Io) -> bool {
-        // Rings before this are answered by the scan below; a ring after
-        // it leaves a new edge, and the core's sleep ends at once.
+    fn wait_fd_ready(&mut self, _io: &mut Io) {
+        // Taken here, after a sleep the doorbells ended, rather than
+        // before every sleep: a ring before this is answered by the scan
+        // of activity words that follows; one after it leaves a new edge.
+        // A ring while awake leaves an edge that ends the next sleep at
+        // once (one spurious cycle, which takes it), instead of a system
+        // call before each sleep.
         os::take_edges(self.bells.as_raw_fd());
+    }
+
+    fn sleep(&mut self, _io: &mut Io) -> bool {
+        // A ring after the flag below is seen by the scan, or ends the
+        // core's sleep at once.
         for app in self.apps.values() {
             app.r.down_header().svc_sleeping.store(1, Ordering::SeqCst);
         }
@@ -2180,7 +2247,16 @@ mod tests {
         for port in [0u16, 1, 80, 65535] {
             let c = listener_cookie(port);
             assert_eq!(c as u16, port);
-            assert!(uncookie(c).0 >= 1 << 31, "app ids stay below 2^31");
+            assert!(uncookie(c).0 >= 1 << 30, "app ids stay below 2^30");
+            assert_eq!(udp_group_of(c), None);
+            let u = udp_group_cookie(port);
+            assert_eq!(udp_group_of(u), Some(port));
+            assert!(uncookie(u).0 >= 1 << 30);
+        }
+        for id in [0u32, 1, (1 << 30) - 1] {
+            for slot in [0u32, 65535, u32::MAX] {
+                assert_eq!(udp_group_of(cookie(id, slot)), None, "app {id} slot {slot}");
+            }
         }
     }
 }
