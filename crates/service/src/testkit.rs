@@ -574,6 +574,14 @@ pub enum VandalOp {
         /// Port offset (`u8::MAX`: a free port).
         port: u8,
     },
+    /// A new socket with SO_REUSEPORT on port 7200 + `port % 4`: UDP, or
+    /// a TCP listener (several may share each port).
+    Shared {
+        /// UDP (else TCP).
+        udp: bool,
+        /// Port offset.
+        port: u8,
+    },
     /// Write one datagram record into a socket's transmit ring (a TCP
     /// socket takes it as bytes): a well-formed header to the echo peer
     /// or the service's own address, or `garbage` as the header.
@@ -688,6 +696,11 @@ pub fn vandalise(app: &RawApp, ops: &[VandalOp], socks: &mut Vec<u32>) -> io::Re
                     7100 + u16::from(port % 8)
                 };
                 if let Ok(s) = app.udp_socket(p) {
+                    socks.push(s);
+                }
+            }
+            VandalOp::Shared { udp, port } => {
+                if let Ok(s) = app.shared_socket(udp, 7200 + u16::from(port % 4)) {
                     socks.push(s);
                 }
             }

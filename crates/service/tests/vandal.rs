@@ -362,6 +362,18 @@ fn random_misbehaviour_hurts_only_the_misbehaving_app() {
             });
             good.close(s);
         }
+        // And so did the ports its SO_REUSEPORT sockets shared.
+        for port in 7200..7204 {
+            let s = good.udp_socket(port).unwrap_or_else(|e| {
+                panic!("{ctx}: shared UDP port {port} still taken after the vandal went: {e}")
+            });
+            good.close(s);
+            let s = good.socket().unwrap();
+            good.listen(s, port).unwrap_or_else(|e| {
+                panic!("{ctx}: shared TCP port {port} still taken after the vandal went: {e}")
+            });
+            good.close(s);
+        }
         good.sync().unwrap();
     }
     let st = good.stats().unwrap();
