@@ -57,7 +57,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -201,7 +201,10 @@ pub struct DownHeader {
     /// this region, can read it, so no other local process can make itself
     /// a member of the app and act on its sockets.
     pub join_key: AtomicU64,
-    _pad0: [u32; 4],
+    /// The interface index of the service's port in its network
+    /// namespace (0: none, as the shared-memory wire), for `IP_PKTINFO`.
+    pub ifindex: AtomicU32,
+    _pad0: [u32; 3],
     /// Non-zero while the service sleeps: ring its doorbell after activity.
     pub svc_sleeping: AtomicU32,
     /// The CPU the service last ran on, plus one (0: not known). A program

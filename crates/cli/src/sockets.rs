@@ -101,6 +101,7 @@ pub fn serve(a: ServeArgs) -> ExitCode {
     let mut scfg = ixora_service::ServiceConfig::new(a.socket.clone());
     scfg.slots = a.slots;
     scfg.ring = a.ring;
+    scfg.ifindex = ixora_io::sys::ifindex(&a.dp.iface).unwrap_or(0);
     let (svc, control) = match ixora_service::start(&scfg, stop.clone()) {
         Ok(x) => x,
         Err(e) => return crate::fail("serve", e),

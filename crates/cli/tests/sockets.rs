@@ -1479,6 +1479,20 @@ fn udp_programs_talk_through_the_service() {
          \x20   print('then sent through Ixora')\n\
          except OSError as e:\n\
          \x20   print('stays the kernel\\'s', errno.errorcode[e.errno])\n\
+         pk = udp()\n\
+         IP_PKTINFO = 8  # Linux's value (Python 3.11 lacks the name)\n\
+         pk.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)\n\
+         pk.bind(('{IX}', 7015))\n\
+         a2.sendto(b'pk', ('{IX}', 7015))\n\
+         d, anc, fl, src = pk.recvmsg(16, socket.CMSG_SPACE(12))\n\
+         lvl, typ, data = anc[0]\n\
+         idx, spec, dst = struct.unpack('=i4s4s', data)\n\
+         ifs = [i for i, n in socket.if_nameindex() if n != 'lo']\n\
+         print('pktinfo', d.decode(), lvl == socket.IPPROTO_IP and typ == IP_PKTINFO,\n\
+         \x20     ifs == [idx], socket.inet_ntoa(dst), socket.inet_ntoa(spec), fl)\n\
+         a2.sendto(b'pk2', ('{IX}', 7015))\n\
+         d, anc, fl, src = pk.recvmsg(16)\n\
+         print('pktinfo no room', d.decode(), anc, fl == socket.MSG_CTRUNC)\n\
          u.sendto(b'quit', K)\n"
     );
     let stdout = net.python(&prog, "UDP program under ixora run");
@@ -1488,7 +1502,8 @@ fn udp_programs_talk_through_the_service() {
             "type True\necho hello True\nbound 0.0.0.0 True\nconn conn True\nfionread 10\n\
              trunc 0123 True True\nnext second\nlong EMSGSIZE\nfiltered peer\neagain\n\
              select True True sel\nkernel ping\nkernel first first\n\
-             stays the kernel's ENETUNREACH\n"
+             stays the kernel's ENETUNREACH\npktinfo pk True True {IX} {IX} 0\n\
+             pktinfo no room pk2 [] True\n"
         ),
     );
     let st = net.stats();

@@ -1262,8 +1262,13 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
             if !m.msg_name.is_null() {
                 m.msg_namelen = nl;
             }
-            m.msg_controllen = 0;
-            m.msg_flags = if trunc { libc::MSG_TRUNC } else { 0 };
+            let ctrunc = if sk.e.flags.load(Ordering::Relaxed) & fl::PKTINFO != 0 {
+                put_pktinfo(m, sk)
+            } else {
+                m.msg_controllen = 0;
+                0
+            };
+            m.msg_flags = if trunc { libc::MSG_TRUNC } else { 0 } | ctrunc;
         }
         return r;
     }
@@ -1286,6 +1291,41 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
         m.msg_flags = 0;
     }
     r
+}
+
+/// Put the `IP_PKTINFO` of a datagram Ixora received (its destination is
+/// always the service's address: no broadcast or multicast is received)
+/// into `m`'s control buffer. Returns `MSG_CTRUNC` if it does not fit (the
+/// buffer is then left empty), else 0.
+fn put_pktinfo(m: &mut msghdr, sk: Sock) -> c_int {
+    let size = std::mem::size_of::<libc::in_pktinfo>() as u32;
+    // SAFETY: CMSG_SPACE is arithmetic on its argument.
+    let space = unsafe { libc::CMSG_SPACE(size) } as usize;
+    if m.msg_control.is_null() || m.msg_controllen < space {
+        m.msg_controllen = 0;
+        return libc::MSG_CTRUNC;
+    }
+    let h = sk.a.r.down_header();
+    let ip = libc::in_addr {
+        s_addr: sk.a.ip.to_be(),
+    };
+    let info = libc::in_pktinfo {
+        ipi_ifindex: h.ifindex.load(Ordering::Relaxed) as c_int,
+        ipi_spec_dst: ip,
+        ipi_addr: ip,
+    };
+    // SAFETY: recvmsg(2)'s contract: `msg_control` has `msg_controllen`
+    // writable bytes, at least CMSG_SPACE(size) (checked), so the first
+    // header and its data fit; the data is written unaligned.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(m);
+        (*c).cmsg_level = libc::IPPROTO_IP;
+        (*c).cmsg_type = libc::IP_PKTINFO;
+        (*c).cmsg_len = libc::CMSG_LEN(size) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::in_pktinfo, info);
+    }
+    m.msg_controllen = space as _;
+    0
 }
 
 /// write(2).
@@ -2592,6 +2632,9 @@ pub unsafe extern "C" fn setsockopt(
         }
         (libc::SOL_SOCKET, libc::SO_REUSEPORT) => {
             setf(fl::REUSEPORT, int().unwrap_or(0) != 0);
+        }
+        (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+            setf(fl::PKTINFO, int().unwrap_or(0) != 0);
         }
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
             let on = int().unwrap_or(0) != 0;

@@ -59,6 +59,9 @@ pub mod fl {
     pub const BOUND_ANY: u32 = 1024;
     /// A UDP socket (`SOCK_DGRAM`): its rings hold datagrams.
     pub const DGRAM: u32 = 2048;
+    /// IP_PKTINFO: each datagram received comes with its destination and
+    /// interface (`recvmsg`'s control data).
+    pub const PKTINFO: u32 = 4096;
 }
 
 /// One descriptor's entry.

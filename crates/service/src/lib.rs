@@ -78,6 +78,9 @@ pub struct ServiceConfig {
     pub slots: u32,
     /// Bytes per receive and per transmit ring.
     pub ring: u32,
+    /// The interface index of the port (0: none), told to apps for
+    /// `IP_PKTINFO`.
+    pub ifindex: u32,
 }
 
 impl ServiceConfig {
@@ -87,6 +90,7 @@ impl ServiceConfig {
             socket,
             slots: 1024,
             ring: 64 * 1024,
+            ifindex: 0,
         }
     }
 }
@@ -203,6 +207,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         apps: HashMap::new(),
         conn_app: HashMap::new(),
         next_app: 1,
+        ifindex: cfg.ifindex,
         listeners: HashMap::new(),
         next_bind_port: 0,
         udp_groups: HashMap::new(),
@@ -489,6 +494,8 @@ pub struct Service {
     listeners: HashMap<u16, Listener>,
     /// Where the search for a free port for a bind to port 0 goes on.
     next_bind_port: u32,
+    /// [`ServiceConfig::ifindex`].
+    ifindex: u32,
     /// UDP ports shared with SO_REUSEPORT.
     udp_groups: HashMap<u16, UdpGroup>,
     /// Applications with activity this cycle (reused buffer).
@@ -878,6 +885,7 @@ impl Service {
         );
         h.app_id.store(id, Ordering::Relaxed);
         h.max_dgram.store(max_dgram(io) as u32, Ordering::Relaxed);
+        h.ifindex.store(self.ifindex, Ordering::Relaxed);
         let key = join_key()?;
         h.join_key.store(key, Ordering::Relaxed);
         h.magic.store(layout::MAGIC_DOWN, Ordering::Release);
