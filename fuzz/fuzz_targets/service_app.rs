@@ -16,10 +16,28 @@ struct World {
     good: RawApp,
 }
 
+/// The service's control socket, removed when the fuzzer exits (the
+/// world lives in a static and is never dropped).
+static SOCKET: OnceLock<std::path::PathBuf> = OnceLock::new();
+
+extern "C" fn remove_socket() {
+    if let Some(p) = SOCKET.get() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+unsafe extern "C" {
+    fn atexit(f: extern "C" fn()) -> std::os::raw::c_int;
+}
+
 fn world() -> &'static World {
     static W: OnceLock<World> = OnceLock::new();
     W.get_or_init(|| {
         let rig = Rig::start("fuzz").expect("service starts");
+        let _ = SOCKET.set(rig.socket.clone());
+        // SAFETY: atexit(3) registers a function taking nothing that only
+        // removes a file; libFuzzer ends with exit(3), which runs it.
+        unsafe { atexit(remove_socket) };
         let good = RawApp::attach(&rig).expect("good app attaches");
         World { rig, good }
     })
