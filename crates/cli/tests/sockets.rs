@@ -975,6 +975,32 @@ fn udp_reuseport_sockets_split_datagrams_by_source() {
          \x20           us[0] = None\n";
     let mut srv = net.run("udp-reuseport-server", &["python3", "-c", &server]);
     second_program_joins_and_leaves(&net, "SOCK_DGRAM", 7030);
+    // A member connected to a source gets that source's datagrams; the
+    // others go to the members connected to no one (as Linux ranks a
+    // connected socket first). The datagrams loop inside the stack.
+    let connected = format!(
+        "import socket\n\
+         def sock(port, reuse):\n\
+         \x20   s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         \x20   if reuse:\n\
+         \x20       s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
+         \x20   s.bind(('{IX}', port))\n\
+         \x20   s.settimeout(5)\n\
+         \x20   return s\n\
+         g = sock(7031, True)\n\
+         c = sock(7031, True)\n\
+         c.connect(('{IX}', 7032))\n\
+         p, q = sock(7032, False), sock(7033, False)\n\
+         for i in range(20):\n\
+         \x20   p.sendto(b'p', ('{IX}', 7031))\n\
+         \x20   q.sendto(b'q', ('{IX}', 7031))\n\
+         got = [c.recv(4) for _ in range(20)], [g.recv(4) for _ in range(20)]\n\
+         print(set(got[0]), set(got[1]))\n"
+    );
+    assert_eq!(
+        net.python(&connected, "a connected member of a group"),
+        "{b'p'} {b'q'}\n"
+    );
     let client = format!(
         "import socket, sys\n\
          def ask(c, m):\n\

@@ -450,13 +450,18 @@ impl Listener {
 /// `remote`: a hash of its address and port, so one flow always goes to
 /// one member while the group is unchanged. `members` is not empty.
 fn flow_pick(members: &[(u32, u32)], remote: SocketAddrV4) -> (u32, u32) {
-    let n = members.len();
+    members[flow_index(remote, members.len())]
+}
+
+/// Which of `n` (> 0) members takes what comes from `remote` (see
+/// [`flow_pick`]).
+fn flow_index(remote: SocketAddrV4, n: usize) -> usize {
     if n == 1 {
-        return members[0];
+        return 0;
     }
     let k = u64::from(u32::from(*remote.ip())) << 16 | u64::from(remote.port());
     let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
-    members[(h % n as u64) as usize]
+    (h % n as u64) as usize
 }
 
 /// UDP sockets of one user sharing a port with SO_REUSEPORT: one stack
@@ -1837,7 +1842,27 @@ impl Service {
             }
         }
         while let Ok(Some((src, data))) = io.udp_recv(g.h) {
-            let (id, s) = flow_pick(&g.members, src);
+            // A member connected to the source takes it (Linux ranks a
+            // connected socket above the group's hash); the rest go by
+            // hash among the members connected to no one.
+            let peer_of = |&(id, s): &(u32, u32)| {
+                apps.get(&id)
+                    .and_then(|a| a.socks.get(s as usize))
+                    .map_or(u64::MAX, |k| k.peer)
+            };
+            let key = pack(u32::from(*src.ip()), src.port());
+            let open = g.members.iter().filter(|m| peer_of(m) == 0).count();
+            let to = match g.members.iter().find(|m| peer_of(m) == key) {
+                Some(&m) => m,
+                None if open == 0 => continue, // every member is another's
+                None => *g
+                    .members
+                    .iter()
+                    .filter(|m| peer_of(m) == 0)
+                    .nth(flow_index(src, open))
+                    .expect("open members counted"),
+            };
+            let (id, s) = to;
             let Some(app) = apps.get_mut(&id) else {
                 continue;
             };
