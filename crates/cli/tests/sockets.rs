@@ -1363,6 +1363,22 @@ fn a_blocked_reader_sleeps_through_its_connections_writes() {
     assert!(py.running(), "the server died:\n{}", py.log());
 }
 
+/// Python: a UDP server on `ip:port` that sends `reply` (an expression
+/// of the datagram `d`) back to each sender until `quit` or 60 s idle.
+fn py_udp_echo(ip: &str, port: u16, reply: &str) -> String {
+    format!(
+        "import socket\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         u.bind(('{ip}', {port}))\n\
+         u.settimeout(60)\n\
+         while True:\n\
+         \x20   d, a = u.recvfrom(2048)\n\
+         \x20   if d == b'quit':\n\
+         \x20       break\n\
+         \x20   u.sendto({reply}, a)\n"
+    )
+}
+
 /// UDP through the service: an unmodified program's UDP server on
 /// Ixora's address answers a Linux client (300 datagrams of 4–1472 bytes,
 /// each checked); an Ixora program's UDP sockets reach a Linux server
@@ -1382,31 +1398,10 @@ fn udp_programs_talk_through_the_service() {
     };
     // A kernel echo server on the Linux side (bounded: 60 s).
     let mut k = net.lx.command("python3");
-    k.args([
-        "-c",
-        "import socket\n\
-         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-         s.bind(('198.18.9.1', 7006))\n\
-         s.settimeout(60)\n\
-         while True:\n\
-         \x20   d, a = s.recvfrom(2048)\n\
-         \x20   if d == b'quit':\n\
-         \x20       break\n\
-         \x20   s.sendto(d, a)\n",
-    ]);
+    k.args(["-c", &py_udp_echo("198.18.9.1", 7006, "d")]);
     let _kernel_echo = Proc::spawn(k, "kernel-udp-echo");
     // An Ixora server: each datagram back reversed (bounded: 60 s idle).
-    let server = format!(
-        "import socket\n\
-         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
-         u.bind(('{IX}', 7005))\n\
-         u.settimeout(60)\n\
-         while True:\n\
-         \x20   d, a = u.recvfrom(2048)\n\
-         \x20   if d == b'quit':\n\
-         \x20       break\n\
-         \x20   u.sendto(d[::-1], a)\n"
-    );
+    let server = py_udp_echo(IX, 7005, "d[::-1]");
     let mut srv = net.run("udp-server", &["python3", "-c", &server]);
     // The Linux client: a datagram answered late (a retry's) is skipped
     // by its sequence number.

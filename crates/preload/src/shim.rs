@@ -184,6 +184,41 @@ fn count(a: &Attached, name: usize, user: bool) {
     state::count(a, name, user);
 }
 
+/// How a blocking call's wait for its socket's ring ended.
+enum Waited {
+    /// Try again (ready, or woken).
+    Again,
+    /// SO_RCVTIMEO/SO_SNDTIMEO passed.
+    TimedOut,
+    /// A signal (errno is EINTR).
+    Interrupted,
+}
+
+/// Wait until `ready` (for room to write if `write`, else for data),
+/// within the socket's SO_SNDTIMEO/SO_RCVTIMEO counted from `start`;
+/// `user` turns false once the wait entered the kernel.
+fn wait_ring(
+    sk: Sock,
+    write: bool,
+    start: &mut Option<std::time::Instant>,
+    user: &mut bool,
+    ready: &mut dyn FnMut() -> bool,
+) -> Waited {
+    let limit = sk.wait_limit(write, start);
+    if limit == 0 {
+        return Waited::TimedOut;
+    }
+    let s = [sk.s];
+    let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
+    let ok = state::block_until(sk.a, limit, &mut [], rx, tx, ready);
+    *user &= !state::blocked_in_kernel();
+    if !ok && errno() == libc::EINTR {
+        Waited::Interrupted
+    } else {
+        Waited::Again
+    }
+}
+
 /// Receive on an Ixora socket with recv(2) semantics.
 fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     if sk.dgram() {
@@ -214,21 +249,21 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
                 return n as ssize_t;
             }
             Err(libc::EAGAIN) if !dontwait => {
-                // SO_RCVTIMEO: EAGAIN once it has passed.
-                let limit = sk.wait_limit(false, &mut start);
-                if limit == 0 {
-                    count(sk.a, call("read"), user);
-                    return fail(libc::EAGAIN);
-                }
-                let ok = state::block_until(sk.a, limit, &mut [], &[sk.s], &[], &mut || {
+                let ready = &mut || {
                     sk.readable() > 0
                         || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0
                         || !sk.live()
-                });
-                user &= !state::blocked_in_kernel();
-                if !ok && errno() == libc::EINTR {
-                    count(sk.a, call("read"), false);
-                    return -1;
+                };
+                match wait_ring(sk, false, &mut start, &mut user, ready) {
+                    Waited::Again => {}
+                    Waited::TimedOut => {
+                        count(sk.a, call("read"), user);
+                        return fail(libc::EAGAIN);
+                    }
+                    Waited::Interrupted => {
+                        count(sk.a, call("read"), false);
+                        return -1;
+                    }
                 }
             }
             Err(e) => {
@@ -270,18 +305,17 @@ fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> (ssize_t, u6
                 return (r as ssize_t, src, full > n);
             }
             Err(libc::EAGAIN) if !dontwait => {
-                let limit = sk.wait_limit(false, &mut start);
-                if limit == 0 {
-                    count(sk.a, call("read"), user);
-                    return (fail(libc::EAGAIN), 0, false);
-                }
-                let ok = state::block_until(sk.a, limit, &mut [], &[sk.s], &[], &mut || {
-                    sk.readable() > 0 || sk.error() != 0 || !sk.live()
-                });
-                user &= !state::blocked_in_kernel();
-                if !ok && errno() == libc::EINTR {
-                    count(sk.a, call("read"), false);
-                    return (-1, 0, false);
+                let ready = &mut || sk.readable() > 0 || sk.error() != 0 || !sk.live();
+                match wait_ring(sk, false, &mut start, &mut user, ready) {
+                    Waited::Again => {}
+                    Waited::TimedOut => {
+                        count(sk.a, call("read"), user);
+                        return (fail(libc::EAGAIN), 0, false);
+                    }
+                    Waited::Interrupted => {
+                        count(sk.a, call("read"), false);
+                        return (-1, 0, false);
+                    }
                 }
             }
             Err(e) => {
@@ -327,19 +361,18 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 return n as ssize_t;
             }
             Err(libc::EAGAIN) if !dontwait => {
-                let limit = sk.wait_limit(true, &mut start);
-                if limit == 0 {
-                    count(sk.a, call("write"), user);
-                    return fail(libc::EAGAIN);
-                }
                 let need: usize = layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
-                let ok = state::block_until(sk.a, limit, &mut [], &[], &[sk.s], &mut || {
-                    sk.writable() as usize >= need || sk.error() != 0 || !sk.live()
-                });
-                user &= !state::blocked_in_kernel();
-                if !ok && errno() == libc::EINTR {
-                    count(sk.a, call("write"), false);
-                    return -1;
+                let ready = &mut || sk.writable() as usize >= need || sk.error() != 0 || !sk.live();
+                match wait_ring(sk, true, &mut start, &mut user, ready) {
+                    Waited::Again => {}
+                    Waited::TimedOut => {
+                        count(sk.a, call("write"), user);
+                        return fail(libc::EAGAIN);
+                    }
+                    Waited::Interrupted => {
+                        count(sk.a, call("write"), false);
+                        return -1;
+                    }
                 }
                 if !sk.live() {
                     count(sk.a, call("write"), user);
@@ -449,22 +482,21 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
             }
         }
         // SO_SNDTIMEO: what was sent so far, or EAGAIN, once it has passed.
-        let limit = sk.wait_limit(true, &mut start);
-        if limit == 0 {
-            count(sk.a, call("write"), user);
-            return if done > 0 {
-                done as ssize_t
-            } else {
-                fail(libc::EAGAIN)
-            };
-        }
-        let ok = state::block_until(sk.a, limit, &mut [], &[], &[sk.s], &mut || {
-            sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED
-        });
-        user &= !state::blocked_in_kernel();
-        if !ok && errno() == libc::EINTR {
-            count(sk.a, call("write"), false);
-            return if done > 0 { done as ssize_t } else { -1 };
+        let ready = &mut || sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED;
+        match wait_ring(sk, true, &mut start, &mut user, ready) {
+            Waited::Again => {}
+            Waited::TimedOut => {
+                count(sk.a, call("write"), user);
+                return if done > 0 {
+                    done as ssize_t
+                } else {
+                    fail(libc::EAGAIN)
+                };
+            }
+            Waited::Interrupted => {
+                count(sk.a, call("write"), false);
+                return if done > 0 { done as ssize_t } else { -1 };
+            }
         }
     }
 }
