@@ -52,9 +52,13 @@ bench: build
 
 test: deps lint check-deps unit
 
+## The fuzz targets live outside the workspace (fuzz/): `cargo check`
+## them here so that an API change that breaks one fails `make test`, not
+## a later `make fuzz`.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	cd fuzz && $(CARGO) check --bins --quiet
 
 check-deps:
 	$(PYTHON) scripts/check_deps.py

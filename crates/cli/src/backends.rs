@@ -21,6 +21,7 @@ pub fn open(a: &DataplaneArgs) -> io::Result<Arc<dyn Port>> {
                 af_xdp::AfXdpConfig {
                     queues: Some(queues),
                     mode,
+                    tx_checksum_offload: !a.no_tx_checksum_offload,
                     ..af_xdp::AfXdpConfig::default()
                 },
             )?)

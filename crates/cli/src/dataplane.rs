@@ -82,6 +82,14 @@ pub struct DataplaneArgs {
     /// XDP attach mode (af_xdp).
     #[arg(long, value_enum, default_value = "auto")]
     pub xdp_mode: XdpAttach,
+    /// Compute every TCP checksum in software (af_xdp). By default Ixora
+    /// leaves them to the kernel through AF_XDP TX metadata, which hands
+    /// them to the interface's checksum offload (on a veth they are never
+    /// computed, as for the kernel's own TCP) or completes them itself; a
+    /// kernel without TX metadata refuses it at start, and then Ixora
+    /// computes them.
+    #[arg(long)]
+    pub no_tx_checksum_offload: bool,
     /// Role on the shared-memory wire (shm).
     #[arg(long, value_enum, default_value = "listen")]
     pub shm_role: ShmRole,

@@ -382,7 +382,13 @@ where
     let want = PoolConfig {
         chunks: cfg.pool_chunks,
         chunk_size: chunk,
-        headroom: 0,
+        // Room before each frame built here for the port's per-frame
+        // metadata (AF_XDP checksum offload).
+        headroom: if caps.tx_checksum_offload {
+            caps.tx_headroom
+        } else {
+            0
+        },
         hugepages: cfg.hugepages,
     };
     let pool = port.pool(i as u32, port.fit_pool(want))?;
@@ -403,6 +409,12 @@ where
         // virtual device): compute ours, do not judge theirs.
         scfg.checksums.tcp = Checksum::Tx;
         scfg.checksums.udp = Checksum::Tx;
+    }
+    // TCP segments carry only the pseudo-header sum; the port completes
+    // it (see `partial_tcp_checksum`). UDP stays in software: few bytes.
+    let tx_offload = caps.tx_checksum_offload;
+    if tx_offload {
+        scfg.checksums.tcp = scfg.checksums.tcp.with_partial_tx();
     }
     let mut stack: CoreStack = Stack::new(scfg, clock(start))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -546,7 +558,14 @@ where
                 Some(n) => {
                     b.set_len(n);
                     work = true;
+                    if tx_offload {
+                        if let Some(start) = partial_tcp_checksum(b.as_slice()) {
+                            b.set_partial_checksum(start, TCP_CHECKSUM_OFFSET);
+                        }
+                    }
                     if stack.is_local_frame(b.as_slice()) {
+                        // Received by this stack, which may verify it.
+                        b.complete_checksum();
                         looped.push(b);
                         continue;
                     }
@@ -622,5 +641,63 @@ fn sleep_on(qfd: Option<i32>, bell: i32, extra: Option<i32>, nap: Duration) -> (
     match ixora_io::sys::wait_any(&fds[..n], Some(nap)) {
         Ok(m) => (m & 1 != 0, extra.is_some() && m & (1 << (n - 1)) != 0),
         Err(_) => (true, extra.is_some()),
+    }
+}
+
+/// Where a TCP checksum sits in its header.
+const TCP_CHECKSUM_OFFSET: u16 = 16;
+
+/// The offset of the TCP header of `frame` (Ethernet, an optional 802.1Q
+/// tag, IPv4), where a device completing the stack's partial checksum must
+/// start summing; `None` for any other frame (ARP, ICMP, UDP), whose
+/// checksums the stack computed in full.
+fn partial_tcp_checksum(frame: &[u8]) -> Option<u16> {
+    const VLAN: u16 = 0x8100;
+    const IPV4: u16 = 0x0800;
+    let be16 = |at: usize| Some(u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]));
+    let (ethertype, l3) = match be16(12)? {
+        VLAN => (be16(16)?, 18),
+        t => (t, 14),
+    };
+    let ver_ihl = *frame.get(l3)?;
+    if ethertype != IPV4 || ver_ihl >> 4 != 4 || *frame.get(l3 + 9)? != 6 {
+        return None;
+    }
+    let l4 = l3 + usize::from(ver_ihl & 0x0f) * 4;
+    // The header must hold the checksum field.
+    (l4 + usize::from(TCP_CHECKSUM_OFFSET) + 2 <= frame.len()).then_some(l4 as u16)
+}
+
+#[cfg(test)]
+mod checksum_tests {
+    use super::partial_tcp_checksum;
+
+    fn frame(ethertype: &[u8], ver_ihl: u8, proto: u8, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; len];
+        f[12..12 + ethertype.len()].copy_from_slice(ethertype);
+        let l3 = 12 + ethertype.len();
+        f[l3] = ver_ihl;
+        f[l3 + 9] = proto;
+        f
+    }
+
+    #[test]
+    fn finds_the_tcp_header_and_nothing_else() {
+        assert_eq!(partial_tcp_checksum(&frame(&[8, 0], 0x45, 6, 54)), Some(34));
+        // IPv4 options move the TCP header.
+        assert_eq!(partial_tcp_checksum(&frame(&[8, 0], 0x46, 6, 58)), Some(38));
+        // An 802.1Q tag.
+        let tagged = frame(&[0x81, 0, 0, 7, 8, 0], 0x45, 6, 58);
+        assert_eq!(partial_tcp_checksum(&tagged), Some(38));
+        // UDP, ICMP, ARP, IPv6, runts: none.
+        assert_eq!(partial_tcp_checksum(&frame(&[8, 0], 0x45, 17, 54)), None);
+        assert_eq!(partial_tcp_checksum(&frame(&[8, 0], 0x45, 1, 54)), None);
+        assert_eq!(partial_tcp_checksum(&frame(&[8, 6], 0x45, 6, 54)), None);
+        assert_eq!(
+            partial_tcp_checksum(&frame(&[0x86, 0xdd], 0x60, 6, 74)),
+            None
+        );
+        assert_eq!(partial_tcp_checksum(&frame(&[8, 0], 0x45, 6, 40)), None);
+        assert_eq!(partial_tcp_checksum(&[0u8; 10]), None);
     }
 }

@@ -282,6 +282,8 @@ impl Port for AfPacketPort {
             zero_copy: false,
             flow_steering: self.cfg.fanout == Fanout::Hash,
             rx_checksum_unreliable: true,
+            tx_checksum_offload: false,
+            tx_headroom: 0,
             max_frame: self.max_frame,
             note: format!(
                 "AF_PACKET on {}: {} queue(s), {rx}, TX ring {TX_SLOTS} slots, fanout {:?} \

@@ -48,7 +48,14 @@
 //! - **Checksums.** On veth, frames sent by the Linux peer with checksum
 //!   offload on (veth's default) arrive with the TCP/UDP checksum field
 //!   holding only the pseudo-header sum, in native and in skb mode alike, so
-//!   [`Caps::rx_checksum_unreliable`] is set for veth.
+//!   [`Caps::rx_checksum_unreliable`] is set for veth. On transmit, a
+//!   frame flagged with [`PacketBuf::set_partial_checksum`] gets a
+//!   `struct xsk_tx_metadata` ([`TX_META_LEN`] bytes, right before the
+//!   frame in its chunk) asking the kernel to complete the checksum, and
+//!   the kernel passes it on as `CHECKSUM_PARTIAL` (the UMEM is registered
+//!   with `XDP_UMEM_TX_METADATA_LEN`); without kernel support, in
+//!   zero-copy mode, or without headroom, the queue completes it in
+//!   software ([`AfXdpConfig::tx_checksum_offload`] off: never flagged).
 //! - **Queues on veth** are chosen by the *sender's* transmit hash of each
 //!   flow (its socket), not by CPU: a UDP flow stays on one queue, a TCP
 //!   flow can move when the sender re-hashes it. Hence no
@@ -95,6 +102,17 @@ const XDP_PGOFF_RX_RING: i64 = 0;
 const XDP_PGOFF_TX_RING: i64 = 0x8000_0000;
 const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
 const XDP_UMEM_PGOFF_COMPLETION_RING: i64 = 0x1_8000_0000;
+/// `xdp_umem_reg.flags`: honour `tx_metadata_len` (recent kernels; older
+/// kernels refuse the flag).
+const XDP_UMEM_TX_METADATA_LEN: u32 = 1 << 2;
+/// `xdp_desc.options`: `struct xsk_tx_metadata` precedes the frame.
+const XDP_TX_METADATA: u32 = 1 << 1;
+/// `xsk_tx_metadata.flags`: complete the checksum at
+/// `csum_start + csum_offset`.
+const XDP_TXMD_FLAGS_CHECKSUM: u64 = 1 << 1;
+/// `sizeof(struct xsk_tx_metadata)` (flags; csum_start, csum_offset,
+/// launch_time): the bytes reserved before each transmitted frame.
+pub const TX_META_LEN: usize = 24;
 
 /// Bytes the kernel keeps in front of every received frame in a chunk.
 const XDP_PACKET_HEADROOM: usize = 256;
@@ -144,6 +162,10 @@ pub struct AfXdpConfig {
     pub ring_size: u32,
     /// Bind with `XDP_USE_NEED_WAKEUP` (default true).
     pub need_wakeup: bool,
+    /// Take frames whose TCP/UDP checksum is left partial
+    /// ([`PacketBuf::set_partial_checksum`]) and have the kernel complete
+    /// it from TX metadata (default true; see the module docs).
+    pub tx_checksum_offload: bool,
 }
 
 impl Default for AfXdpConfig {
@@ -154,6 +176,7 @@ impl Default for AfXdpConfig {
             zero_copy: ZeroCopy::Auto,
             ring_size: 2048,
             need_wakeup: true,
+            tx_checksum_offload: true,
         }
     }
 }
@@ -189,6 +212,13 @@ pub struct AfXdpStats {
     pub kernel_rx_invalid_descs: u64,
     /// Kernel: invalid TX descriptors (their chunks are not completed).
     pub kernel_tx_invalid_descs: u64,
+    /// Frames sent with their TCP/UDP checksum left to the kernel (TX
+    /// metadata).
+    pub tx_csum_offloaded: u64,
+    /// Frames whose partial checksum was completed here in software (the
+    /// kernel lacks TX metadata, the queue is zero-copy, or the frame had
+    /// no headroom for the metadata).
+    pub tx_csum_software: u64,
 }
 
 impl AfXdpStats {
@@ -204,10 +234,12 @@ impl AfXdpStats {
         self.kernel_fill_ring_empty += o.kernel_fill_ring_empty;
         self.kernel_rx_invalid_descs += o.kernel_rx_invalid_descs;
         self.kernel_tx_invalid_descs += o.kernel_tx_invalid_descs;
+        self.tx_csum_offloaded += o.tx_csum_offloaded;
+        self.tx_csum_software += o.tx_csum_software;
     }
 }
 
-const NSTATS: usize = 11;
+const NSTATS: usize = 13;
 
 /// One queue's published counters, written only by that queue's core; on a
 /// line of its own so cores do not share it.
@@ -229,6 +261,8 @@ impl QueueCounters {
             s.kernel_fill_ring_empty,
             s.kernel_rx_invalid_descs,
             s.kernel_tx_invalid_descs,
+            s.tx_csum_offloaded,
+            s.tx_csum_software,
         ];
         for (c, v) in self.0.iter().zip(v) {
             c.store(v, Ordering::Relaxed);
@@ -249,6 +283,8 @@ impl QueueCounters {
             kernel_fill_ring_empty: v[8],
             kernel_rx_invalid_descs: v[9],
             kernel_tx_invalid_descs: v[10],
+            tx_csum_offloaded: v[11],
+            tx_csum_software: v[12],
         }
     }
 }
@@ -540,6 +576,12 @@ impl Port for AfXdpPort {
             zero_copy: self.shared.zc.load(Ordering::Relaxed) == ZC_ON,
             flow_steering: false,
             rx_checksum_unreliable: self.is_veth(),
+            tx_checksum_offload: self.cfg.tx_checksum_offload,
+            tx_headroom: if self.cfg.tx_checksum_offload {
+                TX_META_LEN as u16
+            } else {
+                0
+            },
             max_frame: self.max_frame(),
             note: self.note(),
         }
@@ -725,7 +767,31 @@ impl XskSetup<'_> {
             flags: 0,
             tx_metadata_len: 0,
         };
-        set_opt(raw, XDP_UMEM_REG, &reg).map_err(|e| {
+        // TX metadata (checksum offload) where the kernel has it. A kernel
+        // without it refuses the flag with EINVAL (flags are checked since
+        // Linux 5.4); then `tx_burst` completes checksums in software.
+        // With metadata registered the kernel refuses every descriptor
+        // whose frame has less than TX_META_LEN bytes before it in its
+        // chunk, so only a pool that keeps that headroom gets it.
+        let mut tx_meta = false;
+        let mut registered = None;
+        if port.cfg.tx_checksum_offload && usize::from(pool.headroom()) >= TX_META_LEN {
+            let with_meta = UmemReg {
+                flags: XDP_UMEM_TX_METADATA_LEN,
+                tx_metadata_len: TX_META_LEN as u32,
+                ..reg
+            };
+            match set_opt(raw, XDP_UMEM_REG, &with_meta) {
+                Ok(()) => {
+                    tx_meta = true;
+                    registered = Some(Ok(()));
+                }
+                Err(e) if errno_is(&e, &[libc::EINVAL]) => {}
+                Err(e) => registered = Some(Err(e)),
+            }
+        }
+        let registered = registered.unwrap_or_else(|| set_opt(raw, XDP_UMEM_REG, &reg));
+        registered.map_err(|e| {
             ctx(
                 &format!(
                     "registering the {} KiB pool as UMEM (needs CAP_IPC_LOCK or a large \
@@ -800,6 +866,8 @@ impl XskSetup<'_> {
             in_fill: 0,
             tx_outstanding: 0,
             copy_mode: !zc,
+            // In zero-copy mode the driver may ignore the request.
+            tx_meta: tx_meta && !zc,
             stats: AfXdpStats::default(),
             last_kernel_stats: Instant::now(),
             idle_polls: 0,
@@ -891,6 +959,8 @@ struct AfXdpQueue {
     /// TX frames posted and not yet completed.
     tx_outstanding: u32,
     copy_mode: bool,
+    /// The kernel completes checksums from TX metadata.
+    tx_meta: bool,
     stats: AfXdpStats,
     last_kernel_stats: Instant,
     idle_polls: u32,
@@ -1073,27 +1143,57 @@ impl Queue for AfXdpQueue {
             return Ok(0);
         }
         let mut posted = 0;
+        let tx_meta = self.tx_meta;
         for buf in frames.drain(..room as usize) {
             let len = buf.len();
             if len == 0 || len > self.max_frame {
                 self.stats.tx_dropped += 1;
                 continue;
             }
-            let buf = if self.owns(&buf) {
+            // With TX metadata registered the kernel refuses a descriptor
+            // whose frame has less than TX_META_LEN bytes before it in its
+            // chunk: such a frame of ours is moved, as a foreign one is.
+            let fits = |b: &PacketBuf| !tx_meta || b.offset() >= TX_META_LEN;
+            let mut buf = if self.owns(&buf) && fits(&buf) {
                 buf
             } else {
                 match self.pool.copy_in(buf.as_slice()) {
-                    Some(b) => b,
-                    None => {
+                    Some(mut b) if fits(&b) => {
+                        if let Some((start, off)) = buf.partial_checksum() {
+                            b.set_partial_checksum(start, off);
+                        }
+                        b
+                    }
+                    _ => {
                         self.stats.tx_dropped += 1;
                         continue;
                     }
                 }
             };
+            let mut options = 0;
+            if let Some((start, off)) = buf.partial_checksum() {
+                if tx_meta {
+                    // struct xsk_tx_metadata, right before the frame.
+                    let room = buf.headroom_mut();
+                    let at = room.len() - TX_META_LEN;
+                    let meta = &mut room[at..];
+                    meta[..8].copy_from_slice(&XDP_TXMD_FLAGS_CHECKSUM.to_ne_bytes());
+                    meta[8..10].copy_from_slice(&start.to_ne_bytes());
+                    meta[10..12].copy_from_slice(&off.to_ne_bytes());
+                    meta[12..].fill(0);
+                    options = XDP_TX_METADATA;
+                    self.stats.tx_csum_offloaded += 1;
+                } else if buf.complete_checksum() {
+                    self.stats.tx_csum_software += 1;
+                } else {
+                    self.stats.tx_dropped += 1;
+                    continue;
+                }
+            }
             let desc = XdpDesc {
                 addr: buf.addr(),
                 len: len as u32,
-                options: 0,
+                options,
             };
             if self.tx.push(desc) {
                 // The chunk is the kernel's until its completion comes back.

@@ -49,6 +49,14 @@ pub struct Caps {
     /// them to a device that never computed them, as veth does): the stack
     /// must not drop frames for a bad checksum.
     pub rx_checksum_unreliable: bool,
+    /// The port completes the TCP/UDP checksum of a frame flagged with
+    /// [`PacketBuf::set_partial_checksum`] (AF_XDP TX metadata); frames
+    /// of other ports must carry complete checksums.
+    pub tx_checksum_offload: bool,
+    /// Bytes a transmitted frame needs free before it in its chunk for the
+    /// offload's metadata: with a pool whose headroom is smaller the port
+    /// completes flagged checksums in software instead.
+    pub tx_headroom: u16,
     /// Largest frame the port carries (MTU plus Ethernet header).
     pub max_frame: usize,
     /// A human-readable note on how the port was set up (attach mode,
@@ -169,4 +177,19 @@ pub fn open_named(backend: &str, iface: &str, queues: u32) -> io::Result<std::sy
             ))
         }
     })
+}
+
+/// Complete a partial checksum: the 16-bit field at `start + offset` holds
+/// the pseudo-header sum; sum everything from `start` and store the
+/// complement. False (frame untouched) if the positions are outside it.
+pub(crate) fn complete_checksum(frame: &mut [u8], start: usize, offset: usize) -> bool {
+    let field = start + offset;
+    if start >= frame.len() || field + 2 > frame.len() {
+        return false;
+    }
+    let c = !ixora_wire::checksum::data(&frame[start..]);
+    // 0 and 0xffff are the same one's-complement value; UDP reserves 0.
+    let c = if c == 0 { 0xffff } else { c };
+    frame[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    true
 }

@@ -70,6 +70,8 @@ impl Port for LoopbackPort {
             zero_copy: false,
             flow_steering: false,
             rx_checksum_unreliable: false,
+            tx_checksum_offload: false,
+            tx_headroom: 0,
             max_frame: self.max_frame,
             note: "in-process loopback wire (copies frames)".into(),
         }

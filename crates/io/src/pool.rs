@@ -248,6 +248,7 @@ impl Pool {
                 idx,
                 off: self.inner.headroom,
                 len: 0,
+                csum: None,
             }),
             None => {
                 self.inner
@@ -291,6 +292,7 @@ impl Pool {
             idx,
             off: off as u16,
             len: len as u16,
+            csum: None,
         })
     }
 
@@ -372,6 +374,9 @@ pub struct PacketBuf {
     idx: u32,
     off: u16,
     len: u16,
+    /// A TCP/UDP checksum left for the device to complete: (start,
+    /// offset) as Linux's `csum_start`/`csum_offset`, from the frame start.
+    csum: Option<(u16, u16)>,
 }
 
 impl PacketBuf {
@@ -439,6 +444,47 @@ impl PacketBuf {
         let cap = self.capacity();
         // SAFETY: as `as_mut_slice`; off + capacity == chunk size.
         unsafe { std::slice::from_raw_parts_mut(self.chunk_ptr().add(usize::from(self.off)), cap) }
+    }
+
+    /// Leave this frame's checksum to the device (checksum offload): the
+    /// 16-bit field at `start + offset` holds only the pseudo-header sum,
+    /// and the device sums everything from `start` on, as Linux does for a
+    /// `CHECKSUM_PARTIAL` frame. Only for a port whose
+    /// [`Caps::tx_checksum_offload`](crate::Caps::tx_checksum_offload) is
+    /// set; [`complete_checksum`](Self::complete_checksum) does it in
+    /// software.
+    #[inline]
+    pub fn set_partial_checksum(&mut self, start: u16, offset: u16) {
+        self.csum = Some((start, offset));
+    }
+
+    /// The checksum left to the device, if any: (start, offset).
+    #[inline]
+    pub fn partial_checksum(&self) -> Option<(u16, u16)> {
+        self.csum
+    }
+
+    /// Complete a checksum left to the device here, in software (a port or
+    /// a frame that cannot take the offload). False, frame untouched, if
+    /// the positions lie outside the frame.
+    pub fn complete_checksum(&mut self) -> bool {
+        match self.csum.take() {
+            None => true,
+            Some((start, offset)) => crate::complete_checksum(
+                self.as_mut_slice(),
+                usize::from(start),
+                usize::from(offset),
+            ),
+        }
+    }
+
+    /// The chunk's bytes before the frame (its headroom), writable: where
+    /// a device expects per-frame metadata.
+    #[inline]
+    pub fn headroom_mut(&mut self) -> &mut [u8] {
+        // SAFETY: exclusive ownership of the chunk and `&mut self` make this
+        // the only reference to these bytes; off <= chunk size.
+        unsafe { std::slice::from_raw_parts_mut(self.chunk_ptr(), usize::from(self.off)) }
     }
 
     /// Chunk index in the pool.

@@ -39,14 +39,19 @@
 //! (measured: every UDP datagram from a kernel socket arrives so). Without
 //! it the kernel completes every checksum itself. Either way every
 //! delivered frame carries a complete checksum, and the port does *not*
-//! report [`Caps::rx_checksum_unreliable`]. Frames we send carry a zeroed
-//! header (no offloads): their checksums must be complete, and the kernel
+//! report [`Caps::rx_checksum_unreliable`]. A frame we send whose checksum
+//! is left partial ([`PacketBuf::set_partial_checksum`]) goes with
+//! `NEEDS_CSUM` and its positions in the header, as a virtio guest sends
+//! it: the kernel takes it as `CHECKSUM_PARTIAL`, accepts it locally and
+//! completes the checksum when it forwards the frame to a device without
+//! offload (hence [`Caps::tx_checksum_offload`] with `vnet_hdr`; without
+//! the header such a checksum is completed here). Other frames carry a
+//! zeroed header: their checksums must be complete, and the kernel
 //! verifies them.
 #![allow(unsafe_code)]
 
 use crate::netns::NetNs;
 use crate::{sys, Caps, PacketBuf, Pool, Port, Queue};
-use ixora_wire::checksum;
 use ixora_wire::ethernet::MacAddr;
 use std::ffi::CStr;
 use std::fs::File;
@@ -90,6 +95,9 @@ pub struct TapStats {
     pub tx_frames: u64,
     /// Frames the device refused (dropped).
     pub tx_errors: u64,
+    /// Frames written with their checksum left to the kernel (virtio-net
+    /// header `NEEDS_CSUM`).
+    pub tx_csum_offloaded: u64,
 }
 
 /// Size of `struct virtio_net_hdr` (no `num_buffers`), set explicitly.
@@ -322,6 +330,7 @@ impl TapPort {
             s.rx_dropped += l(&c.rx_dropped);
             s.tx_frames += l(&c.tx_frames);
             s.tx_errors += l(&c.tx_errors);
+            s.tx_csum_offloaded += l(&c.tx_csum_offloaded);
         }
         s
     }
@@ -336,6 +345,7 @@ impl Port for TapPort {
             ("rx_dropped", s.rx_dropped),
             ("tx_frames", s.tx_frames),
             ("tx_errors", s.tx_errors),
+            ("tx_csum_offloaded", s.tx_csum_offloaded),
         ]
     }
 
@@ -346,6 +356,9 @@ impl Port for TapPort {
             zero_copy: false,
             flow_steering: true,
             rx_checksum_unreliable: false,
+            // The virtio-net header carries the checksum's position.
+            tx_checksum_offload: self.cfg.vnet_hdr,
+            tx_headroom: 0,
             max_frame: self.max_frame,
             note: format!(
                 "TAP {}: {} queue(s), {}; one read/write per frame; Ixora's MAC {} (Linux side {})",
@@ -418,6 +431,7 @@ struct Counters {
     rx_dropped: AtomicU64,
     tx_frames: AtomicU64,
     tx_errors: AtomicU64,
+    tx_csum_offloaded: AtomicU64,
 }
 
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
@@ -427,6 +441,7 @@ struct Local {
     rx_dropped: u64,
     tx_frames: u64,
     tx_errors: u64,
+    tx_csum_offloaded: u64,
 }
 
 struct TapQueue {
@@ -435,21 +450,6 @@ struct TapQueue {
     vnet_hdr: bool,
     local: Local,
     shared: Arc<Counters>,
-}
-
-/// Complete a partial checksum: the 16-bit field at `start + offset` holds
-/// the pseudo-header sum; sum everything from `start` and store the
-/// complement. False (frame untouched) if the positions are outside it.
-fn complete_checksum(frame: &mut [u8], start: usize, offset: usize) -> bool {
-    let field = start + offset;
-    if start >= frame.len() || field + 2 > frame.len() {
-        return false;
-    }
-    let c = !checksum::data(&frame[start..]);
-    // 0 and 0xffff are the same one's-complement value; UDP reserves 0.
-    let c = if c == 0 { 0xffff } else { c };
-    frame[field..field + 2].copy_from_slice(&c.to_be_bytes());
-    true
 }
 
 impl TapQueue {
@@ -461,6 +461,7 @@ impl TapQueue {
         st(&s.rx_dropped, l.rx_dropped);
         st(&s.tx_frames, l.tx_frames);
         st(&s.tx_errors, l.tx_errors);
+        st(&s.tx_csum_offloaded, l.tx_csum_offloaded);
     }
 
     /// Read one frame into `b` (header into `hdr`); bytes read.
@@ -503,7 +504,7 @@ impl TapQueue {
             // Legacy virtio-net headers are in native byte order.
             let start = u16::from_ne_bytes([hdr[6], hdr[7]]);
             let offset = u16::from_ne_bytes([hdr[8], hdr[9]]);
-            if !complete_checksum(frame, usize::from(start), usize::from(offset)) {
+            if !crate::complete_checksum(frame, usize::from(start), usize::from(offset)) {
                 return false;
             }
             self.local.rx_csum_completed += 1;
@@ -563,16 +564,34 @@ impl Queue for TapQueue {
     }
 
     fn tx_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
-        static ZERO_HDR: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
         let mut taken = 0;
         let mut sent = 0u64;
         let mut err = None;
-        for f in frames.iter() {
+        for f in frames.iter_mut() {
+            // A checksum left partial goes to the kernel in the virtio-net
+            // header (legacy headers: native byte order), which makes the
+            // skb CHECKSUM_PARTIAL; without the header it is completed here.
+            let mut hdr = [0u8; VNET_HDR_LEN];
+            let mut offloaded = 0;
+            if let Some((start, offset)) = f.partial_checksum() {
+                if self.vnet_hdr {
+                    hdr[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+                    hdr[6..8].copy_from_slice(&start.to_ne_bytes());
+                    hdr[8..10].copy_from_slice(&offset.to_ne_bytes());
+                    offloaded = 1;
+                } else if !f.complete_checksum() {
+                    // Positions outside the frame: refused, as the kernel
+                    // would refuse the header.
+                    self.local.tx_errors += 1;
+                    taken += 1;
+                    continue;
+                }
+            }
             let data = f.as_slice();
             let r = if self.vnet_hdr {
                 let iov = [
                     libc::iovec {
-                        iov_base: ZERO_HDR.as_ptr() as *mut libc::c_void,
+                        iov_base: hdr.as_ptr() as *mut libc::c_void,
                         iov_len: VNET_HDR_LEN,
                     },
                     libc::iovec {
@@ -580,9 +599,9 @@ impl Queue for TapQueue {
                         iov_len: data.len(),
                     },
                 ];
-                // SAFETY: both iovecs describe live buffers (a static and a
-                // frame we hold) that outlive the call; writev only reads
-                // them despite the `*mut` in `iovec`.
+                // SAFETY: both iovecs describe live buffers (a local header
+                // and a frame we hold) that outlive the call; writev only
+                // reads them despite the `*mut` in `iovec`.
                 unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) }
             } else {
                 // SAFETY: `data` is live and readable for its length.
@@ -605,6 +624,7 @@ impl Queue for TapQueue {
                 }
             } else {
                 sent += 1;
+                self.local.tx_csum_offloaded += offloaded;
             }
             taken += 1;
         }

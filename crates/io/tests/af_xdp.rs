@@ -5,6 +5,8 @@
 //! everything on drop, also when a test fails. Every loop is bounded in
 //! count and time. Tests skip (pass with a note) when not run as root.
 
+mod common;
+
 use ixora_io::af_xdp::{AfXdpConfig, AfXdpPort, XdpMode, ZeroCopy};
 use ixora_io::netns::{NetNs, Veth};
 use ixora_io::{sys, PacketBuf, Pool, PoolConfig, Port, Queue};
@@ -399,6 +401,169 @@ fn veth_peer_checksum_offload_reaches_the_xsk_unfilled() {
                 assert!(
                     tcp.0 && udp.0,
                     "{mode:?}: complete checksums without offload"
+                );
+            }
+        }
+    }
+}
+
+/// What Linux in B receives of TCP segments our XSK in A sends with only
+/// the pseudo-header sum in the checksum field, flagged for the port to
+/// complete (`set_partial_checksum`), for each payload length: (checksum
+/// verifies, field holds just the pseudo-header sum). `a_tx_csum`: A's
+/// veth end offloads checksums (its default); off, the kernel has to
+/// complete them itself before the veth (as for a device without
+/// offload), which it can only do where the XSK told it where they are.
+fn send_partial_checksums(
+    offload: bool,
+    a_tx_csum: bool,
+    roomy: bool,
+    net_no: u8,
+    lens: &[usize],
+) -> Option<(Vec<(bool, bool)>, ixora_io::af_xdp::AfXdpStats)> {
+    let net = Net::new("xo", 1, net_no)?;
+    let on_off = if a_tx_csum { "on" } else { "off" };
+    net.a
+        .exec("ethtool", &["-K", &net.veth.a, "tx", on_off])
+        .expect("ethtool -K");
+    let net = &net;
+    let (ready_tx, ready_rx) = mpsc::channel::<MacAddr>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        // B: an AF_PACKET port sees what arrives, bytes as they are.
+        let watcher = s.spawn(move || {
+            net.b.enter().expect("enter B");
+            let port = ixora_io::af_packet::AfPacketPort::open(
+                &net.veth.b,
+                ixora_io::af_packet::AfPacketConfig::default(),
+            )
+            .expect("af_packet in B");
+            let pool = port.pool(0, small_pool_cfg(256)).expect("pool");
+            let mut q = port.open_queue(0, &pool).expect("queue");
+            ready_tx.send(port.mac()).unwrap();
+            let mut seen = Vec::new();
+            receive(
+                q.as_mut(),
+                lens.len(),
+                Duration::from_secs(10),
+                Duration::from_secs(5),
+                |b| {
+                    let Ok(eth) = EthernetFrame::new_checked(b.as_slice()) else {
+                        return false;
+                    };
+                    let Ok(ipp) = Ipv4Packet::new_checked(eth.payload()) else {
+                        return false;
+                    };
+                    if ipp.protocol() != Protocol::Tcp || ipp.src_addr() != net.ours() {
+                        return false;
+                    }
+                    let (src, dst, seg) = (ipp.src_addr(), ipp.dst_addr(), ipp.payload());
+                    let t = TcpPacket::new_checked(seg).expect("tcp");
+                    let pseudo = checksum::pseudo_header_v4(src, dst, 6, seg.len() as u32);
+                    seen.push((t.verify_checksum(src, dst), t.checksum() == pseudo));
+                    true
+                },
+            );
+            done_tx.send(()).unwrap();
+            seen
+        });
+        let theirs = ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("B ready");
+        let sender = s.spawn(move || {
+            net.a.enter().expect("enter A");
+            let cfg = AfXdpConfig {
+                tx_checksum_offload: offload,
+                ..AfXdpConfig::default()
+            };
+            let port = AfXdpPort::open(&net.veth.a, cfg).expect("open");
+            let caps = port.caps();
+            assert_eq!(caps.tx_checksum_offload, offload);
+            // Without the headroom the port asks for, no TX metadata.
+            let pool_cfg = PoolConfig {
+                headroom: if roomy { caps.tx_headroom } else { 0 },
+                ..small_pool_cfg(256)
+            };
+            let pool = port.pool(0, pool_cfg).expect("pool");
+            let mut q = port.open_queue(0, &pool).expect("open_queue");
+            let at_rest = pool.lent();
+            let mut out = Vec::new();
+            for &len in lens {
+                let payload: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+                let (f, l4) = common::tcp_frame(
+                    (port.mac(), theirs),
+                    net.ours(),
+                    net.theirs(),
+                    &payload,
+                    Checksum::Partial,
+                );
+                let mut b = pool.alloc().expect("a chunk");
+                b.spare_mut()[..f.len()].copy_from_slice(&f);
+                b.set_len(f.len());
+                b.set_partial_checksum(l4, 16);
+                out.push(b);
+            }
+            let mut tries = 0;
+            while !out.is_empty() && tries < 100 {
+                q.tx_burst(&mut out).expect("tx");
+                tries += 1;
+            }
+            let _ = done_rx.recv_timeout(Duration::from_secs(15));
+            settle(q.as_mut(), &pool, at_rest);
+            port.stats()
+        });
+        let stats = sender.join().expect("sender");
+        Some((watcher.join().expect("watcher"), stats))
+    })
+}
+
+/// Frames our stack sends with a partial TCP checksum reach the wire
+/// correct (RFC 9293 §3.1: the checksum MUST cover the pseudo-header,
+/// header and data): from AF_XDP TX metadata the kernel completes them
+/// where the device cannot (A's checksum offload off), and leaves them to
+/// the device where it can (on: the field still holds the pseudo-header
+/// sum, as the kernel's own TCP sends on a veth); with the offload turned
+/// off in the port, or a pool without room for the metadata, the XSK
+/// completes them in software.
+#[test]
+fn partial_tcp_checksums_are_completed_on_the_way_out() {
+    let lens = [0usize, 1, 2, 5, 100, 1001, 1460];
+    let mut net_no = 50;
+    for (offload, a_tx_csum, roomy) in [
+        (true, false, true),
+        (true, true, true),
+        (false, false, true),
+        (true, false, false),
+    ] {
+        net_no += 1;
+        let Some((seen, st)) = send_partial_checksums(offload, a_tx_csum, roomy, net_no, &lens)
+        else {
+            return;
+        };
+        eprintln!(
+            "offload {offload}, A tx-checksumming {a_tx_csum}, headroom {roomy}: {seen:?}; {st:?}"
+        );
+        assert_eq!(seen.len(), lens.len(), "every segment arrived");
+        assert_eq!(st.kernel_tx_invalid_descs, 0, "no descriptor refused");
+        let n = lens.len() as u64;
+        if offload && roomy {
+            // A kernel without TX metadata (older than this one) completes
+            // them in software instead; this machine's has it.
+            assert_eq!((st.tx_csum_offloaded, st.tx_csum_software), (n, 0));
+        } else {
+            assert_eq!((st.tx_csum_offloaded, st.tx_csum_software), (0, n));
+        }
+        for (i, &(valid, partial)) in seen.iter().enumerate() {
+            if offload && a_tx_csum {
+                assert!(
+                    partial && !valid,
+                    "segment {i}: left to the device: {seen:?}"
+                );
+            } else {
+                assert!(
+                    valid,
+                    "segment {i} ({} bytes): checksum complete: {seen:?}",
+                    lens[i]
                 );
             }
         }

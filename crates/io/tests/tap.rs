@@ -5,6 +5,8 @@
 //! time; the device goes away with the port, the namespaces on drop, also
 //! when an assertion fails.
 
+mod common;
+
 use ixora_io::netns::{unique_name, NetNs};
 use ixora_io::tap::{TapConfig, TapPort};
 use ixora_io::{sys, PacketBuf, Pool, PoolConfig, Port, Queue};
@@ -626,5 +628,126 @@ fn bad_names_and_configs_are_refused_clearly() {
         };
         let e = TapPort::create(Some("ixtapq"), cfg).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    }
+}
+
+/// TCP segments sent with their checksum left partial (virtio-net header
+/// `NEEDS_CSUM`) leave the kernel complete (RFC 9293 §3.1: the checksum
+/// MUST cover pseudo-header, header and data). The TAP is bridged in B to
+/// a veth whose checksum offload is off, so the kernel must complete each
+/// segment from the header's positions before the veth; an AF_PACKET port
+/// in C reads them. Without the header the port completes them itself.
+#[test]
+fn partial_tcp_checksums_leave_complete() {
+    if !root() {
+        return;
+    }
+    let lens = [0usize, 1, 2, 5, 100, 1001, 1460];
+    let (ours, theirs) = (Ipv4Addr::new(198, 18, 86, 1), Ipv4Addr::new(198, 18, 86, 2));
+    for vnet_hdr in [true, false] {
+        let scratch = NetNs::new("tpc").expect("scratch netns");
+        let b = NetNs::new("tpc").expect("netns b");
+        let c = NetNs::new("tpc").expect("netns c");
+        quiet(&b);
+        quiet(&c);
+        let cfg = TapConfig {
+            vnet_hdr,
+            ..TapConfig::default()
+        };
+        let name = unique_name("ixt", true);
+        let port = in_ns(&scratch, || TapPort::create(Some(&name), cfg)).expect("create TAP");
+        assert_eq!(port.caps().tx_checksum_offload, vnet_hdr);
+        port.move_to_netns(&b).expect("move TAP");
+        let veth = ixora_io::netns::Veth::new("tpc", 1, Some(&b), Some(&c)).expect("veth");
+        let br = unique_name("ixb", true);
+        for args in [
+            &["link", "add", &br, "type", "bridge"][..],
+            &["link", "set", &br, "up"],
+            &["link", "set", &name, "master", &br],
+            &["link", "set", &name, "up"],
+            &["link", "set", &veth.a, "master", &br],
+            &["link", "set", &veth.a, "up"],
+        ] {
+            b.ip(args).expect("bridge setup");
+        }
+        b.exec("ethtool", &["-K", &veth.a, "tx", "off"])
+            .expect("ethtool");
+        c.addr(&veth.b, theirs, 24).expect("address in C");
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<MacAddr>();
+        let seen = std::thread::scope(|s| {
+            let watcher = s.spawn(|| {
+                in_ns(&c, || {
+                    let port = ixora_io::af_packet::AfPacketPort::open(
+                        &veth.b,
+                        ixora_io::af_packet::AfPacketConfig::default(),
+                    )
+                    .expect("af_packet in C");
+                    let p = pool(256);
+                    let mut q = port.open_queue(0, &p).expect("queue");
+                    ready_tx.send(port.mac()).unwrap();
+                    let mut seen = Vec::new();
+                    let mut bufs = Vec::new();
+                    let start = Instant::now();
+                    while seen.len() < lens.len() && start.elapsed() < Duration::from_secs(10) {
+                        if q.rx_burst(&mut bufs, 32).expect("rx") == 0 {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        for f in bufs.drain(..) {
+                            let Ok(eth) = EthernetFrame::new_checked(f.as_slice()) else {
+                                continue;
+                            };
+                            let Ok(ipp) = Ipv4Packet::new_checked(eth.payload()) else {
+                                continue;
+                            };
+                            if ipp.protocol() != Protocol::Tcp || ipp.src_addr() != ours {
+                                continue;
+                            }
+                            let t = ixora_wire::tcp::TcpPacket::new_checked(ipp.payload())
+                                .expect("tcp");
+                            seen.push((ipp.payload().len(), t.verify_checksum(ours, theirs)));
+                        }
+                    }
+                    seen
+                })
+            });
+            let peer_mac = ready_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("C ready");
+            let p = pool(256);
+            let mut q = port.open_queue(0, &p).expect("open queue");
+            let mut out = Vec::new();
+            for &len in &lens {
+                let payload: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
+                let (f, l4) = common::tcp_frame(
+                    (port.mac(), peer_mac),
+                    ours,
+                    theirs,
+                    &payload,
+                    Checksum::Partial,
+                );
+                let mut buf = p.alloc().expect("a buffer");
+                buf.spare_mut()[..f.len()].copy_from_slice(&f);
+                buf.set_len(f.len());
+                buf.set_partial_checksum(l4, 16);
+                out.push(buf);
+            }
+            let start = Instant::now();
+            while !out.is_empty() && start.elapsed() < Duration::from_secs(5) {
+                q.tx_burst(&mut out).expect("tx");
+            }
+            watcher.join().expect("watcher")
+        });
+        let st = port.stats();
+        eprintln!("vnet_hdr {vnet_hdr}: (TCP bytes, checksum valid) {seen:?}; {st:?}");
+        assert_eq!(seen.len(), lens.len(), "every segment crossed the bridge");
+        assert!(
+            seen.iter().all(|&(_, ok)| ok),
+            "complete checksums: {seen:?}"
+        );
+        let offloaded = if vnet_hdr { lens.len() as u64 } else { 0 };
+        assert_eq!(st.tx_csum_offloaded, offloaded, "{st:?}");
+        assert_eq!(st.tx_errors, 0, "{st:?}");
+        drop(veth);
+        drop(port);
     }
 }

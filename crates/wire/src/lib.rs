@@ -94,16 +94,35 @@ pub enum Checksum {
     Tx,
     /// Neither (fully offloaded).
     None,
+    /// Verify on receive; on transmit write only the pseudo-header sum
+    /// and leave the rest to the device (Linux's `CHECKSUM_PARTIAL`): the
+    /// sender must tell the device where the sum starts and where it goes.
+    RxPartial,
+    /// Do not verify on receive; on transmit as [`Checksum::RxPartial`].
+    Partial,
 }
 
 impl Checksum {
     /// Verify received checksums?
     pub fn rx(self) -> bool {
-        matches!(self, Checksum::Both | Checksum::Rx)
+        matches!(self, Checksum::Both | Checksum::Rx | Checksum::RxPartial)
     }
     /// Compute transmitted checksums?
     pub fn tx(self) -> bool {
         matches!(self, Checksum::Both | Checksum::Tx)
+    }
+    /// Write only the pseudo-header sum on transmit, for the device to
+    /// complete?
+    pub fn partial(self) -> bool {
+        matches!(self, Checksum::RxPartial | Checksum::Partial)
+    }
+    /// The same on receive, with the transmit side left to the device.
+    pub fn with_partial_tx(self) -> Checksum {
+        if self.rx() {
+            Checksum::RxPartial
+        } else {
+            Checksum::Partial
+        }
     }
 }
 

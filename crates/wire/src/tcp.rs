@@ -544,7 +544,9 @@ impl<'a> TcpRepr<'a> {
     }
 
     /// Write the header and `self.payload` into `buf` (at least
-    /// `buffer_len()` bytes) and the checksum when `csum.tx()`.
+    /// `buffer_len()` bytes) and the checksum when `csum.tx()` (only the
+    /// pseudo-header sum, for the device to complete, when
+    /// `csum.partial()`).
     pub fn emit(&self, buf: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, csum: Checksum) -> usize {
         let payload = self.payload;
         self.emit_with(buf, src, dst, payload.len(), csum, |out| {
@@ -588,6 +590,10 @@ impl<'a> TcpRepr<'a> {
                 checksum::pseudo_header_v4(src, dst, 6, total as u32),
                 checksum::data(buf),
             ]);
+            put16(buf, field::CHECKSUM, c);
+        } else if csum.partial() {
+            // The device sums from the TCP header on and adds this in.
+            let c = checksum::pseudo_header_v4(src, dst, 6, total as u32);
             put16(buf, field::CHECKSUM, c);
         }
         total
@@ -658,6 +664,40 @@ mod tests {
             TcpRepr::parse(&p, SRC, DST, Checksum::Both).unwrap_err(),
             Error::Checksum
         );
+    }
+
+    /// A partial checksum is what a device completes as Linux does for
+    /// `CHECKSUM_PARTIAL` (sum from the TCP header on, the field holding
+    /// the pseudo-header sum, store the complement): the result is the
+    /// full checksum, for odd and even payload lengths.
+    #[test]
+    fn partial_checksum_completes_to_the_full_one() {
+        for payload in [&b""[..], b"a", b"hello world", &[0xffu8; 1448][..]] {
+            let r = TcpRepr {
+                src_port: 8080,
+                dst_port: 40000,
+                seq: SeqNum(0x8000_0001),
+                ack: Some(SeqNum(77)),
+                flags: Flags::PSH,
+                window_len: 512,
+                options: TcpOptions::default(),
+                payload,
+            };
+            let mut full = vec![0u8; r.buffer_len()];
+            r.emit(&mut full, SRC, DST, Checksum::Both);
+            for mode in [Checksum::Partial, Checksum::RxPartial] {
+                let mut part = vec![0u8; r.buffer_len()];
+                r.emit(&mut part, SRC, DST, mode);
+                assert_ne!(part, full, "a partial checksum is not the full one");
+                let sum = !checksum::data(&part);
+                part[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&sum.to_be_bytes());
+                assert_eq!(part, full, "{} payload bytes", payload.len());
+            }
+        }
+        assert!(Checksum::RxPartial.rx() && !Checksum::Partial.rx());
+        assert!(!Checksum::RxPartial.tx() && !Checksum::Partial.tx());
+        assert_eq!(Checksum::Both.with_partial_tx(), Checksum::RxPartial);
+        assert_eq!(Checksum::Tx.with_partial_tx(), Checksum::Partial);
     }
 
     #[test]

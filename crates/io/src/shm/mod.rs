@@ -682,6 +682,8 @@ impl Port for ShmPort {
             zero_copy: false,
             flow_steering: false,
             rx_checksum_unreliable: false,
+            tx_checksum_offload: false,
+            tx_headroom: 0,
             max_frame: c.chunk_size.min(MAX_FRAME),
             note: format!(
                 "shared-memory wire {} ({}, peer pid {}): tx zero-copy, rx one copy; \

@@ -1,0 +1,49 @@
+//! Frames both backends' integration tests send.
+
+use ixora_wire::ethernet::{EtherType, EthernetRepr, MacAddr};
+use ixora_wire::ipv4::{Ipv4Repr, Protocol};
+use ixora_wire::tcp::{Flags, SeqNum, TcpRepr};
+use ixora_wire::Checksum;
+use std::net::Ipv4Addr;
+
+/// A TCP segment from `src` to `dst` carrying `payload`, its checksum
+/// computed as `csum` says; and where the TCP header starts.
+pub fn tcp_frame(
+    macs: (MacAddr, MacAddr),
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    payload: &[u8],
+    csum: Checksum,
+) -> (Vec<u8>, u16) {
+    let tcp = TcpRepr {
+        src_port: 40001,
+        dst_port: 9,
+        seq: SeqNum(0x1234_5678),
+        ack: Some(SeqNum(1)),
+        flags: Flags::PSH,
+        window_len: 1000,
+        options: Default::default(),
+        payload,
+    };
+    let ip = Ipv4Repr {
+        src_addr: src,
+        dst_addr: dst,
+        protocol: Protocol::Tcp,
+        payload_len: tcp.buffer_len(),
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: 0,
+        dont_frag: true,
+    };
+    let eth = EthernetRepr {
+        src_addr: macs.0,
+        dst_addr: macs.1,
+        ethertype: EtherType::Ipv4,
+        vlan: None,
+    };
+    let mut f = vec![0u8; eth.header_len() + ip.buffer_len()];
+    let h = eth.emit(&mut f);
+    ip.emit(&mut f[h..], Checksum::Both);
+    tcp.emit(&mut f[h + 20..], src, dst, csum);
+    (f, (h + 20) as u16)
+}
