@@ -515,6 +515,12 @@ impl AfXdpPort {
             self.cfg.ring_size,
             if self.cfg.need_wakeup { "on" } else { "off" }
         );
+        n += if self.cfg.tx_checksum_offload {
+            "; TCP checksums left to the kernel through TX metadata (computed here if it \
+             refuses: see the tx_csum_* counters)"
+        } else {
+            "; TCP checksums computed in software"
+        };
         if self.attached == XdpMode::Skb {
             n += "; skb mode: frames longer than a chunk (TSO/USO super-frames from a veth \
                   peer) are dropped by the kernel, so turn segmentation offload off on the \
@@ -566,6 +572,8 @@ impl Port for AfXdpPort {
             ("kernel_fill_ring_empty", s.kernel_fill_ring_empty),
             ("kernel_rx_invalid_descs", s.kernel_rx_invalid_descs),
             ("kernel_tx_invalid_descs", s.kernel_tx_invalid_descs),
+            ("tx_csum_offloaded", s.tx_csum_offloaded),
+            ("tx_csum_software", s.tx_csum_software),
         ]
     }
 
