@@ -384,11 +384,7 @@ where
         chunk_size: chunk,
         // Room before each frame built here for the port's per-frame
         // metadata (AF_XDP checksum offload).
-        headroom: if caps.tx_checksum_offload {
-            caps.tx_headroom
-        } else {
-            0
-        },
+        headroom: caps.tx_headroom,
         hugepages: cfg.hugepages,
     };
     let pool = port.pool(i as u32, port.fit_pool(want))?;

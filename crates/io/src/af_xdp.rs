@@ -53,9 +53,10 @@
 //!   `struct xsk_tx_metadata` ([`TX_META_LEN`] bytes, right before the
 //!   frame in its chunk) asking the kernel to complete the checksum, and
 //!   the kernel passes it on as `CHECKSUM_PARTIAL` (the UMEM is registered
-//!   with `XDP_UMEM_TX_METADATA_LEN`); without kernel support, in
-//!   zero-copy mode, or without headroom, the queue completes it in
-//!   software ([`AfXdpConfig::tx_checksum_offload`] off: never flagged).
+//!   with `XDP_UMEM_TX_METADATA_LEN`, only for a pool whose headroom
+//!   holds the metadata); without kernel support, in zero-copy mode, or
+//!   with a pool without that headroom, the queue completes it in
+//!   software.
 //! - **Queues on veth** are chosen by the *sender's* transmit hash of each
 //!   flow (its socket), not by CPU: a UDP flow stays on one queue, a TCP
 //!   flow can move when the sender re-hashes it. Hence no
@@ -1160,19 +1161,21 @@ impl Queue for AfXdpQueue {
             }
             // With TX metadata registered the kernel refuses a descriptor
             // whose frame has less than TX_META_LEN bytes before it in its
-            // chunk: such a frame of ours is moved, as a foreign one is.
-            let fits = |b: &PacketBuf| !tx_meta || b.offset() >= TX_META_LEN;
-            let mut buf = if self.owns(&buf) && fits(&buf) {
+            // chunk: such a frame of ours is moved, as a foreign one is
+            // (into a chunk at the pool's headroom, which is enough: see
+            // `XskSetup::run`).
+            let fits = !tx_meta || buf.offset() >= TX_META_LEN;
+            let mut buf = if fits && self.owns(&buf) {
                 buf
             } else {
                 match self.pool.copy_in(buf.as_slice()) {
-                    Some(mut b) if fits(&b) => {
+                    Some(mut b) => {
                         if let Some((start, off)) = buf.partial_checksum() {
                             b.set_partial_checksum(start, off);
                         }
                         b
                     }
-                    _ => {
+                    None => {
                         self.stats.tx_dropped += 1;
                         continue;
                     }

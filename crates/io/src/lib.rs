@@ -54,8 +54,9 @@ pub struct Caps {
     /// of other ports must carry complete checksums.
     pub tx_checksum_offload: bool,
     /// Bytes a transmitted frame needs free before it in its chunk for the
-    /// offload's metadata: with a pool whose headroom is smaller the port
-    /// completes flagged checksums in software instead.
+    /// offload's metadata (0 when the port needs none, or the offload is
+    /// off): with a pool whose headroom is smaller the port completes
+    /// flagged checksums in software instead.
     pub tx_headroom: u16,
     /// Largest frame the port carries (MTU plus Ethernet header).
     pub max_frame: usize,

@@ -184,39 +184,34 @@ fn count(a: &Attached, name: usize, user: bool) {
     state::count(a, name, user);
 }
 
-/// How a blocking call's wait for its socket's ring ended.
-enum Waited {
-    /// Try again (ready, or woken).
-    Again,
-    /// SO_RCVTIMEO/SO_SNDTIMEO passed.
-    TimedOut,
-    /// A signal (errno is EINTR).
-    Interrupted,
-}
-
 /// Wait until `ready` (for room to write if `write`, else for data),
 /// within the socket's SO_SNDTIMEO/SO_RCVTIMEO counted from `start`;
-/// `user` turns false once the wait entered the kernel.
+/// `user` turns false once the wait entered the kernel. `Ok`: try again
+/// (ready, or woken). `Err(r)`: the call ends, counted as a `write` or a
+/// `read`, returning `r`: -1 with EAGAIN once the timeout passed, -1 with
+/// EINTR after a signal.
 fn wait_ring(
     sk: Sock,
     write: bool,
     start: &mut Option<std::time::Instant>,
     user: &mut bool,
     ready: &mut dyn FnMut() -> bool,
-) -> Waited {
+) -> Result<(), ssize_t> {
+    let name = call(if write { "write" } else { "read" });
     let limit = sk.wait_limit(write, start);
     if limit == 0 {
-        return Waited::TimedOut;
+        count(sk.a, name, *user);
+        return Err(fail(libc::EAGAIN));
     }
     let s = [sk.s];
     let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
     let ok = state::block_until(sk.a, limit, &mut [], rx, tx, ready);
     *user &= !state::blocked_in_kernel();
     if !ok && errno() == libc::EINTR {
-        Waited::Interrupted
-    } else {
-        Waited::Again
+        count(sk.a, name, false);
+        return Err(-1);
     }
+    Ok(())
 }
 
 /// Receive on an Ixora socket with recv(2) semantics.
@@ -254,16 +249,8 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
                         || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0
                         || !sk.live()
                 };
-                match wait_ring(sk, false, &mut start, &mut user, ready) {
-                    Waited::Again => {}
-                    Waited::TimedOut => {
-                        count(sk.a, call("read"), user);
-                        return fail(libc::EAGAIN);
-                    }
-                    Waited::Interrupted => {
-                        count(sk.a, call("read"), false);
-                        return -1;
-                    }
+                if let Err(r) = wait_ring(sk, false, &mut start, &mut user, ready) {
+                    return r;
                 }
             }
             Err(e) => {
@@ -306,16 +293,8 @@ fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> (ssize_t, u6
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let ready = &mut || sk.readable() > 0 || sk.error() != 0 || !sk.live();
-                match wait_ring(sk, false, &mut start, &mut user, ready) {
-                    Waited::Again => {}
-                    Waited::TimedOut => {
-                        count(sk.a, call("read"), user);
-                        return (fail(libc::EAGAIN), 0, false);
-                    }
-                    Waited::Interrupted => {
-                        count(sk.a, call("read"), false);
-                        return (-1, 0, false);
-                    }
+                if let Err(r) = wait_ring(sk, false, &mut start, &mut user, ready) {
+                    return (r, 0, false);
                 }
             }
             Err(e) => {
@@ -363,16 +342,8 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
             Err(libc::EAGAIN) if !dontwait => {
                 let need: usize = layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
                 let ready = &mut || sk.writable() as usize >= need || sk.error() != 0 || !sk.live();
-                match wait_ring(sk, true, &mut start, &mut user, ready) {
-                    Waited::Again => {}
-                    Waited::TimedOut => {
-                        count(sk.a, call("write"), user);
-                        return fail(libc::EAGAIN);
-                    }
-                    Waited::Interrupted => {
-                        count(sk.a, call("write"), false);
-                        return -1;
-                    }
+                if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
+                    return r;
                 }
                 if !sk.live() {
                     count(sk.a, call("write"), user);
@@ -483,20 +454,8 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
         }
         // SO_SNDTIMEO: what was sent so far, or EAGAIN, once it has passed.
         let ready = &mut || sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED;
-        match wait_ring(sk, true, &mut start, &mut user, ready) {
-            Waited::Again => {}
-            Waited::TimedOut => {
-                count(sk.a, call("write"), user);
-                return if done > 0 {
-                    done as ssize_t
-                } else {
-                    fail(libc::EAGAIN)
-                };
-            }
-            Waited::Interrupted => {
-                count(sk.a, call("write"), false);
-                return if done > 0 { done as ssize_t } else { -1 };
-            }
+        if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
+            return if done > 0 { done as ssize_t } else { r };
         }
     }
 }
