@@ -1532,6 +1532,76 @@ fn udp_programs_talk_through_the_service() {
     assert_eq!(st["udp_refused"], 0, "{st}");
 }
 
+/// A TCP socket bound to any address is Ixora's (it must receive what
+/// comes to Ixora's address), yet on Linux it may connect anywhere: one
+/// that connects where only the kernel reaches (127.0.0.1, a v4-mapped
+/// 127.0.0.1 from `::`, `0.0.0.0`) becomes the kernel's, on the port it
+/// was bound to, with its options (TCP_NODELAY) and its mode (blocking,
+/// or non-blocking with EINPROGRESS and select). One bound to Ixora's own
+/// address, or shared with a dup, keeps ENETUNREACH.
+#[test]
+fn a_socket_bound_to_any_address_connects_to_the_kernels_loopback() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let prog = format!(
+        "import errno, select, socket\n\
+         T = socket.IPPROTO_TCP\n\
+         k = socket.socket()\n\
+         k.bind(('127.0.0.1', 0))\n\
+         k.listen(8)\n\
+         K = k.getsockname()\n\
+         c = socket.socket()\n\
+         c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         c.bind(('0.0.0.0', 0))\n\
+         port = c.getsockname()[1]\n\
+         c.setsockopt(T, socket.TCP_NODELAY, 1)\n\
+         c.connect(K)\n\
+         s, a = k.accept()\n\
+         c.sendall(b'via kernel')\n\
+         print('blocking', s.recv(32).decode(), c.getsockname() == ('127.0.0.1', port),\n\
+         \x20     a[1] == port, c.getsockopt(T, socket.TCP_NODELAY) != 0)\n\
+         s.sendall(b'back')\n\
+         print('reply', c.recv(8).decode())\n\
+         d = socket.socket()\n\
+         d.bind(('0.0.0.0', 0))\n\
+         d.setblocking(False)\n\
+         r = d.connect_ex(K)\n\
+         _, w, _ = select.select([], [d], [], 5)\n\
+         s2, _ = k.accept()\n\
+         print('nonblocking', r in (0, errno.EINPROGRESS), w == [d],\n\
+         \x20     d.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))\n\
+         e = socket.socket(socket.AF_INET6)\n\
+         e.bind(('::', 0))\n\
+         e.connect(('::ffff:127.0.0.1', K[1]))\n\
+         s3, _ = k.accept()\n\
+         e.sendall(b'mapped')\n\
+         print('dual-stack', s3.recv(8).decode())\n\
+         z = socket.socket()\n\
+         z.bind(('0.0.0.0', 0))\n\
+         z.connect(('0.0.0.0', K[1]))\n\
+         s4, _ = k.accept()\n\
+         print('any', z.getpeername() == K)\n\
+         for what, b in (('own address', ('{IX}', 0)), ('dup', ('0.0.0.0', 0))):\n\
+         \x20   f = socket.socket()\n\
+         \x20   f.bind(b)\n\
+         \x20   g = f.dup() if what == 'dup' else None\n\
+         \x20   try:\n\
+         \x20       f.connect(K)\n\
+         \x20       print(what, 'reached the kernel')\n\
+         \x20   except OSError as x:\n\
+         \x20       print(what, errno.errorcode[x.errno])\n"
+    );
+    let stdout = net.python(&prog, "bound-to-any connect to loopback");
+    assert_eq!(
+        stdout,
+        "blocking via kernel True True True\nreply back\nnonblocking True True 0\n\
+         dual-stack mapped\nany True\nown address ENETUNREACH\ndup ENETUNREACH\n"
+    );
+    let st = net.stats();
+    assert_eq!(st["protocol_errors"], 0, "{st}");
+}
+
 /// Real UDP servers under `ixora run`, real clients on the Linux side:
 /// sockperf's server answers `sockperf ping-pong` (payloads checked, none
 /// dropped), and memcached's UDP port (`-U`) answers a SET made over TCP

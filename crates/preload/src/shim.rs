@@ -870,12 +870,14 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             // port. Bound to Ixora's address, it reaches only Ixora's world.
             let sk = state::sock(fd).unwrap();
             // SAFETY: the caller passes `len` readable bytes at `addr`.
-            let Some((ip, port)) = (unsafe { ixora_addr(fd, addr, len) }) else {
+            let to = unsafe { ixora_addr(fd, addr, len) };
+            let Some((ip, port)) = to.filter(|&(ip, _)| ip != 0 && reaches(sk.a, ip)) else {
+                // Only the kernel reaches it (loopback, IPv6, `0.0.0.0`).
+                if let Some(r) = connect_via_kernel(fd, sk) {
+                    return if r == 0 { real_connect() } else { r };
+                }
                 return fail(libc::ENETUNREACH);
             };
-            if ip == 0 || !reaches(sk.a, ip) {
-                return fail(libc::ENETUNREACH);
-            }
             count(sk.a, call("connect"), false);
             let r = state::request(
                 sk.a,
@@ -936,6 +938,60 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return 0;
     }
     connect_wait(sk)
+}
+
+/// connect(2) of a TCP socket bound to any address (so Ixora's) towards a
+/// destination only the kernel reaches: as on Linux, where such a socket
+/// may connect anywhere, it becomes the kernel's. Its descriptor is still
+/// the kernel socket it was made as, never bound: the kernel socket is
+/// bound to the same port on any address and given the options the
+/// program set, and the Ixora socket is closed; the caller then connects
+/// it. Some(0) when it moved, Some(-1) with errno when the kernel refused
+/// the bind (the socket stays Ixora's), None when the socket is not one
+/// that moves: bound to Ixora's address (that reaches only Ixora's world),
+/// or held by another descriptor or process (a dup, a fork), whose view
+/// of the socket would split.
+fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
+    let flags = sk.e.flags.load(Ordering::Relaxed);
+    if flags & fl::BOUND_ANY == 0
+        || sk.dgram()
+        || sk.a.r.up_slot(sk.s).refs.load(Ordering::Acquire) != 1
+    {
+        return None;
+    }
+    count(sk.a, call("connect"), false);
+    let setopt = real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int);
+    for ((level, name), v) in sk.a.opts(sk.s, sk.gen()) {
+        // As the program set them (the kernel refuses what it refused).
+        setopt(
+            fd,
+            level,
+            name,
+            v.as_ptr() as *const c_void,
+            v.len() as socklen_t,
+        );
+    }
+    let port = unpack(sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed)).1;
+    // SAFETY: sockaddr_storage is plain data, valid when zeroed.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+    let sa = &mut ss as *mut libc::sockaddr_storage as *mut sockaddr;
+    // SAFETY: `sa`/`len` describe `ss`, which a sockaddr_in6 fits.
+    unsafe { put_sa(sa, &mut len, pack(0, port), flags & fl::INET6 != 0) };
+    if real!(bind: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, sa, len) < 0 {
+        return Some(-1);
+    }
+    let getfl = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFL);
+    if getfl >= 0 {
+        let nb = if flags & fl::NONBLOCK != 0 {
+            getfl | libc::O_NONBLOCK
+        } else {
+            getfl & !libc::O_NONBLOCK
+        };
+        real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_SETFL, nb);
+    }
+    state::release_sock(sk);
+    Some(0)
 }
 
 /// The rest of connect(2) once the service started the handshake:

@@ -212,6 +212,15 @@ impl Attached {
             .map(|(_, v)| v.clone())
     }
 
+    /// Every value kept for slot `s` (generation `gen`), in the order set.
+    pub fn opts(&self, s: u32, gen: u32) -> Vec<((c_int, c_int), Vec<u8>)> {
+        let m = self.opts.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&s)
+            .filter(|o| o.gen == gen)
+            .map(|o| o.vals.clone())
+            .unwrap_or_default()
+    }
+
     /// A connection accepted from listener `from` inherits its options
     /// (Linux copies them from the listening socket).
     pub fn inherit_opts(&self, from: (u32, u32), to: (u32, u32)) {
