@@ -267,12 +267,71 @@ fn ix_recv_in_place_window_reopens_after_recv_done() {
     h.drain();
     h.expect_silence();
     assert_eq!(h.stack.tcp_readable(c.h).unwrap(), 7760);
-    // Releasing the rest re-opens the whole window at once.
-    h.stack.tcp_recv_done(h.now, c.h, 7760).unwrap();
+    // The peer uses the window it was offered (three more segments)...
+    for i in 6..9u32 {
+        h.send(data(&c, i * 1460, &[i as u8 + 1; 1460]));
+    }
+    let a = h.expect_tcp();
+    assert_eq!((a.ack, a.win), (Some(theirs(11680)), 16384 - 11680));
+    h.expect_silence();
+    // ...and releasing the rest re-opens the whole window at once.
+    h.stack.tcp_recv_done(h.now, c.h, 7760 + 4380).unwrap();
     h.drain();
     let upd = h.expect_tcp();
-    assert_eq!(upd.ack, Some(theirs(8760)));
+    assert_eq!(upd.ack, Some(theirs(13140)));
     assert_eq!(upd.win, 16384);
+    assert!(upd.payload.is_empty());
+    h.expect_silence();
+}
+
+/// A window that grows while the peer still has most of what it was last
+/// offered is not announced by a pure ACK: the first request of a
+/// connection (a few bytes of the SYN-ACK's unscaled 64 KiB) read by the
+/// application does not cost a segment when the window grows to the whole
+/// buffer; the reply carries the new edge. Once the peer has used half its
+/// window, a release of half the buffer is announced at once.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
+//= type=test
+#[test]
+fn a_window_the_peer_barely_used_grows_without_a_pure_ack() {
+    let mut h = Harness::new(|c| c.tcp.recv_buffer = 256 * 1024);
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460).wscale(7)
+    });
+    h.send(data(&c, 0, b"GET / HTTP/1.1\r\n\r\n"));
+    h.drain();
+    h.expect_silence();
+    h.stack.tcp_recv_done(h.now, c.h, 18).unwrap();
+    h.drain();
+    h.expect_silence();
+    h.stack
+        .tcp_send(h.now, c.h, b"HTTP/1.1 200 OK\r\n\r\n".to_vec())
+        .unwrap();
+    h.drain();
+    let r = h.expect_tcp();
+    assert_eq!(r.ack, Some(theirs(18)));
+    assert!(!r.payload.is_empty());
+    let wnd = h.stack.tcp_info(c.h).unwrap().rcv_wnd;
+    assert!(
+        wnd > 200 * 1024,
+        "the reply carries the grown window: {wnd}"
+    );
+    h.expect_silence();
+    // A peer that the window holds back (less than four segments left)
+    // hears of a release of half the buffer at once.
+    let mut seq = 18;
+    while h.stack.tcp_info(c.h).unwrap().rcv_wnd >= 4 * 1460 {
+        h.send(data(&c, seq, &[7; 1460]));
+        seq += 1460;
+    }
+    h.drain();
+    let _acks = segs(&mut h);
+    h.stack
+        .tcp_recv_done(h.now, c.h, (seq - 18) as usize)
+        .unwrap();
+    h.drain();
+    let upd = h.expect_tcp();
+    assert_eq!(upd.ack, Some(theirs(seq)));
     assert!(upd.payload.is_empty());
     h.expect_silence();
 }

@@ -291,6 +291,9 @@ pub(crate) struct Tcb<R, T> {
     rcv_nxt: SeqNum,
     /// Right edge of the window we last advertised.
     rcv_adv: SeqNum,
+    /// RCV.NXT when that edge was advertised: the peer has used
+    /// `rcv_nxt - rcv_adv_at` of the `rcv_adv - rcv_adv_at` it was offered.
+    rcv_adv_at: SeqNum,
     rcv_buf: u32,
     rcvq: RecvQueue<R>,
     /// Where the peer's out-of-order FIN sits (with OOO_FIN).
@@ -385,6 +388,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             irs: SeqNum(0),
             rcv_nxt: SeqNum(0),
             rcv_adv: SeqNum(0),
+            rcv_adv_at: SeqNum(0),
             rcv_buf: cfg.recv_buffer,
             rcvq: RecvQueue::default(),
             fin_in: SeqNum(0),
@@ -458,6 +462,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         t.max_snd_wnd = t.snd_wnd;
         t.snd_wl1 = seg.seq;
         t.rcv_adv = t.rcv_nxt + t.syn_window() as usize;
+        t.rcv_adv_at = t.rcv_nxt;
         ctx.counters.tcp_passive_opens += 1;
         t
     }
@@ -502,6 +507,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         t.snd_wl1 = seg.seq;
         t.snd_wl2 = seg.ack.unwrap_or(iss + 1);
         t.rcv_adv = t.rcv_nxt + t.syn_window() as usize;
+        t.rcv_adv_at = t.rcv_nxt;
         t.ev |= ev::KNOCK;
         ctx.counters.tcp_passive_opens += 1;
         t
@@ -804,8 +810,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let gain = new_right.since(self.rcv_adv) as u32;
         let mss = u32::from(self.local_mss);
         // Send a window update when the window was (nearly) closed or opens
-        // by half the buffer; otherwise the next ACK carries it.
-        if (old_wnd < mss && gain >= mss) || gain >= self.rcv_buf / 2 {
+        // by half the buffer; otherwise the next ACK carries it. Not when
+        // the peer still has four full segments of window and has used
+        // less than half of what it was last offered: it is not held back,
+        // and its next segments' ACKs carry the new edge. So the first
+        // request of a connection (a few bytes of the SYN-ACK's 64 KiB, a
+        // window never scaled, RFC 7323 §2.2) costs no pure ACK when the
+        // window grows to the whole buffer.
+        let offered = self.rcv_adv.since(self.rcv_adv_at) as u32;
+        let used = self.rcv_nxt.since(self.rcv_adv_at) as u32;
+        let unhindered = old_wnd >= 4 * mss && used < offered / 2;
+        if (old_wnd < mss && gain >= mss) || (gain >= self.rcv_buf / 2 && !unhindered) {
             self.flags |= ACK_NOW;
         }
         done
@@ -1237,6 +1252,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.max_snd_wnd = self.snd_wnd;
             self.snd_wl2 = ack;
             self.rcv_adv = self.rcv_nxt;
+            self.rcv_adv_at = self.rcv_nxt;
             self.establish(ctx);
             self.flags |= ACK_NOW;
             if seg.payload_len > 0 || seg.flags.fin() {
@@ -1251,6 +1267,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.snd_wnd = u32::from(seg.wnd);
             self.max_snd_wnd = self.snd_wnd;
             self.rcv_adv = self.rcv_nxt + self.syn_window() as usize;
+            self.rcv_adv_at = self.rcv_nxt;
             self.flags |= SYN_PENDING;
         }
         None
@@ -2211,6 +2228,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let unit = 1u64 << self.rcv_wscale;
         let field = wnd.div_ceil(unit).min(65535);
         self.rcv_adv = self.rcv_nxt + (field * unit) as usize;
+        self.rcv_adv_at = self.rcv_nxt;
         field as u16
     }
 
