@@ -1536,16 +1536,17 @@ fn udp_programs_talk_through_the_service() {
 /// comes to Ixora's address), yet on Linux it may connect anywhere: one
 /// that connects where only the kernel reaches (127.0.0.1, a v4-mapped
 /// 127.0.0.1 from `::`, `0.0.0.0`) becomes the kernel's, on the port it
-/// was bound to, with its options (TCP_NODELAY) and its mode (blocking,
-/// or non-blocking with EINPROGRESS and select). One bound to Ixora's own
-/// address, or shared with a dup, keeps ENETUNREACH.
+/// was bound to, with its options (TCP_NODELAY), its mode (blocking, or
+/// non-blocking with EINPROGRESS and select) and the epoll sets that
+/// watched it before the connect; its Ixora port is freed. One bound to
+/// Ixora's own address, or shared with a dup, keeps ENETUNREACH.
 #[test]
 fn a_socket_bound_to_any_address_connects_to_the_kernels_loopback() {
     let Some((_g, net)) = begin(&["python3"]) else {
         return;
     };
     let prog = format!(
-        "import errno, select, socket\n\
+        "import errno, select, socket, time\n\
          T = socket.IPPROTO_TCP\n\
          k = socket.socket()\n\
          k.bind(('127.0.0.1', 0))\n\
@@ -1563,14 +1564,33 @@ fn a_socket_bound_to_any_address_connects_to_the_kernels_loopback() {
          \x20     a[1] == port, c.getsockopt(T, socket.TCP_NODELAY) != 0)\n\
          s.sendall(b'back')\n\
          print('reply', c.recv(8).decode())\n\
+         for i in range(250):\n\
+         \x20   x = socket.socket()\n\
+         \x20   try:\n\
+         \x20       x.bind(('0.0.0.0', port))\n\
+         \x20       print('port freed on Ixora')\n\
+         \x20       break\n\
+         \x20   except OSError:\n\
+         \x20       x.close()\n\
+         \x20       time.sleep(0.02)\n\
          d = socket.socket()\n\
          d.bind(('0.0.0.0', 0))\n\
          d.setblocking(False)\n\
          r = d.connect_ex(K)\n\
          _, w, _ = select.select([], [d], [], 5)\n\
          s2, _ = k.accept()\n\
-         print('nonblocking', r in (0, errno.EINPROGRESS), w == [d],\n\
+         print('nonblocking', r == errno.EINPROGRESS, w == [d],\n\
          \x20     d.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))\n\
+         q = socket.socket()\n\
+         q.bind(('0.0.0.0', 0))\n\
+         q.setblocking(False)\n\
+         ep = select.epoll()\n\
+         ep.register(q.fileno(), select.EPOLLOUT | select.EPOLLET)\n\
+         r = q.connect_ex(K)\n\
+         evs = ep.poll(5)\n\
+         s5, _ = k.accept()\n\
+         print('epoll', r == errno.EINPROGRESS,\n\
+         \x20     [(f == q.fileno(), v & select.EPOLLOUT != 0) for f, v in evs])\n\
          e = socket.socket(socket.AF_INET6)\n\
          e.bind(('::', 0))\n\
          e.connect(('::ffff:127.0.0.1', K[1]))\n\
@@ -1595,7 +1615,8 @@ fn a_socket_bound_to_any_address_connects_to_the_kernels_loopback() {
     let stdout = net.python(&prog, "bound-to-any connect to loopback");
     assert_eq!(
         stdout,
-        "blocking via kernel True True True\nreply back\nnonblocking True True 0\n\
+        "blocking via kernel True True True\nreply back\nport freed on Ixora\n\
+         nonblocking True True 0\nepoll True [(True, True)]\n\
          dual-stack mapped\nany True\nown address ENETUNREACH\ndup ENETUNREACH\n"
     );
     let st = net.stats();

@@ -284,6 +284,34 @@ fn ix_recv_in_place_window_reopens_after_recv_done() {
     h.expect_silence();
 }
 
+/// A release that leaves the peer four or more segments of window is not
+/// announced by a pure ACK: the peer is not held back, and the ACK of its
+/// next segments carries the new edge.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
+//= type=test
+#[test]
+fn a_release_with_window_to_spare_waits_for_the_next_ack() {
+    let mut h = Harness::new(|c| c.tcp.recv_buffer = 16384);
+    let c = open_plain(&mut h);
+    for i in 0..6u32 {
+        h.send(data(&c, i * 1460, &[i as u8 + 1; 1460]));
+    }
+    let acks = segs(&mut h);
+    assert_eq!(acks.last().map(|a| a.win), Some(16384 - 8760));
+    // 7,624 bytes (five segments) of window left: the release is silent.
+    h.stack.tcp_recv_done(h.now, c.h, 8760).unwrap();
+    h.drain();
+    h.expect_silence();
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().rcv_wnd, 16384 - 8760);
+    // The peer's next two segments are acknowledged with the whole buffer
+    // less what they hold.
+    h.send(data(&c, 8760, &[7; 1460]));
+    h.send(data(&c, 10220, &[8; 1460]));
+    let a = h.expect_tcp();
+    assert_eq!((a.ack, a.win), (Some(theirs(11680)), 16384 - 2920));
+    h.expect_silence();
+}
+
 /// A window that grows while the peer still has most of what it was last
 /// offered is not announced by a pure ACK: the first request of a
 /// connection (a few bytes of the SYN-ACK's unscaled 64 KiB) read by the

@@ -872,9 +872,14 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             // SAFETY: the caller passes `len` readable bytes at `addr`.
             let to = unsafe { ixora_addr(fd, addr, len) };
             let Some((ip, port)) = to.filter(|&(ip, _)| ip != 0 && reaches(sk.a, ip)) else {
-                // Only the kernel reaches it (loopback, IPv6, `0.0.0.0`).
-                if let Some(r) = connect_via_kernel(fd, sk) {
-                    return if r == 0 { real_connect() } else { r };
+                // Only the kernel reaches it (loopback, `0.0.0.0`, a real
+                // IPv6 address): a well-formed address of the socket's own
+                // family moves it there; anything else fails as before.
+                // SAFETY: as above.
+                if to.is_some() || unsafe { is_inet6_addr(sk, addr, len) } {
+                    if let Some(r) = connect_via_kernel(fd, sk) {
+                        return if r == 0 { real_connect() } else { r };
+                    }
                 }
                 return fail(libc::ENETUNREACH);
             };
@@ -953,23 +958,37 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 /// of the socket would split.
 fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
     let flags = sk.e.flags.load(Ordering::Relaxed);
-    if flags & fl::BOUND_ANY == 0
-        || sk.dgram()
-        || sk.a.r.up_slot(sk.s).refs.load(Ordering::Acquire) != 1
-    {
+    if flags & fl::BOUND_ANY == 0 || sk.dgram() {
+        return None;
+    }
+    // Epoll sets watching it (registered before the connect, as nginx
+    // does) will watch the kernel socket: their items are taken first, so
+    // that no scan drops them as closed meanwhile.
+    let gen = sk.gen();
+    let taken = state::take_epoll_interest(fd, sk.s, gen);
+    // The descriptor is the kernel's from here on, so that a dup or fork
+    // in another thread now copies a kernel socket; a holder that came
+    // before shows in the count, and then the socket stays Ixora's.
+    sk.e.kind.store(kind::NONE, Ordering::Release);
+    if sk.a.r.up_slot(sk.s).refs.load(Ordering::Acquire) != 1 {
+        sk.e.kind.store(kind::IXORA, Ordering::Release);
+        state::restore_epoll_interest(taken);
         return None;
     }
     count(sk.a, call("connect"), false);
     let setopt = real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int);
     for ((level, name), v) in sk.a.opts(sk.s, sk.gen()) {
-        // As the program set them (the kernel refuses what it refused).
-        setopt(
-            fd,
-            level,
-            name,
-            v.as_ptr() as *const c_void,
-            v.len() as socklen_t,
-        );
+        // Values only (no pointers or descriptors, none cut short), as
+        // the program set them; the kernel refuses what it refused.
+        if replayable(level, name) {
+            setopt(
+                fd,
+                level,
+                name,
+                v.as_ptr() as *const c_void,
+                v.len() as socklen_t,
+            );
+        }
     }
     let port = unpack(sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed)).1;
     // SAFETY: sockaddr_storage is plain data, valid when zeroed.
@@ -979,6 +998,10 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
     // SAFETY: `sa`/`len` describe `ss`, which a sockaddr_in6 fits.
     unsafe { put_sa(sa, &mut len, pack(0, port), flags & fl::INET6 != 0) };
     if real!(bind: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, sa, len) < 0 {
+        let e = errno();
+        sk.e.kind.store(kind::IXORA, Ordering::Release);
+        state::restore_epoll_interest(taken);
+        set_errno(e);
         return Some(-1);
     }
     let getfl = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFL);
@@ -990,8 +1013,83 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
         };
         real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_SETFL, nb);
     }
+    for (epfd, ep, it) in taken {
+        let mut ev = epoll_event {
+            // A one-shot item already reported stays silent (the kernel
+            // keeps such an item with no events).
+            events: if it.disabled {
+                libc::EPOLLONESHOT as u32
+            } else {
+                it.events
+            },
+            u64: it.data,
+        };
+        let r = real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
+            epfd,
+            libc::EPOLL_CTL_ADD,
+            fd,
+            &mut ev,
+        );
+        if r == 0 {
+            ep.lock().unwrap_or_else(|p| p.into_inner()).kernel += 1;
+        }
+    }
     state::release_sock(sk);
     Some(0)
+}
+
+/// Options whose kept value can be given to a kernel socket as it is:
+/// plain values, none longer than the shim keeps (a filter program holds
+/// pointers, an eBPF one a descriptor, an MD5 key is longer).
+fn replayable(level: c_int, name: c_int) -> bool {
+    match level {
+        libc::SOL_SOCKET => matches!(
+            name,
+            libc::SO_REUSEADDR
+                | libc::SO_REUSEPORT
+                | libc::SO_KEEPALIVE
+                | libc::SO_RCVBUF
+                | libc::SO_SNDBUF
+                | libc::SO_RCVLOWAT
+                | libc::SO_LINGER
+                | libc::SO_RCVTIMEO
+                | libc::SO_SNDTIMEO
+                | libc::SO_PRIORITY
+                | libc::SO_MARK
+                | libc::SO_OOBINLINE
+        ),
+        libc::IPPROTO_TCP => matches!(
+            name,
+            libc::TCP_NODELAY
+                | libc::TCP_KEEPIDLE
+                | libc::TCP_KEEPINTVL
+                | libc::TCP_KEEPCNT
+                | libc::TCP_USER_TIMEOUT
+                | libc::TCP_MAXSEG
+                | libc::TCP_CORK
+                | libc::TCP_QUICKACK
+                | libc::TCP_SYNCNT
+                | libc::TCP_LINGER2
+                | libc::TCP_NOTSENT_LOWAT
+                | libc::TCP_CONGESTION
+        ),
+        libc::IPPROTO_IP => matches!(name, libc::IP_TOS | libc::IP_TTL),
+        libc::IPPROTO_IPV6 => matches!(name, libc::IPV6_TCLASS | libc::IPV6_UNICAST_HOPS),
+        _ => false,
+    }
+}
+
+/// Whether `addr` is a whole `sockaddr_in6` and `sk` an AF_INET6 socket
+/// (a real IPv6 destination, which only the kernel reaches).
+///
+/// # Safety
+/// `len` readable bytes at `addr` (connect(2)'s contract).
+unsafe fn is_inet6_addr(sk: Sock, addr: *const sockaddr, len: socklen_t) -> bool {
+    sk.inet6()
+        && !addr.is_null()
+        && len as usize >= std::mem::size_of::<libc::sockaddr_in6>()
+        // SAFETY (caller): at least a sockaddr_in6's bytes are readable.
+        && unsafe { (*addr).sa_family } == libc::AF_INET6 as libc::sa_family_t
 }
 
 /// The rest of connect(2) once the service started the handshake:

@@ -1350,6 +1350,43 @@ pub fn epoll(epfd: c_int) -> Option<&'static Mutex<Epoll>> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
+/// Take out of every epoll set of this process its interest in `fd` as
+/// Ixora socket `slot`/`gen`, which is becoming a kernel socket: each
+/// item with its set, to be registered with the kernel's epoll instead
+/// (or given back with [`restore_epoll_interest`]). A scan of the table:
+/// a rare event.
+pub fn take_epoll_interest(
+    fd: c_int,
+    slot: u32,
+    gen: u32,
+) -> Vec<(c_int, &'static Mutex<Epoll>, Item)> {
+    let mut out = Vec::new();
+    let Some(t) = EPOLLS.get() else {
+        return out;
+    };
+    for epfd in 0..t.len() {
+        let Some(ep) = epoll(epfd as c_int) else {
+            continue;
+        };
+        let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(i) = g
+            .items
+            .iter()
+            .position(|i| i.fd == fd && i.slot == slot && i.gen == gen)
+        {
+            out.push((epfd as c_int, ep, g.items.swap_remove(i)));
+        }
+    }
+    out
+}
+
+/// Give back what [`take_epoll_interest`] took.
+pub fn restore_epoll_interest(taken: Vec<(c_int, &'static Mutex<Epoll>, Item)>) {
+    for (_, ep, it) in taken {
+        ep.lock().unwrap_or_else(|e| e.into_inner()).items.push(it);
+    }
+}
+
 /// Track a new epoll instance.
 pub fn epoll_new(epfd: c_int) {
     if epfd < 0 || epfd as usize >= MAXFD {

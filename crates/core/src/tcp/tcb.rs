@@ -812,7 +812,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // Send a window update when the window was (nearly) closed or opens
         // by half the buffer; otherwise the next ACK carries it. Not when
         // the peer still has four full segments of window and has used
-        // less than half of what it was last offered: it is not held back,
+        // less than half of what it was last offered (as we ACK every
+        // second segment, mostly: four segments left): it is not held back,
         // and its next segments' ACKs carry the new edge. So the first
         // request of a connection (a few bytes of the SYN-ACK's 64 KiB, a
         // window never scaled, RFC 7323 §2.2) costs no pure ACK when the
