@@ -295,16 +295,16 @@ def side_by_side(name, argv_of, port=None, client_addr=False):
                 nets[ixora].close()
 
 
-def alternate(repeat, run, key):
-    """`run(ixora)` `repeat` times per stack, kernel and Ixora alternating
-    (so the machine's drift hits both); per stack, the run of median
-    `key(run)`, with every run's `key` as `all`."""
-    rs = {False: [], True: []}
+def alternate(repeat, run, key, stacks=(False, True)):
+    """`run(ixora)` `repeat` times per stack of `stacks`, kernel and Ixora
+    alternating (so the machine's drift hits both); per stack, the run of
+    median `key(run)`, with every run's `key` as `all`."""
+    rs = {ixora: [] for ixora in stacks}
     for _ in range(repeat):
-        for ixora in (False, True):
+        for ixora in stacks:
             rs[ixora].append(run(ixora))
     out = {}
-    for ixora in (False, True):
+    for ixora in stacks:
         runs = sorted(rs[ixora], key=key)
         out[ixora] = dict(runs[len(runs) // 2], stack="ixora" if ixora else "kernel",
                           all=[key(x) for x in rs[ixora]])
@@ -850,15 +850,12 @@ def refine_knee(args, prog_bar, nets, wl, pts):
     the sweep's grid. At each step both stacks' probes alternate, `--repeat`
     times each, the run of median p99 kept; the probes join `pts` marked
     `refined`."""
-    def passes(q):
-        return (q["latency_us"]["p99"] <= 500 and q.get("errors", 0) == 0
-                and q["achieved_rps"] >= 0.95 * q["target_rps"])
     for _ in range(args.refine):
         probes = {}
         for ixora in (False, True):
-            ok = [q["target_rps"] for q in pts[ixora] if passes(q)]
+            ok = [q["target_rps"] for q in pts[ixora] if meets(q)]
             lo = max(ok) if ok else 0
-            above = [q["target_rps"] for q in pts[ixora] if q["target_rps"] > lo and not passes(q)]
+            above = [q["target_rps"] for q in pts[ixora] if q["target_rps"] > lo and not meets(q)]
             if not above:
                 continue  # the knee is above the sweep: nothing to refine
             hi = min(above)
@@ -867,15 +864,12 @@ def refine_knee(args, prog_bar, nets, wl, pts):
                 probes[ixora] = mid
         if not probes:
             break
-        runs = {ixora: [] for ixora in probes}
-        for _ in range(args.repeat):
-            for ixora, rate in probes.items():
-                runs[ixora].append(loadgen_run(nets[ixora], args, wl, rate))
-        for ixora, rs in runs.items():
-            rs.sort(key=lambda q: q["latency_us"]["p99"])
-            q = dict(rs[len(rs) // 2], refined=True)
-            q.pop("stack", None)
-            q["all_p99"] = [x["latency_us"]["p99"] for x in rs]
+        best = alternate(args.repeat, lambda ixora: loadgen_run(nets[ixora], args, wl, probes[ixora]),
+                         lambda q: q["latency_us"]["p99"], stacks=tuple(probes))
+        for ixora, q in best.items():
+            del q["stack"]
+            q["all_p99"] = q.pop("all")
+            q["refined"] = True
             pts[ixora].append(q)
             pts[ixora].sort(key=lambda q: q["target_rps"])
         prog_bar.step(f"memcached {wl} knee: "
@@ -883,12 +877,16 @@ def refine_knee(args, prog_bar, nets, wl, pts):
                       + "\n")
 
 
+def meets(q, limit_us=500, pct="p99"):
+    """Whether point `q` kept its `pct` latency within `limit_us`, with no
+    errors and the target reached (achieved >= 95% of target)."""
+    return (q["latency_us"][pct] <= limit_us and q.get("errors", 0) == 0
+            and q["achieved_rps"] >= 0.95 * q["target_rps"])
+
+
 def best_rate(pts, limit_us=500, pct="p99"):
-    """Highest achieved rate whose `pct` latency is within `limit_us`, with
-    no errors and the target reached (achieved >= 95% of target)."""
-    ok = [q["achieved_rps"] for q in pts
-          if q["latency_us"][pct] <= limit_us and q.get("errors", 0) == 0
-          and q["achieved_rps"] >= 0.95 * q["target_rps"]]
+    """Highest achieved rate among the points that meet `limit_us`."""
+    ok = [q["achieved_rps"] for q in pts if meets(q, limit_us, pct)]
     return max(ok) if ok else 0.0
 
 

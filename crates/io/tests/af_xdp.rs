@@ -490,18 +490,13 @@ fn send_partial_checksums(
             let mut out = Vec::new();
             for &len in lens {
                 let payload: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
-                let (f, l4) = common::tcp_frame(
+                out.push(common::partial_tcp_buf(
+                    &pool,
                     (port.mac(), theirs),
                     net.ours(),
                     net.theirs(),
                     &payload,
-                    Checksum::Partial,
-                );
-                let mut b = pool.alloc().expect("a chunk");
-                b.spare_mut()[..f.len()].copy_from_slice(&f);
-                b.set_len(f.len());
-                b.set_partial_checksum(l4, 16);
-                out.push(b);
+                ));
             }
             let mut tries = 0;
             while !out.is_empty() && tries < 100 {

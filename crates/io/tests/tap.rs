@@ -718,18 +718,13 @@ fn partial_tcp_checksums_leave_complete() {
             let mut out = Vec::new();
             for &len in &lens {
                 let payload: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
-                let (f, l4) = common::tcp_frame(
+                out.push(common::partial_tcp_buf(
+                    &p,
                     (port.mac(), peer_mac),
                     ours,
                     theirs,
                     &payload,
-                    Checksum::Partial,
-                );
-                let mut buf = p.alloc().expect("a buffer");
-                buf.spare_mut()[..f.len()].copy_from_slice(&f);
-                buf.set_len(f.len());
-                buf.set_partial_checksum(l4, 16);
-                out.push(buf);
+                ));
             }
             let start = Instant::now();
             while !out.is_empty() && start.elapsed() < Duration::from_secs(5) {

@@ -977,7 +977,7 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
     }
     count(sk.a, call("connect"), false);
     let setopt = real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int);
-    for ((level, name), v) in sk.a.opts(sk.s, sk.gen()) {
+    for ((level, name), v) in sk.a.opts(sk.s, gen) {
         // Values only (no pointers or descriptors, none cut short), as
         // the program set them; the kernel refuses what it refused.
         if replayable(level, name) {

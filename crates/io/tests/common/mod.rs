@@ -1,20 +1,22 @@
 //! Frames both backends' integration tests send.
 
+use ixora_io::{PacketBuf, Pool};
 use ixora_wire::ethernet::{EtherType, EthernetRepr, MacAddr};
 use ixora_wire::ipv4::{Ipv4Repr, Protocol};
 use ixora_wire::tcp::{Flags, SeqNum, TcpRepr};
 use ixora_wire::Checksum;
 use std::net::Ipv4Addr;
 
-/// A TCP segment from `src` to `dst` carrying `payload`, its checksum
-/// computed as `csum` says; and where the TCP header starts.
-pub fn tcp_frame(
+/// A TCP segment from `src` to `dst` carrying `payload` in a buffer of
+/// `pool`, its checksum left partial (the pseudo-header sum) and the
+/// buffer flagged for the device to complete it, as the engine sends.
+pub fn partial_tcp_buf(
+    pool: &Pool,
     macs: (MacAddr, MacAddr),
     src: Ipv4Addr,
     dst: Ipv4Addr,
     payload: &[u8],
-    csum: Checksum,
-) -> (Vec<u8>, u16) {
+) -> PacketBuf {
     let tcp = TcpRepr {
         src_port: 40001,
         dst_port: 9,
@@ -44,6 +46,10 @@ pub fn tcp_frame(
     let mut f = vec![0u8; eth.header_len() + ip.buffer_len()];
     let h = eth.emit(&mut f);
     ip.emit(&mut f[h..], Checksum::Both);
-    tcp.emit(&mut f[h + 20..], src, dst, csum);
-    (f, (h + 20) as u16)
+    tcp.emit(&mut f[h + 20..], src, dst, Checksum::Partial);
+    let mut b = pool.alloc().expect("a buffer");
+    b.spare_mut()[..f.len()].copy_from_slice(&f);
+    b.set_len(f.len());
+    b.set_partial_checksum((h + 20) as u16, 16);
+    b
 }
