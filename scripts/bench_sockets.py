@@ -65,6 +65,7 @@ GEN = "198.18.80.3"  # the loadgen's own address (it owns the client veth)
 SPIN_US = 50  # `ixora run --spin-us` (set by --spin-us)
 SERVICE_CPU = 0  # where `ixora serve` runs
 SERVE_EXTRA = []  # more `ixora serve` options (e.g. --poll)
+LISTEN_ANY = False  # web servers listen on any address (see --listen-any)
 STALLS = None  # cpu_stalls() measured at the start
 RX = "softirq"  # where each veth end's receive processing runs (see --rx)
 WEB_CONNS = 128  # connections of the web clients (--web-conns)
@@ -382,12 +383,14 @@ def web(args, prog, www, tmp, prog_bar, results):
                 "daemon off;\nmaster_process off;\nworker_processes 1;\n"
                 f"error_log {tmp}/nginx-error-{ixora}.log;\npid {tmp}/nginx-{ixora}.pid;\n"
                 "events { worker_connections 4096; }\n"
-                f"http {{ access_log off; server {{ listen {SRV}:{port}; root {www}; }} }}\n")
+                f"http {{ access_log off; server {{ listen {'' if LISTEN_ANY else SRV + ':'}{port}; "
+                f"root {www}; }} }}\n")
             return ["nginx", "-c", str(conf)]
         conf = tmp / f"lighttpd-{ixora}.conf"
         conf.write_text(
             f'server.document-root = "{www}"\nserver.port = {port}\n'
-            f'server.bind = "{SRV}"\nserver.errorlog = "{tmp}/lighttpd-{ixora}.log"\n'
+            + ('' if LISTEN_ANY else f'server.bind = "{SRV}"\n')
+            + f'server.errorlog = "{tmp}/lighttpd-{ixora}.log"\n'
             'server.max-connections = 4096\n')
         return ["lighttpd", "-D", "-f", str(conf)]
 
@@ -953,7 +956,8 @@ RX_TEXT = {
 
 def write(results, args, cmdline):
     OUT.mkdir(parents=True, exist_ok=True)
-    meta = meta_of(args, cmdline, clients=list(CLIENTS), web_conns=WEB_CONNS)
+    meta = meta_of(args, cmdline, clients=list(CLIENTS), web_conns=WEB_CONNS,
+                   listen_any=LISTEN_ANY)
     (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
@@ -977,6 +981,11 @@ def write(results, args, cmdline):
               "wrk -t1 (the kernel's TCP). Server CPU µs/req: CPU 0 busy time (the server, its "
               "system calls and softirqs, and for Ixora the service) per request; client CPU: "
               "how busy CPU 1 was (near 100%: the client, not the server, set the pace).", "",
+              *(["The servers listen on any address (`--listen-any`: nginx `listen PORT`, lighttpd "
+                 "without `server.bind`), not on the server's address: under `ixora run` such a "
+                 "listener also listens in the kernel, for 127.0.0.1 and the kernel's other "
+                 "addresses, and `accept` asks the kernel whenever Ixora's queue is empty. "
+                 "Compare with a run without the option.", ""] if meta.get("listen_any") else []),
               "| client | server | mode | kernel req/s | Ixora req/s | ratio | kernel CPU µs/req "
               "| Ixora CPU µs/req | CPU ratio | client CPU (k/i) | user-space share | errors (k/i) |",
               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -1150,7 +1159,13 @@ def main():
                          "-ringN suffix")
     ap.add_argument("--serve-poll", action="store_true",
                     help="run `ixora serve --poll` (the service spins instead of sleeping)")
+    ap.add_argument("--listen-any", action="store_true",
+                    help="nginx and lighttpd listen on any address (`listen PORT`), not on the "
+                         "server's address: under `ixora run` such a listener also listens in the "
+                         "kernel for 127.0.0.1; results go to files with a -listen-any suffix")
     args = ap.parse_args()
+    global LISTEN_ANY
+    LISTEN_ANY = args.listen_any
     global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RX, CLIENTS, TMP, WEB_CONNS
     WEB_CONNS = args.web_conns
     SPIN_US = args.spin_us
@@ -1170,6 +1185,8 @@ def main():
     NAME += {"softirq": "", "napi": "-napi", "rps": "-rps", "sender": "-no-rps"}[RX]
     if args.ring is not None:
         NAME += f"-ring{args.ring}"
+    if LISTEN_ANY:
+        NAME += "-listen-any"
     if args.only in ("web", "memcached") and SERVICE_CPU == 0 and not args.serve_poll:
         # A part alone does not overwrite the whole comparison's files (the
         # service-placement experiments have files of their own already).

@@ -8,6 +8,9 @@
 //! * nginx with 1 and 2 worker processes, and lighttpd: `curl` gets
 //!   byte-identical files of 20 B, 11 kB and 512 kB; `wrk` runs with no
 //!   socket errors;
+//! * a listener on any address (a Python program; nginx with two workers)
+//!   takes connections to 127.0.0.1 from the kernel's stack too, through
+//!   `accept`, `epoll`, `poll` and `select`;
 //! * iperf3, whose listener is a dual-stack AF_INET6 socket, moves bulk
 //!   data both ways (and `posix_calls.c` checks the dual-stack calls
 //!   against Linux);
@@ -610,27 +613,49 @@ fn memcached_redis_and_a_killed_app() {
 }
 
 fn curl_files(net: &Setup, port: u16, dir: &std::path::Path) {
-    for f in ["f20", "f11k", "f512k"] {
-        let dst = dir.join(format!("got-{f}-{port}"));
-        let out = net.client(
-            &[
+    curl_at(net, IX, port, dir, 1);
+}
+
+/// `curl` gets the files at `host`:`port` byte for byte, `rounds` times:
+/// from the Linux namespace at Ixora's address, or, at 127.0.0.1, on the
+/// kernel's stack in the service's namespace (several rounds, so both
+/// workers of a shared listener may answer).
+fn curl_at(net: &Setup, host: &str, port: u16, dir: &std::path::Path, rounds: usize) {
+    for round in 0..rounds {
+        for f in ["f20", "f11k", "f512k"] {
+            let dst = dir.join(format!("got-{f}-{host}-{port}-{round}"));
+            let args = [
                 "curl",
                 "-s",
                 "-S",
                 "-o",
                 dst.to_str().unwrap(),
-                &format!("http://{IX}:{port}/{f}"),
-            ],
-            30,
-        );
-        assert!(
-            out.status.success(),
-            "curl {f}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let a = std::fs::read(dir.join("www").join(f)).unwrap();
-        let b = std::fs::read(&dst).unwrap();
-        assert!(a == b, "{f} differs ({} vs {} bytes)", a.len(), b.len());
+                &format!("http://{host}:{port}/{f}"),
+            ];
+            let out = if host == IX {
+                net.client(&args, 30)
+            } else {
+                net.ix
+                    .command("timeout")
+                    .arg("30")
+                    .args(args)
+                    .output()
+                    .expect("curl")
+            };
+            assert!(
+                out.status.success(),
+                "curl {host} {f}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let a = std::fs::read(dir.join("www").join(f)).unwrap();
+            let b = std::fs::read(&dst).unwrap();
+            assert!(
+                a == b,
+                "{f} at {host} differs ({} vs {} bytes)",
+                a.len(),
+                b.len()
+            );
+        }
     }
 }
 
@@ -737,8 +762,12 @@ fn nginx_and_lighttpd_serve_files() {
     // 1 and 2 workers sharing the master's listener, then 2 workers with
     // `reuseport`: a listener per worker on one port (SO_REUSEPORT), each
     // connection handed to one of them; the access log, which names the
-    // worker that served each request, shows both served.
+    // worker that served each request, shows both served. The 2 workers
+    // sharing a listener listen on any address (`listen PORT`): a curl in
+    // the service's namespace, on the kernel's stack, gets the files at
+    // 127.0.0.1 too, from the kernel side of the same listener.
     for (workers, reuseport) in [(1, false), (2, false), (2, true)] {
+        let any = workers == 2 && !reuseport;
         let port = 8080 + workers as u16 + 10 * reuseport as u16;
         let conf = dir.join(format!("nginx{port}.conf"));
         let (listen, log) = if reuseport {
@@ -757,14 +786,18 @@ fn nginx_and_lighttpd_serve_files() {
             format!(
                 "daemon off;\nmaster_process on;\nworker_processes {workers};\nerror_log {d}/error{port}.log;\n\
                  pid {d}/nginx{port}.pid;\nevents {{ worker_connections 1024; }}\n\
-                 http {{ {log} server {{ listen {IX}:{port}{listen}; root {d}/www; }} }}\n",
-                d = dir.display()
+                 http {{ {log} server {{ listen {at}{port}{listen}; root {d}/www; }} }}\n",
+                d = dir.display(),
+                at = if any { String::new() } else { format!("{IX}:") }
             ),
         )
         .unwrap();
         let mut ng = net.run("nginx", &["nginx", "-c", conf.to_str().unwrap()]);
         net.wait_port(&mut ng, port);
         curl_files(&net, port, &dir);
+        if any {
+            curl_at(&net, "127.0.0.1", port, &dir, 4);
+        }
         wrk(&net, port);
         loadgen_http(&net, port);
         drop(ng);
@@ -1618,6 +1651,183 @@ fn a_socket_bound_to_any_address_connects_to_the_kernels_loopback() {
         "blocking via kernel True True True\nreply back\nport freed on Ixora\n\
          nonblocking True True 0\nepoll True [(True, True)]\n\
          dual-stack mapped\nany True\nown address ENETUNREACH\ndup ENETUNREACH\n"
+    );
+    let st = net.stats();
+    assert_eq!(st["protocol_errors"], 0, "{st}");
+}
+
+/// A listener on any address takes connections at Ixora's address and at
+/// the kernel's own (127.0.0.1), as the same listener does on Linux: by
+/// blocking and non-blocking `accept`, `epoll`, `poll` and `select`, a
+/// dual-stack one too; a connection to Ixora's address is still Ixora's;
+/// a listener ready on both sides is one epoll event (one-shot: one in
+/// all); options set after `listen` reach the kernel's connections; a
+/// `dup` made before `listen` accepts from the kernel, and the last close
+/// stops the kernel side.
+/// Where a kernel program holds the port, `listen` still succeeds, for
+/// Ixora's address alone, and says why on standard error.
+#[test]
+fn a_listener_on_any_address_takes_the_kernels_loopback_too() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let marker = std::env::temp_dir().join(unique_name("ixora-dual", false));
+    let _rm = Removed(marker.clone());
+    let _rm2 = Removed(std::path::PathBuf::from(format!("{}.2", marker.display())));
+    let prog = format!(
+        "import errno, os, select, socket, time\n\
+         P = 7431\n\
+         s = socket.socket()\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('0.0.0.0', P))\n\
+         s.listen(8)\n\
+         def local(fam=socket.AF_INET, addr=('127.0.0.1', P)):\n\
+         \x20   k = socket.socket(fam)\n\
+         \x20   k.connect(addr)\n\
+         \x20   return k\n\
+         k = local()\n\
+         c, a = s.accept()\n\
+         k.sendall(b'ping')\n\
+         print('blocking', a[0], c.recv(8).decode())\n\
+         c.sendall(b'pong')\n\
+         print('reply', k.recv(8).decode())\n\
+         s.setblocking(False)\n\
+         try:\n\
+         \x20   s.accept()\n\
+         \x20   print('accepted a ghost')\n\
+         except BlockingIOError:\n\
+         \x20   print('empty EAGAIN')\n\
+         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)\n\
+         k0 = local()\n\
+         c0, a0 = s.accept()\n\
+         print('nonblocking', a0[0], c0.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0)\n\
+         ep = select.epoll()\n\
+         ep.register(s.fileno(), select.EPOLLIN)\n\
+         print('epoll idle', ep.poll(0.05))\n\
+         k2 = local()\n\
+         evs = ep.poll(5)\n\
+         print('epoll', [(f == s.fileno(), v & select.EPOLLIN != 0) for f, v in evs])\n\
+         c2, a2 = s.accept()\n\
+         pl = select.poll()\n\
+         pl.register(s.fileno(), select.POLLIN)\n\
+         print('poll idle', pl.poll(50))\n\
+         k3 = local()\n\
+         print('poll', [(f == s.fileno(), v & select.POLLIN != 0) for f, v in pl.poll(5000)])\n\
+         c3, a3 = s.accept()\n\
+         k4 = local()\n\
+         r, _, _ = select.select([s], [], [], 5)\n\
+         c4, a4 = s.accept()\n\
+         print('select', r == [s], a2[0], a3[0], a4[0])\n\
+         d = socket.socket(socket.AF_INET6)\n\
+         d.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         d.bind(('::', P + 1))\n\
+         d.listen(8)\n\
+         k5 = local(addr=('127.0.0.1', P + 1))\n\
+         c5, a5 = d.accept()\n\
+         print('dual-stack', a5[0])\n\
+         open('{m}', 'w').close()\n\
+         t = time.time() + 20\n\
+         while not os.path.exists('{m}.2') and time.time() < t:\n\
+         \x20   time.sleep(0.02)\n\
+         time.sleep(0.2)\n\
+         k6 = local()\n\
+         time.sleep(0.1)\n\
+         print('both sides ready', [(f == s.fileno(), v) for f, v in ep.poll(1)])\n\
+         e1 = select.epoll()\n\
+         e1.register(s.fileno(), select.EPOLLIN | select.EPOLLONESHOT)\n\
+         print('one-shot', len(e1.poll(1)), len(e1.poll(0.1)))\n\
+         e1.modify(s.fileno(), select.EPOLLIN | select.EPOLLONESHOT)\n\
+         print('re-armed', len(e1.poll(1)), len(e1.poll(0.1)))\n\
+         got = dict(reversed(s.accept()) for _ in range(2))\n\
+         print('accepted', sorted(a[0] for a in got))\n\
+         x = [c for a, c in got.items() if a[0] == '{IX_PEER}'][0]\n\
+         x.setblocking(True)\n\
+         if x.recv(6) == b'ixora\\n':\n\
+         \x20   x.sendall(b'served')\n\
+         \x20   print('ixora side served')\n\
+         s.close()\n\
+         time.sleep(0.2)\n\
+         try:\n\
+         \x20   local()\n\
+         \x20   print('closed listener still takes connections')\n\
+         except OSError as e:\n\
+         \x20   print('closed', errno.errorcode[e.errno])\n\
+         d0 = socket.socket()\n\
+         d0.bind(('0.0.0.0', P + 3))\n\
+         d1 = d0.dup()\n\
+         d1.settimeout(5)\n\
+         d0.listen(4)\n\
+         d0.close()\n\
+         k8 = local(addr=('127.0.0.1', P + 3))\n\
+         c8, a8 = d1.accept()\n\
+         d1.close()\n\
+         time.sleep(0.2)\n\
+         try:\n\
+         \x20   local(addr=('127.0.0.1', P + 3))\n\
+         \x20   print('closed dup still listens')\n\
+         except OSError as e:\n\
+         \x20   print('dup before listen', a8[0], errno.errorcode[e.errno])\n\
+         h = socket.socket()\n\
+         h.bind(('127.0.0.1', P + 2))\n\
+         h.listen(1)\n\
+         f = socket.socket()\n\
+         f.bind(('0.0.0.0', P + 2))\n\
+         f.listen(1)\n\
+         print('held by the kernel: listen ok')\n",
+        m = marker.display(),
+        IX_PEER = "198.18.9.1"
+    );
+    let marker_wait = marker.clone();
+    let lx = &net.lx;
+    let ixora_side = std::thread::scope(|sc| {
+        let h = sc.spawn(move || {
+            let t = Instant::now();
+            while !marker_wait.exists() {
+                if t.elapsed() > Duration::from_secs(60) {
+                    return "the program never got to its Ixora part".to_string();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            lx.run(|| -> String {
+                let addr = format!("{IX}:7431").parse().unwrap();
+                let mut c = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+                    Ok(c) => c,
+                    Err(e) => return format!("connect to Ixora's address: {e}"),
+                };
+                c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut m2 = marker_wait.clone().into_os_string();
+                m2.push(".2");
+                std::fs::write(&m2, b"").unwrap();
+                c.write_all(b"ixora\n").unwrap();
+                let mut got = [0u8; 6];
+                match c.read_exact(&mut got) {
+                    Ok(()) => String::from_utf8_lossy(&got).into_owned(),
+                    Err(e) => format!("reply from Ixora's side: {e}"),
+                }
+            })
+        });
+        let mut c = net.ix.command("timeout");
+        c.args(["120", BIN, "run", "--socket", &net.socket, "--"]);
+        c.args(["python3", "-c", &prog]);
+        let out = succeed(&mut c, "listener on any address");
+        (out, h.join().unwrap())
+    });
+    let (out, reply) = ixora_side;
+    assert_eq!(reply, "served");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "blocking 127.0.0.1 ping\nreply pong\nempty EAGAIN\nnonblocking 127.0.0.1 True\n\
+         epoll idle []\n\
+         epoll [(True, True)]\npoll idle []\npoll [(True, True)]\n\
+         select True 127.0.0.1 127.0.0.1 127.0.0.1\ndual-stack ::ffff:127.0.0.1\n\
+         both sides ready [(True, 1)]\none-shot 1 0\nre-armed 1 0\naccepted ['127.0.0.1', '198.18.9.1']\n\
+         ixora side served\nclosed ECONNREFUSED\ndup before listen 127.0.0.1 ECONNREFUSED\nheld by the kernel: listen ok\n"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the kernel refused to listen on port 7433")
+            && err.contains("Address already in use"),
+        "no explanation of the kernel's refusal:\n{err}"
     );
     let st = net.stats();
     assert_eq!(st["protocol_errors"], 0, "{st}");

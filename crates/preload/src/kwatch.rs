@@ -13,6 +13,17 @@
 //! says they may have events (or the last look found some: they are
 //! level-triggered and may still be ready).
 //!
+//! The kernel side of a listener on any address (its descriptor listens
+//! in the kernel too, for the kernel's own addresses) is watched the same
+//! way, through a private epoll instance that holds only it
+//! ([`listener_maybe_ready`]): a poll request holds a reference to the
+//! file it polls, and one on the listener itself would keep a closed
+//! listener listening if its cancel were lost; an epoll registration
+//! holds none. A completion is posted by task work of the thread that
+//! armed the poll, so it may lag the connection by a few microseconds:
+//! it is a hint for what to look at first, never a reason to report
+//! nothing.
+//!
 //! Where io_uring is not available (an old kernel, a seccomp filter), or
 //! the ring is busy in another thread, callers fall back to looking at the
 //! kernel descriptors at a bounded interval. Every lock here is taken with
@@ -23,7 +34,7 @@ use crate::state::{self, FORK_GEN, MAXFD};
 use io_uring::{cqueue, opcode, types, IoUring};
 use libc::c_int;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Completion queue entries (twice the submission entries): one
@@ -50,6 +61,9 @@ struct Table {
     armed: Box<[AtomicU64]>,
     /// Per epoll descriptor: its kernel descriptors may have events.
     ready: Box<[AtomicBool]>,
+    /// Per listening descriptor: 1 + the private epoll instance that
+    /// watches it (0: none yet).
+    listen_ep: Box<[AtomicI32]>,
 }
 
 static TABLE: OnceLock<Table> = OnceLock::new();
@@ -58,6 +72,7 @@ fn table() -> &'static Table {
     TABLE.get_or_init(|| Table {
         armed: (0..MAXFD).map(|_| AtomicU64::new(0)).collect(),
         ready: (0..MAXFD).map(|_| AtomicBool::new(false)).collect(),
+        listen_ep: (0..MAXFD).map(|_| AtomicI32::new(0)).collect(),
     })
 }
 
@@ -138,7 +153,8 @@ fn drain(ring: &mut IoUring) {
     }
 }
 
-/// Whether the kernel descriptors of the epoll set `epfd` may have events:
+/// Whether the kernel descriptors of the epoll set `epfd` may have events
+/// (or the listening socket `epfd` a connection):
 /// `Some(false)` is a promise that they had none the last time the kernel
 /// was asked and that nothing was added to the instance's ready list
 /// since; `None`: not known here (no io_uring, or the ring is busy) — look
@@ -156,12 +172,15 @@ pub fn maybe_ready(epfd: c_int) -> Option<bool> {
             .multi(true)
             .build()
             .user_data(token);
+        // Armed before it is submitted: a `forget` from now on sees the
+        // token and cancels it (it waits for this lock).
+        t.armed[i].store(token, Ordering::Relaxed);
         // SAFETY: a poll request holds no pointer into our memory (only a
         // descriptor and an event mask), so nothing must outlive the call.
         if unsafe { ring.submission().push(&sqe) }.is_err() || ring.submit().is_err() {
+            let _ = t.armed[i].compare_exchange(token, 0, Ordering::Relaxed, Ordering::Relaxed);
             return None;
         }
-        t.armed[i].store(token, Ordering::Relaxed);
         t.ready[i].store(true, Ordering::Release);
         return Some(true);
     }
@@ -197,7 +216,18 @@ pub fn forget(epfd: c_int) {
     if token == 0 {
         return;
     }
-    let Ok(mut g) = WATCH.try_lock() else { return };
+    // The ring is held for microseconds at a time; a lock copied locked
+    // into a forked child is never released, so the wait is bounded.
+    let t0 = std::time::Instant::now();
+    let mut g = loop {
+        match WATCH.try_lock() {
+            Ok(g) => break g,
+            Err(_) if t0.elapsed() < std::time::Duration::from_millis(2) => {
+                std::thread::yield_now()
+            }
+            Err(_) => return,
+        }
+    };
     if let Some(w) = g.as_mut() {
         if w.fork_gen == FORK_GEN.load(Ordering::Relaxed) {
             let sqe = opcode::PollRemove::new(token).build().user_data(0);
@@ -206,5 +236,91 @@ pub fn forget(epfd: c_int) {
                 let _ = w.ring.submit();
             }
         }
+    }
+}
+
+/// The private epoll instance that watches listening descriptor `fd`
+/// (made on first use), or None if it cannot be made.
+fn listener_ep(fd: c_int) -> Option<c_int> {
+    let i = index(fd)?;
+    let t = table();
+    let cur = t.listen_ep[i].load(Ordering::Acquire);
+    if cur > 0 {
+        return Some(cur - 1);
+    }
+    // SAFETY: epoll_create1(2) has no memory arguments.
+    let ep = unsafe { libc::syscall(libc::SYS_epoll_create1, libc::EPOLL_CLOEXEC) } as c_int;
+    if ep < 0 {
+        return None;
+    }
+    state::mark_internal(ep);
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: 0,
+    };
+    // SAFETY: `ev` is a valid event for the duration of the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_epoll_ctl,
+            ep,
+            libc::EPOLL_CTL_ADD,
+            fd,
+            &mut ev as *mut libc::epoll_event,
+        )
+    };
+    if r < 0
+        || t.listen_ep[i]
+            .compare_exchange(0, ep + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    {
+        state::forget_internal(ep);
+        crate::real::sys_close(ep);
+        let cur = t.listen_ep[i].load(Ordering::Acquire);
+        return (cur > 0).then(|| cur - 1);
+    }
+    Some(ep)
+}
+
+/// Whether listening descriptor `fd` may have a connection waiting in the
+/// kernel: `Some(false)` is a promise that it had none when last asked
+/// and that none arrived since, as far as the posted completions tell
+/// (they may lag by task work: see the module's comment); `None`: not
+/// known here. The first look arms the watch and answers `Some(true)`.
+pub fn listener_maybe_ready(fd: c_int) -> Option<bool> {
+    maybe_ready(listener_ep(fd)?)
+}
+
+/// The caller is about to `accept` (or poll) listening descriptor `fd`.
+pub fn listener_asking(fd: c_int) {
+    if let Some(ep) =
+        index(fd).and_then(|i| TABLE.get().map(|t| t.listen_ep[i].load(Ordering::Acquire)))
+    {
+        if ep > 0 {
+            asking(ep - 1);
+        }
+    }
+}
+
+/// The kernel gave `k` connections (or events) of listening descriptor
+/// `fd`: if any, there may be more.
+pub fn listener_answered(fd: c_int, k: c_int) {
+    if let Some(ep) =
+        index(fd).and_then(|i| TABLE.get().map(|t| t.listen_ep[i].load(Ordering::Acquire)))
+    {
+        if ep > 0 {
+            answered(ep - 1, k);
+        }
+    }
+}
+
+/// Listening descriptor `fd` is being closed: its watch goes.
+pub fn listener_forget(fd: c_int) {
+    let Some(i) = index(fd) else { return };
+    let Some(t) = TABLE.get() else { return };
+    let ep = t.listen_ep[i].swap(0, Ordering::AcqRel);
+    if ep > 0 {
+        forget(ep - 1);
+        state::forget_internal(ep - 1);
+        crate::real::sys_close(ep - 1);
     }
 }

@@ -682,7 +682,71 @@ pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         return fail(-r.a as c_int);
     }
     sk.e.flags.fetch_or(fl::LISTENING, Ordering::Relaxed);
+    listen_kernel_too(fd, sk, b);
     0
+}
+
+/// A listener on any address takes connections to the kernel's own
+/// addresses too (127.0.0.1, `::1`, other interfaces), as on Linux: its
+/// descriptor — the kernel socket it was made as — binds to the same port
+/// on any address and listens, non-blocking (the shim decides when to
+/// wait). `accept`, `poll`/`select` and `epoll` then take connections
+/// from both; the kernel's are kernel descriptors from then on. If the
+/// kernel refuses (a kernel program holds the port), the listener serves
+/// Ixora's address alone and the program is told why on standard error.
+fn listen_kernel_too(fd: c_int, sk: Sock, backlog: c_int) {
+    let flags = sk.e.flags.load(Ordering::Relaxed);
+    if flags & fl::BOUND_ANY == 0 || sk.dgram() {
+        return;
+    }
+    let real_listen = real!(listen: fn(c_int, c_int) -> c_int);
+    if flags & fl::KLISTEN != 0 {
+        // listen() again: a new backlog for both.
+        real_listen(fd, backlog);
+        return;
+    }
+    if kernel_bind_like(fd, sk) < 0 || real_listen(fd, backlog) < 0 {
+        let e = errno();
+        explain_not_listening(sk, e);
+        set_errno(e);
+        return;
+    }
+    let getfl = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFL);
+    if getfl >= 0 {
+        real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_SETFL, getfl | libc::O_NONBLOCK);
+    }
+    // Every descriptor of this process that names the socket (a dup made
+    // before listen shares the kernel socket).
+    state::flag_socket(sk.s, sk.gen(), fl::KLISTEN);
+    // Epoll sets that watched the socket before it listened.
+    state::epoll_interest_to_kernel(fd, sk.s, sk.gen(), &mut |epfd, events, data| {
+        let mut ev = epoll_event { events, u64: data };
+        real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
+            epfd,
+            libc::EPOLL_CTL_ADD,
+            fd,
+            &mut ev,
+        ) == 0
+    });
+}
+
+/// The kernel refused to listen beside Ixora's listener (`e`): say so
+/// once per process, on standard error; the program's `listen` succeeds
+/// (Ixora's address is served).
+fn explain_not_listening(sk: Sock, e: c_int) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let port = unpack(sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed)).1;
+    let m = format!(
+        "ixora-preload: the kernel refused to listen on port {port} of its own addresses \
+         ({}): this listener takes connections at {}:{port} (Ixora) only, not at \
+         127.0.0.1 or the kernel's other addresses\n",
+        std::io::Error::from_raw_os_error(e),
+        std::net::Ipv4Addr::from(sk.a.ip)
+    );
+    crate::real::sys_write(2, m.as_bytes());
 }
 
 /// Make undecided TCP socket `fd` Ixora's, bound to any address and a
@@ -733,7 +797,24 @@ pub unsafe extern "C" fn accept4(
     }
     let mut user = true;
     let mut start = None; // when the call first waits
+    let klisten = klistens(sk);
     loop {
+        // A connection to one of the kernel's addresses: a kernel socket.
+        // Looked for whenever Ixora's queue is empty (the kernel's watch
+        // may lag a connection by task work), and before Ixora's when the
+        // watch saw one arrive, every other time (neither side starves).
+        if klisten {
+            static TURN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let first = sk.acceptable() == 0
+                || (crate::kwatch::listener_maybe_ready(fd) == Some(true)
+                    && TURN.fetch_add(1, Ordering::Relaxed) % 2 == 0);
+            if first {
+                // SAFETY: accept4(2)'s contract, passed on.
+                if let Some(r) = unsafe { kernel_accept(sk, fd, addr, len, flags) } {
+                    return r;
+                }
+            }
+        }
         // Pop an entry (several processes may share the listener).
         let u = sk.a.r.up_slot(sk.s);
         let head = u.acc_head.load(Ordering::Acquire);
@@ -796,7 +877,13 @@ pub unsafe extern "C" fn accept4(
             count(sk.a, call("accept"), true);
             return fail(libc::EAGAIN);
         }
-        let ok = state::block_until(sk.a, limit, &mut [], &[sk.s], &[], &mut || {
+        let mut kp = [pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let kslice: &mut [pollfd] = if klisten { &mut kp } else { &mut [] };
+        let ok = state::block_until(sk.a, limit, kslice, &[sk.s], &[], &mut || {
             sk.acceptable() > 0 || !sk.live()
         });
         user &= !state::blocked_in_kernel();
@@ -808,6 +895,34 @@ pub unsafe extern "C" fn accept4(
             return fail(libc::EBADF);
         }
     }
+}
+
+/// The kernel side of listener `sk` (descriptor `fd`, non-blocking in the
+/// kernel): a connection to one of the kernel's addresses. None: none
+/// waiting; else accept4's result.
+///
+/// # Safety
+/// accept4(2)'s contract for `addr`/`len`.
+unsafe fn kernel_accept(
+    sk: Sock,
+    fd: c_int,
+    addr: *mut sockaddr,
+    len: *mut socklen_t,
+    flags: c_int,
+) -> Option<c_int> {
+    crate::kwatch::listener_asking(fd);
+    let r = real!(accept4: fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int)(
+        fd, addr, len, flags,
+    );
+    let e = errno();
+    if r < 0 && (e == libc::EAGAIN || e == libc::ECONNABORTED) {
+        return None;
+    }
+    // Taken (or failed: EMFILE, ...): there may be more.
+    crate::kwatch::listener_answered(fd, 1);
+    count(sk.a, call("accept"), false);
+    set_errno(e);
+    Some(r)
 }
 
 /// accept(2).
@@ -976,28 +1091,7 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
         return None;
     }
     count(sk.a, call("connect"), false);
-    let setopt = real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int);
-    for ((level, name), v) in sk.a.opts(sk.s, gen) {
-        // Values only (no pointers or descriptors, none cut short), as
-        // the program set them; the kernel refuses what it refused.
-        if replayable(level, name) {
-            setopt(
-                fd,
-                level,
-                name,
-                v.as_ptr() as *const c_void,
-                v.len() as socklen_t,
-            );
-        }
-    }
-    let port = unpack(sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed)).1;
-    // SAFETY: sockaddr_storage is plain data, valid when zeroed.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
-    let sa = &mut ss as *mut libc::sockaddr_storage as *mut sockaddr;
-    // SAFETY: `sa`/`len` describe `ss`, which a sockaddr_in6 fits.
-    unsafe { put_sa(sa, &mut len, pack(0, port), flags & fl::INET6 != 0) };
-    if real!(bind: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, sa, len) < 0 {
+    if kernel_bind_like(fd, sk) < 0 {
         let e = errno();
         sk.e.kind.store(kind::IXORA, Ordering::Release);
         state::restore_epoll_interest(taken);
@@ -1036,6 +1130,35 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
     }
     state::release_sock(sk);
     Some(0)
+}
+
+/// Give kernel socket `fd` (the descriptor of Ixora socket `sk`, bound
+/// to any address) the plain-value options the program set on `sk` and
+/// bind it to `sk`'s port on any address of its family. Returns bind's
+/// result (errno set on failure).
+fn kernel_bind_like(fd: c_int, sk: Sock) -> c_int {
+    let setopt = real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int);
+    for ((level, name), v) in sk.a.opts(sk.s, sk.gen()) {
+        // Values only (no pointers or descriptors, none cut short), as
+        // the program set them; the kernel refuses what it refused.
+        if replayable(level, name) {
+            setopt(
+                fd,
+                level,
+                name,
+                v.as_ptr() as *const c_void,
+                v.len() as socklen_t,
+            );
+        }
+    }
+    let port = unpack(sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed)).1;
+    // SAFETY: sockaddr_storage is plain data, valid when zeroed.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as socklen_t;
+    let sa = &mut ss as *mut libc::sockaddr_storage as *mut sockaddr;
+    // SAFETY: `sa`/`len` describe `ss`, which a sockaddr_in6 fits.
+    unsafe { put_sa(sa, &mut len, pack(0, port), sk.inet6()) };
+    real!(bind: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, sa, len)
 }
 
 /// Options whose kept value can be given to a kernel socket as it is:
@@ -1156,7 +1279,15 @@ pub extern "C" fn close(fd: c_int) -> c_int {
     match state::kind_of(fd) {
         kind::IXORA => {
             let sk = state::sock(fd).unwrap();
+            let klisten = kernel_may_listen(sk);
             let sys = state::release_sock(sk);
+            if klisten {
+                // Its descriptor listens (or is bound) in the kernel:
+                // closed, not pooled.
+                crate::kwatch::listener_forget(fd);
+                count(sk.a, call("close"), false);
+                return real!(close: fn(c_int) -> c_int)(fd);
+            }
             state::pool(sk.a, fd);
             count(sk.a, call("close"), !sys);
             0
@@ -1210,6 +1341,9 @@ pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_in
             }
             kind::IXORA if !cloexec_only => {
                 if let Some(sk) = state::sock(fd as c_int) {
+                    if kernel_may_listen(sk) {
+                        crate::kwatch::listener_forget(fd as c_int);
+                    }
                     state::release_sock(sk);
                 }
             }
@@ -1821,8 +1955,10 @@ pub unsafe extern "C" fn epoll_ctl(
     // An item whose descriptor was closed (and its number reused by a new
     // socket) is gone, as the kernel forgets closed descriptors.
     let gen = sk.e.gen.load(Ordering::Relaxed);
-    g.items
-        .retain(|i| i.fd != fd || (i.slot == sk.s && i.gen == gen));
+    let stale = |i: &Item| i.fd == fd && (i.slot != sk.s || i.gen != gen);
+    let gone = g.items.iter().filter(|i| stale(i) && i.kernel).count();
+    g.kernel = g.kernel.saturating_sub(gone);
+    g.items.retain(|i| !stale(i));
     let pos = g.items.iter().position(|i| i.fd == fd);
     let (events, data) = if ev.is_null() {
         (0, 0)
@@ -1831,12 +1967,17 @@ pub unsafe extern "C" fn epoll_ctl(
         let e = unsafe { std::ptr::read_unaligned(ev) };
         (e.events, e.u64)
     };
+    // A listener on any address: its kernel side is watched by the real
+    // epoll instance, with the same events and data.
+    let klisten = sk.e.flags.load(Ordering::Relaxed) & fl::KLISTEN != 0;
     match (opn, pos) {
         (libc::EPOLL_CTL_ADD, Some(_)) => fail(libc::EEXIST),
         (libc::EPOLL_CTL_ADD, None) => {
             if ev.is_null() {
                 return fail(libc::EFAULT);
             }
+            let kernel = klisten && real_ctl() == 0;
+            g.kernel += usize::from(kernel);
             g.items.push(Item {
                 fd,
                 slot: sk.s,
@@ -1845,6 +1986,7 @@ pub unsafe extern "C" fn epoll_ctl(
                 data,
                 seen: sk.seq().wrapping_sub(1),
                 disabled: false,
+                kernel,
             });
             0
         }
@@ -1857,10 +1999,17 @@ pub unsafe extern "C" fn epoll_ctl(
             it.data = data;
             it.disabled = false;
             it.seen = sk.seq().wrapping_sub(1);
+            if it.kernel {
+                real_ctl();
+            }
             0
         }
         (libc::EPOLL_CTL_DEL, Some(i)) => {
-            g.items.swap_remove(i);
+            let it = g.items.swap_remove(i);
+            if it.kernel {
+                real_ctl();
+                g.kernel = g.kernel.saturating_sub(1);
+            }
             0
         }
         (libc::EPOLL_CTL_MOD | libc::EPOLL_CTL_DEL, None) => fail(libc::ENOENT),
@@ -1869,7 +2018,7 @@ pub unsafe extern "C" fn epoll_ctl(
 }
 
 /// Ready Ixora sockets of an epoll set into `out` (at most `max`).
-fn epoll_scan(g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
+fn epoll_scan(epfd: c_int, g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
     let mut n = 0;
     let mut i = 0;
     while i < g.items.len() && n < max {
@@ -1878,7 +2027,9 @@ fn epoll_scan(g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
             Some(sk) if sk.s == it.slot && sk.e.gen.load(Ordering::Relaxed) == it.gen => sk,
             _ => {
                 // Closed without EPOLL_CTL_DEL: gone, as in the kernel.
-                g.items.swap_remove(i);
+                if g.items.swap_remove(i).kernel {
+                    g.kernel = g.kernel.saturating_sub(1);
+                }
                 continue;
             }
         };
@@ -1896,6 +2047,20 @@ fn epoll_scan(g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
                 it.seen = seq;
                 if it.events & libc::EPOLLONESHOT as u32 != 0 {
                     it.disabled = true;
+                    if it.kernel {
+                        // A listener's kernel side is the same descriptor:
+                        // disarmed too, until the program re-arms both.
+                        let mut ev = epoll_event {
+                            events: libc::EPOLLONESHOT as u32,
+                            u64: it.data,
+                        };
+                        real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
+                            epfd,
+                            libc::EPOLL_CTL_MOD,
+                            it.fd,
+                            &mut ev,
+                        );
+                    }
                 }
                 let e = epoll_event {
                     events: rev,
@@ -1984,7 +2149,7 @@ fn epoll_common(
     };
     let (n, kernel, peek) = {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-        let n = epoll_scan(&mut g, out, max);
+        let n = epoll_scan(epfd, &mut g, out, max);
         let peek = match watched {
             _ if g.kernel == 0 => false,
             Some(maybe) => maybe,
@@ -2018,14 +2183,15 @@ fn epoll_common(
             // SAFETY: `out + n` has room for `max - n` events.
             let k = kernel_events(epfd, &real_wait, unsafe { out.add(n) }, (max - n) as c_int);
             count(a, call("epoll_wait"), false);
-            return n as c_int + k.max(0);
+            return listener_events(ep, out, n, k.max(0) as usize) as c_int;
         }
         count(a, call("epoll_wait"), !kicked);
         return n as c_int;
     }
     if timeout == 0 {
         let k = if peek {
-            kernel_events(epfd, &real_wait, out, max as c_int)
+            let k = kernel_events(epfd, &real_wait, out, max as c_int);
+            listener_events(ep, out, 0, k.max(0) as usize) as c_int
         } else {
             0
         };
@@ -2053,7 +2219,7 @@ fn epoll_common(
     }
     let ok = state::block_until(a, timeout, kslice, &interest, &tx_interest, &mut || {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-        found = epoll_scan(&mut g, out, max);
+        found = epoll_scan(epfd, &mut g, out, max);
         found > 0
     });
     // Found while spinning: answered in user space.
@@ -2069,9 +2235,52 @@ fn epoll_common(
     if kernel > 0 && n < max && pfd[0].revents != 0 {
         // SAFETY: as above.
         let k = kernel_events(epfd, &real_wait, unsafe { out.add(n) }, (max - n) as c_int);
-        n += k.max(0) as usize;
+        n = listener_events(ep, out, n, k.max(0) as usize);
     }
     n as c_int
+}
+
+/// `out` holds `n` events of Ixora sockets, then `k` of kernel
+/// descriptors. A listener on any address is in both: ready on both sides
+/// (its Ixora and kernel queues), it is reported once, as the kernel
+/// reports a descriptor once; a one-shot one reported by the kernel is
+/// disabled on the Ixora side too. Returns the number of events left.
+fn listener_events(
+    ep: &std::sync::Mutex<Epoll>,
+    out: *mut epoll_event,
+    n: usize,
+    k: usize,
+) -> usize {
+    if k == 0 {
+        return n;
+    }
+    let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+    if !g.items.iter().any(|i| i.kernel) {
+        return n + k;
+    }
+    // SAFETY: `out` holds `n + k` initialised events (written above).
+    let evs = unsafe { std::slice::from_raw_parts_mut(out, n + k) };
+    let mut len = n + k;
+    let mut j = n;
+    while j < len {
+        let (ev, data) = (evs[j].events, evs[j].u64);
+        let mut dual = false;
+        for it in g.items.iter_mut().filter(|i| i.kernel && i.data == data) {
+            dual = true;
+            if it.events & libc::EPOLLONESHOT as u32 != 0 {
+                it.disabled = true;
+            }
+        }
+        match (0..n).find(|&i| evs[i].u64 == data) {
+            Some(i) if dual => {
+                evs[i].events |= ev;
+                evs.copy_within(j + 1..len, j);
+                len -= 1;
+            }
+            _ => j += 1,
+        }
+    }
+    len
 }
 
 /// epoll_wait(2).
@@ -2135,6 +2344,14 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         }
         r
     };
+    // Listeners on any address: their kernel side (the same descriptor)
+    // is polled beside the kernel descriptors, after them in `kp`.
+    let lidx: Vec<usize> = p
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.events & libc::POLLIN != 0 && state::sock(f.fd).is_some_and(klistens))
+        .map(|(i, _)| i)
+        .collect();
     let mut kp: Vec<pollfd> = kidx
         .iter()
         .map(|&i| pollfd {
@@ -2142,6 +2359,11 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
             events: p[i].events,
             revents: 0,
         })
+        .chain(lidx.iter().map(|&i| pollfd {
+            fd: p[i].fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }))
         .collect();
     let n = scan(p);
     // A ring owed to a sleeping service: now, or (with descriptors ready)
@@ -2151,19 +2373,34 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     } else {
         state::kick(a)
     };
-    if n > 0 && kp.is_empty() {
+    // Kernel descriptors are part of the answer; a listener's kernel side
+    // when nothing else is ready (its watch may lag by task work), or when
+    // its watch saw a connection arrive.
+    let look = !kidx.is_empty()
+        || (!lidx.is_empty()
+            && (n == 0
+                || lidx
+                    .iter()
+                    .any(|&i| crate::kwatch::listener_maybe_ready(p[i].fd) == Some(true))));
+    if n > 0 && !look {
         count(a, name, !kicked);
         return Some(n as c_int);
     }
-    // Kernel descriptors are part of the answer: look at them now.
-    let k = if kp.is_empty() {
-        0
-    } else {
-        sys_poll(&mut kp, 0).max(0)
+    let kpoll = |kp: &mut [pollfd]| -> c_int {
+        for f in &kp[kidx.len()..] {
+            crate::kwatch::listener_asking(f.fd);
+        }
+        let k = sys_poll(kp, 0).max(0);
+        for f in &kp[kidx.len()..] {
+            crate::kwatch::listener_answered(f.fd, c_int::from(f.revents != 0));
+        }
+        k
     };
+    // Look at them now.
+    let k = if look { kpoll(&mut kp) } else { 0 };
     // Without kernel descriptors the call stays in user space unless it
     // has to ring the doorbell or sleep.
-    let mut user = kp.is_empty() && !kicked;
+    let mut user = !look && !kicked;
     if n + k as usize == 0 && timeout != 0 {
         let mut found = 0;
         // Woken by transmit progress only where POLLOUT is asked for.
@@ -2189,18 +2426,36 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
             return Some(-1);
         }
         if !kp.is_empty() {
-            sys_poll(&mut kp, 0);
+            kpoll(&mut kp);
         }
     }
-    let mut total = scan(p);
+    scan(p);
     for (j, &i) in kidx.iter().enumerate() {
         p[i].revents = kp[j].revents;
-        if kp[j].revents != 0 {
-            total += 1;
-        }
     }
+    for (j, &i) in lidx.iter().enumerate() {
+        p[i].revents |= kp[kidx.len() + j].revents & libc::POLLIN;
+    }
+    let total = p.iter().filter(|f| f.revents != 0).count();
     count(a, name, user);
     Some(total as c_int)
+}
+
+/// Whether `sk` is a listener on any address whose kernel side listens
+/// too ([`fl::KLISTEN`]).
+fn klistens(sk: Sock) -> bool {
+    sk.e.flags.load(Ordering::Relaxed) & fl::KLISTEN != 0
+}
+
+/// Whether the descriptor of `sk` may listen or be bound in the kernel (a
+/// listener on any address, also one a `fork` child made listen, or whose
+/// kernel side failed after its bind): it is closed, never pooled as a
+/// placeholder.
+fn kernel_may_listen(sk: Sock) -> bool {
+    klistens(sk)
+        || (sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0
+            && !sk.dgram()
+            && sk.state() == st::LISTEN)
 }
 
 /// poll(2).
@@ -2413,6 +2668,9 @@ fn dup_into(sk: Sock, nfd: c_int) {
 /// Before `newfd` is replaced by dup2/dup3: drop its Ixora socket.
 fn displace(newfd: c_int) {
     if let Some(sk) = state::sock(newfd) {
+        if kernel_may_listen(sk) {
+            crate::kwatch::listener_forget(newfd);
+        }
         state::release_sock(sk);
     } else if state::pooled(newfd) {
         // The number is the program's again.
@@ -2842,6 +3100,16 @@ pub unsafe extern "C" fn setsockopt(
     }
     let sk = state::sock(fd).unwrap();
     sk.a.set_opt(sk.s, sk.gen(), (level, name), bytes);
+    if klistens(sk) && replayable(level, name) {
+        // The kernel side of a listener on any address gets it too, for
+        // the connections it accepts (nginx sets options after listen).
+        real_set();
+        count(sk.a, call("setsockopt"), false);
+        if let Some((o, v)) = svc {
+            state::request(sk.a, Msg::new(op::SETOPT, sk.s, o as i64, v), &[]);
+        }
+        return 0;
+    }
     match svc {
         Some((o, v)) => {
             count(sk.a, call("setsockopt"), false);

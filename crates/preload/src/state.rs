@@ -62,6 +62,11 @@ pub mod fl {
     /// IP_PKTINFO: each datagram received comes with its destination and
     /// interface (`recvmsg`'s control data).
     pub const PKTINFO: u32 = 4096;
+    /// A listener on any address whose kernel socket (the descriptor
+    /// itself) listens on the same port too, for the kernel's own
+    /// addresses (127.0.0.1, other interfaces): `accept`, `poll` and
+    /// `epoll` take connections from both.
+    pub const KLISTEN: u32 = 8192;
 }
 
 /// One descriptor's entry.
@@ -1335,6 +1340,10 @@ pub struct Item {
     pub seen: u32,
     /// One-shot item already reported.
     pub disabled: bool,
+    /// Also registered in the real epoll instance (the kernel side of a
+    /// listener on any address, [`fl::KLISTEN`]), with the same events
+    /// and data.
+    pub kernel: bool,
 }
 
 static EPOLLS: OnceLock<Box<[AtomicPtr<Mutex<Epoll>>]>> = OnceLock::new();
@@ -1378,6 +1387,57 @@ pub fn take_epoll_interest(
         }
     }
     out
+}
+
+/// Register with the kernel, through `add(epfd, events, data)`, the
+/// interest of every epoll set of this process that watches `fd` as Ixora
+/// socket `slot`/`gen` (a scan of the table: a rare event), each under
+/// its set's lock; an item `add` registered is marked so. A one-shot item
+/// already reported is registered disarmed, as the kernel keeps it.
+pub fn epoll_interest_to_kernel(
+    fd: c_int,
+    slot: u32,
+    gen: u32,
+    add: &mut dyn FnMut(c_int, u32, u64) -> bool,
+) {
+    let Some(t) = EPOLLS.get() else {
+        return;
+    };
+    for epfd in 0..t.len() {
+        let Some(ep) = epoll(epfd as c_int) else {
+            continue;
+        };
+        let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
+        let mut added = 0;
+        for it in g.items.iter_mut() {
+            if it.fd == fd && it.slot == slot && it.gen == gen && !it.kernel {
+                let events = if it.disabled {
+                    libc::EPOLLONESHOT as u32
+                } else {
+                    it.events
+                };
+                if add(epfd as c_int, events, it.data) {
+                    it.kernel = true;
+                    added += 1;
+                }
+            }
+        }
+        g.kernel += added;
+    }
+}
+
+/// Set flag `bit` on every descriptor of this process that is Ixora
+/// socket `slot`/`gen` (a scan of the table: a rare event).
+pub fn flag_socket(slot: u32, gen: u32, bit: u32) {
+    let Some(t) = TABLE.get() else { return };
+    for e in t.iter() {
+        if e.kind.load(Ordering::Acquire) == kind::IXORA
+            && e.slot.load(Ordering::Relaxed) == slot
+            && e.gen.load(Ordering::Relaxed) == gen
+        {
+            e.flags.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Give back what [`take_epoll_interest`] took.
