@@ -1656,6 +1656,37 @@ fn a_socket_bound_to_any_address_connects_to_the_kernels_loopback() {
     assert_eq!(st["protocol_errors"], 0, "{st}");
 }
 
+/// Run Python `prog` under `ixora run` (at most 120 s; it must succeed)
+/// while, once it creates the file `marker`, `peer` runs in the Linux
+/// namespace (its part of the test, reaching Ixora's address). Returns
+/// the program's output and what `peer` returned.
+fn python_with_peer(
+    net: &Setup,
+    prog: &str,
+    what: &str,
+    marker: &std::path::Path,
+    peer: impl FnOnce() -> String + Send,
+) -> (std::process::Output, String) {
+    let lx = &net.lx;
+    std::thread::scope(|sc| {
+        let h = sc.spawn(move || {
+            let t = Instant::now();
+            while !marker.exists() {
+                if t.elapsed() > Duration::from_secs(60) {
+                    return format!("{what}: the program never got to its Ixora part");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            lx.run(peer)
+        });
+        let mut c = net.ix.command("timeout");
+        c.args(["120", BIN, "run", "--socket", &net.socket, "--"]);
+        c.args(["python3", "-c", prog]);
+        let out = succeed(&mut c, what);
+        (out, h.join().unwrap())
+    })
+}
+
 /// A listener on any address takes connections at Ixora's address and at
 /// the kernel's own (127.0.0.1), as the same listener does on Linux: by
 /// blocking and non-blocking `accept`, `epoll`, `poll` and `select`, a
@@ -1777,42 +1808,22 @@ fn a_listener_on_any_address_takes_the_kernels_loopback_too() {
         m = marker.display(),
         IX_PEER = "198.18.9.1"
     );
-    let marker_wait = marker.clone();
-    let lx = &net.lx;
-    let ixora_side = std::thread::scope(|sc| {
-        let h = sc.spawn(move || {
-            let t = Instant::now();
-            while !marker_wait.exists() {
-                if t.elapsed() > Duration::from_secs(60) {
-                    return "the program never got to its Ixora part".to_string();
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            lx.run(|| -> String {
-                let addr = format!("{IX}:7431").parse().unwrap();
-                let mut c = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
-                    Ok(c) => c,
-                    Err(e) => return format!("connect to Ixora's address: {e}"),
-                };
-                c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                let mut m2 = marker_wait.clone().into_os_string();
-                m2.push(".2");
-                std::fs::write(&m2, b"").unwrap();
-                c.write_all(b"ixora\n").unwrap();
-                let mut got = [0u8; 6];
-                match c.read_exact(&mut got) {
-                    Ok(()) => String::from_utf8_lossy(&got).into_owned(),
-                    Err(e) => format!("reply from Ixora's side: {e}"),
-                }
-            })
-        });
-        let mut c = net.ix.command("timeout");
-        c.args(["120", BIN, "run", "--socket", &net.socket, "--"]);
-        c.args(["python3", "-c", &prog]);
-        let out = succeed(&mut c, "listener on any address");
-        (out, h.join().unwrap())
+    let marker2 = std::path::PathBuf::from(format!("{}.2", marker.display()));
+    let (out, reply) = python_with_peer(&net, &prog, "listener on any address", &marker, || {
+        let addr = format!("{IX}:7431").parse().unwrap();
+        let mut c = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+            Ok(c) => c,
+            Err(e) => return format!("connect to Ixora's address: {e}"),
+        };
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        std::fs::write(&marker2, b"").unwrap();
+        c.write_all(b"ixora\n").unwrap();
+        let mut got = [0u8; 6];
+        match c.read_exact(&mut got) {
+            Ok(()) => String::from_utf8_lossy(&got).into_owned(),
+            Err(e) => format!("reply from Ixora's side: {e}"),
+        }
     });
-    let (out, reply) = ixora_side;
     assert_eq!(reply, "served");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -1825,9 +1836,101 @@ fn a_listener_on_any_address_takes_the_kernels_loopback_too() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("the kernel refused to listen on port 7433")
+        err.contains("the kernel refused port 7433 of its own addresses")
             && err.contains("Address already in use"),
         "no explanation of the kernel's refusal:\n{err}"
+    );
+    let st = net.stats();
+    assert_eq!(st["protocol_errors"], 0, "{st}");
+}
+
+/// A UDP socket on any address receives datagrams sent to the kernel's
+/// own addresses (127.0.0.1) too, as the same socket does on Linux — by
+/// a blocking `recvfrom`, `epoll`, `poll` and `recvmsg` with `IP_PKTINFO`
+/// naming the kernel's address — and answers from the same port through
+/// the kernel; one that connects to 127.0.0.1 moves to the kernel whole;
+/// a datagram to Ixora's address is still Ixora's.
+#[test]
+fn a_udp_socket_on_any_address_takes_the_kernels_loopback_too() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let marker = std::env::temp_dir().join(unique_name("ixora-dual-udp", false));
+    let _rm = Removed(marker.clone());
+    let prog = format!(
+        "import errno, os, select, socket, struct, time\n\
+         P = 7441\n\
+         D = socket.SOCK_DGRAM\n\
+         u = socket.socket(socket.AF_INET, D)\n\
+         u.bind(('0.0.0.0', P))\n\
+         u.settimeout(5)\n\
+         k = socket.socket(socket.AF_INET, D)\n\
+         k.settimeout(5)\n\
+         k.sendto(b'lo1', ('127.0.0.1', P))\n\
+         d, a = u.recvfrom(64)\n\
+         u.sendto(b'back', a)\n\
+         r, ra = k.recvfrom(64)\n\
+         print('blocking', d.decode(), a[0], r.decode(), ra == ('127.0.0.1', P))\n\
+         u.setblocking(False)\n\
+         try:\n\
+         \x20   u.recvfrom(64)\n\
+         \x20   print('a ghost datagram')\n\
+         except BlockingIOError:\n\
+         \x20   print('empty EAGAIN')\n\
+         ep = select.epoll()\n\
+         ep.register(u.fileno(), select.EPOLLIN)\n\
+         print('epoll idle', ep.poll(0.05))\n\
+         k.sendto(b'lo2', ('127.0.0.1', P))\n\
+         evs = ep.poll(5)\n\
+         print('epoll', [(f == u.fileno(), v) for f, v in evs], u.recv(64).decode())\n\
+         pl = select.poll()\n\
+         pl.register(u.fileno(), select.POLLIN)\n\
+         k.sendto(b'lo3', ('127.0.0.1', P))\n\
+         print('poll', [(f == u.fileno(), v & select.POLLIN != 0) for f, v in pl.poll(5000)])\n\
+         u.setsockopt(socket.IPPROTO_IP, 8, 1)\n\
+         m, anc, fl, src = u.recvmsg(64, 64)\n\
+         info = [c for c in anc if c[0] == socket.IPPROTO_IP and c[1] == 8]\n\
+         print('pktinfo', m.decode(), socket.inet_ntoa(info[0][2][8:12]) if info else None)\n\
+         c = socket.socket(socket.AF_INET, D)\n\
+         c.settimeout(5)\n\
+         c.bind(('0.0.0.0', 0))\n\
+         c.connect(('127.0.0.1', P))\n\
+         c.send(b'conn')\n\
+         u.settimeout(5)\n\
+         d, a = u.recvfrom(64)\n\
+         u.sendto(b'r', a)\n\
+         print('connected', d.decode(), a[1] == c.getsockname()[1], c.recv(8).decode())\n\
+         open('{m}', 'w').close()\n\
+         t = time.time() + 20\n\
+         while time.time() < t:\n\
+         \x20   try:\n\
+         \x20       d, a = u.recvfrom(64)\n\
+         \x20   except socket.timeout:\n\
+         \x20       continue\n\
+         \x20   if d == b'ixora':\n\
+         \x20       u.sendto(b'served', a)\n\
+         \x20       print('ixora side', a[0])\n\
+         \x20       break\n",
+        m = marker.display()
+    );
+    let (out, reply) = python_with_peer(&net, &prog, "UDP socket on any address", &marker, || {
+        let u = std::net::UdpSocket::bind("198.18.9.1:0").unwrap();
+        u.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let mut got = [0u8; 16];
+        for _ in 0..10 {
+            u.send_to(b"ixora", format!("{IX}:7441")).unwrap();
+            if let Ok((n, _)) = u.recv_from(&mut got) {
+                return String::from_utf8_lossy(&got[..n]).into_owned();
+            }
+        }
+        "no reply from Ixora's side".to_string()
+    });
+    assert_eq!(reply, "served");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "blocking lo1 127.0.0.1 back True\nempty EAGAIN\nepoll idle []\n\
+         epoll [(True, 1)] lo2\npoll [(True, True)]\npktinfo lo3 127.0.0.1\n\
+         connected conn True r\nixora side 198.18.9.1\n"
     );
     let st = net.stats();
     assert_eq!(st["protocol_errors"], 0, "{st}");

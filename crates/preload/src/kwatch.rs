@@ -13,16 +13,16 @@
 //! says they may have events (or the last look found some: they are
 //! level-triggered and may still be ready).
 //!
-//! The kernel side of a listener on any address (its descriptor listens
-//! in the kernel too, for the kernel's own addresses) is watched the same
-//! way, through a private epoll instance that holds only it
-//! ([`listener_maybe_ready`]): a poll request holds a reference to the
-//! file it polls, and one on the listener itself would keep a closed
+//! The kernel side of a socket on any address (its descriptor is bound
+//! in the kernel too, for the kernel's own addresses: a listener, a UDP
+//! socket) is watched the same way, through a private epoll instance that
+//! holds only it ([`side_maybe_ready`]): a poll request holds a reference
+//! to the file it polls, and one on the socket itself would keep a closed
 //! listener listening if its cancel were lost; an epoll registration
 //! holds none. A completion is posted by task work of the thread that
-//! armed the poll, so it may lag the connection by a few microseconds:
-//! it is a hint for what to look at first, never a reason to report
-//! nothing.
+//! armed the poll, so it may lag an arrival: callers also mark the watch
+//! ready ([`side_answered`]) whenever the program learns of the kernel
+//! side by another way (an `epoll_wait` or `poll` that reports it).
 //!
 //! Where io_uring is not available (an old kernel, a seccomp filter), or
 //! the ring is busy in another thread, callers fall back to looking at the
@@ -61,9 +61,9 @@ struct Table {
     armed: Box<[AtomicU64]>,
     /// Per epoll descriptor: its kernel descriptors may have events.
     ready: Box<[AtomicBool]>,
-    /// Per listening descriptor: 1 + the private epoll instance that
+    /// Per kernel side's descriptor: 1 + the private epoll instance that
     /// watches it (0: none yet).
-    listen_ep: Box<[AtomicI32]>,
+    side_ep_of: Box<[AtomicI32]>,
 }
 
 static TABLE: OnceLock<Table> = OnceLock::new();
@@ -72,7 +72,7 @@ fn table() -> &'static Table {
     TABLE.get_or_init(|| Table {
         armed: (0..MAXFD).map(|_| AtomicU64::new(0)).collect(),
         ready: (0..MAXFD).map(|_| AtomicBool::new(false)).collect(),
-        listen_ep: (0..MAXFD).map(|_| AtomicI32::new(0)).collect(),
+        side_ep_of: (0..MAXFD).map(|_| AtomicI32::new(0)).collect(),
     })
 }
 
@@ -239,12 +239,12 @@ pub fn forget(epfd: c_int) {
     }
 }
 
-/// The private epoll instance that watches listening descriptor `fd`
+/// The private epoll instance that watches the kernel side `fd`
 /// (made on first use), or None if it cannot be made.
-fn listener_ep(fd: c_int) -> Option<c_int> {
+fn side_ep(fd: c_int) -> Option<c_int> {
     let i = index(fd)?;
     let t = table();
-    let cur = t.listen_ep[i].load(Ordering::Acquire);
+    let cur = t.side_ep_of[i].load(Ordering::Acquire);
     if cur > 0 {
         return Some(cur - 1);
     }
@@ -269,31 +269,31 @@ fn listener_ep(fd: c_int) -> Option<c_int> {
         )
     };
     if r < 0
-        || t.listen_ep[i]
+        || t.side_ep_of[i]
             .compare_exchange(0, ep + 1, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
     {
         state::forget_internal(ep);
         crate::real::sys_close(ep);
-        let cur = t.listen_ep[i].load(Ordering::Acquire);
+        let cur = t.side_ep_of[i].load(Ordering::Acquire);
         return (cur > 0).then(|| cur - 1);
     }
     Some(ep)
 }
 
-/// Whether listening descriptor `fd` may have a connection waiting in the
-/// kernel: `Some(false)` is a promise that it had none when last asked
+/// Whether the kernel side `fd` may have a connection or datagram
+/// waiting: `Some(false)` is a promise that it had none when last asked
 /// and that none arrived since, as far as the posted completions tell
 /// (they may lag by task work: see the module's comment); `None`: not
 /// known here. The first look arms the watch and answers `Some(true)`.
-pub fn listener_maybe_ready(fd: c_int) -> Option<bool> {
-    maybe_ready(listener_ep(fd)?)
+pub fn side_maybe_ready(fd: c_int) -> Option<bool> {
+    maybe_ready(side_ep(fd)?)
 }
 
-/// The caller is about to `accept` (or poll) listening descriptor `fd`.
-pub fn listener_asking(fd: c_int) {
+/// The caller is about to accept, receive on or poll the kernel side `fd`.
+pub fn side_asking(fd: c_int) {
     if let Some(ep) =
-        index(fd).and_then(|i| TABLE.get().map(|t| t.listen_ep[i].load(Ordering::Acquire)))
+        index(fd).and_then(|i| TABLE.get().map(|t| t.side_ep_of[i].load(Ordering::Acquire)))
     {
         if ep > 0 {
             asking(ep - 1);
@@ -301,11 +301,11 @@ pub fn listener_asking(fd: c_int) {
     }
 }
 
-/// The kernel gave `k` connections (or events) of listening descriptor
-/// `fd`: if any, there may be more.
-pub fn listener_answered(fd: c_int, k: c_int) {
+/// The kernel gave `k` connections, datagrams or events of the kernel
+/// side `fd`: if any, there may be more.
+pub fn side_answered(fd: c_int, k: c_int) {
     if let Some(ep) =
-        index(fd).and_then(|i| TABLE.get().map(|t| t.listen_ep[i].load(Ordering::Acquire)))
+        index(fd).and_then(|i| TABLE.get().map(|t| t.side_ep_of[i].load(Ordering::Acquire)))
     {
         if ep > 0 {
             answered(ep - 1, k);
@@ -313,11 +313,11 @@ pub fn listener_answered(fd: c_int, k: c_int) {
     }
 }
 
-/// Listening descriptor `fd` is being closed: its watch goes.
-pub fn listener_forget(fd: c_int) {
+/// The kernel side `fd` is being closed: its watch goes.
+pub fn side_forget(fd: c_int) {
     let Some(i) = index(fd) else { return };
     let Some(t) = TABLE.get() else { return };
-    let ep = t.listen_ep[i].swap(0, Ordering::AcqRel);
+    let ep = t.side_ep_of[i].swap(0, Ordering::AcqRel);
     if ep > 0 {
         forget(ep - 1);
         state::forget_internal(ep - 1);

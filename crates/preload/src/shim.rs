@@ -197,6 +197,19 @@ fn wait_ring(
     user: &mut bool,
     ready: &mut dyn FnMut() -> bool,
 ) -> Result<(), ssize_t> {
+    wait_ring_or(sk, write, start, user, &mut [], ready)
+}
+
+/// [`wait_ring`], also woken when a descriptor of `kernel` has an event
+/// (its `revents` set).
+fn wait_ring_or(
+    sk: Sock,
+    write: bool,
+    start: &mut Option<std::time::Instant>,
+    user: &mut bool,
+    kernel: &mut [pollfd],
+    ready: &mut dyn FnMut() -> bool,
+) -> Result<(), ssize_t> {
     let name = call(if write { "write" } else { "read" });
     let limit = sk.wait_limit(write, start);
     if limit == 0 {
@@ -205,7 +218,7 @@ fn wait_ring(
     }
     let s = [sk.s];
     let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
-    let ok = state::block_until(sk.a, limit, &mut [], rx, tx, ready);
+    let ok = state::block_until(sk.a, limit, kernel, rx, tx, ready);
     *user &= !state::blocked_in_kernel();
     if !ok && errno() == libc::EINTR {
         count(sk.a, name, false);
@@ -261,18 +274,32 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     }
 }
 
+/// One datagram received: the result, the source ([`pack`]ed), whether
+/// it was longer than the buffers (`MSG_TRUNC`), and for one that came in
+/// at the kernel's side, its destination address and interface (from the
+/// kernel's `IP_PKTINFO`).
+type Dgram = (ssize_t, u64, bool, Option<(u32, c_int)>);
+
 /// Receive one datagram on an Ixora UDP socket with recvmsg(2)
-/// semantics: the result, the source ([`pack`]ed) and whether the
-/// datagram was longer than the buffers (`MSG_TRUNC`).
-fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> (ssize_t, u64, bool) {
+/// semantics; one with a kernel side ([`fl::KSIDE`]) takes from both.
+fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> Dgram {
     let peek = flags & libc::MSG_PEEK != 0;
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let mut user = true;
     let mut start = None; // when the call first waits
+    let kside = kernel_side(sk);
+    let fd = sk.fd;
+    let mut woken_by_kernel = false;
     loop {
+        if kside && kernel_side_first(fd, sk.readable() > 0, woken_by_kernel) {
+            if let Some(got) = kernel_recv_dgram(fd, bufs, flags) {
+                count(sk.a, call("read"), false);
+                return got;
+            }
+        }
         if sk.e.flags.load(Ordering::Relaxed) & fl::SHUT_RD != 0 && sk.readable() == 0 {
             count(sk.a, call("read"), user);
-            return (0, 0, false);
+            return (0, 0, false, None);
         }
         let before = sk.readable();
         match sk.recv_dgram(bufs, peek) {
@@ -289,18 +316,140 @@ fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> (ssize_t, u6
                 } else {
                     n
                 };
-                return (r as ssize_t, src, full > n);
+                return (r as ssize_t, src, full > n, None);
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let ready = &mut || sk.readable() > 0 || sk.error() != 0 || !sk.live();
-                if let Err(r) = wait_ring(sk, false, &mut start, &mut user, ready) {
-                    return (r, 0, false);
+                let mut kp = [pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                }];
+                let kslice: &mut [pollfd] = if kside { &mut kp } else { &mut [] };
+                if let Err(r) = wait_ring_or(sk, false, &mut start, &mut user, kslice, ready) {
+                    return (r, 0, false, None);
                 }
+                woken_by_kernel = kp[0].revents != 0;
             }
             Err(e) => {
                 count(sk.a, call("read"), user);
-                return (fail(e), 0, false);
+                return (fail(e), 0, false, None);
             }
+        }
+    }
+}
+
+/// One datagram from the kernel side of a UDP socket (descriptor `fd`,
+/// non-blocking in the kernel), with recvmsg(2) semantics; None if none
+/// waits there.
+fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<Dgram> {
+    let mut iov: Vec<iovec> = bufs
+        .iter_mut()
+        .map(|b| iovec {
+            iov_base: b.as_mut_ptr() as *mut c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: plain data, valid when zeroed.
+    let mut src: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data, valid when zeroed.
+    let mut m: msghdr = unsafe { std::mem::zeroed() };
+    m.msg_name = &mut src as *mut libc::sockaddr_in as *mut c_void;
+    m.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as socklen_t;
+    m.msg_iov = iov.as_mut_ptr();
+    m.msg_iovlen = iov.len() as _;
+    m.msg_control = control.as_mut_ptr() as *mut c_void;
+    m.msg_controllen = std::mem::size_of_val(&control) as _;
+    crate::kwatch::side_asking(fd);
+    let keep = flags & (libc::MSG_PEEK | libc::MSG_TRUNC);
+    let r = real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(
+        fd,
+        &mut m,
+        keep | libc::MSG_DONTWAIT,
+    );
+    if r < 0 {
+        let e = errno();
+        if e == libc::EAGAIN {
+            return None;
+        }
+        crate::kwatch::side_answered(fd, 1);
+        set_errno(e);
+        return Some((-1, 0, false, None));
+    }
+    crate::kwatch::side_answered(fd, 1);
+    let from = pack(
+        u32::from_be(src.sin_addr.s_addr),
+        u16::from_be(src.sin_port),
+    );
+    let mut dst = None;
+    // SAFETY: the kernel wrote `msg_controllen` bytes of control messages
+    // into `control`, which `m` describes; CMSG_* walk within them.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&m);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
+                let info = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
+                dst = Some((u32::from_be(info.ipi_addr.s_addr), info.ipi_ifindex));
+            }
+            c = libc::CMSG_NXTHDR(&m, c);
+        }
+    }
+    Some((r, from, m.msg_flags & libc::MSG_TRUNC != 0, dst))
+}
+
+/// Send one datagram from the kernel side of a UDP socket (descriptor
+/// `fd`, non-blocking in the kernel) to `ip`:`port`, which only the
+/// kernel reaches; a blocking socket waits for room.
+fn kernel_send_dgram(
+    sk: Sock,
+    fd: c_int,
+    bufs: &[&[u8]],
+    flags: c_int,
+    ip: u32,
+    port: u16,
+) -> ssize_t {
+    let iov: Vec<iovec> = bufs
+        .iter()
+        .map(|b| iovec {
+            iov_base: b.as_ptr() as *mut c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: plain data, valid when zeroed.
+    let mut to: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    to.sin_family = libc::AF_INET as libc::sa_family_t;
+    to.sin_port = port.to_be();
+    to.sin_addr.s_addr = ip.to_be();
+    // SAFETY: msghdr is plain data, valid when zeroed.
+    let mut m: msghdr = unsafe { std::mem::zeroed() };
+    m.msg_name = &mut to as *mut libc::sockaddr_in as *mut c_void;
+    m.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as socklen_t;
+    m.msg_iov = iov.as_ptr() as *mut iovec;
+    m.msg_iovlen = iov.len() as _;
+    count(sk.a, call("write"), false);
+    let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
+    let mut start = None;
+    loop {
+        let r = real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(
+            fd,
+            &m,
+            flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        );
+        if r >= 0 || errno() != libc::EAGAIN || dontwait {
+            return r;
+        }
+        let limit = sk.wait_limit(true, &mut start);
+        if limit == 0 {
+            return fail(libc::EAGAIN);
+        }
+        let mut p = [pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        }];
+        if sys_poll(&mut p, limit) < 0 && errno() == libc::EINTR {
+            return -1;
         }
     }
 }
@@ -310,6 +459,11 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let to = match dst {
         Some((ip, port)) => {
+            // Only the kernel reaches it (`0.0.0.0` is the local host, as
+            // on Linux): sent from the kernel side, if the socket has one.
+            if port != 0 && (ip == 0 || !reaches(sk.a, ip)) && kernel_side(sk) {
+                return kernel_send_dgram(sk, sk.fd, bufs, flags, ip, port);
+            }
             if ip == 0 || port == 0 {
                 count(sk.a, call("write"), true);
                 return fail(libc::EINVAL);
@@ -632,6 +786,11 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
                 if let Some(e) = state::entry(fd) {
                     e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
                 }
+                // A UDP socket on any address receives at the kernel's
+                // own addresses too (a TCP socket does once it listens).
+                if let Some(sk) = state::sock(fd).filter(|sk| sk.dgram()) {
+                    open_kernel_side(fd, sk, None);
+                }
             }
             0
         }
@@ -687,27 +846,50 @@ pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
 }
 
 /// A listener on any address takes connections to the kernel's own
-/// addresses too (127.0.0.1, `::1`, other interfaces), as on Linux: its
-/// descriptor — the kernel socket it was made as — binds to the same port
-/// on any address and listens, non-blocking (the shim decides when to
-/// wait). `accept`, `poll`/`select` and `epoll` then take connections
-/// from both; the kernel's are kernel descriptors from then on. If the
-/// kernel refuses (a kernel program holds the port), the listener serves
-/// Ixora's address alone and the program is told why on standard error.
+/// addresses too (127.0.0.1, `::1`, other interfaces), as on Linux: see
+/// [`open_kernel_side`]. `listen` again gives both sides the new backlog.
 fn listen_kernel_too(fd: c_int, sk: Sock, backlog: c_int) {
     let flags = sk.e.flags.load(Ordering::Relaxed);
     if flags & fl::BOUND_ANY == 0 || sk.dgram() {
         return;
     }
-    let real_listen = real!(listen: fn(c_int, c_int) -> c_int);
-    if flags & fl::KLISTEN != 0 {
-        // listen() again: a new backlog for both.
-        real_listen(fd, backlog);
+    if flags & fl::KSIDE != 0 {
+        real!(listen: fn(c_int, c_int) -> c_int)(fd, backlog);
         return;
     }
-    if kernel_bind_like(fd, sk) < 0 || real_listen(fd, backlog) < 0 {
+    open_kernel_side(fd, sk, Some(backlog));
+}
+
+/// Give socket `sk` on any address its kernel side, as Linux serves such
+/// a socket at every address of the host: its descriptor — the kernel
+/// socket it was made as — binds to the same port on any address and,
+/// for a listener, listens (`backlog`); a UDP socket also asks for each
+/// datagram's destination (`IP_PKTINFO`, for `recvmsg`). The descriptor
+/// is made non-blocking in the kernel (the shim decides when to wait).
+/// `accept`, the receive calls, `poll`/`select` and `epoll` then take
+/// from both sides; a TCP connection accepted there is a kernel
+/// descriptor from then on, and a UDP socket sends to an address only the
+/// kernel reaches from it. If the kernel refuses (a kernel program holds
+/// the port), the socket serves Ixora's address alone and the program is
+/// told why on standard error.
+fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
+    let ok = kernel_bind_like(fd, sk) == 0
+        && match backlog {
+            Some(b) => real!(listen: fn(c_int, c_int) -> c_int)(fd, b) == 0,
+            None => {
+                let one: c_int = 1;
+                real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(
+                    fd,
+                    libc::IPPROTO_IP,
+                    libc::IP_PKTINFO,
+                    &one as *const c_int as *const c_void,
+                    std::mem::size_of::<c_int>() as socklen_t,
+                ) == 0
+            }
+        };
+    if !ok {
         let e = errno();
-        explain_not_listening(sk, e);
+        explain_no_kernel_side(sk, e);
         set_errno(e);
         return;
     }
@@ -717,10 +899,13 @@ fn listen_kernel_too(fd: c_int, sk: Sock, backlog: c_int) {
     }
     // Every descriptor of this process that names the socket (a dup made
     // before listen shares the kernel socket).
-    state::flag_socket(sk.s, sk.gen(), fl::KLISTEN);
-    // Epoll sets that watched the socket before it listened.
+    state::flag_socket(sk.s, sk.gen(), fl::KSIDE);
+    // Epoll sets that watched the socket before.
     state::epoll_interest_to_kernel(fd, sk.s, sk.gen(), &mut |epfd, events, data| {
-        let mut ev = epoll_event { events, u64: data };
+        let mut ev = epoll_event {
+            events: kernel_side_events(events),
+            u64: data,
+        };
         real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
             epfd,
             libc::EPOLL_CTL_ADD,
@@ -730,19 +915,24 @@ fn listen_kernel_too(fd: c_int, sk: Sock, backlog: c_int) {
     });
 }
 
-/// The kernel refused to listen beside Ixora's listener (`e`): say so
-/// once per process, on standard error; the program's `listen` succeeds
-/// (Ixora's address is served).
-fn explain_not_listening(sk: Sock, e: c_int) {
+/// The kernel refused `sk`'s kernel side (`e`): say so once per process,
+/// on standard error; the program's call still succeeds (Ixora's address
+/// is served).
+fn explain_no_kernel_side(sk: Sock, e: c_int) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if SAID.swap(true, Ordering::Relaxed) {
         return;
     }
     let port = unpack(sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed)).1;
+    let (what, takes) = if sk.dgram() {
+        ("UDP socket", "datagrams")
+    } else {
+        ("listener", "connections")
+    };
     let m = format!(
-        "ixora-preload: the kernel refused to listen on port {port} of its own addresses \
-         ({}): this listener takes connections at {}:{port} (Ixora) only, not at \
-         127.0.0.1 or the kernel's other addresses\n",
+        "ixora-preload: the kernel refused port {port} of its own addresses ({}): this {what} \
+         takes {takes} at {}:{port} (Ixora) only, not at 127.0.0.1 or the kernel's other \
+         addresses\n",
         std::io::Error::from_raw_os_error(e),
         std::net::Ipv4Addr::from(sk.a.ip)
     );
@@ -797,24 +987,17 @@ pub unsafe extern "C" fn accept4(
     }
     let mut user = true;
     let mut start = None; // when the call first waits
-    let klisten = klistens(sk);
+    let kside = kernel_side(sk);
+    let mut woken_by_kernel = false;
     loop {
         // A connection to one of the kernel's addresses: a kernel socket.
-        // Looked for whenever Ixora's queue is empty (the kernel's watch
-        // may lag a connection by task work), and before Ixora's when the
-        // watch saw one arrive, every other time (neither side starves).
-        if klisten {
-            static TURN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let first = sk.acceptable() == 0
-                || (crate::kwatch::listener_maybe_ready(fd) == Some(true)
-                    && TURN.fetch_add(1, Ordering::Relaxed) % 2 == 0);
-            if first {
-                // SAFETY: accept4(2)'s contract, passed on.
-                if let Some(r) = unsafe { kernel_accept(sk, fd, addr, len, flags) } {
-                    return r;
-                }
+        if kside && kernel_side_first(fd, sk.acceptable() > 0, woken_by_kernel) {
+            // SAFETY: accept4(2)'s contract, passed on.
+            if let Some(r) = unsafe { kernel_accept(sk, fd, addr, len, flags) } {
+                return r;
             }
         }
+        woken_by_kernel = false;
         // Pop an entry (several processes may share the listener).
         let u = sk.a.r.up_slot(sk.s);
         let head = u.acc_head.load(Ordering::Acquire);
@@ -882,10 +1065,11 @@ pub unsafe extern "C" fn accept4(
             events: libc::POLLIN,
             revents: 0,
         }];
-        let kslice: &mut [pollfd] = if klisten { &mut kp } else { &mut [] };
+        let kslice: &mut [pollfd] = if kside { &mut kp } else { &mut [] };
         let ok = state::block_until(sk.a, limit, kslice, &[sk.s], &[], &mut || {
             sk.acceptable() > 0 || !sk.live()
         });
+        woken_by_kernel = kp[0].revents != 0;
         user &= !state::blocked_in_kernel();
         if !ok && errno() == libc::EINTR {
             count(sk.a, call("accept"), false);
@@ -894,6 +1078,27 @@ pub unsafe extern "C" fn accept4(
         if !sk.live() {
             return fail(libc::EBADF);
         }
+    }
+}
+
+/// Whether an accept or receive on a socket with a kernel side (descriptor
+/// `fd`) asks the kernel side now, before (or instead of) Ixora's queue,
+/// which has something if `ixora`: when the watch says something may
+/// wait there (every other time if Ixora's queue has something too, so
+/// neither side starves), when a poll of the descriptor just said so
+/// (`woken`), or, without the watch, when Ixora's queue is empty. The
+/// watch is marked ready whenever an `epoll_wait`, `poll` or `select`
+/// reports the kernel side, so a program told of a connection or
+/// datagram there finds it even while the watch's own completion lags.
+fn kernel_side_first(fd: c_int, ixora: bool, woken: bool) -> bool {
+    static TURN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    if woken {
+        return true;
+    }
+    match crate::kwatch::side_maybe_ready(fd) {
+        Some(true) => !ixora || TURN.fetch_add(1, Ordering::Relaxed) % 2 == 0,
+        Some(false) => false,
+        None => !ixora,
     }
 }
 
@@ -910,7 +1115,7 @@ unsafe fn kernel_accept(
     len: *mut socklen_t,
     flags: c_int,
 ) -> Option<c_int> {
-    crate::kwatch::listener_asking(fd);
+    crate::kwatch::side_asking(fd);
     let r = real!(accept4: fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int)(
         fd, addr, len, flags,
     );
@@ -919,7 +1124,7 @@ unsafe fn kernel_accept(
         return None;
     }
     // Taken (or failed: EMFILE, ...): there may be more.
-    crate::kwatch::listener_answered(fd, 1);
+    crate::kwatch::side_answered(fd, 1);
     count(sk.a, call("accept"), false);
     set_errno(e);
     Some(r)
@@ -945,7 +1150,7 @@ fn reaches(a: &state::Attached, ip: u32) -> bool {
 
 /// connect(2) on an Ixora UDP socket: set its peer (`AF_UNSPEC`: remove
 /// it). Done at once by the service.
-unsafe fn connect_dgram(sk: Sock, addr: *const sockaddr, len: socklen_t) -> c_int {
+unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen_t) -> c_int {
     count(sk.a, call("connect"), false);
     // SAFETY (caller): `len` readable bytes at `addr`.
     let unspec = !addr.is_null()
@@ -957,7 +1162,20 @@ unsafe fn connect_dgram(sk: Sock, addr: *const sockaddr, len: socklen_t) -> c_in
         // SAFETY (caller): as above.
         match unsafe { sa_of(addr, len, false) } {
             Some((ip, port)) if ip != 0 && port != 0 && reaches(sk.a, ip) => pack(ip, port),
-            Some((_, 0)) | Some((0, _)) => return fail(libc::EINVAL),
+            Some((_, 0)) => return fail(libc::EINVAL),
+            // Only the kernel reaches it (`0.0.0.0` is the local host, as
+            // on Linux): a socket bound on any address with a kernel side
+            // moves there whole, as a TCP socket does.
+            Some(_) if kernel_side(sk) => {
+                return match connect_via_kernel(fd, sk) {
+                    Some(0) => real!(connect: fn(c_int, *const sockaddr, socklen_t) -> c_int)(
+                        fd, addr, len,
+                    ),
+                    Some(r) => r,
+                    None => fail(libc::ENETUNREACH),
+                };
+            }
+            Some((0, _)) => return fail(libc::EINVAL),
             Some(_) => return fail(libc::ENETUNREACH),
             None => return fail(libc::EAFNOSUPPORT),
         }
@@ -977,7 +1195,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     match state::kind_of(fd) {
         kind::IXORA if state::sock(fd).is_some_and(|sk| sk.dgram()) => {
             // SAFETY: connect(2)'s contract on `addr`/`len`.
-            return unsafe { connect_dgram(state::sock(fd).unwrap(), addr, len) };
+            return unsafe { connect_dgram(fd, state::sock(fd).unwrap(), addr, len) };
         }
         kind::MAYBE => {}
         kind::IXORA if state::sock(fd).is_some_and(|sk| sk.state() == st::OPEN) => {
@@ -1073,7 +1291,10 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 /// of the socket would split.
 fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
     let flags = sk.e.flags.load(Ordering::Relaxed);
-    if flags & fl::BOUND_ANY == 0 || sk.dgram() {
+    // A UDP socket moves only if its kernel side is bound already (its
+    // datagrams to the kernel's addresses came in there).
+    let bound = flags & fl::KSIDE != 0;
+    if flags & fl::BOUND_ANY == 0 || (sk.dgram() && !bound) {
         return None;
     }
     // Epoll sets watching it (registered before the connect, as nginx
@@ -1091,7 +1312,7 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
         return None;
     }
     count(sk.a, call("connect"), false);
-    if kernel_bind_like(fd, sk) < 0 {
+    if !bound && kernel_bind_like(fd, sk) < 0 {
         let e = errno();
         sk.e.kind.store(kind::IXORA, Ordering::Release);
         state::restore_epoll_interest(taken);
@@ -1118,13 +1339,17 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
             },
             u64: it.data,
         };
+        // A kernel side registered already (and counted) gets the whole
+        // interest, writability included.
+        let opn = if it.kernel {
+            libc::EPOLL_CTL_MOD
+        } else {
+            libc::EPOLL_CTL_ADD
+        };
         let r = real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
-            epfd,
-            libc::EPOLL_CTL_ADD,
-            fd,
-            &mut ev,
+            epfd, opn, fd, &mut ev,
         );
-        if r == 0 {
+        if r == 0 && !it.kernel {
             ep.lock().unwrap_or_else(|p| p.into_inner()).kernel += 1;
         }
     }
@@ -1279,12 +1504,12 @@ pub extern "C" fn close(fd: c_int) -> c_int {
     match state::kind_of(fd) {
         kind::IXORA => {
             let sk = state::sock(fd).unwrap();
-            let klisten = kernel_may_listen(sk);
+            let kheld = kernel_may_hold(sk);
             let sys = state::release_sock(sk);
-            if klisten {
+            if kheld {
                 // Its descriptor listens (or is bound) in the kernel:
                 // closed, not pooled.
-                crate::kwatch::listener_forget(fd);
+                crate::kwatch::side_forget(fd);
                 count(sk.a, call("close"), false);
                 return real!(close: fn(c_int) -> c_int)(fd);
             }
@@ -1341,8 +1566,8 @@ pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_in
             }
             kind::IXORA if !cloexec_only => {
                 if let Some(sk) = state::sock(fd as c_int) {
-                    if kernel_may_listen(sk) {
-                        crate::kwatch::listener_forget(fd as c_int);
+                    if kernel_may_hold(sk) {
+                        crate::kwatch::side_forget(fd as c_int);
                     }
                     state::release_sock(sk);
                 }
@@ -1463,7 +1688,7 @@ pub unsafe extern "C" fn recvfrom(
     // SAFETY: recvfrom(2)'s contract.
     let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) };
     if sk.dgram() {
-        let (r, src, _) = do_recv_dgram(sk, &mut [b], flags);
+        let (r, src, _, _) = do_recv_dgram(sk, &mut [b], flags);
         if r >= 0 && src != 0 {
             // SAFETY: as above, for the address buffer.
             unsafe { put_sa(addr, alen, src, false) };
@@ -1533,7 +1758,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     // SAFETY: its iovecs describe writable buffers.
     let mut v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) };
     if sk.dgram() {
-        let (r, src, trunc) = do_recv_dgram(sk, &mut v, flags);
+        let (r, src, trunc, dst) = do_recv_dgram(sk, &mut v, flags);
         if r >= 0 {
             let mut nl = m.msg_namelen;
             // SAFETY: msg_name has msg_namelen writable bytes (or is null).
@@ -1542,7 +1767,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
                 m.msg_namelen = nl;
             }
             let ctrunc = if sk.e.flags.load(Ordering::Relaxed) & fl::PKTINFO != 0 {
-                put_pktinfo(m, sk)
+                put_pktinfo(m, sk, dst)
             } else {
                 m.msg_controllen = 0;
                 0
@@ -1572,11 +1797,13 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     r
 }
 
-/// Put the `IP_PKTINFO` of a datagram Ixora received (its destination is
-/// always the service's address: no broadcast or multicast is received)
-/// into `m`'s control buffer. Returns `MSG_CTRUNC` if it does not fit (the
-/// buffer is then left empty), else 0.
-fn put_pktinfo(m: &mut msghdr, sk: Sock) -> c_int {
+/// Put the `IP_PKTINFO` of a datagram into `m`'s control buffer: one
+/// Ixora received (its destination is always the service's address: no
+/// broadcast or multicast is received), or one that came in at the
+/// kernel's side, to `kernel` (its destination and interface). Returns
+/// `MSG_CTRUNC` if it does not fit (the buffer is then left empty), else
+/// 0.
+fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<(u32, c_int)>) -> c_int {
     let size = std::mem::size_of::<libc::in_pktinfo>() as u32;
     // SAFETY: CMSG_SPACE is arithmetic on its argument.
     let space = unsafe { libc::CMSG_SPACE(size) } as usize;
@@ -1585,11 +1812,12 @@ fn put_pktinfo(m: &mut msghdr, sk: Sock) -> c_int {
         return libc::MSG_CTRUNC;
     }
     let h = sk.a.r.down_header();
+    let (dst, ifindex) = kernel.unwrap_or((sk.a.ip, h.ifindex.load(Ordering::Relaxed) as c_int));
     let ip = libc::in_addr {
-        s_addr: sk.a.ip.to_be(),
+        s_addr: dst.to_be(),
     };
     let info = libc::in_pktinfo {
-        ipi_ifindex: h.ifindex.load(Ordering::Relaxed) as c_int,
+        ipi_ifindex: ifindex,
         ipi_spec_dst: ip,
         ipi_addr: ip,
     };
@@ -1967,16 +2195,25 @@ pub unsafe extern "C" fn epoll_ctl(
         let e = unsafe { std::ptr::read_unaligned(ev) };
         (e.events, e.u64)
     };
-    // A listener on any address: its kernel side is watched by the real
-    // epoll instance, with the same events and data.
-    let klisten = sk.e.flags.load(Ordering::Relaxed) & fl::KLISTEN != 0;
+    // A socket on any address with a kernel side (a listener, a UDP
+    // socket): its kernel side is watched by the real epoll instance,
+    // with the same data and the same events but writability (Ixora's
+    // rings decide that; the kernel side would always be writable).
+    let kside = sk.e.flags.load(Ordering::Relaxed) & fl::KSIDE != 0;
+    let kctl = |events: u32| {
+        let mut e = epoll_event {
+            events: kernel_side_events(events),
+            u64: data,
+        };
+        real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(epfd, opn, fd, &mut e)
+    };
     match (opn, pos) {
         (libc::EPOLL_CTL_ADD, Some(_)) => fail(libc::EEXIST),
         (libc::EPOLL_CTL_ADD, None) => {
             if ev.is_null() {
                 return fail(libc::EFAULT);
             }
-            let kernel = klisten && real_ctl() == 0;
+            let kernel = kside && kctl(events) == 0;
             g.kernel += usize::from(kernel);
             g.items.push(Item {
                 fd,
@@ -2000,14 +2237,14 @@ pub unsafe extern "C" fn epoll_ctl(
             it.disabled = false;
             it.seen = sk.seq().wrapping_sub(1);
             if it.kernel {
-                real_ctl();
+                kctl(events);
             }
             0
         }
         (libc::EPOLL_CTL_DEL, Some(i)) => {
             let it = g.items.swap_remove(i);
             if it.kernel {
-                real_ctl();
+                kctl(0);
                 g.kernel = g.kernel.saturating_sub(1);
             }
             0
@@ -2015,6 +2252,12 @@ pub unsafe extern "C" fn epoll_ctl(
         (libc::EPOLL_CTL_MOD | libc::EPOLL_CTL_DEL, None) => fail(libc::ENOENT),
         _ => fail(libc::EINVAL),
     }
+}
+
+/// The events of an epoll interest in a socket's kernel side
+/// ([`fl::KSIDE`]): all but writability, which Ixora's rings decide.
+fn kernel_side_events(events: u32) -> u32 {
+    events & !((libc::EPOLLOUT | libc::EPOLLWRNORM | libc::EPOLLWRBAND) as u32)
 }
 
 /// Ready Ixora sockets of an epoll set into `out` (at most `max`).
@@ -2183,7 +2426,7 @@ fn epoll_common(
             // SAFETY: `out + n` has room for `max - n` events.
             let k = kernel_events(epfd, &real_wait, unsafe { out.add(n) }, (max - n) as c_int);
             count(a, call("epoll_wait"), false);
-            return listener_events(ep, out, n, k.max(0) as usize) as c_int;
+            return merge_kernel_side(ep, out, n, k.max(0) as usize) as c_int;
         }
         count(a, call("epoll_wait"), !kicked);
         return n as c_int;
@@ -2191,7 +2434,7 @@ fn epoll_common(
     if timeout == 0 {
         let k = if peek {
             let k = kernel_events(epfd, &real_wait, out, max as c_int);
-            listener_events(ep, out, 0, k.max(0) as usize) as c_int
+            merge_kernel_side(ep, out, 0, k.max(0) as usize) as c_int
         } else {
             0
         };
@@ -2235,17 +2478,18 @@ fn epoll_common(
     if kernel > 0 && n < max && pfd[0].revents != 0 {
         // SAFETY: as above.
         let k = kernel_events(epfd, &real_wait, unsafe { out.add(n) }, (max - n) as c_int);
-        n = listener_events(ep, out, n, k.max(0) as usize);
+        n = merge_kernel_side(ep, out, n, k.max(0) as usize);
     }
     n as c_int
 }
 
 /// `out` holds `n` events of Ixora sockets, then `k` of kernel
-/// descriptors. A listener on any address is in both: ready on both sides
-/// (its Ixora and kernel queues), it is reported once, as the kernel
-/// reports a descriptor once; a one-shot one reported by the kernel is
-/// disabled on the Ixora side too. Returns the number of events left.
-fn listener_events(
+/// descriptors. A socket with a kernel side ([`fl::KSIDE`]) is in both:
+/// ready on both sides, it is reported once, as the kernel reports a
+/// descriptor once; a one-shot one reported by the kernel is disabled on
+/// the Ixora side too; the kernel side's watch is marked ready. Returns
+/// the number of events left.
+fn merge_kernel_side(
     ep: &std::sync::Mutex<Epoll>,
     out: *mut epoll_event,
     n: usize,
@@ -2270,6 +2514,9 @@ fn listener_events(
             if it.events & libc::EPOLLONESHOT as u32 != 0 {
                 it.disabled = true;
             }
+            // The kernel side has something: the next accept or receive
+            // looks there even if the watch's completion lags.
+            crate::kwatch::side_answered(it.fd, 1);
         }
         match (0..n).find(|&i| evs[i].u64 == data) {
             Some(i) if dual => {
@@ -2349,7 +2596,7 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     let lidx: Vec<usize> = p
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.events & libc::POLLIN != 0 && state::sock(f.fd).is_some_and(klistens))
+        .filter(|(_, f)| f.events & libc::POLLIN != 0 && state::sock(f.fd).is_some_and(kernel_side))
         .map(|(i, _)| i)
         .collect();
     let mut kp: Vec<pollfd> = kidx
@@ -2381,18 +2628,18 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
             && (n == 0
                 || lidx
                     .iter()
-                    .any(|&i| crate::kwatch::listener_maybe_ready(p[i].fd) == Some(true))));
+                    .any(|&i| crate::kwatch::side_maybe_ready(p[i].fd) == Some(true))));
     if n > 0 && !look {
         count(a, name, !kicked);
         return Some(n as c_int);
     }
     let kpoll = |kp: &mut [pollfd]| -> c_int {
         for f in &kp[kidx.len()..] {
-            crate::kwatch::listener_asking(f.fd);
+            crate::kwatch::side_asking(f.fd);
         }
         let k = sys_poll(kp, 0).max(0);
         for f in &kp[kidx.len()..] {
-            crate::kwatch::listener_answered(f.fd, c_int::from(f.revents != 0));
+            crate::kwatch::side_answered(f.fd, c_int::from(f.revents != 0));
         }
         k
     };
@@ -2441,18 +2688,18 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     Some(total as c_int)
 }
 
-/// Whether `sk` is a listener on any address whose kernel side listens
-/// too ([`fl::KLISTEN`]).
-fn klistens(sk: Sock) -> bool {
-    sk.e.flags.load(Ordering::Relaxed) & fl::KLISTEN != 0
+/// Whether `sk` is a socket on any address with a kernel side
+/// ([`fl::KSIDE`]: a listener listening there too, a UDP socket bound).
+fn kernel_side(sk: Sock) -> bool {
+    sk.e.flags.load(Ordering::Relaxed) & fl::KSIDE != 0
 }
 
 /// Whether the descriptor of `sk` may listen or be bound in the kernel (a
-/// listener on any address, also one a `fork` child made listen, or whose
-/// kernel side failed after its bind): it is closed, never pooled as a
-/// placeholder.
-fn kernel_may_listen(sk: Sock) -> bool {
-    klistens(sk)
+/// socket with a kernel side; also a listener on any address a `fork`
+/// child made listen, or whose kernel side failed after its bind): it is
+/// closed, never pooled as a placeholder.
+fn kernel_may_hold(sk: Sock) -> bool {
+    kernel_side(sk)
         || (sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0
             && !sk.dgram()
             && sk.state() == st::LISTEN)
@@ -2668,8 +2915,8 @@ fn dup_into(sk: Sock, nfd: c_int) {
 /// Before `newfd` is replaced by dup2/dup3: drop its Ixora socket.
 fn displace(newfd: c_int) {
     if let Some(sk) = state::sock(newfd) {
-        if kernel_may_listen(sk) {
-            crate::kwatch::listener_forget(newfd);
+        if kernel_may_hold(sk) {
+            crate::kwatch::side_forget(newfd);
         }
         state::release_sock(sk);
     } else if state::pooled(newfd) {
@@ -3100,9 +3347,9 @@ pub unsafe extern "C" fn setsockopt(
     }
     let sk = state::sock(fd).unwrap();
     sk.a.set_opt(sk.s, sk.gen(), (level, name), bytes);
-    if klistens(sk) && replayable(level, name) {
-        // The kernel side of a listener on any address gets it too, for
-        // the connections it accepts (nginx sets options after listen).
+    if kernel_side(sk) && replayable(level, name) {
+        // The kernel side gets it too, for the connections it accepts
+        // (nginx sets options after listen) and the datagrams it sends.
         real_set();
         count(sk.a, call("setsockopt"), false);
         if let Some((o, v)) = svc {

@@ -62,11 +62,11 @@ pub mod fl {
     /// IP_PKTINFO: each datagram received comes with its destination and
     /// interface (`recvmsg`'s control data).
     pub const PKTINFO: u32 = 4096;
-    /// A listener on any address whose kernel socket (the descriptor
-    /// itself) listens on the same port too, for the kernel's own
-    /// addresses (127.0.0.1, other interfaces): `accept`, `poll` and
-    /// `epoll` take connections from both.
-    pub const KLISTEN: u32 = 8192;
+    /// A socket on any address (a TCP listener, a UDP socket) whose
+    /// kernel socket (the descriptor itself) is bound to the same port
+    /// too, for the kernel's own addresses (127.0.0.1, other interfaces):
+    /// `accept`, the receive calls, `poll` and `epoll` take from both.
+    pub const KSIDE: u32 = 8192;
 }
 
 /// One descriptor's entry.
@@ -985,6 +985,8 @@ pub struct Sock {
     pub s: u32,
     /// The descriptor's entry.
     pub e: &'static FdEntry,
+    /// The descriptor.
+    pub fd: c_int,
 }
 
 /// The Ixora socket behind `fd`, if it is one.
@@ -998,6 +1000,7 @@ pub fn sock(fd: c_int) -> Option<Sock> {
         a,
         s: e.slot.load(Ordering::Acquire),
         e,
+        fd,
     })
 }
 
@@ -1341,8 +1344,8 @@ pub struct Item {
     /// One-shot item already reported.
     pub disabled: bool,
     /// Also registered in the real epoll instance (the kernel side of a
-    /// listener on any address, [`fl::KLISTEN`]), with the same events
-    /// and data.
+    /// socket on any address, [`fl::KSIDE`]), with the same data and
+    /// events but writability.
     pub kernel: bool,
 }
 
