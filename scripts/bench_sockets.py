@@ -678,7 +678,7 @@ def udp(args, prog_bar):
     under-load at each `--udp-rates` rate; kernel and Ixora runs alternate
     `--repeat` times, the run of median p99 kept."""
     results = []
-    argv = ["sockperf", "server", "-i", SRV, "-p", str(UDP_PORT)]
+    argv = ["sockperf", "server", "-i", "0.0.0.0" if LISTEN_ANY else SRV, "-p", str(UDP_PORT)]
     with side_by_side("sockperf", lambda _: argv, client_addr=True) as nets:
         for ixora in (False, True):  # warm-up (ARP, the server up)
             sockperf_run(nets[ixora], "ping-pong", 1)
@@ -701,7 +701,7 @@ def udp(args, prog_bar):
 def write_udp(results, args, cmdline):
     """sockets-udp.{json,md,png}."""
     name = NAME.replace("sockets", "sockets-udp", 1)
-    meta = meta_of(args, cmdline, duration_s=args.duration)
+    meta = meta_of(args, cmdline, duration_s=args.duration, listen_any=LISTEN_ANY)
     (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
 
     def pick(stack, mode, rate=None):
@@ -718,6 +718,10 @@ def write_udp(results, args, cmdline):
          f"({args.repeat} each, the run of median p99 kept). Server CPU µs/msg: CPU 0 busy time "
          "(the server, its system calls and softirqs, and for Ixora the service) per answered "
          "message. Dropped: messages never answered (UDP: lost to a full queue somewhere).", "",
+         *(["The server binds to any address (`--listen-any`: `-i 0.0.0.0`), not to the server's "
+            "address: under `ixora run` its socket then also has a kernel side, bound to the same "
+            "port for 127.0.0.1 and the kernel's other addresses, which its receive calls also "
+            "watch. Compare with a run without the option.", ""] if LISTEN_ANY else []),
          RX_TEXT[RX], "",
          "| mode | target msg/s | stack | answered msg/s | avg µs | p50 µs | p99 µs | dropped "
          "| server CPU µs/msg | user-space share |",
@@ -1160,9 +1164,10 @@ def main():
     ap.add_argument("--serve-poll", action="store_true",
                     help="run `ixora serve --poll` (the service spins instead of sleeping)")
     ap.add_argument("--listen-any", action="store_true",
-                    help="nginx and lighttpd listen on any address (`listen PORT`), not on the "
-                         "server's address: under `ixora run` such a listener also listens in the "
-                         "kernel for 127.0.0.1; results go to files with a -listen-any suffix")
+                    help="nginx, lighttpd and sockperf's server listen on any address (nginx "
+                         "`listen PORT`, sockperf -i 0.0.0.0), not on the server's address: under "
+                         "`ixora run` such a socket also has a kernel side, for 127.0.0.1; results "
+                         "go to files with a -listen-any suffix")
     args = ap.parse_args()
     global LISTEN_ANY
     LISTEN_ANY = args.listen_any

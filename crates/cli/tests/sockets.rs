@@ -1858,7 +1858,7 @@ fn a_udp_socket_on_any_address_takes_the_kernels_loopback_too() {
     let marker = std::env::temp_dir().join(unique_name("ixora-dual-udp", false));
     let _rm = Removed(marker.clone());
     let prog = format!(
-        "import errno, os, select, socket, struct, time\n\
+        "import errno, fcntl, os, select, socket, struct, termios, time\n\
          P = 7441\n\
          D = socket.SOCK_DGRAM\n\
          u = socket.socket(socket.AF_INET, D)\n\
@@ -1891,6 +1891,20 @@ fn a_udp_socket_on_any_address_takes_the_kernels_loopback_too() {
          m, anc, fl, src = u.recvmsg(64, 64)\n\
          info = [c for c in anc if c[0] == socket.IPPROTO_IP and c[1] == 8]\n\
          print('pktinfo', m.decode(), socket.inet_ntoa(info[0][2][8:12]) if info else None)\n\
+         k.sendto(b'lo4xx', ('127.0.0.1', P))\n\
+         time.sleep(0.05)\n\
+         n = struct.unpack('i', fcntl.ioctl(u.fileno(), termios.FIONREAD, b'0000'))[0]\n\
+         print('fionread', n, u.recv(64).decode())\n\
+         c2 = socket.socket(socket.AF_INET, D)\n\
+         c2.bind(('0.0.0.0', P + 1))\n\
+         c2.connect(('{IX_PEER}', 9))\n\
+         c2.setblocking(False)\n\
+         k.sendto(b'spoof', ('127.0.0.1', P + 1))\n\
+         time.sleep(0.05)\n\
+         try:\n\
+         \x20   print('connected to Ixora, took', c2.recv(64))\n\
+         except OSError as e:\n\
+         \x20   print('connected to Ixora', errno.errorcode[e.errno])\n\
          c = socket.socket(socket.AF_INET, D)\n\
          c.settimeout(5)\n\
          c.bind(('0.0.0.0', 0))\n\
@@ -1901,17 +1915,27 @@ fn a_udp_socket_on_any_address_takes_the_kernels_loopback_too() {
          u.sendto(b'r', a)\n\
          print('connected', d.decode(), a[1] == c.getsockname()[1], c.recv(8).decode())\n\
          open('{m}', 'w').close()\n\
+         u.setblocking(False)\n\
          t = time.time() + 20\n\
-         while time.time() < t:\n\
+         while time.time() < t and struct.unpack('i', fcntl.ioctl(u.fileno(), termios.FIONREAD, b'0000'))[0] == 0:\n\
+         \x20   time.sleep(0.01)\n\
+         k.sendto(b'kern', ('127.0.0.1', P))\n\
+         time.sleep(0.1)\n\
+         got, same = [], True\n\
+         while True:\n\
          \x20   try:\n\
-         \x20       d, a = u.recvfrom(64)\n\
-         \x20   except socket.timeout:\n\
-         \x20       continue\n\
-         \x20   if d == b'ixora':\n\
-         \x20       u.sendto(b'served', a)\n\
-         \x20       print('ixora side', a[0])\n\
-         \x20       break\n",
-        m = marker.display()
+         \x20       p, pa = u.recvfrom(64, socket.MSG_PEEK)\n\
+         \x20   except BlockingIOError:\n\
+         \x20       break\n\
+         \x20   d, a = u.recvfrom(64)\n\
+         \x20   same &= (p, pa) == (d, a)\n\
+         \x20   got.append((d, a))\n\
+         print('peek then read', same, sorted(set(d.decode() for d, _ in got)))\n\
+         a = [a for d, a in got if d == b'ixora'][0]\n\
+         u.sendto(b'served', a)\n\
+         print('ixora side', a[0])\n",
+        m = marker.display(),
+        IX_PEER = "198.18.9.1"
     );
     let (out, reply) = python_with_peer(&net, &prog, "UDP socket on any address", &marker, || {
         let u = std::net::UdpSocket::bind("198.18.9.1:0").unwrap();
@@ -1930,7 +1954,8 @@ fn a_udp_socket_on_any_address_takes_the_kernels_loopback_too() {
         String::from_utf8_lossy(&out.stdout),
         "blocking lo1 127.0.0.1 back True\nempty EAGAIN\nepoll idle []\n\
          epoll [(True, 1)] lo2\npoll [(True, True)]\npktinfo lo3 127.0.0.1\n\
-         connected conn True r\nixora side 198.18.9.1\n"
+         fionread 5 lo4xx\nconnected to Ixora EAGAIN\nconnected conn True r\n\
+         peek then read True ['ixora', 'kern']\nixora side 198.18.9.1\n"
     );
     let st = net.stats();
     assert_eq!(st["protocol_errors"], 0, "{st}");

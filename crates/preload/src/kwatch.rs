@@ -243,6 +243,10 @@ pub fn forget(epfd: c_int) {
 /// (made on first use), or None if it cannot be made.
 fn side_ep(fd: c_int) -> Option<c_int> {
     let i = index(fd)?;
+    if UNAVAILABLE.load(Ordering::Relaxed) {
+        // No io_uring to watch it with: no instance either.
+        return None;
+    }
     let t = table();
     let cur = t.side_ep_of[i].load(Ordering::Acquire);
     if cur > 0 {

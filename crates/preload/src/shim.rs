@@ -276,9 +276,8 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
 
 /// One datagram received: the result, the source ([`pack`]ed), whether
 /// it was longer than the buffers (`MSG_TRUNC`), and for one that came in
-/// at the kernel's side, its destination address and interface (from the
-/// kernel's `IP_PKTINFO`).
-type Dgram = (ssize_t, u64, bool, Option<(u32, c_int)>);
+/// at the kernel's side, the kernel's `IP_PKTINFO` for it.
+type Dgram = (ssize_t, u64, bool, Option<libc::in_pktinfo>);
 
 /// Receive one datagram on an Ixora UDP socket with recvmsg(2)
 /// semantics; one with a kernel side ([`fl::KSIDE`]) takes from both.
@@ -291,8 +290,11 @@ fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> Dgram {
     let fd = sk.fd;
     let mut woken_by_kernel = false;
     loop {
-        if kside && kernel_side_first(fd, sk.readable() > 0, woken_by_kernel) {
-            if let Some(got) = kernel_recv_dgram(fd, bufs, flags) {
+        if kside && kernel_side_first(sk, sk.readable() > 0, woken_by_kernel) {
+            user = false;
+            let got = kernel_recv_dgram(fd, bufs, flags);
+            next_side(sk, got.as_ref().filter(|g| g.0 >= 0 && peek).map(|_| true));
+            if let Some(got) = got {
                 count(sk.a, call("read"), false);
                 return got;
             }
@@ -316,6 +318,9 @@ fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> Dgram {
                 } else {
                     n
                 };
+                if kside {
+                    next_side(sk, peek.then_some(false));
+                }
                 return (r as ssize_t, src, full > n, None);
             }
             Err(libc::EAGAIN) if !dontwait => {
@@ -389,8 +394,9 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
         let mut c = libc::CMSG_FIRSTHDR(&m);
         while !c.is_null() {
             if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
-                let info = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::in_pktinfo);
-                dst = Some((u32::from_be(info.ipi_addr.s_addr), info.ipi_ifindex));
+                dst = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(c) as *const libc::in_pktinfo
+                ));
             }
             c = libc::CMSG_NXTHDR(&m, c);
         }
@@ -899,7 +905,7 @@ fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
     }
     // Every descriptor of this process that names the socket (a dup made
     // before listen shares the kernel socket).
-    state::flag_socket(sk.s, sk.gen(), fl::KSIDE);
+    state::flag_socket(sk, fl::KSIDE, true);
     // Epoll sets that watched the socket before.
     state::epoll_interest_to_kernel(fd, sk.s, sk.gen(), &mut |epfd, events, data| {
         let mut ev = epoll_event {
@@ -991,7 +997,11 @@ pub unsafe extern "C" fn accept4(
     let mut woken_by_kernel = false;
     loop {
         // A connection to one of the kernel's addresses: a kernel socket.
-        if kside && kernel_side_first(fd, sk.acceptable() > 0, woken_by_kernel) {
+        // Asked also whenever Ixora's queue is empty, before EAGAIN: a
+        // system call an accept can afford, for a connection the program
+        // may know of without a poll that marked the watch.
+        let ixora = sk.acceptable() > 0;
+        if kside && (!ixora || kernel_side_first(sk, ixora, woken_by_kernel)) {
             // SAFETY: accept4(2)'s contract, passed on.
             if let Some(r) = unsafe { kernel_accept(sk, fd, addr, len, flags) } {
                 return r;
@@ -1081,24 +1091,44 @@ pub unsafe extern "C" fn accept4(
     }
 }
 
-/// Whether an accept or receive on a socket with a kernel side (descriptor
-/// `fd`) asks the kernel side now, before (or instead of) Ixora's queue,
-/// which has something if `ixora`: when the watch says something may
-/// wait there (every other time if Ixora's queue has something too, so
-/// neither side starves), when a poll of the descriptor just said so
-/// (`woken`), or, without the watch, when Ixora's queue is empty. The
-/// watch is marked ready whenever an `epoll_wait`, `poll` or `select`
-/// reports the kernel side, so a program told of a connection or
-/// datagram there finds it even while the watch's own completion lags.
-fn kernel_side_first(fd: c_int, ixora: bool, woken: bool) -> bool {
-    static TURN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    if woken {
+/// Whether an accept or receive on socket `sk`, which has a kernel side,
+/// asks the kernel side now, before (or instead of) Ixora's queue, which
+/// has something if `ixora`: when the last peek or FIONREAD described the
+/// kernel side's next datagram (and not if it described Ixora's), when a
+/// poll of the descriptor just said so (`woken`), when the watch says
+/// something may wait there (every other look of this descriptor if
+/// Ixora's queue has something too, so neither side starves), or, without
+/// the watch, when Ixora's queue is empty. The watch is marked ready
+/// whenever an `epoll_wait`, `poll` or `select` reports the kernel side,
+/// so a program told of a connection or datagram there finds it even
+/// while the watch's own completion lags.
+fn kernel_side_first(sk: Sock, ixora: bool, woken: bool) -> bool {
+    let f = sk.e.flags.load(Ordering::Relaxed);
+    if woken || f & fl::NEXT_KERNEL != 0 {
         return true;
     }
-    match crate::kwatch::side_maybe_ready(fd) {
-        Some(true) => !ixora || TURN.fetch_add(1, Ordering::Relaxed) % 2 == 0,
+    if ixora && f & fl::NEXT_IXORA != 0 {
+        return false;
+    }
+    match crate::kwatch::side_maybe_ready(sk.fd) {
+        Some(true) => !ixora || sk.e.flags.fetch_xor(fl::TURN, Ordering::Relaxed) & fl::TURN == 0,
         Some(false) => false,
         None => !ixora,
+    }
+}
+
+/// Record which side the next receive of `sk` must take from: the one a
+/// peek (or FIONREAD) just described (`peeked`: Some(kernel side?)), or
+/// none after a receive that took its datagram.
+fn next_side(sk: Sock, peeked: Option<bool>) {
+    let (set, clear) = match peeked {
+        Some(true) => (fl::NEXT_KERNEL, fl::NEXT_IXORA),
+        Some(false) => (fl::NEXT_IXORA, fl::NEXT_KERNEL),
+        None => (0, fl::NEXT_KERNEL | fl::NEXT_IXORA),
+    };
+    if sk.e.flags.load(Ordering::Relaxed) & (set | clear) != set {
+        sk.e.flags.fetch_and(!clear, Ordering::Relaxed);
+        sk.e.flags.fetch_or(set, Ordering::Relaxed);
     }
 }
 
@@ -1184,7 +1214,52 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
     if r.a < 0 {
         return fail(-r.a as c_int);
     }
+    // Connected, it receives only from its peer (Ixora's): its kernel side
+    // goes. Disconnected, a socket bound to any address gets it back.
+    let bound_any = sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0;
+    if peer != 0 && kernel_side(sk) {
+        drop_kernel_side(fd, sk);
+    } else if peer == 0 && bound_any && !kernel_side(sk) {
+        open_kernel_side(fd, sk, None);
+    }
     0
+}
+
+/// Take the kernel side of UDP socket `sk` (descriptor `fd`) away: its
+/// watch, its registrations in this process's epoll sets, and the bound
+/// kernel socket itself, replaced under the same descriptor number by an
+/// unbound one (the bound one closes unless a `fork` child holds it).
+fn drop_kernel_side(fd: c_int, sk: Sock) {
+    crate::kwatch::side_forget(fd);
+    state::epoll_interest_from_kernel(fd, sk.s, sk.gen(), &mut |epfd| {
+        let mut ev = epoll_event { events: 0, u64: 0 };
+        real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
+            epfd,
+            libc::EPOLL_CTL_DEL,
+            fd,
+            &mut ev,
+        );
+    });
+    let fdflags = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFD);
+    // SAFETY: socket(2) has no memory arguments.
+    let fresh = unsafe {
+        libc::syscall(
+            libc::SYS_socket,
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        )
+    } as c_int;
+    if fresh >= 0 {
+        let cloexec = if fdflags >= 0 && fdflags & libc::FD_CLOEXEC == 0 {
+            0
+        } else {
+            libc::O_CLOEXEC
+        };
+        crate::real::sys_dup3(fresh, fd, cloexec);
+        crate::real::sys_close(fresh);
+    }
+    state::flag_socket(sk, fl::KSIDE | fl::NEXT_KERNEL | fl::NEXT_IXORA, false);
 }
 
 /// connect(2).
@@ -1352,6 +1427,19 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
         if r == 0 && !it.kernel {
             ep.lock().unwrap_or_else(|p| p.into_inner()).kernel += 1;
         }
+    }
+    if sk.dgram() {
+        // The kernel socket as the program set it: no watch of ours, and
+        // IP_PKTINFO only if it asked.
+        crate::kwatch::side_forget(fd);
+        let v = c_int::from(flags & fl::PKTINFO != 0);
+        real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_PKTINFO,
+            &v as *const c_int as *const c_void,
+            std::mem::size_of::<c_int>() as socklen_t,
+        );
     }
     state::release_sock(sk);
     Some(0)
@@ -1803,7 +1891,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 /// kernel's side, to `kernel` (its destination and interface). Returns
 /// `MSG_CTRUNC` if it does not fit (the buffer is then left empty), else
 /// 0.
-fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<(u32, c_int)>) -> c_int {
+fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<libc::in_pktinfo>) -> c_int {
     let size = std::mem::size_of::<libc::in_pktinfo>() as u32;
     // SAFETY: CMSG_SPACE is arithmetic on its argument.
     let space = unsafe { libc::CMSG_SPACE(size) } as usize;
@@ -1812,15 +1900,14 @@ fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<(u32, c_int)>) -> c_int 
         return libc::MSG_CTRUNC;
     }
     let h = sk.a.r.down_header();
-    let (dst, ifindex) = kernel.unwrap_or((sk.a.ip, h.ifindex.load(Ordering::Relaxed) as c_int));
     let ip = libc::in_addr {
-        s_addr: dst.to_be(),
+        s_addr: sk.a.ip.to_be(),
     };
-    let info = libc::in_pktinfo {
-        ipi_ifindex: ifindex,
+    let info = kernel.unwrap_or(libc::in_pktinfo {
+        ipi_ifindex: h.ifindex.load(Ordering::Relaxed) as c_int,
         ipi_spec_dst: ip,
         ipi_addr: ip,
-    };
+    });
     // SAFETY: recvmsg(2)'s contract: `msg_control` has `msg_controllen`
     // writable bytes, at least CMSG_SPACE(size) (checked), so the first
     // header and its data fit; the data is written unaligned.
@@ -2620,15 +2707,15 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
     } else {
         state::kick(a)
     };
-    // Kernel descriptors are part of the answer; a listener's kernel side
-    // when nothing else is ready (its watch may lag by task work), or when
-    // its watch saw a connection arrive.
-    let look = !kidx.is_empty()
-        || (!lidx.is_empty()
-            && (n == 0
-                || lidx
-                    .iter()
-                    .any(|&i| crate::kwatch::side_maybe_ready(p[i].fd) == Some(true))));
+    // Kernel descriptors are part of the answer; a kernel side when its
+    // watch says it may have something (a blocking call sees it anyway:
+    // the wait below polls it).
+    let side_maybe = |kp: &[pollfd]| {
+        kp[kidx.len()..]
+            .iter()
+            .any(|f| crate::kwatch::side_maybe_ready(f.fd) != Some(false))
+    };
+    let look = !kidx.is_empty() || side_maybe(&kp);
     if n > 0 && !look {
         count(a, name, !kicked);
         return Some(n as c_int);
@@ -2672,7 +2759,10 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
             count(a, name, false);
             return Some(-1);
         }
-        if !kp.is_empty() {
+        // The kernel descriptors' events; a kernel side's only if the
+        // wait was woken by it or its watch says it may have something.
+        let woke = kp.iter().any(|f| f.revents != 0);
+        if !kidx.is_empty() || woke || side_maybe(&kp) {
             kpoll(&mut kp);
         }
     }
@@ -3075,8 +3165,28 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
             let n = if sk.state() == st::LISTEN {
                 0
             } else if sk.dgram() {
-                // The next datagram's length, as Linux's UDP answers.
-                sk.next_dgram_len().unwrap_or(0) as u64
+                // The next datagram's length, as Linux's UDP answers; with
+                // a kernel side, of the datagram the next receive takes.
+                match sk.next_dgram_len() {
+                    Some(n) if kernel_side(sk) => {
+                        next_side(sk, Some(false));
+                        n as u64
+                    }
+                    Some(n) => n as u64,
+                    None if kernel_side(sk) => {
+                        let mut v: c_int = 0;
+                        let r = real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(
+                            fd,
+                            libc::FIONREAD,
+                            &mut v as *mut c_int,
+                        );
+                        if r == 0 && v > 0 {
+                            next_side(sk, Some(true));
+                        }
+                        v.max(0) as u64
+                    }
+                    None => 0,
+                }
             } else {
                 sk.readable().min(c_int::MAX as u64)
             };

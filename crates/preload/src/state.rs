@@ -67,6 +67,16 @@ pub mod fl {
     /// too, for the kernel's own addresses (127.0.0.1, other interfaces):
     /// `accept`, the receive calls, `poll` and `epoll` take from both.
     pub const KSIDE: u32 = 8192;
+    /// A socket with a kernel side: the next receive (or accept) takes
+    /// from the kernel side first — the last peek or FIONREAD described
+    /// the kernel side's next datagram.
+    pub const NEXT_KERNEL: u32 = 16384;
+    /// The next receive takes from Ixora's side first (the last peek or
+    /// FIONREAD described Ixora's next datagram).
+    pub const NEXT_IXORA: u32 = 32768;
+    /// Which side a socket with a kernel side looks at first when both
+    /// may have something: flipped at each look, so neither starves.
+    pub const TURN: u32 = 65536;
 }
 
 /// One descriptor's entry.
@@ -1429,16 +1439,53 @@ pub fn epoll_interest_to_kernel(
     }
 }
 
-/// Set flag `bit` on every descriptor of this process that is Ixora
-/// socket `slot`/`gen` (a scan of the table: a rare event).
-pub fn flag_socket(slot: u32, gen: u32, bit: u32) {
+/// Undo [`epoll_interest_to_kernel`] for `fd` as Ixora socket
+/// `slot`/`gen` in every epoll set of this process: `del(epfd)` removes
+/// the kernel registration, under the set's lock.
+pub fn epoll_interest_from_kernel(fd: c_int, slot: u32, gen: u32, del: &mut dyn FnMut(c_int)) {
+    let Some(t) = EPOLLS.get() else {
+        return;
+    };
+    for epfd in 0..t.len() {
+        let Some(ep) = epoll(epfd as c_int) else {
+            continue;
+        };
+        let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
+        let mut gone = 0;
+        for it in g.items.iter_mut() {
+            if it.fd == fd && it.slot == slot && it.gen == gen && it.kernel {
+                del(epfd as c_int);
+                it.kernel = false;
+                gone += 1;
+            }
+        }
+        g.kernel = g.kernel.saturating_sub(gone);
+    }
+}
+
+/// Set (`on`) or clear flag `bit` on every descriptor of this process
+/// that is Ixora socket `sk` (a scan of the table, unless `sk`'s
+/// descriptor is its only holder).
+pub fn flag_socket(sk: Sock, bit: u32, on: bool) {
+    let set = |e: &FdEntry| {
+        if on {
+            e.flags.fetch_or(bit, Ordering::Relaxed);
+        } else {
+            e.flags.fetch_and(!bit, Ordering::Relaxed);
+        }
+    };
+    set(sk.e);
+    if sk.a.r.up_slot(sk.s).refs.load(Ordering::Acquire) <= 1 {
+        return;
+    }
     let Some(t) = TABLE.get() else { return };
+    let gen = sk.e.gen.load(Ordering::Relaxed);
     for e in t.iter() {
         if e.kind.load(Ordering::Acquire) == kind::IXORA
-            && e.slot.load(Ordering::Relaxed) == slot
+            && e.slot.load(Ordering::Relaxed) == sk.s
             && e.gen.load(Ordering::Relaxed) == gen
         {
-            e.flags.fetch_or(bit, Ordering::Relaxed);
+            set(e);
         }
     }
 }
