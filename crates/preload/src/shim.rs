@@ -907,7 +907,7 @@ fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
     // before listen shares the kernel socket).
     state::flag_socket(sk, fl::KSIDE, true);
     // Epoll sets that watched the socket before.
-    state::epoll_interest_to_kernel(fd, sk.s, sk.gen(), &mut |epfd, events, data| {
+    state::epoll_interest_kernel(fd, sk.s, sk.gen(), true, &mut |epfd, events, data| {
         let mut ev = epoll_event {
             events: kernel_side_events(events),
             u64: data,
@@ -1231,7 +1231,7 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
 /// unbound one (the bound one closes unless a `fork` child holds it).
 fn drop_kernel_side(fd: c_int, sk: Sock) {
     crate::kwatch::side_forget(fd);
-    state::epoll_interest_from_kernel(fd, sk.s, sk.gen(), &mut |epfd| {
+    state::epoll_interest_kernel(fd, sk.s, sk.gen(), false, &mut |epfd, _, _| {
         let mut ev = epoll_event { events: 0, u64: 0 };
         real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
             epfd,
@@ -1239,6 +1239,7 @@ fn drop_kernel_side(fd: c_int, sk: Sock) {
             fd,
             &mut ev,
         );
+        true
     });
     let fdflags = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFD);
     // SAFETY: socket(2) has no memory arguments.

@@ -1402,16 +1402,19 @@ pub fn take_epoll_interest(
     out
 }
 
-/// Register with the kernel, through `add(epfd, events, data)`, the
-/// interest of every epoll set of this process that watches `fd` as Ixora
-/// socket `slot`/`gen` (a scan of the table: a rare event), each under
-/// its set's lock; an item `add` registered is marked so. A one-shot item
-/// already reported is registered disarmed, as the kernel keeps it.
-pub fn epoll_interest_to_kernel(
+/// Move the interest of every epoll set of this process that watches
+/// `fd` as Ixora socket `slot`/`gen` into (`to`) or out of the kernel's
+/// epoll instance (a scan of the table: a rare event), each under its
+/// set's lock: `ctl(epfd, events, data)` registers (or removes) the kernel
+/// side and says whether it did; the item is marked accordingly and the
+/// set's count of kernel registrations follows. A one-shot item already
+/// reported is registered disarmed, as the kernel keeps it.
+pub fn epoll_interest_kernel(
     fd: c_int,
     slot: u32,
     gen: u32,
-    add: &mut dyn FnMut(c_int, u32, u64) -> bool,
+    to: bool,
+    ctl: &mut dyn FnMut(c_int, u32, u64) -> bool,
 ) {
     let Some(t) = EPOLLS.get() else {
         return;
@@ -1421,45 +1424,25 @@ pub fn epoll_interest_to_kernel(
             continue;
         };
         let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
-        let mut added = 0;
+        let mut moved = 0;
         for it in g.items.iter_mut() {
-            if it.fd == fd && it.slot == slot && it.gen == gen && !it.kernel {
+            if it.fd == fd && it.slot == slot && it.gen == gen && it.kernel != to {
                 let events = if it.disabled {
                     libc::EPOLLONESHOT as u32
                 } else {
                     it.events
                 };
-                if add(epfd as c_int, events, it.data) {
-                    it.kernel = true;
-                    added += 1;
+                if ctl(epfd as c_int, events, it.data) {
+                    it.kernel = to;
+                    moved += 1;
                 }
             }
         }
-        g.kernel += added;
-    }
-}
-
-/// Undo [`epoll_interest_to_kernel`] for `fd` as Ixora socket
-/// `slot`/`gen` in every epoll set of this process: `del(epfd)` removes
-/// the kernel registration, under the set's lock.
-pub fn epoll_interest_from_kernel(fd: c_int, slot: u32, gen: u32, del: &mut dyn FnMut(c_int)) {
-    let Some(t) = EPOLLS.get() else {
-        return;
-    };
-    for epfd in 0..t.len() {
-        let Some(ep) = epoll(epfd as c_int) else {
-            continue;
-        };
-        let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
-        let mut gone = 0;
-        for it in g.items.iter_mut() {
-            if it.fd == fd && it.slot == slot && it.gen == gen && it.kernel {
-                del(epfd as c_int);
-                it.kernel = false;
-                gone += 1;
-            }
+        if to {
+            g.kernel += moved;
+        } else {
+            g.kernel = g.kernel.saturating_sub(moved);
         }
-        g.kernel = g.kernel.saturating_sub(gone);
     }
 }
 
