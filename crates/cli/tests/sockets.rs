@@ -3,8 +3,9 @@
 //!
 //! * memcached under `ixora run`: values of 1 B to 100 kB set and read
 //!   back byte for byte by a client here, then `memcslap` with no errors;
-//! * redis-server: `redis-cli` round trip, `redis-benchmark` default test
-//!   set (small `-n`) with no errors;
+//! * redis-server (its default `bind * -::*`): `redis-cli` round trip,
+//!   also at 127.0.0.1 from the kernel's stack beside it, and
+//!   `redis-benchmark` default test set (small `-n`) with no errors;
 //! * nginx with 1 and 2 worker processes, and lighttpd: `curl` gets
 //!   byte-identical files of 20 B, 11 kB and 512 kB; `wrk` runs with no
 //!   socket errors;
@@ -411,8 +412,11 @@ fn memcached_redis_and_a_killed_app() {
             "redis-server",
             "--port",
             "6379",
+            // Redis's default: any IPv4 address (Ixora's socket, with a
+            // kernel side), and IPv6 if it can (an IPv6-only socket: the
+            // kernel's).
             "--bind",
-            IX,
+            "* -::*",
             "--save",
             "",
             "--appendonly",
@@ -435,6 +439,18 @@ fn memcached_redis_and_a_killed_app() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
     let out = net.client(&["redis-cli", "-h", IX, "get", "ixora"], 20);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "sockets-without-syscalls"
+    );
+    // A redis-cli on the kernel's stack beside the server reaches it at
+    // 127.0.0.1: the kernel side of its listener on any address.
+    let out = succeed(
+        net.ix
+            .command("timeout")
+            .args(["20", "redis-cli", "-h", "127.0.0.1", "get", "ixora"]),
+        "redis-cli at 127.0.0.1",
+    );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "sockets-without-syscalls"
