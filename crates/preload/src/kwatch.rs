@@ -161,10 +161,15 @@ fn drain(ring: &mut IoUring) {
 /// at the kernel as if without this module. The first look at an instance
 /// arms its poll (one system call) and answers `Some(true)`.
 pub fn maybe_ready(epfd: c_int) -> Option<bool> {
+    let mut g = WATCH.try_lock().ok()?;
+    look(&mut g, epfd)
+}
+
+/// [`maybe_ready`] with the ring's lock held.
+fn look(g: &mut Option<Watch>, epfd: c_int) -> Option<bool> {
     let i = index(epfd)?;
     let t = table();
-    let mut g = WATCH.try_lock().ok()?;
-    let ring = ring(&mut g)?;
+    let ring = ring(g)?;
     drain(ring);
     if t.armed[i].load(Ordering::Relaxed) == 0 {
         let token = (i as u64) << 32 | u64::from(SEQ.fetch_add(1, Ordering::Relaxed));
@@ -209,6 +214,29 @@ pub fn answered(epfd: c_int, k: c_int) {
 /// The epoll instance `epfd` is being closed: cancel its poll (the ring
 /// would otherwise keep the instance alive).
 pub fn forget(epfd: c_int) {
+    let mut g = lock_bounded();
+    cancel(g.as_deref_mut(), epfd);
+}
+
+/// The ring's lock, waited for a little: it is held for microseconds at
+/// a time, but a lock copied locked into a forked child is never
+/// released. None: not had.
+fn lock_bounded() -> Option<std::sync::MutexGuard<'static, Option<Watch>>> {
+    let t0 = std::time::Instant::now();
+    loop {
+        match WATCH.try_lock() {
+            Ok(g) => return Some(g),
+            Err(_) if t0.elapsed() < std::time::Duration::from_millis(2) => {
+                std::thread::yield_now()
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Disarm the watch of `epfd` and cancel its poll, if the ring (`w`, its
+/// lock held) is had and is this process's.
+fn cancel(w: Option<&mut Option<Watch>>, epfd: c_int) {
     let Some(i) = index(epfd) else { return };
     let Some(t) = TABLE.get() else { return };
     let token = t.armed[i].swap(0, Ordering::Relaxed);
@@ -216,19 +244,7 @@ pub fn forget(epfd: c_int) {
     if token == 0 {
         return;
     }
-    // The ring is held for microseconds at a time; a lock copied locked
-    // into a forked child is never released, so the wait is bounded.
-    let t0 = std::time::Instant::now();
-    let mut g = loop {
-        match WATCH.try_lock() {
-            Ok(g) => break g,
-            Err(_) if t0.elapsed() < std::time::Duration::from_millis(2) => {
-                std::thread::yield_now()
-            }
-            Err(_) => return,
-        }
-    };
-    if let Some(w) = g.as_mut() {
+    if let Some(w) = w.and_then(|w| w.as_mut()) {
         if w.fork_gen == FORK_GEN.load(Ordering::Relaxed) {
             let sqe = opcode::PollRemove::new(token).build().user_data(0);
             // SAFETY: as above; the request names the poll by its token.
@@ -291,7 +307,12 @@ fn side_ep(fd: c_int) -> Option<c_int> {
 /// (they may lag by task work: see the module's comment); `None`: not
 /// known here. The first look arms the watch and answers `Some(true)`.
 pub fn side_maybe_ready(fd: c_int) -> Option<bool> {
-    maybe_ready(side_ep(fd)?)
+    // Under the ring's lock from the instance's number to its poll, so
+    // that a `side_forget` cannot close the instance (and its number be
+    // reused by a program's descriptor) in between.
+    let mut g = WATCH.try_lock().ok()?;
+    let ep = side_ep(fd)?;
+    look(&mut g, ep)
 }
 
 /// The caller is about to accept, receive on or poll the kernel side `fd`.
@@ -321,9 +342,10 @@ pub fn side_answered(fd: c_int, k: c_int) {
 pub fn side_forget(fd: c_int) {
     let Some(i) = index(fd) else { return };
     let Some(t) = TABLE.get() else { return };
+    let mut g = lock_bounded();
     let ep = t.side_ep_of[i].swap(0, Ordering::AcqRel);
     if ep > 0 {
-        forget(ep - 1);
+        cancel(g.as_deref_mut(), ep - 1);
         state::forget_internal(ep - 1);
         crate::real::sys_close(ep - 1);
     }

@@ -907,7 +907,7 @@ fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
     // before listen shares the kernel socket).
     state::flag_socket(sk, fl::KSIDE, true);
     // Epoll sets that watched the socket before.
-    state::epoll_interest_kernel(fd, sk.s, sk.gen(), true, &mut |epfd, events, data| {
+    state::epoll_interest_kernel(sk.s, sk.gen(), true, &mut |epfd, fd, events, data| {
         let mut ev = epoll_event {
             events: kernel_side_events(events),
             u64: data,
@@ -1194,9 +1194,9 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
             Some((ip, port)) if ip != 0 && port != 0 && reaches(sk.a, ip) => pack(ip, port),
             Some((_, 0)) => return fail(libc::EINVAL),
             // Only the kernel reaches it (`0.0.0.0` is the local host, as
-            // on Linux): a socket bound on any address with a kernel side
-            // moves there whole, as a TCP socket does.
-            Some(_) if kernel_side(sk) => {
+            // on Linux): a socket bound on any address moves there whole,
+            // as a TCP socket does.
+            Some(_) if sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0 => {
                 return match connect_via_kernel(fd, sk) {
                     Some(0) => real!(connect: fn(c_int, *const sockaddr, socklen_t) -> c_int)(
                         fd, addr, len,
@@ -1216,10 +1216,15 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
     }
     // Connected, it receives only from its peer (Ixora's): its kernel side
     // goes. Disconnected, a socket bound to any address gets it back.
-    let bound_any = sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0;
-    if peer != 0 && kernel_side(sk) {
+    // (Not a socket another descriptor or process holds too: their
+    // views of the kernel socket would split; it keeps its kernel side.)
+    let alone = sk.a.r.up_slot(sk.s).refs.load(Ordering::Acquire) == 1;
+    let dropped = sk.e.flags.load(Ordering::Relaxed) & fl::KSIDE_DROPPED != 0;
+    if peer != 0 && kernel_side(sk) && alone {
         drop_kernel_side(fd, sk);
-    } else if peer == 0 && bound_any && !kernel_side(sk) {
+        sk.e.flags.fetch_or(fl::KSIDE_DROPPED, Ordering::Relaxed);
+    } else if peer == 0 && dropped && !kernel_side(sk) {
+        sk.e.flags.fetch_and(!fl::KSIDE_DROPPED, Ordering::Relaxed);
         open_kernel_side(fd, sk, None);
     }
     0
@@ -1231,7 +1236,7 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
 /// unbound one (the bound one closes unless a `fork` child holds it).
 fn drop_kernel_side(fd: c_int, sk: Sock) {
     crate::kwatch::side_forget(fd);
-    state::epoll_interest_kernel(fd, sk.s, sk.gen(), false, &mut |epfd, _, _| {
+    state::epoll_interest_kernel(sk.s, sk.gen(), false, &mut |epfd, fd, _, _| {
         let mut ev = epoll_event { events: 0, u64: 0 };
         real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
             epfd,
@@ -1367,10 +1372,9 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
 /// of the socket would split.
 fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
     let flags = sk.e.flags.load(Ordering::Relaxed);
-    // A UDP socket moves only if its kernel side is bound already (its
-    // datagrams to the kernel's addresses came in there).
+    // A socket with a kernel side is bound there already.
     let bound = flags & fl::KSIDE != 0;
-    if flags & fl::BOUND_ANY == 0 || (sk.dgram() && !bound) {
+    if flags & fl::BOUND_ANY == 0 {
         return None;
     }
     // Epoll sets watching it (registered before the connect, as nginx
@@ -2522,7 +2526,11 @@ fn epoll_common(
     if timeout == 0 {
         let k = if peek {
             let k = kernel_events(epfd, &real_wait, out, max as c_int);
-            merge_kernel_side(ep, out, 0, k.max(0) as usize) as c_int
+            if k < 0 {
+                count(a, call("epoll_wait"), false);
+                return k;
+            }
+            merge_kernel_side(ep, out, 0, k as usize) as c_int
         } else {
             0
         };
@@ -2587,7 +2595,10 @@ fn merge_kernel_side(
         return n;
     }
     let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-    if !g.items.iter().any(|i| i.kernel) {
+    // The set's sockets with a kernel side (few, usually none): one pass
+    // over the set, then each kernel event is checked against them only.
+    let sides: Vec<usize> = (0..g.items.len()).filter(|&i| g.items[i].kernel).collect();
+    if sides.is_empty() {
         return n + k;
     }
     // SAFETY: `out` holds `n + k` initialised events (written above).
@@ -2597,7 +2608,11 @@ fn merge_kernel_side(
     while j < len {
         let (ev, data) = (evs[j].events, evs[j].u64);
         let mut dual = false;
-        for it in g.items.iter_mut().filter(|i| i.kernel && i.data == data) {
+        for &i in &sides {
+            let it = &mut g.items[i];
+            if it.data != data {
+                continue;
+            }
             dual = true;
             if it.events & libc::EPOLLONESHOT as u32 != 0 {
                 it.disabled = true;
@@ -2605,6 +2620,10 @@ fn merge_kernel_side(
             // The kernel side has something: the next accept or receive
             // looks there even if the watch's completion lags.
             crate::kwatch::side_answered(it.fd, 1);
+        }
+        if !dual {
+            j += 1;
+            continue;
         }
         match (0..n).find(|&i| evs[i].u64 == data) {
             Some(i) if dual => {
@@ -2787,13 +2806,13 @@ fn kernel_side(sk: Sock) -> bool {
 
 /// Whether the descriptor of `sk` may listen or be bound in the kernel (a
 /// socket with a kernel side; also a listener on any address a `fork`
-/// child made listen, or whose kernel side failed after its bind): it is
-/// closed, never pooled as a placeholder.
+/// child made listen, or whose kernel side failed after its bind, and a
+/// UDP socket on any address, whose `dup` may hold one): it is closed,
+/// never pooled as a placeholder.
 fn kernel_may_hold(sk: Sock) -> bool {
     kernel_side(sk)
         || (sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0
-            && !sk.dgram()
-            && sk.state() == st::LISTEN)
+            && (sk.dgram() || sk.state() == st::LISTEN))
 }
 
 /// poll(2).

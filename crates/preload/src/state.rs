@@ -77,6 +77,9 @@ pub mod fl {
     /// Which side a socket with a kernel side looks at first when both
     /// may have something: flipped at each look, so neither starves.
     pub const TURN: u32 = 65536;
+    /// A UDP socket whose kernel side went when it connected to an Ixora
+    /// peer: `connect(AF_UNSPEC)` gives it back.
+    pub const KSIDE_DROPPED: u32 = 131072;
 }
 
 /// One descriptor's entry.
@@ -1403,18 +1406,18 @@ pub fn take_epoll_interest(
 }
 
 /// Move the interest of every epoll set of this process that watches
-/// `fd` as Ixora socket `slot`/`gen` into (`to`) or out of the kernel's
-/// epoll instance (a scan of the table: a rare event), each under its
-/// set's lock: `ctl(epfd, events, data)` registers (or removes) the kernel
-/// side and says whether it did; the item is marked accordingly and the
-/// set's count of kernel registrations follows. A one-shot item already
-/// reported is registered disarmed, as the kernel keeps it.
+/// Ixora socket `slot`/`gen` (under any of its descriptors) into (`to`)
+/// or out of the kernel's epoll instance (a scan of the table: a rare
+/// event), each under its set's lock: `ctl(epfd, fd, events, data)`
+/// registers (or removes) the kernel side of descriptor `fd` and says
+/// whether it did; the item is marked accordingly and the set's count of
+/// kernel registrations follows. A one-shot item already reported is
+/// registered disarmed, as the kernel keeps it.
 pub fn epoll_interest_kernel(
-    fd: c_int,
     slot: u32,
     gen: u32,
     to: bool,
-    ctl: &mut dyn FnMut(c_int, u32, u64) -> bool,
+    ctl: &mut dyn FnMut(c_int, c_int, u32, u64) -> bool,
 ) {
     let Some(t) = EPOLLS.get() else {
         return;
@@ -1426,13 +1429,13 @@ pub fn epoll_interest_kernel(
         let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
         let mut moved = 0;
         for it in g.items.iter_mut() {
-            if it.fd == fd && it.slot == slot && it.gen == gen && it.kernel != to {
+            if it.slot == slot && it.gen == gen && it.kernel != to {
                 let events = if it.disabled {
                     libc::EPOLLONESHOT as u32
                 } else {
                     it.events
                 };
-                if ctl(epfd as c_int, events, it.data) {
+                if ctl(epfd as c_int, it.fd, events, it.data) {
                     it.kernel = to;
                     moved += 1;
                 }
