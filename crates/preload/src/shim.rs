@@ -111,6 +111,31 @@ fn kernel_int_opt(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
     (r == 0).then_some(v)
 }
 
+/// Set an int option of kernel socket `fd`; setsockopt's result.
+fn kernel_set_int_opt(fd: c_int, level: c_int, name: c_int, v: c_int) -> c_int {
+    // `v` is valid for the read of one int.
+    real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(
+        fd,
+        level,
+        name,
+        &v as *const c_int as *const c_void,
+        std::mem::size_of::<c_int>() as socklen_t,
+    )
+}
+
+/// Make kernel socket `fd` non-blocking (`on`) or blocking in the kernel.
+fn kernel_nonblock(fd: c_int, on: bool) {
+    let getfl = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFL);
+    if getfl >= 0 {
+        let nb = if on {
+            getfl | libc::O_NONBLOCK
+        } else {
+            getfl & !libc::O_NONBLOCK
+        };
+        real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_SETFL, nb);
+    }
+}
+
 /// Whether the kernel made the new AF_INET6 socket `fd` IPv6-only
 /// (`net.ipv6.bindv6only`).
 fn v6only_of(fd: c_int) -> bool {
@@ -358,12 +383,7 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
     // SAFETY: plain data, valid when zeroed.
     let mut src: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     let mut control = [0u64; 8];
-    // SAFETY: msghdr is plain data, valid when zeroed.
-    let mut m: msghdr = unsafe { std::mem::zeroed() };
-    m.msg_name = &mut src as *mut libc::sockaddr_in as *mut c_void;
-    m.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as socklen_t;
-    m.msg_iov = iov.as_mut_ptr();
-    m.msg_iovlen = iov.len() as _;
+    let mut m = dgram_msghdr(&mut src, &mut iov);
     m.msg_control = control.as_mut_ptr() as *mut c_void;
     m.msg_controllen = std::mem::size_of_val(&control) as _;
     crate::kwatch::side_asking(fd);
@@ -404,6 +424,18 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
     Some((r, from, m.msg_flags & libc::MSG_TRUNC != 0, dst))
 }
 
+/// A msghdr of one IPv4 datagram: its address `name` and its buffers
+/// `iov` (both must outlive the system call it is given to).
+fn dgram_msghdr(name: &mut libc::sockaddr_in, iov: &mut [iovec]) -> msghdr {
+    // SAFETY: msghdr is plain data, valid when zeroed.
+    let mut m: msghdr = unsafe { std::mem::zeroed() };
+    m.msg_name = name as *mut libc::sockaddr_in as *mut c_void;
+    m.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as socklen_t;
+    m.msg_iov = iov.as_mut_ptr();
+    m.msg_iovlen = iov.len() as _;
+    m
+}
+
 /// Send one datagram from the kernel side of a UDP socket (descriptor
 /// `fd`, non-blocking in the kernel) to `ip`:`port`, which only the
 /// kernel reaches; a blocking socket waits for room.
@@ -415,7 +447,9 @@ fn kernel_send_dgram(
     ip: u32,
     port: u16,
 ) -> ssize_t {
-    let iov: Vec<iovec> = bufs
+    // (The kernel only reads these buffers: sendmsg takes `*mut` iovecs
+    // by the C type alone.)
+    let mut iov: Vec<iovec> = bufs
         .iter()
         .map(|b| iovec {
             iov_base: b.as_ptr() as *mut c_void,
@@ -427,12 +461,7 @@ fn kernel_send_dgram(
     to.sin_family = libc::AF_INET as libc::sa_family_t;
     to.sin_port = port.to_be();
     to.sin_addr.s_addr = ip.to_be();
-    // SAFETY: msghdr is plain data, valid when zeroed.
-    let mut m: msghdr = unsafe { std::mem::zeroed() };
-    m.msg_name = &mut to as *mut libc::sockaddr_in as *mut c_void;
-    m.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as socklen_t;
-    m.msg_iov = iov.as_ptr() as *mut iovec;
-    m.msg_iovlen = iov.len() as _;
+    let m = dgram_msghdr(&mut to, &mut iov);
     count(sk.a, call("write"), false);
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let mut start = None;
@@ -882,16 +911,7 @@ fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
     let ok = kernel_bind_like(fd, sk) == 0
         && match backlog {
             Some(b) => real!(listen: fn(c_int, c_int) -> c_int)(fd, b) == 0,
-            None => {
-                let one: c_int = 1;
-                real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(
-                    fd,
-                    libc::IPPROTO_IP,
-                    libc::IP_PKTINFO,
-                    &one as *const c_int as *const c_void,
-                    std::mem::size_of::<c_int>() as socklen_t,
-                ) == 0
-            }
+            None => kernel_set_int_opt(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1) == 0,
         };
     if !ok {
         let e = errno();
@@ -899,10 +919,7 @@ fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
         set_errno(e);
         return;
     }
-    let getfl = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFL);
-    if getfl >= 0 {
-        real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_SETFL, getfl | libc::O_NONBLOCK);
-    }
+    kernel_nonblock(fd, true);
     // Every descriptor of this process that names the socket (a dup made
     // before listen shares the kernel socket).
     state::flag_socket(sk, fl::KSIDE, true);
@@ -1399,15 +1416,7 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
         set_errno(e);
         return Some(-1);
     }
-    let getfl = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFL);
-    if getfl >= 0 {
-        let nb = if flags & fl::NONBLOCK != 0 {
-            getfl | libc::O_NONBLOCK
-        } else {
-            getfl & !libc::O_NONBLOCK
-        };
-        real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_SETFL, nb);
-    }
+    kernel_nonblock(fd, flags & fl::NONBLOCK != 0);
     for (epfd, ep, it) in taken {
         let mut ev = epoll_event {
             // A one-shot item already reported stays silent (the kernel
@@ -1438,13 +1447,7 @@ fn connect_via_kernel(fd: c_int, sk: Sock) -> Option<c_int> {
         // IP_PKTINFO only if it asked.
         crate::kwatch::side_forget(fd);
         let v = c_int::from(flags & fl::PKTINFO != 0);
-        real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(
-            fd,
-            libc::IPPROTO_IP,
-            libc::IP_PKTINFO,
-            &v as *const c_int as *const c_void,
-            std::mem::size_of::<c_int>() as socklen_t,
-        );
+        kernel_set_int_opt(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, v);
     }
     state::release_sock(sk);
     Some(0)
@@ -2626,7 +2629,7 @@ fn merge_kernel_side(
             continue;
         }
         match (0..n).find(|&i| evs[i].u64 == data) {
-            Some(i) if dual => {
+            Some(i) => {
                 evs[i].events |= ev;
                 evs.copy_within(j + 1..len, j);
                 len -= 1;
@@ -2674,11 +2677,18 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         return None;
     }
     let a = state::attached()?;
-    let mut kidx: Vec<usize> = Vec::new();
+    // Kernel descriptors, and sockets with a kernel side (the same
+    // descriptor: polled beside the kernel descriptors, after them in
+    // `kp`), found in one walk.
+    let (mut kidx, mut lidx): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
     for (i, f) in p.iter_mut().enumerate() {
         f.revents = 0;
         if f.fd >= 0 && !ours(f.fd) {
             kidx.push(i);
+        } else if f.events & libc::POLLIN != 0
+            && state::entry(f.fd).is_some_and(|e| e.flags.load(Ordering::Relaxed) & fl::KSIDE != 0)
+        {
+            lidx.push(i);
         }
     }
     let scan = |p: &mut [pollfd]| -> usize {
@@ -2698,14 +2708,6 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         }
         r
     };
-    // Listeners on any address: their kernel side (the same descriptor)
-    // is polled beside the kernel descriptors, after them in `kp`.
-    let lidx: Vec<usize> = p
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| f.events & libc::POLLIN != 0 && state::sock(f.fd).is_some_and(kernel_side))
-        .map(|(i, _)| i)
-        .collect();
     let mut kp: Vec<pollfd> = kidx
         .iter()
         .map(|&i| pollfd {
@@ -3477,22 +3479,18 @@ pub unsafe extern "C" fn setsockopt(
     }
     let sk = state::sock(fd).unwrap();
     sk.a.set_opt(sk.s, sk.gen(), (level, name), bytes);
-    if kernel_side(sk) && replayable(level, name) {
-        // The kernel side gets it too, for the connections it accepts
-        // (nginx sets options after listen) and the datagrams it sends.
+    // The kernel side gets it too, for the connections it accepts (nginx
+    // sets options after listen) and the datagrams it sends.
+    let mirrored = kernel_side(sk) && replayable(level, name) && {
         real_set();
-        count(sk.a, call("setsockopt"), false);
-        if let Some((o, v)) = svc {
-            state::request(sk.a, Msg::new(op::SETOPT, sk.s, o as i64, v), &[]);
-        }
-        return 0;
-    }
+        true
+    };
     match svc {
         Some((o, v)) => {
             count(sk.a, call("setsockopt"), false);
             state::request(sk.a, Msg::new(op::SETOPT, sk.s, o as i64, v), &[]);
         }
-        None => count(sk.a, call("setsockopt"), true),
+        None => count(sk.a, call("setsockopt"), !mirrored),
     }
     0
 }
