@@ -2382,8 +2382,8 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
             v["yields"]["long"].as_u64().expect("yields.long in stats"),
         )
     };
-    // A yield that runs long (python still loading on CPU 0 beside the
-    // probe of wait_port, or whatever else briefly shares the CPU) pauses
+    // Two yields that run long (python still loading on CPU 0 beside the
+    // probe of wait_port, or whatever else briefly shares the CPU) pause
     // yields for YIELD_BACKOFF (1 s): measure after that has passed, and
     // measure again (three times at most) while a pause covered the run.
     let (mut y0, mut y1) = ((0, 0), (0, 0));
@@ -2426,8 +2426,8 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
         y2.0 - y1.0,
         y2.1 - y1.1
     );
-    // Each yield would hand the spinning thread a time slice: after a long
-    // one they pause for a second (one round trip here takes well under
+    // Each yield would hand the spinning thread a time slice: after two
+    // long ones they pause for a second (one round trip here takes well under
     // 2.5 ms, so without the pause nearly every trip would yield).
     assert!(
         y2.0 - y1.0 <= trips as u64 / 2,

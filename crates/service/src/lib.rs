@@ -214,8 +214,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         active: Vec::new(),
         started: Instant::now(),
         rejected: 0,
-        yields: [0; 2],
-        yield_off_until: None,
+        yields: YieldPacer::default(),
         bells: os::epoll(&[])?,
         closer: Closer::start()?,
         udp_retry: Vec::new(),
@@ -507,12 +506,8 @@ pub struct Service {
     active: Vec<u32>,
     started: Instant,
     rejected: u64,
-    /// Yields of the CPU to a woken thread of an app on it: made, and
-    /// how many took so long that another thread must have run.
-    yields: [u64; 2],
-    /// No yields before this: a recent one took long (another runnable
-    /// thread shares the CPU, which a yield would hand its whole slice).
-    yield_off_until: Option<Instant>,
+    /// When to yield the CPU to a woken thread of an app on it.
+    yields: YieldPacer,
     /// Each app's doorbell, watched edge-triggered: the core sleeps on
     /// this set too ([`App::wait_fd`]) and never reads a doorbell an app
     /// holds (see [`os::wake_line`] for why).
@@ -588,10 +583,61 @@ impl Closer {
 /// A yield that takes longer than this ran some other thread than the
 /// woken app thread, whose turn is one batch of requests (memcached at
 /// 150 k requests/s: tens of µs), while a competing thread gets a time
-/// slice (Linux's base slice: 0.7 ms).
+/// slice (Linux's base slice: 0.7 ms) — or the hypervisor took the CPU
+/// during the yield (a stall).
 const LONG_YIELD: Duration = Duration::from_micros(250);
-/// How long yields stay off after a long one.
+/// Yields turn off when two long ones come within this many yields. A
+/// competing thread makes every yield long, so it is found at the
+/// second; a stall of the virtual CPU makes one long now and then (about
+/// one in 7,000 yields on the test machine: 2–3 a second at 10–20 k
+/// yields/s), and while a single long yield turned yields off, they were
+/// off for half of every second or more.
+const LONG_YIELD_WINDOW: u64 = 16;
+/// How long yields stay off once they ran long.
 const YIELD_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Whether the service may yield its CPU to an app thread it woke there,
+/// from how long its recent yields took. A yield hands the CPU to *any*
+/// runnable thread: beside a thread that competes for the CPU it hands
+/// that thread a whole time slice while the apps wait, so yields then
+/// stay off for [`YIELD_BACKOFF`].
+#[derive(Debug, Default)]
+struct YieldPacer {
+    /// Yields made.
+    made: u64,
+    /// Yields that took longer than [`LONG_YIELD`].
+    long: u64,
+    /// Times yields were turned off.
+    backoffs: u64,
+    /// `made` at the last long yield not yet paired with another.
+    last_long: Option<u64>,
+    /// No yields before this.
+    off_until: Option<Instant>,
+}
+
+impl YieldPacer {
+    /// Whether a yield may be made at `now`.
+    fn allowed(&self, now: Instant) -> bool {
+        !self.off_until.is_some_and(|t| now < t)
+    }
+
+    /// Record a yield that took `took`, ending at `now`.
+    fn record(&mut self, took: Duration, now: Instant) {
+        self.made += 1;
+        if took <= LONG_YIELD {
+            return;
+        }
+        self.long += 1;
+        match self.last_long {
+            Some(at) if self.made - at <= LONG_YIELD_WINDOW => {
+                self.backoffs += 1;
+                self.off_until = Some(now + YIELD_BACKOFF);
+                self.last_long = None;
+            }
+            _ => self.last_long = Some(self.made),
+        }
+    }
+}
 
 /// A fresh random join key for an application.
 fn join_key() -> io::Result<u64> {
@@ -744,21 +790,17 @@ impl AppState {
 }
 
 impl Service {
-    /// Yield the CPU to an app thread just woken on it, unless a recent
-    /// yield showed another thread competing for the CPU: then a yield
-    /// would hand that thread its whole time slice (milliseconds) while
-    /// the apps wait, so yields stay off for [`YIELD_BACKOFF`].
+    /// Yield the CPU to an app thread just woken on it, unless recent
+    /// yields showed another thread competing for the CPU (see
+    /// [`YieldPacer`]).
     fn yield_to_woken(&mut self) {
         let t0 = Instant::now();
-        if self.yield_off_until.is_some_and(|t| t0 < t) {
+        if !self.yields.allowed(t0) {
             return;
         }
         os::yield_cpu();
-        self.yields[0] += 1;
-        if t0.elapsed() > LONG_YIELD {
-            self.yields[1] += 1;
-            self.yield_off_until = Some(Instant::now() + YIELD_BACKOFF);
-        }
+        let t1 = Instant::now();
+        self.yields.record(t1 - t0, t1);
     }
     /// The JSON the `STATS` request returns.
     fn stats(&self, io: &Io) -> String {
@@ -835,7 +877,7 @@ impl Service {
             "udp_refused": UDP_TX_REFUSED.load(Ordering::Relaxed),
             "udp_group_drops": UDP_GROUP_DROPS.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
-            "yields": {"made": self.yields[0], "long": self.yields[1]},
+            "yields": {"made": self.yields.made, "long": self.yields.long, "backoffs": self.yields.backoffs},
             // Descriptors waiting for the closer thread (see `Closer`).
             "pending_closes": self.closer.pending.load(Ordering::Relaxed),
             "stack": counters,
@@ -2239,6 +2281,46 @@ pub fn query_stats(socket: &Path) -> io::Result<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_lone_long_yield_does_not_stop_yields_but_two_close_together_do() {
+        let t = Instant::now();
+        let (short, long) = (Duration::from_micros(20), Duration::from_millis(1));
+        let mut p = YieldPacer::default();
+        // A stall now and then: one long yield among many short ones.
+        for round in 0..3 {
+            p.record(long, t);
+            for _ in 0..LONG_YIELD_WINDOW {
+                p.record(short, t);
+            }
+            assert!(
+                p.allowed(t),
+                "round {round}: a lone long yield turned yields off"
+            );
+        }
+        assert_eq!(
+            (p.made, p.long, p.backoffs),
+            (3 * (LONG_YIELD_WINDOW + 1), 3, 0)
+        );
+        // A competing thread: every yield long; off at the second, for
+        // YIELD_BACKOFF.
+        p.record(long, t);
+        assert!(p.allowed(t));
+        p.record(long, t);
+        assert!(!p.allowed(t));
+        assert!(!p.allowed(t + YIELD_BACKOFF - Duration::from_millis(1)));
+        assert!(p.allowed(t + YIELD_BACKOFF));
+        assert_eq!(p.backoffs, 1);
+        // The pair is used up: the next long yield starts a new one.
+        p.record(long, t + YIELD_BACKOFF);
+        assert!(p.allowed(t + YIELD_BACKOFF));
+        // Two long yields LONG_YIELD_WINDOW apart still count as a pair.
+        for _ in 0..LONG_YIELD_WINDOW - 1 {
+            p.record(short, t + YIELD_BACKOFF);
+        }
+        p.record(long, t + YIELD_BACKOFF);
+        assert!(!p.allowed(t + YIELD_BACKOFF));
+    }
     use super::*;
 
     fn group(n: u32, reuseport: bool, uid: u32) -> Listener {
