@@ -305,37 +305,57 @@ pub fn unwatch(ep: BorrowedFd<'_>, fd: RawFd) {
     }
 }
 
-/// Take the pending edges of epoll instance `ep` without waiting, so it
-/// is readable again only after a new ring. Returns how many were taken.
+/// Edges taken per `epoll_pwait` by [`take_edges`] and [`wait_edges`].
+const EDGES: usize = 16;
+
+/// `epoll_pwait(ep, …, EDGES, timeout_ms)` into a local array that is
+/// dropped: the events' data does not matter, only that they are taken.
 /// Made through the system call, not libc's symbol (which a preloaded
 /// library may interpose).
+fn pwait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
+    // SAFETY: epoll_event is plain old data; all-zero is valid.
+    let mut evs: [libc::epoll_event; EDGES] = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most EDGES events into the live local
+    // array; a null signal mask means none is changed.
+    unsafe {
+        libc::syscall(
+            libc::SYS_epoll_pwait,
+            ep,
+            evs.as_mut_ptr(),
+            EDGES as libc::c_int,
+            timeout_ms,
+            std::ptr::null::<libc::sigset_t>(),
+            0usize,
+        ) as isize
+    }
+}
+
+/// Take the pending edges of epoll instance `ep` without waiting, so it
+/// is readable again only after a new ring. Returns how many were taken.
 pub fn take_edges(ep: RawFd) -> usize {
-    const N: usize = 16;
     let mut total = 0;
     loop {
-        // SAFETY: epoll_event is plain old data; all-zero is valid.
-        let mut evs: [libc::epoll_event; N] = unsafe { std::mem::zeroed() };
-        // SAFETY: the kernel writes at most N events into the live local
-        // array; a null signal mask means none is changed.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_epoll_pwait,
-                ep,
-                evs.as_mut_ptr(),
-                N as libc::c_int,
-                0 as libc::c_int,
-                std::ptr::null::<libc::sigset_t>(),
-                0usize,
-            )
-        };
+        let n = pwait_edges(ep, 0);
         if n <= 0 {
             return total;
         }
         total += n as usize;
-        if (n as usize) < N {
+        if (n as usize) < EDGES {
             return total;
         }
     }
+}
+
+/// Sleep until epoll instance `ep` has an edge or `timeout_ms` passes
+/// (negative: no limit), taking the edges: one system call where a poll
+/// and [`take_edges`] make two. Returns how many edges were taken, or -1
+/// with `errno` set (`EINTR` for a signal).
+pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
+    let n = pwait_edges(ep, timeout_ms);
+    if n == EDGES as isize {
+        return n + take_edges(ep) as isize;
+    }
+    n
 }
 
 /// A doorbell between two processes that do not trust each other, which

@@ -947,31 +947,41 @@ pub fn block_until(
                     if ready() {
                         return true;
                     }
-                    for f in fds.iter_mut() {
-                        f.revents = 0;
-                    }
-                    let n = real::sys_poll(&mut fds, left);
+                    // Only the waiter to wait on: sleep on it and take its
+                    // edge in one system call; with kernel descriptors,
+                    // poll them and it, then take the edge.
+                    let (n, rung) = if kernel.is_empty() {
+                        let n = os::wait_edges(w.efd, left);
+                        (n, n > 0)
+                    } else {
+                        for f in fds.iter_mut() {
+                            f.revents = 0;
+                        }
+                        let n = real::sys_poll(&mut fds, left) as isize;
+                        let rung = n > 0 && fds[fds.len() - 1].revents != 0;
+                        if rung {
+                            os::take_edges(w.efd);
+                        }
+                        (n, rung)
+                    };
                     // A signal: return so the program sees EINTR (its
                     // handler may have asked it to stop).
                     if n < 0 && real::errno() == libc::EINTR {
                         set_errno(libc::EINTR);
                         return false;
                     }
-                    if n > 0 {
-                        let last = fds.len() - 1;
-                        if fds[last].revents != 0 {
-                            os::take_edges(w.efd);
-                            // Rung by the service: for what we wait for?
-                            let found = ready();
-                            count(a, layout::call("wakeup"), found);
-                            if found {
-                                return true;
-                            }
-                        }
-                        if fds[..last].iter().any(|f| f.revents != 0) {
-                            kernel.copy_from_slice(&fds[..last]);
+                    if rung {
+                        // Rung by the service: for what we wait for?
+                        let found = ready();
+                        count(a, layout::call("wakeup"), found);
+                        if found {
                             return true;
                         }
+                    }
+                    let last = fds.len() - 1;
+                    if n > 0 && fds[..last].iter().any(|f| f.revents != 0) {
+                        kernel.copy_from_slice(&fds[..last]);
+                        return true;
                     }
                 }
                 None => {
