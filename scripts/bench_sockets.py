@@ -1071,8 +1071,12 @@ def plots(results):
         return
     mc = [r for r in results if r["server"] == "memcached"]
     web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
-    fig, axes = plt.subplots(1, 3 if mc else 1, figsize=(19 if mc else 9, 4.8))
-    axes = axes if mc else [axes]
+    # A panel for the web servers if they were measured (`--only memcached`
+    # has none), and one per memcached workload.
+    panels = (1 if web_rows or not mc else 0) + (2 if mc else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(9 + 5 * (panels - 1), 4.8))
+    axes = list(axes) if panels > 1 else [axes]
+    mc_axes = axes[-2:] if mc else []
     labels, kv, iv = [], [], []
     for client in ("loadgen", "wrk"):
         for srv in ("nginx", "lighttpd"):
@@ -1084,25 +1088,25 @@ def plots(results):
                     labels.append(f"{srv}\n{mode.replace('_per_conn', '/conn')}\n{client}")
                     kv.append(k["rps"] / 1000)
                     iv.append(i["rps"] / 1000)
-    x = range(len(labels))
-    ax = axes[0]
-    ax.bar([p - 0.2 for p in x], kv, 0.4, label="kernel")
-    ax.bar([p + 0.2 for p in x], iv, 0.4, label="ixora run")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(labels)
-    ax.set_ylabel("k requests/s")
-    ax.set_title(f"20 B file, {WEB_CONNS} connections")
-    ax.legend()
-    for j, wl in enumerate(("etc", "usr")):
-        if not mc:
-            break
-        ax = axes[1 + j]
+    if panels > len(mc_axes):
+        x = range(len(labels))
+        ax = axes[0]
+        ax.bar([p - 0.2 for p in x], kv, 0.4, label="kernel")
+        ax.bar([p + 0.2 for p in x], iv, 0.4, label="ixora run")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(labels)
+        ax.set_ylabel("k requests/s")
+        ax.set_title(f"20 B file, {WEB_CONNS} connections")
+        ax.legend()
+    for ax, wl in zip(mc_axes, ("etc", "usr")):
         for r in mc:
             if r["workload"] != wl:
                 continue
-            xs = [q["achieved_rps"] / 1000 for q in r["points"]]
-            ax.plot(xs, [q["latency_us"]["p99"] for q in r["points"]], "o-", label=f"{r['stack']} p99")
-            ax.plot(xs, [q["latency_us"]["avg"] for q in r["points"]], "x--", label=f"{r['stack']} avg")
+            # The bisection's probes come after the sweep: by rate.
+            pts = sorted(r["points"], key=lambda q: q["achieved_rps"])
+            xs = [q["achieved_rps"] / 1000 for q in pts]
+            ax.plot(xs, [q["latency_us"]["p99"] for q in pts], "o-", label=f"{r['stack']} p99")
+            ax.plot(xs, [q["latency_us"]["avg"] for q in pts], "x--", label=f"{r['stack']} avg")
         ax.axhline(500, color="grey", lw=0.8, ls=":")
         ax.set_yscale("log")
         ax.set_xlabel("achieved k requests/s")
