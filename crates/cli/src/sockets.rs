@@ -239,8 +239,9 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     );
     println!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \
-         (another thread competed for the CPU: yields paused for 1 s)",
-        v["yields"]["made"], v["yields"]["long"]
+         (over 250 us: a stall, or another thread ran); paused {} time(s) for 1 s after two \
+         long ones close together (another thread competes for the CPU)",
+        v["yields"]["made"], v["yields"]["long"], v["yields"]["backoffs"]
     );
     for app in v["apps"].as_array().cloned().unwrap_or_default() {
         println!(

@@ -2380,13 +2380,16 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
         (
             v["yields"]["made"].as_u64().expect("yields.made in stats"),
             v["yields"]["long"].as_u64().expect("yields.long in stats"),
+            v["yields"]["backoffs"]
+                .as_u64()
+                .expect("yields.backoffs in stats"),
         )
     };
     // Two yields that run long (python still loading on CPU 0 beside the
     // probe of wait_port, or whatever else briefly shares the CPU) pause
     // yields for YIELD_BACKOFF (1 s): measure after that has passed, and
     // measure again (three times at most) while a pause covered the run.
-    let (mut y0, mut y1) = ((0, 0), (0, 0));
+    let (mut y0, mut y1) = ((0, 0, 0), (0, 0, 0));
     for _ in 0..3 {
         std::thread::sleep(Duration::from_millis(1200));
         y0 = yields(&net.stats());
@@ -2432,6 +2435,12 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
     assert!(
         y2.0 - y1.0 <= trips as u64 / 2,
         "{} yields in {trips} round trips beside a spinning thread",
+        y2.0 - y1.0
+    );
+    assert!(
+        y2.2 > y1.2,
+        "yields never paused beside a spinning thread ({} long of {})",
+        y2.1 - y1.1,
         y2.0 - y1.0
     );
 }
