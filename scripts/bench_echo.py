@@ -116,6 +116,15 @@ def veth(ns_a, ns_b, tag):
     return a, b
 
 
+def rps(ns, dev, cpu):
+    """Steer `dev`'s receive processing (in namespace `ns`) to CPU `cpu`
+    with RPS, where a NIC's interrupt for that side would run it (a veth
+    otherwise receives on the sending CPU). `ip netns exec` mounts the
+    namespace's own /sys."""
+    sh("ip", "netns", "exec", ns, "sh", "-c",
+       f"echo {1 << cpu:x} > /sys/class/net/{dev}/queues/rx-0/rps_cpus")
+
+
 def start(cmd, log):
     f = open(log, "w")
     p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -127,10 +127,8 @@ class Net:
             # skb (generic) mode, which runs after RPS, in the receiving
             # CPU's softirq; in `rps` mode native XDP runs before RPS, on
             # the sending CPU.
-            for ns, dev, mask in ((self.sv, self.a, 1), (self.cl, self.b, 2)):
-                # `ip netns exec` mounts the namespace's own /sys.
-                be.sh("ip", "netns", "exec", ns, "sh", "-c",
-                      f"echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus")
+            be.rps(self.sv, self.a, 0)
+            be.rps(self.cl, self.b, 1)
         self.serve = None
         self.sock = f"/tmp/ixb-{PID}-svc.sock"
         if ixora:

@@ -100,9 +100,8 @@ def memcached_story(rates, secs):
         # bench-sockets --rx softirq`): RPS, and generic XDP for the service
         # and the load generator, which runs after RPS. Left as a veth has
         # it, the kernel server's TCP receive would run on the client's CPU.
-        for ns, dev, mask in ((ns_s, sa, 1), (ns_c, cb, 2)):
-            b.sh("ip", "netns", "exec", ns, "sh", "-c",
-                 f"echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus")
+        b.rps(ns_s, sa, 0)
+        b.rps(ns_c, cb, 1)
         sock = f"/tmp/ixora-demo-{b.PID}.sock"
         serve = None
         mc_cmd = ["memcached", "-u", "root", "-p", "11211", "-U", "0", "-t", "1", "-l", SRV]

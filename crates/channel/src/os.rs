@@ -347,15 +347,12 @@ pub fn take_edges(ep: RawFd) -> usize {
 }
 
 /// Sleep until epoll instance `ep` has an edge or `timeout_ms` passes
-/// (negative: no limit), taking the edges: one system call where a poll
-/// and [`take_edges`] make two. Returns how many edges were taken, or -1
-/// with `errno` set (`EINTR` for a signal).
+/// (negative: no limit), taking its edges: one system call where a poll
+/// and [`take_edges`] make two. For a wake line ([`wake_line`]: one
+/// eventfd, so at most one edge). Returns how many edges were taken, or
+/// -1 with `errno` set (`EINTR` for a signal).
 pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
-    let n = pwait_edges(ep, timeout_ms);
-    if n == EDGES as isize {
-        return n + take_edges(ep) as isize;
-    }
-    n
+    pwait_edges(ep, timeout_ms)
 }
 
 /// A doorbell between two processes that do not trust each other, which

@@ -918,8 +918,11 @@ pub fn block_until(
         if tw.0.is_none() {
             tw.0 = Waiter::new(a);
         }
-        let mut fds: Vec<libc::pollfd> = kernel.to_vec();
-        if let Some(w) = &tw.0 {
+        // With kernel descriptors, the waiter is polled after them; with
+        // none, the waiter alone is slept on (below).
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        if let (Some(w), false) = (&tw.0, kernel.is_empty()) {
+            fds.extend_from_slice(kernel);
             fds.push(libc::pollfd {
                 fd: w.efd,
                 events: libc::POLLIN,
@@ -950,19 +953,20 @@ pub fn block_until(
                     // Only the waiter to wait on: sleep on it and take its
                     // edge in one system call; with kernel descriptors,
                     // poll them and it, then take the edge.
-                    let (n, rung) = if kernel.is_empty() {
+                    let (n, rung, kernel_ready) = if fds.is_empty() {
                         let n = os::wait_edges(w.efd, left);
-                        (n, n > 0)
+                        (n, n > 0, false)
                     } else {
                         for f in fds.iter_mut() {
                             f.revents = 0;
                         }
                         let n = real::sys_poll(&mut fds, left) as isize;
-                        let rung = n > 0 && fds[fds.len() - 1].revents != 0;
+                        let (k, waiter) = fds.split_at(fds.len() - 1);
+                        let rung = n > 0 && waiter[0].revents != 0;
                         if rung {
                             os::take_edges(w.efd);
                         }
-                        (n, rung)
+                        (n, rung, n > 0 && k.iter().any(|f| f.revents != 0))
                     };
                     // A signal: return so the program sees EINTR (its
                     // handler may have asked it to stop).
@@ -978,9 +982,8 @@ pub fn block_until(
                             return true;
                         }
                     }
-                    let last = fds.len() - 1;
-                    if n > 0 && fds[..last].iter().any(|f| f.revents != 0) {
-                        kernel.copy_from_slice(&fds[..last]);
+                    if kernel_ready {
+                        kernel.copy_from_slice(&fds[..kernel.len()]);
                         return true;
                     }
                 }

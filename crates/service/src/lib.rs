@@ -2281,6 +2281,7 @@ pub fn query_stats(socket: &Path) -> io::Result<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn a_lone_long_yield_does_not_stop_yields_but_two_close_together_do() {
@@ -2321,7 +2322,6 @@ mod tests {
         p.record(long, t + YIELD_BACKOFF);
         assert!(!p.allowed(t + YIELD_BACKOFF));
     }
-    use super::*;
 
     fn group(n: u32, reuseport: bool, uid: u32) -> Listener {
         Listener {
