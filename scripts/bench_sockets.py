@@ -41,6 +41,7 @@ every process started is bounded in time and ended by its PID.
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import platform
@@ -67,6 +68,7 @@ SERVICE_CPU = 0  # where `ixora serve` runs
 SERVE_EXTRA = []  # more `ixora serve` options (e.g. --poll)
 LISTEN_ANY = False  # web servers listen on any address (see --listen-any)
 STALLS = None  # cpu_stalls() measured at the start
+IPI = None  # ipi_cost() measured at the start
 RX = "softirq"  # where each veth end's receive processing runs (see --rx)
 WEB_CONNS = 128  # connections of the web clients (--web-conns)
 
@@ -314,7 +316,7 @@ def meta_of(args, cmdline, **extra):
     """What a results file says about its run."""
     return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "repeat": args.repeat, "rx": RX, **extra}
+            "cpu_stalls": STALLS, "ipi": IPI, "repeat": args.repeat, "rx": RX, **extra}
 
 
 def web_run(net, port, secs, per_conn, client):
@@ -922,6 +924,55 @@ def cpu_stalls(secs=2.0):
     return out
 
 
+# A process on CPU 1 that asks to be interrupted by the global expedited
+# membarrier (which IPIs every CPU running such a process) and spins.
+IPI_TARGET = r"""
+import ctypes, os, sys, time
+os.sched_setaffinity(0, {1})
+libc = ctypes.CDLL(None, use_errno=True)
+if sys.argv[1] == "1" and libc.syscall(324, 4, 0, 0) != 0:  # REGISTER_GLOBAL_EXPEDITED
+    sys.exit("membarrier: errno %d" % ctypes.get_errno())
+print("ready", flush=True)
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    pass
+"""
+
+
+def ipi_cost(n=3000):
+    """Round trip of one inter-processor interrupt from CPU 0 to a busy
+    CPU 1, in µs: `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` from CPU 0
+    interrupts CPU 1 and waits for it; the same call with no registered
+    process on CPU 1 (no IPI) is subtracted. RPS hands each veth frame
+    burst to the other CPU with one, so on a VM where it is slow both
+    stacks spend much of CPU 0 on them. None where membarrier is missing."""
+    if platform.machine() != "x86_64" or (os.cpu_count() or 1) < 2:
+        return None  # syscall number 324 is x86-64's; CPU 1 is needed
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = os.sched_getaffinity(0)
+    per = {}
+    try:
+        os.sched_setaffinity(0, {0})
+        for register in (True, False):
+            p = subprocess.Popen([sys.executable, "-c", IPI_TARGET, "1" if register else "0", "10"],
+                                 stdout=subprocess.PIPE, text=True)
+            try:
+                if p.stdout.readline().strip() != "ready":
+                    return None
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    if libc.syscall(324, 2, 0, 0) != 0:  # GLOBAL_EXPEDITED
+                        return None
+                per[register] = (time.perf_counter() - t0) / n * 1e6
+            finally:
+                p.kill()
+                p.wait()
+    finally:
+        os.sched_setaffinity(0, before)
+    return {"round_trip_us": round(per[True] - per[False], 2),
+            "call_without_ipi_us": round(per[False], 2)}
+
+
 def sustained(pts):
     """Highest rate reached (achieved >= 95% of target) with avg <= 1 ms."""
     ok = [q["achieved_rps"] for q in pts
@@ -976,6 +1027,11 @@ def write(results, args, cmdline):
               + ". A request that meets a stall on either CPU waits it out, whatever the stack: when stalls "
               "cover more than about 1% of the time, no stack can keep p99 ≤ 500 µs here, and the "
               "p90 and p99 ≤ 2 ms rows say more.", ""]
+    if IPI:
+        L += [f"An inter-processor interrupt from CPU 0 to a busy CPU 1 took {IPI['round_trip_us']:.1f} µs "
+              "there and back (membarrier, measured before the run; a few µs on bare metal). RPS hands "
+              "each burst of veth frames to the other side's CPU with one, so both stacks spend a large "
+              "part of CPU 0 on them at high load (docs/ARCHITECTURE.md, \"Departures\").", ""]
     web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
     if web_rows:
         L += [f"## Web servers, 20 B file, {meta.get('web_conns', 32)} connections", "",
@@ -1121,7 +1177,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per point: wrk (the median requests/s kept) and loadgen (the "
                          "run of median p99 kept; kernel and Ixora runs alternate)")
-    ap.add_argument("--rates", default="20000,40000,60000,80000,100000,120000,150000",
+    ap.add_argument("--rates", default="20000,40000,60000,80000,100000,120000,150000,200000",
                     help="memcached target rates, requests/s (comma-separated)")
     ap.add_argument("--refine", type=int, default=3,
                     help="bisection steps that narrow each stack's p99 <= 500 us knee between "
@@ -1220,11 +1276,14 @@ def main():
              + (1 + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
-    global STALLS
+    global STALLS, IPI
     STALLS = cpu_stalls()
     print("CPU stalls (gaps > 50 µs seen by a lone spinning thread): " + "; ".join(
         f"{c} {v['lost_share'] * 100:.2f}% of the time, longest {v['max_gap_us']:.0f} µs"
         for c, v in STALLS.items()), flush=True)
+    IPI = ipi_cost()
+    if IPI:
+        print(f"IPI round trip CPU 0 -> CPU 1: {IPI['round_trip_us']:.1f} µs", flush=True)
     bulk_results, local_results, udp_results = [], [], []
     try:
         if args.only in (None, "web"):
