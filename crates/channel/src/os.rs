@@ -305,14 +305,34 @@ pub fn unwatch(ep: BorrowedFd<'_>, fd: RawFd) {
     }
 }
 
-/// Edges taken per `epoll_pwait` by [`take_edges`] and [`wait_edges`].
+/// Edges taken per `epoll_pwait` by [`wait_edges`].
 const EDGES: usize = 16;
 
-/// `epoll_pwait(ep, …, EDGES, timeout_ms)` into a local array that is
-/// dropped: the events' data does not matter, only that they are taken.
-/// Made through the system call, not libc's symbol (which a preloaded
-/// library may interpose).
-fn pwait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
+/// Take the pending edges of epoll instance `ep` without waiting, so it
+/// is readable again only after a new ring. Returns how many were taken.
+pub fn take_edges(ep: RawFd) -> usize {
+    let mut total = 0;
+    loop {
+        let n = wait_edges(ep, 0);
+        if n <= 0 {
+            return total;
+        }
+        total += n as usize;
+        if (n as usize) < EDGES {
+            return total;
+        }
+    }
+}
+
+/// Sleep until epoll instance `ep` has an edge or `timeout_ms` passes
+/// (negative: no limit; 0: do not sleep), taking up to [`EDGES`] of its
+/// edges: one system call where a poll and [`take_edges`] make two, for
+/// a wake line ([`wake_line`]: one eventfd, so at most one edge). The
+/// events' data does not matter, only that they are taken. Made through
+/// the system call, not libc's symbol (which a preloaded library may
+/// interpose). Returns how many edges were taken, or -1 with `errno` set
+/// (`EINTR` for a signal).
+pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
     // SAFETY: epoll_event is plain old data; all-zero is valid.
     let mut evs: [libc::epoll_event; EDGES] = unsafe { std::mem::zeroed() };
     // SAFETY: the kernel writes at most EDGES events into the live local
@@ -328,31 +348,6 @@ fn pwait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
             0usize,
         ) as isize
     }
-}
-
-/// Take the pending edges of epoll instance `ep` without waiting, so it
-/// is readable again only after a new ring. Returns how many were taken.
-pub fn take_edges(ep: RawFd) -> usize {
-    let mut total = 0;
-    loop {
-        let n = pwait_edges(ep, 0);
-        if n <= 0 {
-            return total;
-        }
-        total += n as usize;
-        if (n as usize) < EDGES {
-            return total;
-        }
-    }
-}
-
-/// Sleep until epoll instance `ep` has an edge or `timeout_ms` passes
-/// (negative: no limit), taking its edges: one system call where a poll
-/// and [`take_edges`] make two. For a wake line ([`wake_line`]: one
-/// eventfd, so at most one edge). Returns how many edges were taken, or
-/// -1 with `errno` set (`EINTR` for a signal).
-pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
-    pwait_edges(ep, timeout_ms)
 }
 
 /// A doorbell between two processes that do not trust each other, which
