@@ -306,7 +306,7 @@ pub fn unwatch(ep: BorrowedFd<'_>, fd: RawFd) {
 }
 
 /// Edges taken per `epoll_pwait` by [`wait_edges`].
-const EDGES: usize = 16;
+pub const EDGES: usize = 16;
 
 /// Take the pending edges of epoll instance `ep` without waiting, so it
 /// is readable again only after a new ring. Returns how many were taken.
@@ -328,21 +328,28 @@ pub fn take_edges(ep: RawFd) -> usize {
 /// (negative: no limit; 0: do not sleep), taking up to [`EDGES`] of its
 /// edges: one system call where a poll and [`take_edges`] make two, for
 /// a wake line ([`wake_line`]: one eventfd, so at most one edge). The
-/// events' data does not matter, only that they are taken. Made through
-/// the system call, not libc's symbol (which a preloaded library may
-/// interpose). Returns how many edges were taken, or -1 with `errno` set
-/// (`EINTR` for a signal).
+/// events' data does not matter, only that they are taken. Returns how
+/// many edges were taken, or -1 with `errno` set (`EINTR` for a signal).
 pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
     // SAFETY: epoll_event is plain old data; all-zero is valid.
     let mut evs: [libc::epoll_event; EDGES] = unsafe { std::mem::zeroed() };
-    // SAFETY: the kernel writes at most EDGES events into the live local
-    // array; a null signal mask means none is changed.
+    wait_edges_into(ep, timeout_ms, &mut evs)
+}
+
+/// [`wait_edges`], keeping the events taken in `evs` (at most its length;
+/// their data says which descriptor each edge was for, as registered by
+/// [`watch_edges`]). Made through the system call, not libc's symbol
+/// (which a preloaded library may interpose).
+pub fn wait_edges_into(ep: RawFd, timeout_ms: libc::c_int, evs: &mut [libc::epoll_event]) -> isize {
+    let max = evs.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    // SAFETY: the kernel writes at most `max` events into the live slice;
+    // a null signal mask means none is changed.
     unsafe {
         libc::syscall(
             libc::SYS_epoll_pwait,
             ep,
             evs.as_mut_ptr(),
-            EDGES as libc::c_int,
+            max,
             timeout_ms,
             std::ptr::null::<libc::sigset_t>(),
             0usize,

@@ -30,6 +30,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,14 @@ static void check(int ok, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #include <stdarg.h>
+#include <stdint.h>
+
+/* Milliseconds on the monotonic clock. */
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 static void check(int ok, const char *name, const char *fmt, ...) {
     if (ok) {
         printf("ok %s\n", name);
@@ -375,6 +384,64 @@ static void client(const char *ip, int port) {
     close(pfd[0]);
     close(pfd[1]);
     read_full(s, buf, 2);
+
+    /* A set of the socket and a kernel descriptor (a timerfd) sleeps until
+     * either has an event. Under `ixora run` the set's kernel side is
+     * watched inside the thread's own wait (one system call per sleep);
+     * these are the cases where that could lose a wake-up: the kernel
+     * event while asleep, a level-triggered event left unread (reported
+     * again at once), an event that came while another call slept, and a
+     * closed set's number taken by a new set. A lost wake-up shows as a
+     * 3 s timeout. */
+    {
+        int tf = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+        int ep2 = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event es = {.events = EPOLLIN, .data.u64 = 10};
+        struct epoll_event et = {.events = EPOLLIN, .data.u64 = 11};
+        int c1 = epoll_ctl(ep2, EPOLL_CTL_ADD, s, &es);
+        int c2 = epoll_ctl(ep2, EPOLL_CTL_ADD, tf, &et);
+        struct itimerspec in50 = {.it_value = {0, 50 * 1000000}};
+        struct epoll_event o[4];
+        uint64_t ticks;
+        double t0 = now_ms();
+        r = timerfd_settime(tf, 0, &in50, NULL);
+        int w = epoll_wait(ep2, o, 4, 3000);
+        double dt = now_ms() - t0;
+        check(tf >= 0 && ep2 >= 0 && c1 == 0 && c2 == 0 && r == 0 && w == 1 &&
+                  o[0].data.u64 == 11 && dt < 1500,
+              "epoll_mixed_wakes", "w %d after %.0f ms", w, dt);
+        t0 = now_ms();
+        w = epoll_wait(ep2, o, 4, 3000);
+        dt = now_ms() - t0;
+        check(w == 1 && o[0].data.u64 == 11 && dt < 1500, "epoll_mixed_level_again",
+              "w %d after %.0f ms", w, dt);
+        r = (int)read(tf, &ticks, sizeof ticks);
+        w = epoll_wait(ep2, o, 4, 100);
+        check(r == 8 && w == 0, "epoll_mixed_idle", "r %d w %d", r, w);
+        r = timerfd_settime(tf, 0, &in50, NULL);
+        struct pollfd ps = {.fd = s, .events = POLLIN};
+        int pr = poll(&ps, 1, 300); /* nothing comes on the socket */
+        t0 = now_ms();
+        w = epoll_wait(ep2, o, 4, 3000);
+        dt = now_ms() - t0;
+        check(r == 0 && pr == 0 && w == 1 && o[0].data.u64 == 11 && dt < 1500,
+              "epoll_mixed_after_other_wait", "poll %d, w %d after %.0f ms", pr, w, dt);
+        r = (int)read(tf, &ticks, sizeof ticks);
+        w = epoll_wait(ep2, o, 4, 100); /* idle again */
+        close(ep2);
+        int ep3 = epoll_create1(EPOLL_CLOEXEC); /* the lowest number: ep2's */
+        c1 = epoll_ctl(ep3, EPOLL_CTL_ADD, s, &es);
+        c2 = epoll_ctl(ep3, EPOLL_CTL_ADD, tf, &et);
+        t0 = now_ms();
+        int r2 = timerfd_settime(tf, 0, &in50, NULL);
+        w = epoll_wait(ep3, o, 4, 3000);
+        dt = now_ms() - t0;
+        check(r == 8 && ep3 >= 0 && c1 == 0 && c2 == 0 && r2 == 0 && w == 1 && o[0].data.u64 == 11 &&
+                  dt < 1500,
+              "epoll_mixed_new_set", "set %d (was %d): w %d after %.0f ms", ep3, ep2, w, dt);
+        close(ep3);
+        close(tf);
+    }
 
     /* sendfile from a file: the echo comes back byte for byte. */
     char path[] = "/tmp/ixora-posix-XXXXXX";

@@ -243,7 +243,7 @@ fn wait_ring_or(
     }
     let s = [sk.s];
     let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
-    let ok = state::block_until(sk.a, limit, kernel, rx, tx, ready);
+    let ok = state::block_until(sk.a, limit, kernel, None, rx, tx, ready);
     *user &= !state::blocked_in_kernel();
     if !ok && errno() == libc::EINTR {
         count(sk.a, name, false);
@@ -1093,7 +1093,7 @@ pub unsafe extern "C" fn accept4(
             revents: 0,
         }];
         let kslice: &mut [pollfd] = if kside { &mut kp } else { &mut [] };
-        let ok = state::block_until(sk.a, limit, kslice, &[sk.s], &[], &mut || {
+        let ok = state::block_until(sk.a, limit, kslice, None, &[sk.s], &[], &mut || {
             sk.acceptable() > 0 || !sk.live()
         });
         woken_by_kernel = kp[0].revents != 0;
@@ -1546,7 +1546,7 @@ fn connect_wait(sk: Sock) -> c_int {
     if sk.nonblock() || limit == 0 {
         return fail(libc::EINPROGRESS);
     }
-    state::block_until(a, limit, &mut [], &[sk.s], &[], &mut || {
+    state::block_until(a, limit, &mut [], None, &[sk.s], &[], &mut || {
         sk.state() != st::CONNECTING
     });
     if sk.state() == st::CONNECTING {
@@ -2158,7 +2158,7 @@ pub unsafe extern "C" fn sendfile(
             if sk.nonblock() || sent > 0 {
                 break;
             }
-            state::block_until(sk.a, -1, &mut [], &[], &[sk.s], &mut || {
+            state::block_until(sk.a, -1, &mut [], None, &[], &[sk.s], &mut || {
                 sk.writable() > 0 || sk.error() != 0
             });
             room = sk.writable() as usize;
@@ -2549,6 +2549,9 @@ fn epoll_common(
         revents: 0,
     }];
     let kslice: &mut [pollfd] = if kernel > 0 { &mut pfd } else { &mut [] };
+    // The set's kernel side may be nested in the thread's waiter: one
+    // system call to sleep on both (state::Nest).
+    let nest = (kernel > 0).then(|| ep.lock().unwrap_or_else(|p| p.into_inner()).id);
     // Woken only by changes of the sockets in this set.
     // Woken by transmit progress only where EPOLLOUT is asked for.
     let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
@@ -2559,11 +2562,19 @@ fn epoll_common(
             interest.push(it.slot);
         }
     }
-    let ok = state::block_until(a, timeout, kslice, &interest, &tx_interest, &mut || {
-        let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-        found = epoll_scan(epfd, &mut g, out, max);
-        found > 0
-    });
+    let ok = state::block_until(
+        a,
+        timeout,
+        kslice,
+        nest,
+        &interest,
+        &tx_interest,
+        &mut || {
+            let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+            found = epoll_scan(epfd, &mut g, out, max);
+            found > 0
+        },
+    );
     // Found while spinning: answered in user space.
     count(
         a,
@@ -2771,11 +2782,19 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
             }
         }
         let pp = p as *mut [pollfd];
-        let ok = state::block_until(a, timeout, &mut kp, &interest, &tx_interest, &mut || {
-            // SAFETY: `pp` is the caller's array, borrowed for this call.
-            found = scan(unsafe { &mut *pp });
-            found > 0
-        });
+        let ok = state::block_until(
+            a,
+            timeout,
+            &mut kp,
+            None,
+            &interest,
+            &tx_interest,
+            &mut || {
+                // SAFETY: `pp` is the caller's array, borrowed for this call.
+                found = scan(unsafe { &mut *pp });
+                found > 0
+            },
+        );
         user &= !state::blocked_in_kernel();
         if !ok && errno() == libc::EINTR {
             count(a, name, false);

@@ -754,7 +754,40 @@ pub struct Waiter {
     /// The wait end.
     pub efd: c_int,
     fork_gen: u64,
+    /// Epoll sets of the program nested in the wait end (see [`Nest`]).
+    nested: Vec<Nest>,
 }
+
+/// A program's epoll set (its kernel descriptors) watched, edge-triggered,
+/// inside a thread's wait end, so that one `epoll_pwait` on the wait end
+/// sleeps on the service's ring and the set's kernel descriptors together
+/// (where a `ppoll` of both and a second call to take the ring's edge make
+/// two system calls).
+///
+/// The nested watch is edge-triggered: it reports that an event *came*,
+/// not that one is *pending*. So the one-call wait is used only while the
+/// set is `clean`: nothing of it pending that has no edge still to come.
+/// A set stops being clean when its events are seen (its edge taken and
+/// the set found ready, or events harvested from it: level-triggered ones
+/// stay pending with no new edge) or when another wait took its edge; the
+/// next wait on it is then a level-triggered `ppoll`, and a set found not
+/// ready there (or on a stale edge) is clean again.
+struct Nest {
+    /// The set's descriptor.
+    fd: c_int,
+    /// [`Epoll::id`]: the number may be closed and reused for another set.
+    id: u64,
+    /// Registered (the kernel may refuse: nesting too deep, a loop).
+    ok: bool,
+    clean: bool,
+}
+
+/// Sets nested per waiter (a thread rarely waits on more); the oldest is
+/// dropped for a new one.
+const NESTED_MAX: usize = 4;
+
+/// The event data of a set nested in a wait end (the service's ring has 0).
+const NEST_TOKEN: u64 = 1 << 63;
 
 impl Waiter {
     /// A new waiter registered with the service.
@@ -788,7 +821,102 @@ impl Waiter {
             idx,
             efd,
             fork_gen: FORK_GEN.load(Ordering::Relaxed),
+            nested: Vec::new(),
         })
+    }
+
+    /// Epoll set `fd` (id `id`) nested in the wait end, registered now if
+    /// it is not: its descriptor if the one-call wait may be used for it
+    /// (registered and clean; see [`Nest`]).
+    fn nest(&mut self, fd: c_int, id: u64) -> Option<c_int> {
+        let i = match self.nested.iter().position(|n| n.fd == fd) {
+            Some(i) if self.nested[i].id == id => i,
+            found => {
+                if let Some(i) = found {
+                    // The number names another set now: the old watch went
+                    // with the old set's file (or names nothing we use).
+                    self.nested.remove(i);
+                    // SAFETY: the wait end is ours, open while we live.
+                    os::unwatch(unsafe { std::os::fd::BorrowedFd::borrow_raw(self.efd) }, fd);
+                } else if self.nested.len() >= NESTED_MAX {
+                    let old = self.nested.remove(0);
+                    // SAFETY: as above.
+                    os::unwatch(
+                        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.efd) },
+                        old.fd,
+                    );
+                }
+                // A set with events pending when it is added has its edge
+                // queued at once: registered is clean.
+                // SAFETY: as above.
+                let ok = os::watch_edges(
+                    unsafe { std::os::fd::BorrowedFd::borrow_raw(self.efd) },
+                    fd,
+                    NEST_TOKEN | fd as u64,
+                )
+                .is_ok();
+                self.nested.push(Nest {
+                    fd,
+                    id,
+                    ok,
+                    clean: ok,
+                });
+                self.nested.len() - 1
+            }
+        };
+        let n = &self.nested[i];
+        (n.ok && n.clean).then_some(fd)
+    }
+
+    /// Whether set `fd` is nested here (registered).
+    fn nested_ok(&self, fd: c_int) -> bool {
+        self.nested.iter().any(|n| n.fd == fd && n.ok)
+    }
+
+    fn set_clean(&mut self, fd: c_int, clean: bool) {
+        if let Some(n) = self.nested.iter_mut().find(|n| n.fd == fd) {
+            n.clean = clean;
+        }
+    }
+
+    /// Edges taken from the wait end: whether the ring's (data 0) and set
+    /// `own`'s are among them. The edge of any other nested set was taken
+    /// by a wait that does not look at that set: it is no longer clean.
+    fn note_edges(&mut self, evs: &[libc::epoll_event], own: Option<c_int>) -> (bool, bool) {
+        let (mut rung, mut mine) = (false, false);
+        for e in evs {
+            let data = e.u64;
+            if data & NEST_TOKEN == 0 {
+                rung = true;
+                continue;
+            }
+            let fd = (data & !NEST_TOKEN) as c_int;
+            if Some(fd) == own {
+                mine = true;
+            } else {
+                self.set_clean(fd, false);
+            }
+        }
+        (rung, mine)
+    }
+
+    /// Take every pending edge of the wait end (see [`Waiter::note_edges`]).
+    fn take_edges(&mut self, own: Option<c_int>) -> (bool, bool) {
+        // SAFETY: epoll_event is plain old data; all-zero is valid.
+        let mut evs: [libc::epoll_event; os::EDGES] = unsafe { std::mem::zeroed() };
+        let (mut rung, mut mine) = (false, false);
+        loop {
+            let n = os::wait_edges_into(self.efd, 0, &mut evs);
+            if n <= 0 {
+                return (rung, mine);
+            }
+            let (r, m) = self.note_edges(&evs[..n as usize], own);
+            rung |= r;
+            mine |= m;
+            if (n as usize) < evs.len() {
+                return (rung, mine);
+            }
+        }
     }
 
     /// Ask to be rung after the service's next change of one of the
@@ -875,10 +1003,13 @@ pub fn blocked_in_kernel() -> bool {
 /// sleeps in the kernel on `kernel` and the thread's waiter together; the
 /// service rings the waiter after a change of a socket in `interest`, or
 /// transmit progress of one in `tx_interest` (see [`Waiter::arm`]).
+/// `nest`: `kernel` is one descriptor, an epoll set of the program with
+/// this [`Epoll::id`], which may be nested in the waiter (see [`Nest`]).
 pub fn block_until(
     a: &Attached,
     timeout_ms: c_int,
     kernel: &mut [libc::pollfd],
+    nest: Option<u64>,
     interest: &[u32],
     tx_interest: &[u32],
     ready: &mut dyn FnMut() -> bool,
@@ -944,29 +1075,64 @@ pub fn block_until(
                 }
                 None => -1,
             };
-            match &tw.0 {
+            match tw.0.as_mut() {
                 Some(w) => {
                     w.arm(a, interest, tx_interest);
                     if ready() {
                         return true;
                     }
-                    // Only the waiter to wait on: sleep on it and take its
-                    // edge in one system call; with kernel descriptors,
-                    // poll them and it, then take the edge.
-                    let (n, rung, kernel_ready) = if fds.is_empty() {
-                        let n = os::wait_edges(w.efd, left);
-                        (n, n > 0, false)
+                    // The kernel side, an epoll set nested in the waiter?
+                    let nested = match (nest, kernel.len()) {
+                        (Some(id), 1) => {
+                            let one = w.nest(kernel[0].fd, id);
+                            (one, w.nested_ok(kernel[0].fd).then_some(kernel[0].fd))
+                        }
+                        _ => (None, None),
+                    };
+                    // Only the waiter to wait on, or a clean nested set:
+                    // sleep on the waiter and take its edges in one system
+                    // call. Otherwise poll the kernel descriptors and the
+                    // waiter (level-triggered), then take the edges.
+                    let (n, rung, kernel_ready) = if fds.is_empty() || nested.0.is_some() {
+                        // SAFETY: epoll_event is plain old data.
+                        let mut evs: [libc::epoll_event; os::EDGES] = unsafe { std::mem::zeroed() };
+                        let n = os::wait_edges_into(w.efd, left, &mut evs);
+                        let (rung, mine) = w.note_edges(&evs[..n.max(0) as usize], nested.1);
+                        // The set's edge says an event came; it may be gone
+                        // (harvested meanwhile): look, without sleeping.
+                        let ready_k = mine && {
+                            kernel[0].revents = 0;
+                            real::sys_poll(kernel, 0) > 0
+                        };
+                        if let Some(fd) = nested.1 {
+                            w.set_clean(fd, !ready_k);
+                        }
+                        (n, rung, ready_k)
                     } else {
                         for f in fds.iter_mut() {
                             f.revents = 0;
                         }
                         let n = real::sys_poll(&mut fds, left) as isize;
-                        let (k, waiter) = fds.split_at(fds.len() - 1);
-                        let rung = n > 0 && waiter[0].revents != 0;
-                        if rung {
-                            os::take_edges(w.efd);
+                        let last = fds.len() - 1;
+                        let (k, waiter) = fds.split_at_mut(last);
+                        let (rung, mine) = if n > 0 && waiter[0].revents != 0 {
+                            w.take_edges(nested.1)
+                        } else {
+                            (false, false)
+                        };
+                        let mut ready_k = n > 0 && k.iter().any(|f| f.revents != 0);
+                        if mine && !ready_k {
+                            // An event came after the poll looked.
+                            ready_k = real::sys_poll(k, 0) > 0;
                         }
-                        (n, rung, n > 0 && k.iter().any(|f| f.revents != 0))
+                        if let Some(fd) = nested.1 {
+                            // Not ready now: whatever comes next has an edge.
+                            w.set_clean(fd, !ready_k);
+                        }
+                        if ready_k {
+                            kernel.copy_from_slice(k);
+                        }
+                        (n, rung, ready_k)
                     };
                     // A signal: return so the program sees EINTR (its
                     // handler may have asked it to stop).
@@ -983,7 +1149,6 @@ pub fn block_until(
                         }
                     }
                     if kernel_ready {
-                        kernel.copy_from_slice(&fds[..kernel.len()]);
                         return true;
                     }
                 }
@@ -1345,6 +1510,8 @@ impl Sock {
 
 /// Per-epoll-instance state (user-space interest in Ixora sockets).
 pub struct Epoll {
+    /// Unique in the process (a closed set's number may name a new one).
+    pub id: u64,
     /// Interest in Ixora sockets.
     pub items: Vec<Item>,
     /// Kernel descriptors registered in the real epoll.
@@ -1506,7 +1673,9 @@ pub fn epoll_new(epfd: c_int) {
             .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect()
     });
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
     let b = Box::into_raw(Box::new(Mutex::new(Epoll {
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         items: Vec::new(),
         kernel: 0,
         kernel_seen: Instant::now(),
