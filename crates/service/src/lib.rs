@@ -609,6 +609,8 @@ struct YieldPacer {
     long: u64,
     /// Times yields were turned off.
     backoffs: u64,
+    /// Yields not made: every woken thread had run and slept again.
+    already_ran: u64,
     /// `made` at the last long yield not yet paired with another.
     last_long: Option<u64>,
     /// No yields before this.
@@ -877,7 +879,7 @@ impl Service {
             "udp_refused": UDP_TX_REFUSED.load(Ordering::Relaxed),
             "udp_group_drops": UDP_GROUP_DROPS.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
-            "yields": {"made": self.yields.made, "long": self.yields.long, "backoffs": self.yields.backoffs},
+            "yields": {"made": self.yields.made, "long": self.yields.long, "backoffs": self.yields.backoffs, "already_ran": self.yields.already_ran},
             // Descriptors waiting for the closer thread (see `Closer`).
             "pending_closes": self.closer.pending.load(Ordering::Relaxed),
             "stack": counters,
@@ -2160,8 +2162,10 @@ impl App for Service {
     fn transmitted(&mut self, _io: &mut Io) {
         // The service's CPU, read at the first ring (most cycles ring none).
         let mut here = None;
-        let mut rang_here = false;
-        for app in self.apps.values_mut() {
+        // The waiters rung on this CPU (app, index), the first few.
+        let mut rung_here = [(0u32, 0usize); 8];
+        let mut n_here = 0usize;
+        for (&id, app) in self.apps.iter_mut() {
             if !app.dirty {
                 continue;
             }
@@ -2196,14 +2200,35 @@ impl App for Service {
                     if let Some(fd) = &app.waiters[idx] {
                         os::ring(fd.as_raw_fd());
                         let here = *here.get_or_insert_with(os::cpu_tag);
-                        rang_here |= here != 0 && h.waiter_cpu[idx].load(Ordering::Relaxed) == here;
+                        if here != 0 && h.waiter_cpu[idx].load(Ordering::Relaxed) == here {
+                            if let Some(slot) = rung_here.get_mut(n_here) {
+                                *slot = (id, idx);
+                            }
+                            n_here += 1;
+                        }
                     }
                 }
             }
             app.changed_bits.fill(0);
             app.tx_bits.fill(0);
         }
-        if rang_here {
+        if n_here == 0 {
+            return;
+        }
+        // A woken thread often runs at once, inside the ring's system call
+        // (the scheduler lets it preempt the service), and is back asleep
+        // — armed again — when the ring returns: then a yield would only
+        // cost a system call.
+        let ran = n_here <= rung_here.len()
+            && rung_here[..n_here].iter().all(|&(id, idx)| {
+                self.apps.get(&id).is_some_and(|app| {
+                    let h = app.r.up_header();
+                    h.armed[idx / 64].load(Ordering::Acquire) & 1 << (idx % 64) != 0
+                })
+            });
+        if ran {
+            self.yields.already_ran += 1;
+        } else {
             self.yield_to_woken();
         }
     }
