@@ -2443,10 +2443,10 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
         "{} yields in {trips} round trips beside a spinning thread",
         y2.0 - y1.0
     );
-    // (Where the woken server preempts the service inside the ring, no
-    // yield is made, so none runs long.)
+    // (Where the woken server preempts the service inside the ring, few
+    // yields are made: the spinning thread got at most one slice.)
     assert!(
-        y2.2 > y1.2 || y2.0 - y1.0 <= 2,
+        y2.2 > y1.2 || y2.1 - y1.1 <= 1,
         "yields never paused beside a spinning thread ({} long of {})",
         y2.1 - y1.1,
         y2.0 - y1.0

@@ -1104,8 +1104,8 @@ pub fn block_until(
                             kernel[0].revents = 0;
                             real::sys_poll(kernel, 0) > 0
                         };
-                        if let Some(fd) = nested.1 {
-                            w.set_clean(fd, !ready_k);
+                        if let (Some(fd), true) = (nested.1, ready_k) {
+                            w.set_clean(fd, false);
                         }
                         (n, rung, ready_k)
                     } else {
@@ -1125,8 +1125,9 @@ pub fn block_until(
                             // An event came after the poll looked.
                             ready_k = real::sys_poll(k, 0) > 0;
                         }
-                        if let Some(fd) = nested.1 {
+                        if let (Some(fd), true) = (nested.1, n >= 0) {
                             // Not ready now: whatever comes next has an edge.
+                            // (A poll a signal cut short looked at nothing.)
                             w.set_clean(fd, !ready_k);
                         }
                         if ready_k {
