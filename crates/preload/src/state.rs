@@ -767,11 +767,12 @@ pub struct Waiter {
 /// The nested watch is edge-triggered: it reports that an event *came*,
 /// not that one is *pending*. So the one-call wait is used only while the
 /// set is `clean`: nothing of it pending that has no edge still to come.
-/// A set stops being clean when its events are seen (its edge taken and
-/// the set found ready, or events harvested from it: level-triggered ones
-/// stay pending with no new edge) or when another wait took its edge; the
+/// A set stops being clean when its edge is taken and it is found ready
+/// (the program harvests it, and level-triggered events it leaves unread
+/// stay pending with no new edge), or when another wait took its edge; the
 /// next wait on it is then a level-triggered `ppoll`, and a set found not
-/// ready there (or on a stale edge) is clean again.
+/// ready there is clean again. (A harvest alone leaves a clean set clean:
+/// it takes no edge, so the edge of whatever it leaves is still queued.)
 struct Nest {
     /// The set's descriptor.
     fd: c_int,
