@@ -240,8 +240,12 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     println!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \
          (over 250 us: a stall, or another thread ran); paused {} time(s) for 1 s after two \
-         long ones close together (another thread competes for the CPU)",
-        v["yields"]["made"], v["yields"]["long"], v["yields"]["backoffs"]
+         long ones close together (another thread competes for the CPU); not needed {} \
+         time(s) (the woken threads had run already, inside the wake-up)",
+        v["yields"]["made"],
+        v["yields"]["long"],
+        v["yields"]["backoffs"],
+        v["yields"]["already_ran"]
     );
     for app in v["apps"].as_array().cloned().unwrap_or_default() {
         println!(
