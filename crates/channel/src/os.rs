@@ -305,18 +305,28 @@ pub fn unwatch(ep: BorrowedFd<'_>, fd: RawFd) {
     }
 }
 
-/// Edges taken per `epoll_pwait` by [`wait_edges`].
+/// Edges taken per `epoll_pwait` by [`take_edges`] (and by the callers of
+/// [`wait_edges`] that size their buffer with it).
 pub const EDGES: usize = 16;
 
 /// Take the pending edges of epoll instance `ep` without waiting, so it
 /// is readable again only after a new ring. Returns how many were taken.
 pub fn take_edges(ep: RawFd) -> usize {
+    take_edges_with(ep, |_| {})
+}
+
+/// [`take_edges`], handing each batch of the events taken to `seen`
+/// (their data says which descriptor each edge was for).
+pub fn take_edges_with(ep: RawFd, mut seen: impl FnMut(&[libc::epoll_event])) -> usize {
+    // SAFETY: epoll_event is plain old data; all-zero is valid.
+    let mut evs: [libc::epoll_event; EDGES] = unsafe { std::mem::zeroed() };
     let mut total = 0;
     loop {
-        let n = wait_edges(ep, 0);
+        let n = wait_edges(ep, 0, &mut evs);
         if n <= 0 {
             return total;
         }
+        seen(&evs[..n as usize]);
         total += n as usize;
         if (n as usize) < EDGES {
             return total;
@@ -325,22 +335,13 @@ pub fn take_edges(ep: RawFd) -> usize {
 }
 
 /// Sleep until epoll instance `ep` has an edge or `timeout_ms` passes
-/// (negative: no limit; 0: do not sleep), taking up to [`EDGES`] of its
-/// edges: one system call where a poll and [`take_edges`] make two, for
-/// a wake line ([`wake_line`]: one eventfd, so at most one edge). The
-/// events' data does not matter, only that they are taken. Returns how
-/// many edges were taken, or -1 with `errno` set (`EINTR` for a signal).
-pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int) -> isize {
-    // SAFETY: epoll_event is plain old data; all-zero is valid.
-    let mut evs: [libc::epoll_event; EDGES] = unsafe { std::mem::zeroed() };
-    wait_edges_into(ep, timeout_ms, &mut evs)
-}
-
-/// [`wait_edges`], keeping the events taken in `evs` (at most its length;
-/// their data says which descriptor each edge was for, as registered by
-/// [`watch_edges`]). Made through the system call, not libc's symbol
-/// (which a preloaded library may interpose).
-pub fn wait_edges_into(ep: RawFd, timeout_ms: libc::c_int, evs: &mut [libc::epoll_event]) -> isize {
+/// (negative: no limit; 0: do not sleep), taking up to `evs.len()` of its
+/// edges into `evs` (their data says which descriptor each edge was for,
+/// as registered by [`watch_edges`]): one system call where a poll and
+/// [`take_edges`] make two. Made through the system call, not libc's
+/// symbol (which a preloaded library may interpose). Returns how many
+/// edges were taken, or -1 with `errno` set (`EINTR` for a signal).
+pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int, evs: &mut [libc::epoll_event]) -> isize {
     let max = evs.len().min(libc::c_int::MAX as usize) as libc::c_int;
     // SAFETY: the kernel writes at most `max` events into the live slice;
     // a null signal mask means none is changed.

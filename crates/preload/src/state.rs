@@ -827,9 +827,9 @@ impl Waiter {
     }
 
     /// Epoll set `fd` (id `id`) nested in the wait end, registered now if
-    /// it is not: its descriptor if the one-call wait may be used for it
-    /// (registered and clean; see [`Nest`]).
-    fn nest(&mut self, fd: c_int, id: u64) -> Option<c_int> {
+    /// it is not: None if the kernel refused it, else whether it is clean
+    /// (the one-call wait may be used; see [`Nest`]).
+    fn nest(&mut self, fd: c_int, id: u64) -> Option<bool> {
         let i = match self.nested.iter().position(|n| n.fd == fd) {
             Some(i) if self.nested[i].id == id => i,
             found => {
@@ -866,12 +866,7 @@ impl Waiter {
             }
         };
         let n = &self.nested[i];
-        (n.ok && n.clean).then_some(fd)
-    }
-
-    /// Whether set `fd` is nested here (registered).
-    fn nested_ok(&self, fd: c_int) -> bool {
-        self.nested.iter().any(|n| n.fd == fd && n.ok)
+        n.ok.then_some(n.clean)
     }
 
     fn set_clean(&mut self, fd: c_int, clean: bool) {
@@ -903,21 +898,14 @@ impl Waiter {
 
     /// Take every pending edge of the wait end (see [`Waiter::note_edges`]).
     fn take_edges(&mut self, own: Option<c_int>) -> (bool, bool) {
-        // SAFETY: epoll_event is plain old data; all-zero is valid.
-        let mut evs: [libc::epoll_event; os::EDGES] = unsafe { std::mem::zeroed() };
         let (mut rung, mut mine) = (false, false);
-        loop {
-            let n = os::wait_edges_into(self.efd, 0, &mut evs);
-            if n <= 0 {
-                return (rung, mine);
-            }
-            let (r, m) = self.note_edges(&evs[..n as usize], own);
+        let efd = self.efd;
+        os::take_edges_with(efd, |evs| {
+            let (r, m) = self.note_edges(evs, own);
             rung |= r;
             mine |= m;
-            if (n as usize) < evs.len() {
-                return (rung, mine);
-            }
-        }
+        });
+        (rung, mine)
     }
 
     /// Ask to be rung after the service's next change of one of the
@@ -1082,30 +1070,31 @@ pub fn block_until(
                     if ready() {
                         return true;
                     }
-                    // The kernel side, an epoll set nested in the waiter?
-                    let nested = match (nest, kernel.len()) {
-                        (Some(id), 1) => {
-                            let one = w.nest(kernel[0].fd, id);
-                            (one, w.nested_ok(kernel[0].fd).then_some(kernel[0].fd))
-                        }
-                        _ => (None, None),
+                    // The kernel side, an epoll set nested in the waiter
+                    // (its descriptor), and clean?
+                    let (nested, clean) = match (nest, kernel.len()) {
+                        (Some(id), 1) => match w.nest(kernel[0].fd, id) {
+                            Some(clean) => (Some(kernel[0].fd), clean),
+                            None => (None, false),
+                        },
+                        _ => (None, false),
                     };
                     // Only the waiter to wait on, or a clean nested set:
                     // sleep on the waiter and take its edges in one system
                     // call. Otherwise poll the kernel descriptors and the
                     // waiter (level-triggered), then take the edges.
-                    let (n, rung, kernel_ready) = if fds.is_empty() || nested.0.is_some() {
+                    let (n, rung, kernel_ready) = if fds.is_empty() || clean {
                         // SAFETY: epoll_event is plain old data.
                         let mut evs: [libc::epoll_event; os::EDGES] = unsafe { std::mem::zeroed() };
-                        let n = os::wait_edges_into(w.efd, left, &mut evs);
-                        let (rung, mine) = w.note_edges(&evs[..n.max(0) as usize], nested.1);
+                        let n = os::wait_edges(w.efd, left, &mut evs);
+                        let (rung, mine) = w.note_edges(&evs[..n.max(0) as usize], nested);
                         // The set's edge says an event came; it may be gone
                         // (harvested meanwhile): look, without sleeping.
                         let ready_k = mine && {
                             kernel[0].revents = 0;
                             real::sys_poll(kernel, 0) > 0
                         };
-                        if let (Some(fd), true) = (nested.1, ready_k) {
+                        if let (Some(fd), true) = (nested, ready_k) {
                             w.set_clean(fd, false);
                         }
                         (n, rung, ready_k)
@@ -1117,7 +1106,7 @@ pub fn block_until(
                         let last = fds.len() - 1;
                         let (k, waiter) = fds.split_at_mut(last);
                         let (rung, mine) = if n > 0 && waiter[0].revents != 0 {
-                            w.take_edges(nested.1)
+                            w.take_edges(nested)
                         } else {
                             (false, false)
                         };
@@ -1126,7 +1115,7 @@ pub fn block_until(
                             // An event came after the poll looked.
                             ready_k = real::sys_poll(k, 0) > 0;
                         }
-                        if let (Some(fd), true) = (nested.1, n >= 0) {
+                        if let (Some(fd), true) = (nested, n >= 0) {
                             // Not ready now: whatever comes next has an edge.
                             // (A poll a signal cut short looked at nothing.)
                             w.set_clean(fd, !ready_k);
