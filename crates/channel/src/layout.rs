@@ -57,7 +57,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -193,8 +193,9 @@ pub struct DownHeader {
     pub gateway: AtomicU32,
     /// The application's id at the service.
     pub app_id: AtomicU32,
-    /// Largest UDP payload the service sends (its MTU less the IPv4 and
-    /// UDP headers: it does not fragment).
+    /// Largest UDP payload the service sends: 65507 bytes (what one IPv4
+    /// datagram holds; longer than a frame, it leaves in fragments), less
+    /// when a ring is smaller (a datagram and its header fit one ring).
     pub max_dgram: AtomicU32,
     /// The application's join key: a `JOIN` for this app must carry it
     /// (`Msg::b`). Random per app; only the app's processes, which map
@@ -204,7 +205,11 @@ pub struct DownHeader {
     /// The interface index of the service's port in its network
     /// namespace (0: none, as the shared-memory wire), for `IP_PKTINFO`.
     pub ifindex: AtomicU32,
-    _pad0: [u32; 3],
+    /// Largest UDP payload one frame carries (the MTU less the IPv4 and
+    /// UDP headers): a UDP socket is writable (`POLLOUT`) while its
+    /// transmit ring has room for one this long.
+    pub frame_dgram: AtomicU32,
+    _pad0: [u32; 2],
     /// Non-zero while the service sleeps: ring its doorbell after activity.
     pub svc_sleeping: AtomicU32,
     /// The CPU the service last ran on, plus one (0: not known). A program
@@ -705,10 +710,16 @@ mod tests {
     #[test]
     fn ring_copies_wrap() {
         let l = Layout::new(64, 4096).unwrap();
-        let mut down = vec![0u64; l.down_len() / 8];
-        let mut up = vec![0u64; l.up_len() / 8];
-        // SAFETY: both vectors outlive `r` and are 8-byte aligned; the
-        // tests only need word alignment.
+        // Page-aligned, as the mappings are (the headers are 64-byte
+        // aligned types).
+        #[repr(C, align(4096))]
+        struct Page([u8; PAGE]);
+        let pages =
+            |n: usize| -> Vec<Page> { (0..n.div_ceil(PAGE)).map(|_| Page([0; PAGE])).collect() };
+        let mut down = pages(l.down_len());
+        let mut up = pages(l.up_len());
+        // SAFETY: both vectors outlive `r`, are page-aligned and at least
+        // the layout's lengths.
         let r = unsafe { Regions::new(down.as_mut_ptr().cast(), up.as_mut_ptr().cast(), l) };
         let src: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
         r.tx_write(3, 4096 * 5 + 2000, &src);

@@ -225,7 +225,8 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     };
     println!(
         "service {} up {:.1} s, listening on {}, {} connection(s) rejected, {} protocol error(s), \
-         {} datagram(s) refused, {} dropped for a full SO_REUSEPORT member",
+         {} datagram(s) refused, {} dropped for a full SO_REUSEPORT member, {} received \
+         longer than a ring",
         v["ip"].as_str().unwrap_or("?"),
         v["uptime_s"].as_f64().unwrap_or(0.0),
         match join(&v["listeners"]).as_str() {
@@ -235,7 +236,8 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         v["rejected_connections"],
         v["protocol_errors"],
         v["udp_refused"],
-        v["udp_group_drops"]
+        v["udp_group_drops"],
+        v["udp_too_long"]
     );
     println!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \

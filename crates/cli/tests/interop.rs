@@ -411,6 +411,15 @@ fn linux_to_ixora(net: &Net, bytes: usize) {
         lx.exec("ping", &["-c", "3", "-i", "0.2", "-W", "2", &ip]),
         "ping",
     );
+    // Longer than the MTU: the request is reassembled and the reply leaves
+    // in fragments (RFC 791 §3.2); Linux checks the echoed bytes.
+    run_ok(
+        lx.exec(
+            "ping",
+            &["-c", "2", "-i", "0.2", "-W", "2", "-s", "6000", &ip],
+        ),
+        "ping -s 6000",
+    );
     run_ok(
         lx.exec("arping", &["-c", "2", "-w", "5", "-I", &net.linux_if, &ip]),
         "arping",

@@ -1421,7 +1421,7 @@ fn py_udp_echo(ip: &str, port: u16, reply: &str) -> String {
          u.bind(('{ip}', {port}))\n\
          u.settimeout(60)\n\
          while True:\n\
-         \x20   d, a = u.recvfrom(2048)\n\
+         \x20   d, a = u.recvfrom(65536)\n\
          \x20   if d == b'quit':\n\
          \x20       break\n\
          \x20   u.sendto({reply}, a)\n"
@@ -1430,13 +1430,15 @@ fn py_udp_echo(ip: &str, port: u16, reply: &str) -> String {
 
 /// UDP through the service: an unmodified program's UDP server on
 /// Ixora's address answers a Linux client (300 datagrams of 4–1472 bytes,
+/// then six of 1473–65507 bytes that travel in IPv4 fragments both ways,
 /// each checked); an Ixora program's UDP sockets reach a Linux server
 /// (unbound `sendto`, which binds a free port as the kernel does, and
-/// `connect`/`send`/`recv`), and each other through Ixora's own address
-/// (looped inside the stack); a short read truncates the datagram
+/// `connect`/`send`/`recv`; a 20,000-byte datagram there and back), and
+/// each other through Ixora's own address (looped inside the stack, a
+/// 5,000-byte one in fragments too); a short read truncates the datagram
 /// (`MSG_TRUNC`), FIONREAD gives the next datagram's length, a datagram
-/// longer than the MTU allows is refused (EMSGSIZE: Ixora does not
-/// fragment), a connected socket receives only from its peer,
+/// longer than an IPv4 datagram holds (65,508 bytes) is refused
+/// (EMSGSIZE, as on Linux), a connected socket receives only from its peer,
 /// non-blocking reads give EAGAIN, select sees readiness; UDP on
 /// 127.0.0.1 stays the kernel's, and so does an unbound socket whose first
 /// datagram went to the kernel (its later ones too).
@@ -1459,14 +1461,14 @@ fn udp_programs_talk_through_the_service() {
          c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
          c.settimeout(0.5)\n\
          retries = 0\n\
-         for i in range(300):\n\
-         \x20   n = 4 + (i * 97) % 1469\n\
+         sizes = [4 + (i * 97) % 1469 for i in range(300)] + [1473, 1481, 3000, 8972, 30000, 65507]\n\
+         for i, n in enumerate(sizes):\n\
          \x20   m = struct.pack('<I', i) + bytes((i + k) % 251 for k in range(n - 4))\n\
          \x20   for t in range(40 if i == 0 else 5):\n\
          \x20       c.sendto(m, ('{IX}', 7005))\n\
          \x20       try:\n\
          \x20           while True:\n\
-         \x20               d, a = c.recvfrom(2048)\n\
+         \x20               d, a = c.recvfrom(65536)\n\
          \x20               if d[-4:] == m[:4][::-1]:\n\
          \x20                   break\n\
          \x20       except socket.timeout:\n\
@@ -1498,6 +1500,10 @@ fn udp_programs_talk_through_the_service() {
          print('echo', d.decode(), a == K)\n\
          ip, port = u.getsockname()\n\
          print('bound', ip, port > 0)\n\
+         big = bytes(i % 253 for i in range(20000))\n\
+         u.sendto(big, K)\n\
+         d, a = u.recvfrom(65536)\n\
+         print('big', d == big, a == K)\n\
          c = udp()\n\
          c.connect(K)\n\
          c.send(b'conn')\n\
@@ -1513,8 +1519,10 @@ fn udp_programs_talk_through_the_service() {
          d, _, fl, addr = a1.recvmsg(4)\n\
          print('trunc', d.decode(), fl & socket.MSG_TRUNC != 0, addr == ('{IX}', a2.getsockname()[1]))\n\
          print('next', a1.recv(100).decode())\n\
+         a2.sendto(b'y' * 5000, ('{IX}', 7010))\n\
+         print('looped', a1.recv(65536) == b'y' * 5000)\n\
          try:\n\
-         \x20   a2.sendto(b'x' * 1473, ('{IX}', 7010))\n\
+         \x20   a2.sendto(b'x' * 65508, ('{IX}', 7010))\n\
          \x20   print('sent a datagram too long')\n\
          except OSError as e:\n\
          \x20   print('long', errno.errorcode[e.errno])\n\
@@ -1569,8 +1577,9 @@ fn udp_programs_talk_through_the_service() {
     assert_eq!(
         stdout,
         format!(
-            "type True\necho hello True\nbound 0.0.0.0 True\nconn conn True\nfionread 10\n\
-             trunc 0123 True True\nnext second\nlong EMSGSIZE\nfiltered peer\neagain\n\
+            "type True\necho hello True\nbound 0.0.0.0 True\nbig True True\nconn conn True\n\
+             fionread 10\ntrunc 0123 True True\nnext second\nlooped True\nlong EMSGSIZE\n\
+             filtered peer\neagain\n\
              select True True sel\nkernel ping\nkernel first first\n\
              stays the kernel's ENETUNREACH\npktinfo pk True True {IX} {IX} 0\n\
              pktinfo no room pk2 [] True\n"

@@ -204,6 +204,13 @@ pub struct StackConfig {
     pub ooo_memory: usize,
     /// Resolution of the timer wheel (IX: 16 µs).
     pub timer_tick: Duration,
+    /// How long the fragments of an IPv4 datagram wait for the rest
+    /// (Linux's `ipfrag_time`: 30 s).
+    pub frag_timeout: Duration,
+    /// Most memory held by datagrams in reassembly (payload plus 64 bytes
+    /// per fragment; Linux's `ipfrag_high_thresh`: 4 MiB); beyond it new
+    /// fragments are dropped.
+    pub frag_memory: usize,
     /// TCP parameters.
     pub tcp: TcpConfig,
 }
@@ -231,6 +238,8 @@ impl StackConfig {
             udp_rx_queue: 1024,
             ooo_memory: 64 << 20,
             timer_tick: Duration::from_micros(16),
+            frag_timeout: Duration::from_secs(30),
+            frag_memory: 4 << 20,
             tcp: TcpConfig::default(),
         }
     }
@@ -300,6 +309,10 @@ impl StackConfig {
         }
         if self.timer_tick.is_zero() || self.timer_tick > Duration::from_millis(10) {
             return Err("timer_tick: must be in 1 µs..=10 ms".into());
+        }
+        if self.frag_timeout.is_zero() || self.frag_timeout > Duration::from_secs(255) {
+            // RFC 791 §3.2: the reassembly timer is bounded by a TTL's 255 s.
+            return Err("frag_timeout: must be in 1 µs..=255 s (RFC 791 §3.2)".into());
         }
         Ok(())
     }

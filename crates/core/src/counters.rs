@@ -41,7 +41,12 @@ drop_reasons! {
     Ipv4Truncated = "ipv4_truncated", "IPv4 datagram shorter than its header or total length";
     Ipv4Malformed = "ipv4_malformed", "IPv4 version or length fields impossible";
     Ipv4BadChecksum = "ipv4_bad_checksum", "IPv4 header checksum mismatch";
-    Ipv4Fragment = "ipv4_fragment", "IPv4 fragment (reassembly not supported yet)";
+    Ipv4Fragment = "ipv4_fragment", "IPv4 fragment of a TCP segment or of an unknown protocol (not reassembled)";
+    Ipv4FragMalformed = "ipv4_frag_malformed", "IPv4 fragment past 65535 bytes, or not the last and not a multiple of 8 bytes";
+    Ipv4FragOverlap = "ipv4_frag_overlap", "IPv4 fragment overlapping another of its datagram or moving its end: the datagram is discarded";
+    Ipv4FragDuplicate = "ipv4_frag_duplicate", "IPv4 fragment already received";
+    Ipv4FragNoRoom = "ipv4_frag_no_room", "IPv4 fragment dropped: reassembly memory or datagram limit reached";
+    Ipv4FragTimeout = "ipv4_frag_timeout", "IPv4 datagram not complete in time: its fragments are discarded (RFC 1122 §3.3.2)";
     Ipv4NotForUs = "ipv4_not_for_us", "IPv4 destination is not our address";
     Ipv4BadSource = "ipv4_bad_source", "IPv4 source is ours, broadcast, multicast or zero";
     Ipv4UnknownProtocol = "ipv4_unknown_protocol", "IP protocol not ICMP, UDP or TCP";
@@ -121,8 +126,12 @@ counters! {
     arp_requests_sent = "ixora_arp_requests_sent_total", "ARP requests sent";
     arp_replies_sent = "ixora_arp_replies_sent_total", "ARP replies sent";
     icmp_echo_replies = "ixora_icmp_echo_replies_total", "ICMP echo replies sent";
-    icmp_errors_sent = "ixora_icmp_errors_sent_total", "ICMP destination-unreachable messages sent";
+    icmp_errors_sent = "ixora_icmp_errors_sent_total", "ICMP error messages sent (destination unreachable, reassembly time exceeded)";
     icmp_errors_rate_limited = "ixora_icmp_errors_rate_limited_total", "ICMP errors not sent because of the rate limit";
+    ipv4_reasm_reqds = "ixora_ipv4_reasm_reqds_total", "IPv4 fragments received for reassembly (ReasmReqds)";
+    ipv4_reasm_oks = "ixora_ipv4_reasm_oks_total", "IPv4 datagrams reassembled (ReasmOKs)";
+    ipv4_frag_oks = "ixora_ipv4_frag_oks_total", "IPv4 datagrams sent in fragments (FragOKs)";
+    ipv4_frag_creates = "ixora_ipv4_frag_creates_total", "IPv4 fragments sent (FragCreates)";
     udp_in_datagrams = "ixora_udp_in_datagrams_total", "UDP datagrams delivered";
     udp_out_datagrams = "ixora_udp_out_datagrams_total", "UDP datagrams sent";
     tcp_active_opens = "ixora_tcp_active_opens_total", "Connections opened by connect (RFC 4022 tcpActiveOpens)";
@@ -201,6 +210,6 @@ mod tests {
         assert_eq!(b.tcp_in_segs, 6);
         assert_eq!(b.tcp_timewait_recycled, 2);
         assert_eq!(b.drops(DropReason::TcpPaws), 2);
-        assert_eq!(b.iter().count(), 35);
+        assert_eq!(b.iter().count(), 39);
     }
 }

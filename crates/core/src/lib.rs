@@ -25,9 +25,13 @@
 //! Every frame that is not fully accepted is counted under a
 //! [`DropReason`]; no input panics.
 //!
-//! Not implemented (yet): IPv6, IPv4 reassembly (fragments are counted drops),
-//! path-MTU discovery, TCP urgent data (delivered inline), ECN, TCP Fast
-//! Open, SACK reneging detection, RACK.
+//! IPv4 datagrams of UDP and ICMP are reassembled from fragments and
+//! fragmented to the MTU ([`frag`]); TCP in fragments is a counted drop (TCP
+//! sizes its segments to the path: RFC 1191 reductions on ICMP
+//! fragmentation-needed).
+//!
+//! Not implemented (yet): IPv6, path-MTU probing (RFC 4821), TCP urgent data
+//! (delivered inline), ECN, TCP Fast Open, SACK reneging detection.
 
 #![deny(unsafe_code)]
 
@@ -36,6 +40,7 @@ pub use ixora_wire as wire;
 mod arp;
 pub mod config;
 pub mod counters;
+pub mod frag;
 mod stack;
 pub mod tcp;
 pub mod time;
@@ -43,7 +48,7 @@ pub mod wheel;
 
 pub use config::{CcAlgorithm, StackConfig, TcpConfig};
 pub use counters::{Counters, DropReason};
-pub use stack::{Datagram, Event, Stack, UdpHandle};
+pub use stack::{Datagram, Event, Stack, UdpHandle, MAX_UDP_PAYLOAD};
 pub use tcp::{ConnHandle, DeadReason, State, TcpInfo};
 pub use time::{Duration, Instant};
 

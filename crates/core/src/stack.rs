@@ -3,6 +3,7 @@
 use crate::arp::{ArpCache, Lookup};
 use crate::config::StackConfig;
 use crate::counters::{Counters, DropReason};
+use crate::frag::{self, Fragment, Outcome, Reassembly, HEAD_ROOM};
 use crate::tcp::syncookie::{self, Keyed, Tuple};
 use crate::tcp::tcb::{ev, flag, scale_for, Ctx, IcmpKind, RateLimiter, RstReply, Segment, Tcb};
 use crate::tcp::{ConnHandle, DeadReason, State, TcpInfo};
@@ -28,6 +29,10 @@ const ARP_WAIT_PER_NEIGHBOR: usize = 64;
 /// Most UDP datagrams queued for transmit.
 const UDP_TX_LIMIT: usize = 4096;
 
+/// Largest UDP payload: what fits a 65535-byte IPv4 datagram (sent in
+/// fragments when longer than the MTU allows).
+pub const MAX_UDP_PAYLOAD: usize = frag::MAX_PAYLOAD - 8;
+
 /// A UDP socket, named by its local port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct UdpHandle(u16);
@@ -39,12 +44,31 @@ impl UdpHandle {
     }
 }
 
-/// A received UDP datagram, still in its frame.
+/// A received packet's bytes: still in its frame, or reassembled from
+/// fragments into a buffer of the stack's (an IPv4 header, then the
+/// payload).
+#[derive(Debug)]
+enum Buf<R> {
+    Frame(R),
+    Owned(Vec<u8>),
+}
+
+impl<R: AsRef<[u8]>> AsRef<[u8]> for Buf<R> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Buf::Frame(f) => f.as_ref(),
+            Buf::Owned(v) => v,
+        }
+    }
+}
+
+/// A received UDP datagram, still in its frame (or, reassembled from
+/// fragments, in a buffer of its own).
 #[derive(Debug)]
 pub struct Datagram<R> {
     /// Sender.
     pub src: SocketAddrV4,
-    buf: R,
+    buf: Buf<R>,
     start: usize,
     end: usize,
 }
@@ -54,9 +78,14 @@ impl<R: AsRef<[u8]>> Datagram<R> {
     pub fn payload(&self) -> &[u8] {
         &self.buf.as_ref()[self.start..self.end]
     }
-    /// The frame holding it (to return it to its pool).
-    pub fn into_frame(self) -> R {
-        self.buf
+    /// The frame holding it, to return it to its pool (`None` for a
+    /// datagram reassembled from fragments, whose frames went back
+    /// already).
+    pub fn into_frame(self) -> Option<R> {
+        match self.buf {
+            Buf::Frame(f) => Some(f),
+            Buf::Owned(_) => None,
+        }
     }
 }
 
@@ -195,16 +224,38 @@ enum Ctrl<R> {
     },
     EchoReply {
         dst: Ipv4Addr,
-        frame: R,
+        frame: Buf<R>,
         icmp_off: usize,
         icmp_len: usize,
     },
     IcmpError {
         dst: Ipv4Addr,
-        code: u8,
+        kind: IcmpErr,
         orig: [u8; 68],
         orig_len: u8,
     },
+}
+
+/// Which ICMP error to send.
+#[derive(Debug, Clone, Copy)]
+enum IcmpErr {
+    /// Destination unreachable with this code.
+    Unreachable(u8),
+    /// Time exceeded, code 1: fragment reassembly time exceeded.
+    ReassemblyTime,
+}
+
+/// A datagram too long for one frame, leaving in fragments (RFC 791 §3.2),
+/// one per `poll_transmit`.
+struct FragOut {
+    dst: Ipv4Addr,
+    mac: MacAddr,
+    proto: Protocol,
+    ident: u16,
+    /// The whole IP payload, its checksum complete (a device cannot sum
+    /// across fragments).
+    l4: Vec<u8>,
+    sent: usize,
 }
 
 impl<R> Ctrl<R> {
@@ -247,6 +298,8 @@ pub struct Stack<R, T> {
     txq: VecDeque<u32>,
     evq: VecDeque<EvSrc>,
     udp_txq: VecDeque<UdpOut<T>>,
+    reasm: Reassembly,
+    frag_out: Option<FragOut>,
     next_ephemeral: u32,
     ip_ident: u16,
     /// Cost of the frames held out of order by all connections.
@@ -286,6 +339,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             txq: VecDeque::new(),
             evq: VecDeque::new(),
             udp_txq: VecDeque::new(),
+            reasm: Reassembly::new(cfg.frag_memory, cfg.frag_timeout),
+            frag_out: None,
             next_ephemeral: 0,
             ip_ident: 0,
             ooo_held: 0,
@@ -337,7 +392,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     /// earlier (the call then does nothing).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let w = self.wheel.next_expiration().unwrap_or(Instant::NEVER);
-        let t = w.min(self.arp.deadline());
+        let t = w.min(self.arp.deadline()).min(self.reasm.deadline());
         (!t.is_never()).then_some(t)
     }
 
@@ -368,6 +423,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             ask.clear();
             failed.clear();
             self.scratch_ips = (ask, failed);
+        }
+        if self.reasm.deadline() <= self.now {
+            let mut quotes = Vec::new();
+            for _ in 0..self.reasm.expire(self.now, &mut quotes) {
+                self.counters.drop(DropReason::Ipv4FragTimeout);
+            }
+            // RFC 1122 §3.3.2: a time-exceeded message MUST go to the source
+            // of a datagram whose fragment zero came.
+            for (src, (orig, n)) in quotes {
+                self.icmp_error_of(src, IcmpErr::ReassemblyTime, &orig[..usize::from(n)]);
+            }
         }
     }
 
@@ -1073,7 +1139,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         if dst.port() == 0 {
             return Err(Error::InvalidArgument);
         }
-        if data.as_ref().len() + 28 > usize::from(self.cfg.mtu) {
+        // Longer than one frame carries: sent in fragments.
+        if data.as_ref().len() > MAX_UDP_PAYLOAD {
             return Err(Error::MessageTooLong);
         }
         let ip = *dst.ip();
@@ -1200,8 +1267,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     }
 
     fn ipv4_input(&mut self, frame: R, off: usize, local: bool) {
-        let (repr, l4_off) = match parse_ipv4(&frame.as_ref()[off..], self.cfg.checksums.ipv4) {
-            Ok((repr, hl)) => (repr, off + hl),
+        let (repr, l4_off, frag) = match parse_ipv4(&frame.as_ref()[off..], self.cfg.checksums.ipv4)
+        {
+            Ok((repr, hl, frag)) => (repr, off + hl, frag),
             Err(r) => return self.counters.drop(r),
         };
         if repr.dst_addr != self.cfg.ip {
@@ -1219,10 +1287,19 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             return;
         }
         let l4 = l4_off..l4_off + repr.payload_len;
+        if let Some((offset, more)) = frag {
+            return self.fragment_input(
+                &frame.as_ref()[off..l4.end],
+                &repr,
+                l4_off - off,
+                offset,
+                more,
+            );
+        }
         match repr.protocol {
             Protocol::Tcp => self.tcp_input(frame, src, l4),
-            Protocol::Udp => self.udp_input(frame, src, l4),
-            Protocol::Icmp => self.icmp_input(frame, src, l4),
+            Protocol::Udp => self.udp_input(Buf::Frame(frame), src, l4),
+            Protocol::Icmp => self.icmp_input(Buf::Frame(frame), src, l4),
             Protocol::Unknown(_) => {
                 self.counters.drop(DropReason::Ipv4UnknownProtocol);
                 self.icmp_error(
@@ -1234,9 +1311,61 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         }
     }
 
-    fn udp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {
+    /// One fragment of a datagram for us (`packet`: its IP header and
+    /// payload; `hl`: the header's length).
+    fn fragment_input(
+        &mut self,
+        packet: &[u8],
+        repr: &Ipv4Repr,
+        hl: usize,
+        offset: usize,
+        more: bool,
+    ) {
+        if !matches!(repr.protocol, Protocol::Udp | Protocol::Icmp) {
+            self.counters.drop(DropReason::Ipv4Fragment);
+            return;
+        }
+        self.counters.ipv4_reasm_reqds += 1;
+        let f = Fragment {
+            src: repr.src_addr,
+            proto: repr.protocol,
+            ident: repr.ident,
+            offset,
+            more,
+            data: &packet[hl..],
+            packet,
+        };
+        let mut v = match self.reasm.insert(self.now, &f) {
+            Outcome::Held => return,
+            Outcome::Dropped(r) => return self.counters.drop(r),
+            Outcome::Done(v) => v,
+        };
+        self.counters.ipv4_reasm_oks += 1;
+        // The whole datagram behind a header of its own, as if it had come
+        // in one piece (an ICMP error about it quotes this header).
+        let len = v.len();
+        Ipv4Repr {
+            payload_len: len - HEAD_ROOM,
+            dont_frag: false,
+            ..*repr
+        }
+        .emit(&mut v[..HEAD_ROOM], Checksum::None);
+        let l4 = HEAD_ROOM..len;
+        match repr.protocol {
+            Protocol::Udp => self.udp_input(Buf::Owned(v), repr.src_addr, l4),
+            _ => self.icmp_input(Buf::Owned(v), repr.src_addr, l4),
+        }
+    }
+
+    fn udp_input(&mut self, frame: Buf<R>, src: Ipv4Addr, l4: core::ops::Range<usize>) {
         let b = &frame.as_ref()[l4.clone()];
-        let (repr, range) = match parse_udp(b, src, self.cfg.ip, self.cfg.checksums.udp) {
+        // A reassembled datagram's checksum was complete when it was cut up
+        // (a device sums no fragments): check it whatever the port says.
+        let csum = match frame {
+            Buf::Owned(_) => Checksum::Both,
+            Buf::Frame(_) => self.cfg.checksums.udp,
+        };
+        let (repr, range) = match parse_udp(b, src, self.cfg.ip, csum) {
             Ok((repr, r)) => (repr, l4.start + r.start..l4.start + r.end),
             Err(r) => return self.counters.drop(r),
         };
@@ -1265,7 +1394,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         }
     }
 
-    fn icmp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {
+    fn icmp_input(&mut self, frame: Buf<R>, src: Ipv4Addr, l4: core::ops::Range<usize>) {
         enum Act {
             Echo,
             Error {
@@ -1651,6 +1780,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     /// Queue an ICMP error quoting `orig` (the offending datagram from its
     /// IP header), rate-limited.
     fn icmp_error(&mut self, dst: Ipv4Addr, code: u8, orig: &[u8]) {
+        self.icmp_error_of(dst, IcmpErr::Unreachable(code), orig);
+    }
+
+    fn icmp_error_of(&mut self, dst: Ipv4Addr, kind: IcmpErr, orig: &[u8]) {
         if !self.icmp_limit.allow(self.now) {
             self.counters.icmp_errors_rate_limited += 1;
             return;
@@ -1661,7 +1794,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         o[..n].copy_from_slice(&orig[..n]);
         self.push_ctrl(Ctrl::IcmpError {
             dst,
-            code,
+            kind,
             orig: o,
             orig_len: n as u8,
         });
@@ -1808,6 +1941,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         // Parking a packet on ARP queues a request on `ctrlq`: go round
         // again so it leaves in this same call.
         'again: loop {
+            // A datagram's fragments leave back to back.
+            if self.frag_out.is_some() {
+                return self.next_fragment(buf);
+            }
             while let Some(c) = self.ctrlq.pop_front() {
                 if let Some(n) = self.emit_ctrl(c, buf) {
                     self.counters.tx_frames += 1;
@@ -1879,13 +2016,19 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                         continue;
                     }
                 };
-                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
-                let l4 = l3 + ipv4::HEADER_LEN;
                 let repr = UdpRepr {
                     src_port: u.src_port,
                     dst_port: u.dst.port(),
                 };
                 let payload = u.data.as_ref();
+                self.counters.udp_out_datagrams += 1;
+                if repr.buffer_len(payload.len()) + ipv4::HEADER_LEN > usize::from(self.cfg.mtu) {
+                    let mut l4 = vec![0u8; repr.buffer_len(payload.len())];
+                    repr.emit(&mut l4, self.cfg.ip, dst, payload, Checksum::Both);
+                    return self.start_fragments(dst, mac, Protocol::Udp, l4, buf);
+                }
+                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+                let l4 = l3 + ipv4::HEADER_LEN;
                 repr.emit(
                     &mut buf[l4..],
                     self.cfg.ip,
@@ -1895,12 +2038,65 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 );
                 let n = repr.buffer_len(payload.len());
                 self.write_ipv4(&mut buf[l3..], dst, Protocol::Udp, n, false);
-                self.counters.udp_out_datagrams += 1;
                 self.counters.tx_frames += 1;
                 return Some(l4 + n);
             }
             return None;
         }
+    }
+
+    /// Send `l4` (a whole IP payload, checksummed) to `dst` in fragments:
+    /// the first now, the rest by the next calls of `poll_transmit`.
+    fn start_fragments(
+        &mut self,
+        dst: Ipv4Addr,
+        mac: MacAddr,
+        proto: Protocol,
+        l4: Vec<u8>,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        // RFC 6864 §4.1: one identification for all fragments of a datagram.
+        self.ip_ident = self.ip_ident.wrapping_add(1);
+        self.counters.ipv4_frag_oks += 1;
+        self.frag_out = Some(FragOut {
+            dst,
+            mac,
+            proto,
+            ident: self.ip_ident,
+            l4,
+            sent: 0,
+        });
+        self.next_fragment(buf)
+    }
+
+    /// The next fragment of `frag_out` (RFC 791 §3.2): each but the last
+    /// carries a multiple of 8 bytes, all share the identification, and
+    /// the offset field counts 8-byte units.
+    fn next_fragment(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let mut f = self.frag_out.take()?;
+        let n = (f.l4.len() - f.sent).min(frag::fragment_payload(self.cfg.mtu));
+        let more = f.sent + n < f.l4.len();
+        let l3 = self.write_eth(buf, f.mac, EtherType::Ipv4);
+        let l4 = l3 + ipv4::HEADER_LEN;
+        Ipv4Repr {
+            src_addr: self.cfg.ip,
+            dst_addr: f.dst,
+            protocol: f.proto,
+            payload_len: n,
+            ttl: self.cfg.ttl,
+            dscp_ecn: 0,
+            ident: f.ident,
+            dont_frag: false,
+        }
+        .emit_fragment(&mut buf[l3..], self.cfg.checksums.ipv4, f.sent, more);
+        buf[l4..l4 + n].copy_from_slice(&f.l4[f.sent..f.sent + n]);
+        f.sent += n;
+        if more {
+            self.frag_out = Some(f);
+        }
+        self.counters.ipv4_frag_creates += 1;
+        self.counters.tx_frames += 1;
+        Some(l4 + n)
     }
 
     fn write_eth(&self, buf: &mut [u8], dst: MacAddr, ethertype: EtherType) -> usize {
@@ -2029,40 +2225,43 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 icmp_off,
                 icmp_len,
             } => {
-                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
-                let l4 = l3 + ipv4::HEADER_LEN;
                 let b = &frame.as_ref()[icmp_off..icmp_off + icmp_len];
                 let p = Icmpv4Packet::new_unchecked(b);
-                let data = p.data();
-                // Echo replies are bounded by our MTU.
-                let room = usize::from(self.cfg.mtu) - ipv4::HEADER_LEN - icmpv4::HEADER_LEN;
-                if data.len() > room {
-                    self.counters.drop(DropReason::IcmpMalformed);
-                    return None;
-                }
                 let repr = Icmpv4Repr::EchoReply {
                     ident: p.echo_ident(),
                     seq_no: p.echo_seq_no(),
-                    data,
+                    data: p.data(),
                 };
+                self.counters.icmp_echo_replies += 1;
+                // The reply to a reassembled request leaves in fragments.
+                if repr.buffer_len() + ipv4::HEADER_LEN > usize::from(self.cfg.mtu) {
+                    let mut l4 = vec![0u8; repr.buffer_len()];
+                    repr.emit(&mut l4, Checksum::Both);
+                    return self.start_fragments(dst, mac, Protocol::Icmp, l4, buf);
+                }
+                let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
+                let l4 = l3 + ipv4::HEADER_LEN;
                 repr.emit(&mut buf[l4..], self.cfg.checksums.icmpv4);
                 let n = repr.buffer_len();
                 self.write_ipv4(&mut buf[l3..], dst, Protocol::Icmp, n, false);
-                self.counters.icmp_echo_replies += 1;
                 Some(l4 + n)
             }
             Ctrl::IcmpError {
                 dst,
-                code,
+                kind,
                 orig,
                 orig_len,
             } => {
                 let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
                 let l4 = l3 + ipv4::HEADER_LEN;
-                let repr = Icmpv4Repr::DstUnreachable {
-                    code,
-                    next_hop_mtu: 0,
-                    original: &orig[..usize::from(orig_len)],
+                let original = &orig[..usize::from(orig_len)];
+                let repr = match kind {
+                    IcmpErr::Unreachable(code) => Icmpv4Repr::DstUnreachable {
+                        code,
+                        next_hop_mtu: 0,
+                        original,
+                    },
+                    IcmpErr::ReassemblyTime => Icmpv4Repr::TimeExceeded { code: 1, original },
                 };
                 repr.emit(&mut buf[l4..], self.cfg.checksums.icmpv4);
                 let n = repr.buffer_len();
@@ -2083,19 +2282,24 @@ fn wire_reason(e: wire::Error, bad_checksum: DropReason, malformed: DropReason) 
     }
 }
 
-/// Parse an IPv4 header: the repr and the header length, or why not.
 /// Fragments are refused (no reassembly yet).
-fn parse_ipv4(b: &[u8], csum: Checksum) -> Result<(Ipv4Repr, usize), DropReason> {
+/// Parse an IPv4 header: the repr, the header length and, for a fragment,
+/// its offset in bytes and its More Fragments flag.
+#[allow(clippy::type_complexity)]
+fn parse_ipv4(
+    b: &[u8],
+    csum: Checksum,
+) -> Result<(Ipv4Repr, usize, Option<(usize, bool)>), DropReason> {
     let p = Ipv4Packet::new_checked(b).map_err(|e| match e {
         wire::Error::Truncated => DropReason::Ipv4Truncated,
         _ => DropReason::Ipv4Malformed,
     })?;
     let repr = Ipv4Repr::parse(&p, csum)
         .map_err(|e| wire_reason(e, DropReason::Ipv4BadChecksum, DropReason::Ipv4Malformed))?;
-    if p.is_fragment() {
-        return Err(DropReason::Ipv4Fragment);
-    }
-    Ok((repr, p.header_len()))
+    let frag = p
+        .is_fragment()
+        .then(|| (usize::from(p.frag_offset()), p.more_frags()));
+    Ok((repr, p.header_len(), frag))
 }
 
 /// Parse a UDP datagram: the repr and the payload range within `b`.

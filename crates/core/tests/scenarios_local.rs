@@ -162,6 +162,27 @@ fn a_datagram_to_its_own_address_loops_inside_the_stack() {
     assert_eq!(h.stack.counters().local_frames, l0 + 1);
 }
 
+/// A datagram to our own address that is longer than the MTU leaves in
+/// fragments and is reassembled on its way back in.
+#[test]
+fn a_long_datagram_to_its_own_address_is_fragmented_and_reassembled() {
+    let mut h = Harness::new(|_| {});
+    let a = h.stack.udp_bind(5000, 1).unwrap();
+    let b = h.stack.udp_bind(0, 2).unwrap();
+    let data: Vec<u8> = (0..9000u32).map(|i| (i % 251) as u8).collect();
+    h.stack
+        .udp_send(b, SocketAddrV4::new(US, 5000), data.clone())
+        .unwrap();
+    let mut ev = Vec::new();
+    settle(&mut h, &mut ev);
+    let d = h.stack.udp_recv(a).unwrap().expect("the datagram arrived");
+    assert_eq!(d.payload(), &data[..]);
+    assert!(d.into_frame().is_none(), "reassembled, not in one frame");
+    let c = h.stack.counters();
+    assert_eq!((c.ipv4_frag_oks, c.ipv4_frag_creates), (1, 7));
+    assert_eq!((c.ipv4_reasm_reqds, c.ipv4_reasm_oks), (7, 1));
+}
+
 /// An ARP packet claiming our own MAC for another address is refused:
 /// frames for that address would otherwise carry our own MAC and be
 /// taken for frames to ourselves.

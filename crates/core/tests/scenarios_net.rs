@@ -764,7 +764,8 @@ fn udp_checksum_zero_accepted_wrong_discarded() {
     assert!(h.stack.udp_recv(u).unwrap().is_none());
 }
 
-/// RFC 1122 §4.1.4: double bind is `AddrInUse`; a datagram over the MTU is refused.
+/// RFC 1122 §4.1.4: double bind is `AddrInUse`; a datagram over 65507
+/// bytes (what an IPv4 datagram holds) is refused.
 //= https://www.rfc-editor.org/rfc/rfc1122#section-4.1.4
 //= type=test
 #[test]
@@ -774,7 +775,7 @@ fn udp_double_bind_and_oversize() {
     assert_eq!(h.stack.udp_bind(5353, 2), Err(Error::AddrInUse));
     let dst = SocketAddrV4::new(PEER, 4000);
     assert_eq!(
-        h.stack.udp_send(u, dst, vec![0; 1500 - 28 + 1]),
+        h.stack.udp_send(u, dst, vec![0; 65508]),
         Err(Error::MessageTooLong)
     );
     h.stack.udp_send(u, dst, vec![0; 1500 - 28]).unwrap();
@@ -891,15 +892,20 @@ fn malformed_ipv4_is_a_counted_drop() {
     let mut f = good_udp();
     f[24] ^= 0xff;
     assert_dropped(&mut h, f, DropReason::Ipv4BadChecksum);
-    // Fragments: more-fragments set, or a non-zero offset.
-    let mut f = good_udp();
+    // Fragments: of TCP (not reassembled); not the last and not a multiple
+    // of 8 bytes; past 65535 bytes (RFC 791 §3.1).
+    let mut f = good_syn();
     f[20..22].copy_from_slice(&0x2000u16.to_be_bytes());
     fix_ip_checksum(&mut f);
     assert_dropped(&mut h, f, DropReason::Ipv4Fragment);
-    let mut f = good_udp();
-    f[20..22].copy_from_slice(&0x0010u16.to_be_bytes());
+    let mut f = Harness::udp_frame(4000, 5353, b"payload");
+    f[20..22].copy_from_slice(&0x2000u16.to_be_bytes());
     fix_ip_checksum(&mut f);
-    assert_dropped(&mut h, f, DropReason::Ipv4Fragment);
+    assert_dropped(&mut h, f, DropReason::Ipv4FragMalformed);
+    let mut f = good_udp();
+    f[20..22].copy_from_slice(&0x1fffu16.to_be_bytes());
+    fix_ip_checksum(&mut f);
+    assert_dropped(&mut h, f, DropReason::Ipv4FragMalformed);
     // For another address; from a broadcast source.
     let mut f = good_udp();
     f[30..34].copy_from_slice(&[198, 18, 0, 99]);

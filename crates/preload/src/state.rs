@@ -1261,7 +1261,7 @@ impl Sock {
             if fl & flag::ERROR != 0 {
                 r |= libc::POLLERR;
             }
-            if self.writable() >= (layout::DGRAM_HDR + self.max_dgram()) as u64 {
+            if self.writable() >= (layout::DGRAM_HDR + self.frame_dgram()) as u64 {
                 r |= libc::POLLOUT;
             }
             return r;
@@ -1324,6 +1324,13 @@ impl Sock {
     /// The largest datagram payload the service sends.
     pub fn max_dgram(&self) -> usize {
         self.a.r.down_header().max_dgram.load(Ordering::Relaxed) as usize
+    }
+
+    /// The largest UDP payload one frame carries (no more than
+    /// [`max_dgram`](Self::max_dgram)): `POLLOUT` means room for one.
+    pub fn frame_dgram(&self) -> usize {
+        let h = self.a.r.down_header();
+        (h.frame_dgram.load(Ordering::Relaxed) as usize).min(self.max_dgram())
     }
 
     /// Length of the next datagram in the receive ring (a UDP socket).

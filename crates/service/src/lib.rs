@@ -60,9 +60,19 @@ static UDP_TX_REFUSED: AtomicU64 = AtomicU64::new(0);
 /// because its receive ring was full and one already waited for it.
 static UDP_GROUP_DROPS: AtomicU64 = AtomicU64::new(0);
 
-/// The largest UDP payload the stack sends: its MTU less the IPv4 and
-/// UDP headers (it does not fragment).
-fn max_dgram(io: &Io) -> usize {
+/// Received datagrams dropped because they could never fit the socket's
+/// receive ring (a peer's datagram longer than a ring of `--ring` bytes).
+static UDP_RX_TOO_LONG: AtomicU64 = AtomicU64::new(0);
+
+/// The largest UDP payload the service sends: what an IPv4 datagram holds
+/// (the stack fragments it), but no more than a ring holds with its header.
+fn max_dgram(ring: u32) -> usize {
+    ixora_core::MAX_UDP_PAYLOAD.min(ring as usize - layout::DGRAM_HDR)
+}
+
+/// The largest UDP payload one frame carries: the MTU less the IPv4 and
+/// UDP headers.
+fn frame_dgram(io: &Io) -> usize {
     usize::from(io.stack().config().mtu).saturating_sub(28)
 }
 
@@ -878,6 +888,7 @@ impl Service {
             "app_resets": APP_ABORTS.load(Ordering::Relaxed),
             "udp_refused": UDP_TX_REFUSED.load(Ordering::Relaxed),
             "udp_group_drops": UDP_GROUP_DROPS.load(Ordering::Relaxed),
+            "udp_too_long": UDP_RX_TOO_LONG.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
             "yields": {"made": self.yields.made, "long": self.yields.long, "backoffs": self.yields.backoffs, "already_ran": self.yields.already_ran},
             // Descriptors waiting for the closer thread (see `Closer`).
@@ -933,7 +944,10 @@ impl Service {
             Ordering::Relaxed,
         );
         h.app_id.store(id, Ordering::Relaxed);
-        h.max_dgram.store(max_dgram(io) as u32, Ordering::Relaxed);
+        h.max_dgram
+            .store(max_dgram(l.ring) as u32, Ordering::Relaxed);
+        h.frame_dgram
+            .store(frame_dgram(io) as u32, Ordering::Relaxed);
         h.ifindex.store(self.ifindex, Ordering::Relaxed);
         let key = join_key()?;
         h.join_key.store(key, Ordering::Relaxed);
@@ -1624,6 +1638,12 @@ impl Service {
                 continue; // not from the connected peer: dropped
             }
             let need = (layout::DGRAM_HDR + data.len()) as u64;
+            if need > ring {
+                // Longer than the ring: it never fits (as a datagram over
+                // SO_RCVBUF is dropped).
+                UDP_RX_TOO_LONG.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             if ring - (tail - head) < need {
                 app.udp_held[s as usize] = Some((src, data));
                 break;

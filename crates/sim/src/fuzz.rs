@@ -463,8 +463,9 @@ fn tcp_header(frame: &[u8]) -> Option<(u16, u16, u32, u32)> {
 
 /// Feed arbitrary bytes to a stack that has a listener, an established
 /// connection and a bound UDP socket: the first byte picks how the rest is
-/// framed (raw frame, or as the TCP/UDP/ICMP/ARP payload of valid headers
-/// from the peer), so every parser and the TCP engine behind it see it.
+/// framed (raw frame, as the TCP/UDP/ICMP/ARP payload of valid headers
+/// from the peer, or as an IPv4 fragment with fuzzed offset and flags),
+/// so every parser, the reassembly and the TCP engine behind it see it.
 /// Nothing may panic and the invariants must hold after each frame.
 pub fn frames(data: &[u8]) -> Result<(), String> {
     let mut h = Harness::new();
@@ -484,11 +485,26 @@ pub fn frames(data: &[u8]) -> Result<(), String> {
         let Some((&kind, rest)) = chunk.split_first() else {
             continue;
         };
-        let frame = match kind % 5 {
+        let frame = match kind % 7 {
             0 => rest.to_vec(),
             1 => ip_frame(0, 1, rest),
             2 => ip_proto_frame(Protocol::Udp, rest),
             3 => ip_proto_frame(Protocol::Icmp, rest),
+            5 | 6 if rest.len() >= 3 => {
+                // A fragment: ident from a few values (so pieces meet),
+                // offset and More Fragments from the next two bytes.
+                let proto = [Protocol::Udp, Protocol::Icmp, Protocol::Tcp][usize::from(kind % 3)];
+                let mut f = ip_proto_frame(proto, &rest[3..]);
+                f[18..20].copy_from_slice(&u16::from(rest[0] % 4).to_be_bytes());
+                f[20..22].copy_from_slice(
+                    &(u16::from_be_bytes([rest[1], rest[2]]) & 0x3fff).to_be_bytes(),
+                );
+                f[24..26].copy_from_slice(&[0, 0]);
+                let c = !ixora_core::wire::checksum::data(&f[14..34]);
+                f[24..26].copy_from_slice(&c.to_be_bytes());
+                f
+            }
+            5 | 6 => continue,
             _ => {
                 let a = host_config(0, 3);
                 let eth = EthernetRepr {

@@ -4,7 +4,8 @@
 //! field describes and the datagram the total-length field describes; after it
 //! succeeds no accessor panics. Options are skipped: the payload starts at
 //! `IHL * 4`. Bytes past the total length (Ethernet padding) are ignored.
-//! Fragments are recognised ([`Ipv4Packet::is_fragment`]) but not reassembled.
+//! Fragments are recognised ([`Ipv4Packet::is_fragment`]); the core reassembles them
+//! (`ixora_core::frag`), and [`Ipv4Repr::emit_fragment`] writes a fragment's header.
 //! [`Ipv4Repr::emit`] writes a 20-byte header without options.
 
 use crate::{be16, checksum, put16, Checksum, Error, Result};
@@ -248,12 +249,21 @@ impl Ipv4Repr {
     /// Write the header into the first 20 bytes of `buf`. The payload length
     /// must fit the 16-bit total length (callers size payloads by MTU).
     pub fn emit(&self, buf: &mut [u8], csum: Checksum) {
+        self.emit_fragment(buf, csum, 0, false);
+    }
+
+    /// [`emit`](Self::emit) for one fragment of a larger datagram: this
+    /// header's payload starts `offset` bytes into the datagram's (a
+    /// multiple of 8, RFC 791 §3.1), and `more` says fragments follow.
+    pub fn emit_fragment(&self, buf: &mut [u8], csum: Checksum, offset: usize, more: bool) {
+        debug_assert!(offset % 8 == 0 && offset < 65536);
         buf[field::VER_IHL] = 0x45;
         buf[field::DSCP_ECN] = self.dscp_ecn;
         let total = (HEADER_LEN + self.payload_len).min(usize::from(u16::MAX)) as u16;
         put16(buf, field::LENGTH, total);
         put16(buf, field::IDENT, self.ident);
-        put16(buf, field::FLG_OFF, if self.dont_frag { 0x4000 } else { 0 });
+        let flags = if self.dont_frag { 0x4000 } else { 0 } | if more { 0x2000 } else { 0 };
+        put16(buf, field::FLG_OFF, flags | (offset / 8) as u16);
         buf[field::TTL] = self.ttl;
         buf[field::PROTOCOL] = self.protocol.into();
         put16(buf, field::CHECKSUM, 0);
@@ -382,5 +392,31 @@ mod tests {
         let p = Ipv4Packet::new_checked(&b[..]).unwrap();
         assert!(p.is_fragment());
         assert_eq!(p.frag_offset(), 128);
+    }
+
+    #[test]
+    fn fragment_headers_round_trip() {
+        let repr = Ipv4Repr {
+            src_addr: Ipv4Addr::new(198, 18, 0, 1),
+            dst_addr: Ipv4Addr::new(198, 18, 0, 2),
+            protocol: Protocol::Udp,
+            payload_len: 1480,
+            ttl: 64,
+            dscp_ecn: 0,
+            ident: 0x1234,
+            dont_frag: false,
+        };
+        let mut b = vec![0u8; 1500];
+        repr.emit_fragment(&mut b, Checksum::Both, 65528, true);
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert!(p.more_frags() && !p.dont_frag());
+        assert_eq!(p.frag_offset(), 65528);
+        assert_eq!(p.ident(), 0x1234);
+        assert!(p.verify_checksum());
+        repr.emit_fragment(&mut b, Checksum::Both, 2960, false);
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert!(!p.more_frags() && p.is_fragment());
+        assert_eq!(p.frag_offset(), 2960);
+        assert_eq!(Ipv4Repr::parse(&p, Checksum::Both).unwrap(), repr);
     }
 }

@@ -130,6 +130,14 @@ pub enum Out {
         dst_port: u16,
         payload: Vec<u8>,
     },
+    /// One fragment of a larger datagram (its payload undecoded).
+    Frag {
+        proto: Protocol,
+        ident: u16,
+        offset: usize,
+        more: bool,
+        data: Vec<u8>,
+    },
 }
 
 /// The stack under test and the time.
@@ -376,6 +384,16 @@ pub fn decode(frame: &[u8]) -> Out {
             let ip = Ipv4Packet::new_checked(eth.payload()).expect("ipv4");
             let repr = Ipv4Repr::parse(&ip, Checksum::Both).expect("valid ipv4 header checksum");
             assert_eq!(repr.src_addr, US);
+            if ip.is_fragment() {
+                assert!(eth.payload().len() <= 1500, "a fragment fits the MTU");
+                return Out::Frag {
+                    proto: repr.protocol,
+                    ident: repr.ident,
+                    offset: usize::from(ip.frag_offset()),
+                    more: ip.more_frags(),
+                    data: ip.payload().to_vec(),
+                };
+            }
             match repr.protocol {
                 Protocol::Tcp => {
                     let t = TcpPacket::new_checked(ip.payload()).expect("tcp");
