@@ -20,7 +20,8 @@ same cores, the same client — on the Linux kernel stack, and under
   * two programs on one host: redis-benchmark to redis-server, the
     kernel's loopback against one Ixora service (sockets-local.*);
   * UDP: sockperf's server (one socket, blocking recvfrom/sendto) with the
-    Linux sockperf client, ping-pong and under-load at fixed rates:
+    Linux sockperf client, ping-pong (64-byte messages, and 8000-byte ones
+    that travel in IPv4 fragments both ways) and under-load at fixed rates:
     round trips, drops and server CPU per message (sockets-udp.*).
 
 Server side pinned to CPU 0 (with Ixora: the service and the program),
@@ -674,24 +675,26 @@ def sockperf_run(net, mode, secs, rate=None, size=64):
 
 def udp(args, prog_bar):
     """sockperf's UDP server (one socket, blocking recvfrom/sendto) on
-    both stacks side by side; the Linux sockperf client: ping-pong, then
-    under-load at each `--udp-rates` rate; kernel and Ixora runs alternate
-    `--repeat` times, the run of median p99 kept."""
+    both stacks side by side; the Linux sockperf client: ping-pong at each
+    `--udp-sizes` size, then under-load (64 bytes) at each `--udp-rates`
+    rate; kernel and Ixora runs alternate `--repeat` times, the run of
+    median p99 kept."""
     results = []
     argv = ["sockperf", "server", "-i", "0.0.0.0" if LISTEN_ANY else SRV, "-p", str(UDP_PORT)]
     with side_by_side("sockperf", lambda _: argv, client_addr=True) as nets:
         for ixora in (False, True):  # warm-up (ARP, the server up)
             sockperf_run(nets[ixora], "ping-pong", 1)
-        points = [("ping-pong", None)] + [("under-load", int(x)) for x in args.udp_rates.split(",")]
-        for mode, rate in points:
+        points = ([("ping-pong", None, int(x)) for x in args.udp_sizes.split(",")]
+                  + [("under-load", int(x), 64) for x in args.udp_rates.split(",")])
+        for mode, rate, size in points:
             best = alternate(args.repeat, lambda ixora: sockperf_run(
-                nets[ixora], mode, args.duration, rate), lambda q: q["p99_us"])
-            prog_bar.step(f"udp {mode} {rate or ''}\n")
+                nets[ixora], mode, args.duration, rate, size), lambda q: q["p99_us"])
+            prog_bar.step(f"udp {mode} {rate or size}\n")
             for ixora in (False, True):
                 q = best[ixora]
                 q["all_p99"] = q.pop("all")
                 results.append(q)
-                print(f"  udp {mode:10s} {str(rate or ''):>7s} {q['stack']:7s}"
+                print(f"  udp {mode:10s} {str(rate or ''):>7s} {size:5d} B {q['stack']:7s}"
                       f" {q['mps'] / 1000:6.1f} k msg/s  p50 {q['p50_us']:7.1f} us"
                       f"  p99 {q['p99_us']:8.1f} us  dropped {q.get('dropped', 0)}"
                       f"  {q['cpu_us_per_msg'] or 0:5.1f} us CPU/msg", flush=True)
@@ -704,15 +707,17 @@ def write_udp(results, args, cmdline):
     meta = meta_of(args, cmdline, duration_s=args.duration, listen_any=LISTEN_ANY)
     (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
 
-    def pick(stack, mode, rate=None):
+    def pick(stack, mode, rate=None, size=64):
         return next((q for q in results if q["stack"] == stack and q["mode"] == mode
-                     and q["target_mps"] == rate), None)
+                     and q["target_mps"] == rate and q.get("size", 64) == size), None)
 
     L = ["# UDP: sockperf's server on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
          f"`sockperf server` (one UDP socket, blocking `recvfrom`, `sendto`) pinned to CPU 0 "
          f"(with Ixora: the service on CPU {SERVICE_CPU}); the Linux `sockperf` client on CPU 1: "
-         "`ping-pong` (one 64-byte message in flight) and `under-load` at a fixed rate with every "
+         "`ping-pong` (one message in flight; 64 bytes, and longer ones that travel in IPv4 "
+         "fragments both ways: 8000 bytes is 6 frames each way, reassembled by the server's stack "
+         "and by the client's) and `under-load` (64 bytes) at a fixed rate with every "
          "message answered; round-trip times (`--full-rtt`), ping-pong payloads checked "
          f"(`--data-integrity`), {args.duration} s per run; kernel and Ixora runs alternate "
          f"({args.repeat} each, the run of median p99 kept). Server CPU µs/msg: CPU 0 busy time "
@@ -723,21 +728,27 @@ def write_udp(results, args, cmdline):
             "port for 127.0.0.1 and the kernel's other addresses, which its receive calls also "
             "watch. Compare with a run without the option.", ""] if LISTEN_ANY else []),
          RX_TEXT[RX], "",
-         "| mode | target msg/s | stack | answered msg/s | avg µs | p50 µs | p99 µs | dropped "
+         "| mode | bytes | target msg/s | stack | answered msg/s | avg µs | p50 µs | p99 µs | dropped "
          "| server CPU µs/msg | user-space share |",
-         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for q in results:
-        L.append(f"| {q['mode']} | {q['target_mps'] or 'max'} | {q['stack']} | "
+        L.append(f"| {q['mode']} | {q.get('size', 64)} | {q['target_mps'] or 'max'} | {q['stack']} | "
                  f"{q['mps'] / 1000:.1f} k | {q.get('avg_us', 0):.0f} | {q['p50_us']:.0f} | "
                  f"{q['p99_us']:.0f} | {q.get('dropped', 0)} | {q['cpu_us_per_msg'] or 0:.1f} | "
                  + (f"{q['user_share'] * 100:.2f}%" if q["user_share"] is not None else "—") + " |")
     L += ["", "| metric | kernel | Ixora | ratio |", "|---|---:|---:|---:|"]
-    k, i = pick("kernel", "ping-pong"), pick("ixora", "ping-pong")
-    if k and i:
-        L.append(f"| ping-pong messages/s (one in flight) | {k['mps'] / 1000:.1f} k | "
+    for size in sorted({q.get("size", 64) for q in results if q["mode"] == "ping-pong"}):
+        k, i = pick("kernel", "ping-pong", None, size), pick("ixora", "ping-pong", None, size)
+        if not (k and i):
+            continue
+        what = f"{size} B" + (", in fragments" if size > 1472 else "")
+        L.append(f"| ping-pong messages/s ({what}, one in flight) | {k['mps'] / 1000:.1f} k | "
                  f"{i['mps'] / 1000:.1f} k | **{i['mps'] / k['mps']:.2f}×** |")
-        L.append(f"| ping-pong median round trip, µs | {k['p50_us']:.0f} | {i['p50_us']:.0f} | "
-                 f"{i['p50_us'] / k['p50_us']:.2f} |")
+        L.append(f"| ping-pong median round trip ({what}), µs | {k['p50_us']:.0f} | "
+                 f"{i['p50_us']:.0f} | {i['p50_us'] / k['p50_us']:.2f} |")
+        if k["cpu_us_per_msg"] and i["cpu_us_per_msg"]:
+            L.append(f"| ping-pong server CPU µs per message ({what}) | {k['cpu_us_per_msg']:.1f} | "
+                     f"{i['cpu_us_per_msg']:.1f} | {i['cpu_us_per_msg'] / k['cpu_us_per_msg']:.2f} |")
 
     def best(stack, limit):
         ok = [q["target_mps"] for q in results if q["stack"] == stack and q["mode"] == "under-load"
@@ -1185,6 +1196,9 @@ def main():
     ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
     ap.add_argument("--udp-rates", default="20000,40000,60000,80000,100000,120000",
                     help="sockperf under-load rates, messages/s (comma-separated)")
+    ap.add_argument("--udp-sizes", default="64,8000",
+                    help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
+                         "a message travels in IPv4 fragments, reassembled at each end)")
     ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
@@ -1273,7 +1287,7 @@ def main():
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
              + (1 if args.only in (None, "local") else 0)
-             + (1 + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
+             + (len(args.udp_sizes.split(",")) + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
     global STALLS, IPI
