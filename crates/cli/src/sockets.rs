@@ -158,12 +158,73 @@ fn find_preload(given: Option<PathBuf>) -> Result<PathBuf, String> {
     ))
 }
 
+/// The file `exec` would run for `prog`: itself if it names a path, else
+/// the first executable match on `PATH`.
+fn resolve(prog: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if prog.contains('/') {
+        return Some(PathBuf::from(prog));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(prog))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Why the preload library cannot serve the sockets of the program in
+/// `file` (an ELF image), if it cannot: a statically linked program never
+/// runs the dynamic loader, so `LD_PRELOAD` is not loaded into it; a Go
+/// program makes its socket system calls itself, not through the C
+/// library. Anything else (a script, a dynamic C program, an unreadable
+/// or unknown file) is assumed to be reachable.
+pub fn preload_blind_spot<'d, R: object::ReadRef<'d>>(file: R) -> Option<&'static str> {
+    use object::read::elf::{ElfFile64, ProgramHeader};
+    use object::{Endianness, Object};
+    let elf = ElfFile64::<Endianness, R>::parse(file).ok()?;
+    let endian = elf.endian();
+    let dynamic = elf
+        .elf_program_headers()
+        .iter()
+        .any(|p| p.p_type(endian) == object::elf::PT_INTERP);
+    if !dynamic {
+        return Some(
+            "is statically linked: the dynamic loader never runs, so Ixora's preload library \
+             is not loaded into it",
+        );
+    }
+    if elf.section_by_name(".go.buildinfo").is_some() {
+        return Some(
+            "is a Go program: Go makes its socket system calls itself, not through the C \
+             library, so Ixora's preload library never sees them",
+        );
+    }
+    None
+}
+
 pub fn run(a: RunArgs) -> ExitCode {
     use std::os::unix::process::CommandExt;
     let lib = match find_preload(a.preload) {
         Ok(l) => l,
         Err(e) => return crate::fail("run", e),
     };
+    // A program the shim cannot reach still runs, on the kernel stack, as
+    // it would without a service: say so before it fails to bind Ixora's
+    // address, which the kernel does not have.
+    // (Read in the few places the headers name, not whole.)
+    let image = resolve(&a.command[0]).and_then(|p| std::fs::File::open(p).ok());
+    if let Some(why) = image
+        .map(object::ReadCache::new)
+        .as_ref()
+        .and_then(|c| preload_blind_spot(c))
+    {
+        eprintln!(
+            "ixora run: {} {why}; its sockets stay on the kernel stack (where a bind or \
+             connect to Ixora's address fails). Running it anyway.",
+            a.command[0]
+        );
+    }
     if let Err(e) = std::os::unix::net::UnixStream::connect(&a.socket).or_else(|e| {
         // SEQPACKET sockets refuse stream connects with EPROTOTYPE: the
         // service is there.
