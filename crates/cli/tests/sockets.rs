@@ -1590,6 +1590,91 @@ fn udp_programs_talk_through_the_service() {
     assert_eq!(st["udp_refused"], 0, "{st}");
 }
 
+/// A dual-stack UDP socket (AF_INET6, not IPv6-only) carries IPv4 on
+/// Ixora as on Linux: v4-mapped addresses to `sendto`, from `recvfrom`
+/// and `getpeername`, `IPV6_PKTINFO` (v4-mapped) when asked; bound to
+/// `::`, its kernel side takes datagrams from `::1` (a real IPv6 peer,
+/// its address written by the kernel) and from 127.0.0.1 (v4-mapped), and
+/// answers both; connected to an Ixora peer it talks inside the stack; two
+/// sockets with SO_REUSEADDR share a port (iperf3's next stream), a third
+/// without it gets EADDRINUSE.
+#[test]
+fn dual_stack_udp_sockets_carry_ipv4() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    // ::1 on the loopback (the namespaces run without IPv6 otherwise, so
+    // that no router solicitations reach the test link).
+    net.ix
+        .exec("sysctl", &["-qw", "net.ipv6.conf.lo.disable_ipv6=0"])
+        .expect("sysctl");
+    let mut k = net.lx.command("python3");
+    k.args(["-c", &py_udp_echo("198.18.9.1", 7008, "d + b'!'")]);
+    let _kernel_echo = Proc::spawn(k, "kernel-udp-echo");
+    let prog = format!(
+        "import errno, socket, struct\n\
+         A6, D = socket.AF_INET6, socket.SOCK_DGRAM\n\
+         def udp(f=A6):\n\
+         \x20   s = socket.socket(f, D)\n\
+         \x20   s.settimeout(5)\n\
+         \x20   return s\n\
+         s = udp()\n\
+         s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)\n\
+         s.bind(('::', 7032))\n\
+         print('bound', s.getsockname()[:2])\n\
+         L = ('::ffff:198.18.9.1', 7008)\n\
+         for t in range(40):\n\
+         \x20   s.sendto(b'hi', L)\n\
+         \x20   try:\n\
+         \x20       d, anc, fl, a = s.recvmsg(100, socket.CMSG_SPACE(20))\n\
+         \x20       break\n\
+         \x20   except socket.timeout:\n\
+         \x20       pass\n\
+         info = [x for x in anc if x[0] == socket.IPPROTO_IPV6 and x[1] == socket.IPV6_PKTINFO]\n\
+         dst = socket.inet_ntop(A6, info[0][2][:16]) if info else None\n\
+         print('linux', d.decode(), a[:2], dst)\n\
+         k6 = udp()\n\
+         k6.sendto(b'lo6', ('::1', 7032))\n\
+         d, a = s.recvfrom(100)\n\
+         print('from', d.decode(), a[0])\n\
+         s.sendto(d + b'?', a)\n\
+         print('back', k6.recv(100).decode())\n\
+         k4 = udp(socket.AF_INET)\n\
+         k4.sendto(b'lo4', ('127.0.0.1', 7032))\n\
+         d, a = s.recvfrom(100)\n\
+         print('from', d.decode(), a[0])\n\
+         s.sendto(d + b'?', a)\n\
+         print('back', k4.recv(100).decode())\n\
+         c = udp()\n\
+         c.connect(('::ffff:{IX}', 7032))\n\
+         c.send(b'peer')\n\
+         d, a = s.recvfrom(100)\n\
+         print('peer', d.decode(), a[0], a[1] == c.getsockname()[1])\n\
+         s.sendto(b'ok', a)\n\
+         print('conn', c.recv(100).decode(), c.getpeername()[:2])\n\
+         r1, r2, r3 = udp(), udp(), udp()\n\
+         for r in (r1, r2):\n\
+         \x20   r.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         \x20   r.bind(('::', 7033))\n\
+         try:\n\
+         \x20   r3.bind(('::', 7033))\n\
+         \x20   print('shared without SO_REUSEADDR')\n\
+         except OSError as e:\n\
+         \x20   print('reuse', errno.errorcode[e.errno])\n"
+    );
+    let stdout = net.python(&prog, "dual-stack UDP program under ixora run");
+    assert_eq!(
+        stdout,
+        format!(
+            "bound ('::', 7032)\nlinux hi! ('::ffff:198.18.9.1', 7008) ::ffff:{IX}\n\
+             from lo6 ::1\nback lo6?\nfrom lo4 ::ffff:127.0.0.1\nback lo4?\n\
+             peer peer ::ffff:{IX} True\nconn ok ('::ffff:{IX}', 7032)\nreuse EADDRINUSE\n"
+        ),
+    );
+    let st = net.stats();
+    assert_eq!(st["protocol_errors"], 0, "{st}");
+}
+
 /// A TCP socket bound to any address is Ixora's (it must receive what
 /// comes to Ixora's address), yet on Linux it may connect anywhere: one
 /// that connects where only the kernel reaches (127.0.0.1, a v4-mapped
@@ -2465,13 +2550,19 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
 /// iperf3, a dual-stack program (its listener is an AF_INET6 socket bound
 /// to `::`, which carries IPv4 as v4-mapped addresses), under `ixora run`
 /// with the Linux iperf3 client: bulk transfer both ways, the bytes
-/// counted at both ends agreeing, and the service's counters show it was Ixora's.
+/// counted at both ends agreeing, and the service's counters show it was
+/// Ixora's; then UDP both ways with 8000-byte datagrams (a dual-stack UDP
+/// socket, a second one bound beside it with SO_REUSEADDR for the next
+/// test, and every datagram in IPv4 fragments).
 #[test]
 fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
     let Some((_g, net)) = begin(&["iperf3"]) else {
         return;
     };
-    for (i, reverse) in [false, true].into_iter().enumerate() {
+    for (i, (reverse, udp)) in [(false, false), (true, false), (false, true), (true, true)]
+        .into_iter()
+        .enumerate()
+    {
         let port = (5301 + i).to_string();
         let mut srv = net.run("iperf3", &["iperf3", "-s", "-1", "-p", &port]);
         // (No probe connection: a one-off server would take it as its test.)
@@ -2480,6 +2571,9 @@ fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
             let mut args = vec!["iperf3", "-c", IX, "-p", &port, "-t", "2", "--json"];
             if reverse {
                 args.push("-R");
+            }
+            if udp {
+                args.extend(["-u", "-l", "8000", "-b", "40M"]);
             }
             let out = net.client(&args, 30);
             // (iperf3 --json may exit 0 with an "error" in its report,
@@ -2497,12 +2591,23 @@ fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
             "iperf3 client (reverse {reverse}):\n{text}"
         );
         let j: serde_json::Value = serde_json::from_str(&text).expect("iperf3 JSON");
+        if udp {
+            // The receiver's report: datagrams and how many were lost.
+            let sum = &j["end"]["sum"];
+            let packets = sum["packets"].as_u64().unwrap_or(0);
+            let lost = sum["lost_packets"].as_u64().unwrap_or(u64::MAX);
+            assert!(
+                packets >= 500 && lost * 100 <= packets,
+                "UDP, reverse {reverse}: {packets} datagrams, {lost} lost\n{text}"
+            );
+        }
         let sent = j["end"]["sum_sent"]["bytes"].as_u64().unwrap_or(0);
         let got = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
         // (The sender's count includes what was still in flight when the
         // test's clock stopped; the receiver's is what it read by then.)
+        let least = if udp { 5_000_000 } else { 10_000_000 };
         assert!(
-            got > 10_000_000 && got <= sent && got as f64 >= 0.9 * sent as f64,
+            got > least && got <= sent && got as f64 >= 0.9 * sent as f64,
             "reverse {reverse}: sent {sent}, received {got}\n{text}"
         );
         let t = Instant::now();
@@ -2521,8 +2626,18 @@ fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
                 .and_then(|(_, v)| v.as_u64())
         })
         .unwrap_or(0);
-    // Two tests, each a control and a data connection.
-    assert!(opens >= 4, "iperf3's connections were not Ixora's: {st}");
+    // Two TCP tests, each a control and a data connection, and two UDP
+    // tests' control connections.
+    assert!(opens >= 6, "iperf3's connections were not Ixora's: {st}");
+    let reassembled = st["stack"]
+        .as_object()
+        .and_then(|m| m.iter().find(|(k, _)| k.contains("ReasmOKs")))
+        .and_then(|(_, v)| v.as_u64())
+        .unwrap_or(0);
+    assert!(
+        reassembled >= 500,
+        "8000-byte datagrams were not reassembled: {st}"
+    );
 }
 
 /// TCP_KEEPIDLE, TCP_KEEPINTVL and TCP_KEEPCNT, with SO_KEEPALIVE, set on

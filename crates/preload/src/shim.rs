@@ -255,7 +255,7 @@ fn wait_ring_or(
 /// Receive on an Ixora socket with recv(2) semantics.
 fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     if sk.dgram() {
-        return do_recv_dgram(sk, bufs, flags).0;
+        return do_recv_dgram(sk, bufs, flags, None).0;
     }
     let peek = flags & libc::MSG_PEEK != 0;
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
@@ -299,14 +299,134 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     }
 }
 
-/// One datagram received: the result, the source ([`pack`]ed), whether
-/// it was longer than the buffers (`MSG_TRUNC`), and for one that came in
-/// at the kernel's side, the kernel's `IP_PKTINFO` for it.
+/// One datagram received: the result, the source ([`pack`]ed, or
+/// [`KERNEL_WROTE`]), whether it was longer than the buffers
+/// (`MSG_TRUNC`), and for one that came in at the kernel's side, the
+/// kernel's `IP_PKTINFO` for it.
 type Dgram = (ssize_t, u64, bool, Option<libc::in_pktinfo>);
 
+/// The source of a [`Dgram`] taken at the kernel side of a dual-stack
+/// socket by the kernel's own `recvmsg`, which wrote its address (an
+/// IPv6 one: v4-mapped, or a real IPv6 peer such as `::1`) and control
+/// data into the caller's [`Name`].
+const KERNEL_WROTE: u64 = u64::MAX;
+
+/// Where a receive call wants a datagram's address and control data: the
+/// kernel side of a dual-stack socket lets the kernel fill them in.
+struct Name {
+    name: *mut c_void,
+    len: socklen_t,
+    control: *mut c_void,
+    controllen: usize,
+    flags: c_int,
+}
+
+impl Name {
+    /// recvfrom's address buffer (None without one).
+    ///
+    /// # Safety
+    /// recvfrom(2)'s contract: `alen` is null or readable, and `addr` has
+    /// `*alen` writable bytes.
+    unsafe fn of(addr: *mut sockaddr, alen: *mut socklen_t) -> Option<Name> {
+        if addr.is_null() || alen.is_null() {
+            return None;
+        }
+        Some(Name {
+            name: addr as *mut c_void,
+            // SAFETY (caller): `alen` is readable.
+            len: unsafe { *alen },
+            control: std::ptr::null_mut(),
+            controllen: 0,
+            flags: 0,
+        })
+    }
+
+    /// recvmsg's name and control buffers.
+    fn whole(m: &msghdr) -> Name {
+        Name {
+            name: m.msg_name,
+            len: m.msg_namelen,
+            control: m.msg_control,
+            controllen: m.msg_controllen,
+            flags: 0,
+        }
+    }
+
+    /// What the kernel wrote, back into the caller's msghdr.
+    fn back(&self, m: &mut msghdr) {
+        if !m.msg_name.is_null() {
+            m.msg_namelen = self.len;
+        }
+        m.msg_controllen = self.controllen as _;
+        m.msg_flags = self.flags;
+    }
+}
+
+/// One datagram from the kernel side of UDP socket `fd` (non-blocking in
+/// the kernel) by the kernel's own recvmsg into `bufs` and the buffers of
+/// `n`, which it updates (address and control lengths, flags); None if
+/// none waits there. The source is [`KERNEL_WROTE`].
+fn kernel_recv_into(
+    fd: c_int,
+    bufs: &mut [&mut [u8]],
+    flags: c_int,
+    n: &mut Name,
+) -> Option<Dgram> {
+    let mut iov: Vec<iovec> = bufs
+        .iter_mut()
+        .map(|b| iovec {
+            iov_base: b.as_mut_ptr() as *mut c_void,
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: msghdr is plain data, valid when zeroed.
+    let mut m: msghdr = unsafe { std::mem::zeroed() };
+    m.msg_name = n.name;
+    m.msg_namelen = if n.name.is_null() { 0 } else { n.len };
+    m.msg_iov = iov.as_mut_ptr();
+    m.msg_iovlen = iov.len() as _;
+    m.msg_control = n.control;
+    m.msg_controllen = if n.control.is_null() {
+        0
+    } else {
+        n.controllen as _
+    };
+    crate::kwatch::side_asking(fd);
+    let keep = flags & (libc::MSG_PEEK | libc::MSG_TRUNC);
+    // The buffers of `n` and `bufs`, which the caller's own call's
+    // contract (or the caller) makes writable.
+    let r = real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(
+        fd,
+        &mut m,
+        keep | libc::MSG_DONTWAIT,
+    );
+    let e = errno();
+    if r < 0 && e == libc::EAGAIN {
+        return None;
+    }
+    crate::kwatch::side_answered(fd, 1);
+    set_errno(e);
+    n.len = m.msg_namelen;
+    n.controllen = m.msg_controllen;
+    n.flags = m.msg_flags;
+    Some((
+        r,
+        KERNEL_WROTE,
+        r >= 0 && m.msg_flags & libc::MSG_TRUNC != 0,
+        None,
+    ))
+}
+
 /// Receive one datagram on an Ixora UDP socket with recvmsg(2)
-/// semantics; one with a kernel side ([`fl::KSIDE`]) takes from both.
-fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> Dgram {
+/// semantics; one with a kernel side ([`fl::KSIDE`]) takes from both (on
+/// a dual-stack socket the kernel writes that side's addresses into
+/// `name`, when the call has one).
+fn do_recv_dgram(
+    sk: Sock,
+    bufs: &mut [&mut [u8]],
+    flags: c_int,
+    mut name: Option<&mut Name>,
+) -> Dgram {
     let peek = flags & libc::MSG_PEEK != 0;
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let mut user = true;
@@ -317,7 +437,10 @@ fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> Dgram {
     loop {
         if kside && kernel_side_first(sk, sk.readable() > 0, woken_by_kernel) {
             user = false;
-            let got = kernel_recv_dgram(fd, bufs, flags);
+            let got = match name.as_deref_mut() {
+                Some(n) if sk.inet6() => kernel_recv_into(fd, bufs, flags, n),
+                _ => kernel_recv_dgram(fd, bufs, flags),
+            };
             next_side(sk, got.as_ref().filter(|g| g.0 >= 0 && peek).map(|_| true));
             if let Some(got) = got {
                 count(sk.a, call("read"), false);
@@ -369,46 +492,34 @@ fn do_recv_dgram(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> Dgram {
     }
 }
 
-/// One datagram from the kernel side of a UDP socket (descriptor `fd`,
-/// non-blocking in the kernel), with recvmsg(2) semantics; None if none
-/// waits there.
+/// One datagram from the kernel side of an IPv4 UDP socket (descriptor
+/// `fd`, non-blocking in the kernel), with recvmsg(2) semantics: its
+/// source [`pack`]ed and its `IP_PKTINFO`; None if none waits there.
 fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<Dgram> {
-    let mut iov: Vec<iovec> = bufs
-        .iter_mut()
-        .map(|b| iovec {
-            iov_base: b.as_mut_ptr() as *mut c_void,
-            iov_len: b.len(),
-        })
-        .collect();
     // SAFETY: plain data, valid when zeroed.
     let mut src: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     let mut control = [0u64; 8];
-    let mut m = dgram_msghdr(&mut src, &mut iov);
-    m.msg_control = control.as_mut_ptr() as *mut c_void;
-    m.msg_controllen = std::mem::size_of_val(&control) as _;
-    crate::kwatch::side_asking(fd);
-    let keep = flags & (libc::MSG_PEEK | libc::MSG_TRUNC);
-    let r = real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(
-        fd,
-        &mut m,
-        keep | libc::MSG_DONTWAIT,
-    );
+    let mut n = Name {
+        name: &mut src as *mut libc::sockaddr_in as *mut c_void,
+        len: std::mem::size_of::<libc::sockaddr_in>() as socklen_t,
+        control: control.as_mut_ptr() as *mut c_void,
+        controllen: std::mem::size_of_val(&control),
+        flags: 0,
+    };
+    let (r, _, trunc, _) = kernel_recv_into(fd, bufs, flags, &mut n)?;
     if r < 0 {
-        let e = errno();
-        if e == libc::EAGAIN {
-            return None;
-        }
-        crate::kwatch::side_answered(fd, 1);
-        set_errno(e);
-        return Some((-1, 0, false, None));
+        return Some((r, 0, false, None));
     }
-    crate::kwatch::side_answered(fd, 1);
     let from = pack(
         u32::from_be(src.sin_addr.s_addr),
         u16::from_be(src.sin_port),
     );
+    // SAFETY: msghdr is plain data, valid when zeroed.
+    let mut m: msghdr = unsafe { std::mem::zeroed() };
+    m.msg_control = n.control;
+    m.msg_controllen = n.controllen as _;
     let mut dst = None;
-    // SAFETY: the kernel wrote `msg_controllen` bytes of control messages
+    // SAFETY: the kernel wrote `controllen` bytes of control messages
     // into `control`, which `m` describes; CMSG_* walk within them.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&m);
@@ -421,7 +532,7 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
             c = libc::CMSG_NXTHDR(&m, c);
         }
     }
-    Some((r, from, m.msg_flags & libc::MSG_TRUNC != 0, dst))
+    Some((r, from, trunc, dst))
 }
 
 /// A msghdr of one IPv4 datagram: its address `name` and its buffers
@@ -487,6 +598,21 @@ fn kernel_send_dgram(
             return -1;
         }
     }
+}
+
+/// A datagram from a dual-stack UDP socket to a real IPv6 address, which
+/// only the kernel reaches: `send` by its kernel side (the descriptor, a
+/// kernel socket bound to the same port), as the program asked; without
+/// one, `ENETUNREACH`.
+fn kernel_side_send(sk: Sock, send: impl FnOnce() -> ssize_t) -> ssize_t {
+    count(sk.a, call("write"), false);
+    if !kernel_side(sk) {
+        return fail(libc::ENETUNREACH);
+    }
+    // (The kernel side is non-blocking in the kernel: a full buffer gives
+    // EAGAIN at once, as for the other kernel-side sends of a
+    // non-blocking socket.)
+    send()
 }
 
 /// Send one datagram on an Ixora UDP socket to `dst` (`None`: its peer).
@@ -557,7 +683,7 @@ unsafe fn dgram_first_send(fd: c_int, addr: *const sockaddr, alen: socklen_t) ->
         return None;
     }
     // SAFETY (caller): `alen` readable bytes at `addr`.
-    let (ip, _) = unsafe { sa_of(addr, alen, false) }?;
+    let (ip, _) = unsafe { dgram_dst(fd, addr, alen) }?;
     let a = state::attach()?;
     if ip == 0 || !reaches(a, ip) {
         // The kernel's: it binds the socket at this send, and the
@@ -737,8 +863,9 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
     let tcp = (domain == libc::AF_INET || domain == libc::AF_INET6)
         && ty & 0xf == libc::SOCK_STREAM
         && (proto == 0 || proto == libc::IPPROTO_TCP);
-    // UDP over IPv4 (decided at bind, connect or the first sendto).
-    let udp = domain == libc::AF_INET
+    // UDP over IPv4, or over IPv6 as a dual-stack socket may carry IPv4
+    // (decided at bind, connect or the first sendto).
+    let udp = (domain == libc::AF_INET || domain == libc::AF_INET6)
         && ty & 0xf == libc::SOCK_DGRAM
         && (proto == 0 || proto == libc::IPPROTO_UDP);
     if fd >= 0 && (tcp || udp) && std::env::var_os("IXORA_SOCKET").is_some() {
@@ -806,9 +933,13 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         return real_bind();
     }
     count(a, call("bind"), false);
-    // SO_REUSEPORT set before the bind lets the port be shared.
-    let reuseport =
-        state::entry(fd).is_some_and(|e| e.flags.load(Ordering::Relaxed) & fl::REUSEPORT != 0);
+    // SO_REUSEPORT set before the bind lets the port be shared; for UDP
+    // SO_REUSEADDR does too, as on Linux (iperf3 binds its next stream's
+    // socket beside the connected one).
+    let share = |f: u32| {
+        f & fl::REUSEPORT != 0 || f & (fl::DGRAM | fl::REUSEADDR) == fl::DGRAM | fl::REUSEADDR
+    };
+    let reuseport = state::entry(fd).is_some_and(|e| share(e.flags.load(Ordering::Relaxed)));
     match become_ixora(fd, a, |s| {
         state::request(
             a,
@@ -911,7 +1042,13 @@ fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
     let ok = kernel_bind_like(fd, sk) == 0
         && match backlog {
             Some(b) => real!(listen: fn(c_int, c_int) -> c_int)(fd, b) == 0,
-            None => kernel_set_int_opt(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1) == 0,
+            // (A dual-stack socket's kernel side hands the kernel's own
+            // addresses and control data to the program: IP_PKTINFO only
+            // if it asked.)
+            None => {
+                let on = !sk.inet6() || sk.e.flags.load(Ordering::Relaxed) & fl::PKTINFO != 0;
+                kernel_set_int_opt(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, c_int::from(on)) == 0
+            }
         };
     if !ok {
         let e = errno();
@@ -1207,7 +1344,7 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
         0
     } else {
         // SAFETY (caller): as above.
-        match unsafe { sa_of(addr, len, false) } {
+        match unsafe { dgram_dst(fd, addr, len) } {
             Some((ip, port)) if ip != 0 && port != 0 && reaches(sk.a, ip) => pack(ip, port),
             Some((_, 0)) => return fail(libc::EINVAL),
             // Only the kernel reaches it (`0.0.0.0` is the local host, as
@@ -1224,6 +1361,20 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
             }
             Some((0, _)) => return fail(libc::EINVAL),
             Some(_) => return fail(libc::ENETUNREACH),
+            // A real IPv6 peer, which only the kernel reaches: as above.
+            // SAFETY (caller): as above.
+            None if unsafe { is_inet6_addr(sk, addr, len) } => {
+                if sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY == 0 {
+                    return fail(libc::ENETUNREACH);
+                }
+                return match connect_via_kernel(fd, sk) {
+                    Some(0) => real!(connect: fn(c_int, *const sockaddr, socklen_t) -> c_int)(
+                        fd, addr, len,
+                    ),
+                    Some(r) => r,
+                    None => fail(libc::ENETUNREACH),
+                };
+            }
             None => return fail(libc::EAFNOSUPPORT),
         }
     };
@@ -1265,10 +1416,16 @@ fn drop_kernel_side(fd: c_int, sk: Sock) {
     });
     let fdflags = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFD);
     // SAFETY: socket(2) has no memory arguments.
+    // (Of the socket's own family: a dual-stack one stays AF_INET6.)
+    let family = if sk.inet6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
     let fresh = unsafe {
         libc::syscall(
             libc::SYS_socket,
-            libc::AF_INET,
+            family,
             libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
             0,
         )
@@ -1521,6 +1678,24 @@ fn replayable(level: c_int, name: c_int) -> bool {
         libc::IPPROTO_IPV6 => matches!(name, libc::IPV6_TCLASS | libc::IPV6_UNICAST_HOPS),
         _ => false,
     }
+}
+
+/// The IPv4 destination of a datagram on UDP socket `fd`: as
+/// [`ixora_addr`], and on a dual-stack socket an AF_INET address too
+/// (Linux sends to one from an AF_INET6 UDP socket that is not
+/// IPv6-only). None: a real IPv6 address, or a malformed one.
+///
+/// # Safety
+/// `len` readable bytes at `addr`.
+unsafe fn dgram_dst(fd: c_int, addr: *const sockaddr, len: socklen_t) -> Option<(u32, u16)> {
+    // SAFETY (caller): as above.
+    unsafe { ixora_addr(fd, addr, len) }.or_else(|| {
+        let f = state::entry(fd)?.flags.load(Ordering::Relaxed);
+        // SAFETY (caller): as above.
+        (f & (fl::INET6 | fl::V6ONLY) == fl::INET6)
+            .then(|| unsafe { sa_of(addr, len, false) })
+            .flatten()
+    })
 }
 
 /// Whether `addr` is a whole `sockaddr_in6` and `sk` an AF_INET6 socket
@@ -1784,10 +1959,16 @@ pub unsafe extern "C" fn recvfrom(
     // SAFETY: recvfrom(2)'s contract.
     let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) };
     if sk.dgram() {
-        let (r, src, _, _) = do_recv_dgram(sk, &mut [b], flags);
-        if r >= 0 && src != 0 {
+        // SAFETY: recvfrom(2)'s contract on `addr`/`alen`.
+        let mut name = unsafe { Name::of(addr, alen) };
+        let (r, src, _, _) = do_recv_dgram(sk, &mut [b], flags, name.as_mut());
+        if r >= 0 && src != 0 && src != KERNEL_WROTE {
             // SAFETY: as above, for the address buffer.
-            unsafe { put_sa(addr, alen, src, false) };
+            unsafe { put_sa(addr, alen, src, sk.inet6()) };
+        }
+        if let Some(n) = name.filter(|_| src == KERNEL_WROTE) {
+            // SAFETY: as above.
+            unsafe { *alen = n.len };
         }
         return r;
     }
@@ -1854,15 +2035,21 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     // SAFETY: its iovecs describe writable buffers.
     let mut v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) };
     if sk.dgram() {
-        let (r, src, trunc, dst) = do_recv_dgram(sk, &mut v, flags);
+        let mut whole = Name::whole(m);
+        let (r, src, trunc, dst) = do_recv_dgram(sk, &mut v, flags, Some(&mut whole));
+        if src == KERNEL_WROTE {
+            // The kernel side's own recvmsg filled in `m`.
+            whole.back(m);
+            return r;
+        }
         if r >= 0 {
             let mut nl = m.msg_namelen;
             // SAFETY: msg_name has msg_namelen writable bytes (or is null).
-            unsafe { put_sa(m.msg_name as *mut sockaddr, &mut nl, src, false) };
+            unsafe { put_sa(m.msg_name as *mut sockaddr, &mut nl, src, sk.inet6()) };
             if !m.msg_name.is_null() {
                 m.msg_namelen = nl;
             }
-            let ctrunc = if sk.e.flags.load(Ordering::Relaxed) & fl::PKTINFO != 0 {
+            let ctrunc = if sk.e.flags.load(Ordering::Relaxed) & (fl::PKTINFO | fl::PKTINFO6) != 0 {
                 put_pktinfo(m, sk, dst)
             } else {
                 m.msg_controllen = 0;
@@ -1893,16 +2080,24 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     r
 }
 
-/// Put the `IP_PKTINFO` of a datagram into `m`'s control buffer: one
-/// Ixora received (its destination is always the service's address: no
-/// broadcast or multicast is received), or one that came in at the
-/// kernel's side, to `kernel` (its destination and interface). Returns
-/// `MSG_CTRUNC` if it does not fit (the buffer is then left empty), else
-/// 0.
+/// Put the `IP_PKTINFO` of a datagram into `m`'s control buffer, and on
+/// a dual-stack socket that asked (`IPV6_RECVPKTINFO`) its
+/// `IPV6_PKTINFO`, the address v4-mapped, as Linux gives both for an
+/// IPv4 datagram: for one Ixora received (its destination is always the
+/// service's address: no broadcast or multicast is received), or one that
+/// came in at the kernel's side, to `kernel` (its destination and
+/// interface). Returns `MSG_CTRUNC` if they do not fit (the buffer is then
+/// left empty), else 0.
 fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<libc::in_pktinfo>) -> c_int {
-    let size = std::mem::size_of::<libc::in_pktinfo>() as u32;
+    let f = sk.e.flags.load(Ordering::Relaxed);
+    let (v4, v6) = (f & fl::PKTINFO != 0, f & fl::PKTINFO6 != 0 && sk.inet6());
+    let size4 = std::mem::size_of::<libc::in_pktinfo>() as u32;
+    let size6 = std::mem::size_of::<libc::in6_pktinfo>() as u32;
     // SAFETY: CMSG_SPACE is arithmetic on its argument.
-    let space = unsafe { libc::CMSG_SPACE(size) } as usize;
+    let space = unsafe {
+        (if v4 { libc::CMSG_SPACE(size4) } else { 0 }
+            + if v6 { libc::CMSG_SPACE(size6) } else { 0 })
+    } as usize;
     if m.msg_control.is_null() || m.msg_controllen < space {
         m.msg_controllen = 0;
         return libc::MSG_CTRUNC;
@@ -1916,17 +2111,35 @@ fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<libc::in_pktinfo>) -> c_
         ipi_spec_dst: ip,
         ipi_addr: ip,
     });
-    // SAFETY: recvmsg(2)'s contract: `msg_control` has `msg_controllen`
-    // writable bytes, at least CMSG_SPACE(size) (checked), so the first
-    // header and its data fit; the data is written unaligned.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(m);
-        (*c).cmsg_level = libc::IPPROTO_IP;
-        (*c).cmsg_type = libc::IP_PKTINFO;
-        (*c).cmsg_len = libc::CMSG_LEN(size) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::in_pktinfo, info);
-    }
+    let mut mapped = [0u8; 16];
+    mapped[10] = 0xff;
+    mapped[11] = 0xff;
+    mapped[12..].copy_from_slice(&info.ipi_addr.s_addr.to_ne_bytes());
+    let info6 = libc::in6_pktinfo {
+        ipi6_addr: libc::in6_addr { s6_addr: mapped },
+        ipi6_ifindex: info.ipi_ifindex as u32,
+    };
     m.msg_controllen = space as _;
+    // SAFETY: recvmsg(2)'s contract: `msg_control` has `msg_controllen`
+    // writable bytes, at least the space of both headers and their data
+    // (checked; `msg_controllen` says just that now, so CMSG_NXTHDR
+    // stays within it); the data is written unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(m);
+        if v4 {
+            (*c).cmsg_level = libc::IPPROTO_IP;
+            (*c).cmsg_type = libc::IP_PKTINFO;
+            (*c).cmsg_len = libc::CMSG_LEN(size4) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::in_pktinfo, info);
+            c = libc::CMSG_NXTHDR(m, c);
+        }
+        if v6 && !c.is_null() {
+            (*c).cmsg_level = libc::IPPROTO_IPV6;
+            (*c).cmsg_type = libc::IPV6_PKTINFO;
+            (*c).cmsg_len = libc::CMSG_LEN(size6) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::in6_pktinfo, info6);
+        }
+    }
     0
 }
 
@@ -1991,8 +2204,16 @@ pub unsafe extern "C" fn sendto(
         let dst = if addr.is_null() {
             None
         } else {
-            match unsafe { sa_of(addr, alen, false) } {
+            match unsafe { dgram_dst(fd, addr, alen) } {
                 Some(d) => Some(d),
+                // A real IPv6 address: the kernel side's, if it has one.
+                None if unsafe { is_inet6_addr(sk, addr, alen) } => {
+                    return kernel_side_send(sk, || {
+                        real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
+                            fd, buf, n, flags, addr, alen,
+                        )
+                    });
+                }
                 None => return fail(libc::EINVAL),
             }
         };
@@ -2040,9 +2261,17 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         let dst = if m.msg_name.is_null() {
             None
         } else {
+            let (name, nl) = (m.msg_name as *const sockaddr, m.msg_namelen);
             // SAFETY: as above.
-            match unsafe { sa_of(m.msg_name as *const sockaddr, m.msg_namelen, false) } {
+            match unsafe { dgram_dst(fd, name, nl) } {
                 Some(d) => Some(d),
+                // A real IPv6 address: the kernel side's, if it has one.
+                // SAFETY: as above.
+                None if unsafe { is_inet6_addr(sk, name, nl) } => {
+                    return kernel_side_send(sk, || {
+                        real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags)
+                    });
+                }
                 None => return fail(libc::EINVAL),
             }
         };
@@ -3436,6 +3665,9 @@ pub unsafe extern "C" fn setsockopt(
         }
         (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
             setf(fl::PKTINFO, int().unwrap_or(0) != 0);
+        }
+        (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO) => {
+            setf(fl::PKTINFO6, int().unwrap_or(0) != 0);
         }
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
             let on = int().unwrap_or(0) != 0;

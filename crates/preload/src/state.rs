@@ -80,6 +80,9 @@ pub mod fl {
     /// A UDP socket whose kernel side went when it connected to an Ixora
     /// peer: `connect(AF_UNSPEC)` gives it back.
     pub const KSIDE_DROPPED: u32 = 131072;
+    /// The program asked for `IPV6_PKTINFO` (`IPV6_RECVPKTINFO`) on a
+    /// dual-stack UDP socket.
+    pub const PKTINFO6: u32 = 1 << 18;
 }
 
 /// One descriptor's entry.

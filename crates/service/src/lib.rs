@@ -510,7 +510,7 @@ pub struct Service {
     next_bind_port: u32,
     /// [`ServiceConfig::ifindex`].
     ifindex: u32,
-    /// UDP ports shared with SO_REUSEPORT.
+    /// UDP ports that may be shared (SO_REUSEPORT, or SO_REUSEADDR).
     udp_groups: HashMap<u16, UdpGroup>,
     /// Applications with activity this cycle (reused buffer).
     active: Vec<u32>,
@@ -1269,7 +1269,9 @@ impl Service {
                     return bad(libc::EADDRNOTAVAIL);
                 }
                 if msg.b & 1 != 0 && port != 0 {
-                    // SO_REUSEPORT: join the port's group, or start one.
+                    // SO_REUSEPORT (or for UDP SO_REUSEADDR, which the
+                    // shim sends as the same flag): join the port's group,
+                    // or start one.
                     let h = match self.udp_groups.get_mut(&port) {
                         Some(g) if app.uid == g.uid && app.uid != u32::MAX => {
                             if !g.members.contains(&(id, slot)) {
@@ -1900,6 +1902,15 @@ impl Service {
             return;
         };
         let apps = &mut self.apps;
+        if let [(id, s)] = g.members[..] {
+            // One member (a socket that may share its port, alone on it):
+            // as a socket of its own, datagrams wait in the stack's queue
+            // while its ring is full.
+            if let Some(app) = apps.get_mut(&id) {
+                Self::fill_udp(app, io, s, Some(g.h));
+            }
+            return;
+        }
         for &(id, s) in &g.members {
             if let Some(app) = apps.get_mut(&id) {
                 Self::fill_udp(app, io, s, None);
