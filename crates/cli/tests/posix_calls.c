@@ -861,6 +861,40 @@ static void bound_client(const char *echo_ip, int echo_port, const char *self_ip
     }
 }
 
+/* nginx's upstream pattern: the environment emptied (nginx keeps only
+ * TZ), then a non-blocking socket registered in epoll before it
+ * connects. The connection is made (the socket is still the shim's), and
+ * the first event is the connection's, not a hang-up of the unconnected
+ * socket it was before. */
+static void epoll_before_connect(const char *ip, int port) {
+    clearenv();
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ioctl(s, FIONBIO, &one);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.u64 = 42};
+    int r1 = epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+    int r2 = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int e2 = r2 == 0 ? 0 : errno;
+    struct epoll_event out[4];
+    int n = epoll_wait(ep, out, 4, 5000);
+    int err = -1;
+    socklen_t len = sizeof err;
+    getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+    ssize_t w = send(s, "env\n", 4, 0);
+    char b[4] = {0};
+    int got = w == 4 && (wait_for(s, POLLIN, 10000) & POLLIN) && read_full(s, b, 4) == 0;
+    check(r1 == 0 && (r2 == 0 || e2 == EINPROGRESS) && n == 1 && out[0].data.u64 == 42 &&
+              (out[0].events & EPOLLOUT) && !(out[0].events & (EPOLLHUP | EPOLLERR)) && err == 0 &&
+              got && memcmp(b, "env\n", 4) == 0,
+          "epoll_before_connect", "ctl %d connect %d (%s) events %d %#x so_error %d echo %d", r1,
+          r2, strerror(e2), n, n > 0 ? out[0].events : 0, err, got);
+    close(ep);
+    close(s);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
@@ -880,6 +914,7 @@ int main(int argc, char **argv) {
         ephemeral_listener(argv[4]);
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
     }
+    epoll_before_connect(argv[1], atoi(argv[2]));
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

@@ -756,9 +756,13 @@ fn loadgen_http(net: &Setup, port: u16) {
     }
 }
 
+/// nginx (1 worker, 2 sharing a listener on any address, 2 with
+/// `reuseport`) and lighttpd under `ixora run` serve files byte for byte
+/// to curl, and wrk and `ixora loadgen http` without errors; nginx as a
+/// reverse proxy reaches a backend on the Linux side through Ixora.
 #[test]
 fn nginx_and_lighttpd_serve_files() {
-    let Some((_g, net)) = begin(&["nginx", "lighttpd", "curl", "wrk"]) else {
+    let Some((_g, net)) = begin(&["nginx", "lighttpd", "curl", "wrk", "python3"]) else {
         return;
     };
     let dir = std::env::temp_dir().join(unique_name("ixora-www", false));
@@ -849,6 +853,55 @@ fn nginx_and_lighttpd_serve_files() {
     wrk(&net, 8090);
     loadgen_http(&net, 8090);
     drop(lt);
+    // nginx as a reverse proxy (2 workers, keep-alive upstream) to a
+    // backend on the Linux side: nginx empties its environment before it
+    // opens upstream connections, and registers each in epoll before it
+    // connects (bounded: the backend lives 120 s at most).
+    let mut b = net.lx.command("timeout");
+    b.args([
+        "120",
+        "python3",
+        "-m",
+        "http.server",
+        "8095",
+        "--bind",
+        "198.18.9.1",
+    ])
+    .args(["--directory", dir.join("www").to_str().unwrap()]);
+    let _backend = Proc::spawn(b, "backend");
+    // Listening before nginx asks it (at most 10 s).
+    net.client(
+        &[
+            "python3",
+            "-c",
+            "import socket, time\nfor _ in range(100):\n    try:\n        \
+             socket.create_connection(('198.18.9.1', 8095), 1).close()\n        break\n    \
+             except OSError:\n        time.sleep(0.1)\n",
+        ],
+        20,
+    );
+    let conf = dir.join("proxy.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nmaster_process on;\nworker_processes 2;\nerror_log {d}/proxy-error.log;\n\
+             pid {d}/proxy.pid;\nevents {{ worker_connections 1024; }}\n\
+             http {{ access_log off; upstream back {{ server 198.18.9.1:8095; keepalive 8; }}\n\
+             server {{ listen {IX}:8096; location / {{ proxy_pass http://back;\n\
+             proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }} }}\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let mut px = net.run("nginx", &["nginx", "-c", conf.to_str().unwrap()]);
+    net.wait_port(&mut px, 8096);
+    curl_at(&net, IX, 8096, &dir, 3);
+    drop(px);
+    let errors = std::fs::read_to_string(dir.join("proxy-error.log")).unwrap_or_default();
+    assert!(
+        !errors.contains("[error]"),
+        "nginx reverse proxy:\n{errors}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

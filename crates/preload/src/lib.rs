@@ -8,7 +8,8 @@
 //! subnet (its own address included: the service loops such a
 //! connection inside its stack); so does a dual-stack TCP/IPv6 socket bound to `::` or using a
 //! v4-mapped address (`::ffff:a.b.c.d`), whose addresses then read back
-//! v4-mapped. Everything else — files, pipes, Unix sockets, UDP,
+//! v4-mapped; UDP sockets too, the same way (or at their first send to
+//! the service's subnet). Everything else — files, pipes, Unix sockets,
 //! IPv6-only sockets, real IPv6 addresses, sockets on other addresses —
 //! goes to the kernel unchanged.
 //!

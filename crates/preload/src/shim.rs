@@ -823,6 +823,9 @@ fn become_ixora(
     // Options set while undecided now belong to the Ixora socket (on
     // failure above they stay with the descriptor, for its next try).
     state::take_pending(fd, Some((a, s, gen)));
+    if let Some(sk) = state::sock(fd) {
+        state::adopt_undecided(fd, sk, &mut |epfd| kernel_epoll_del(epfd, fd));
+    }
     Ok(())
 }
 
@@ -868,7 +871,7 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
     let udp = (domain == libc::AF_INET || domain == libc::AF_INET6)
         && ty & 0xf == libc::SOCK_DGRAM
         && (proto == 0 || proto == libc::IPPROTO_UDP);
-    if fd >= 0 && (tcp || udp) && std::env::var_os("IXORA_SOCKET").is_some() {
+    if fd >= 0 && (tcp || udp) && state::env().socket.is_some() {
         if let Some(e) = state::entry(fd) {
             let mut f = if ty & libc::SOCK_NONBLOCK != 0 {
                 fl::NONBLOCK
@@ -886,6 +889,7 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
             }
             e.flags.store(f, Ordering::Relaxed);
             state::take_pending(fd, None);
+            state::forget_undecided(fd);
             e.kind.store(kind::MAYBE, Ordering::Release);
         }
         if let Some(a) = state::attached() {
@@ -1398,6 +1402,18 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
     0
 }
 
+/// Take descriptor `fd` out of the real epoll instance `epfd` (true if it
+/// was there).
+fn kernel_epoll_del(epfd: c_int, fd: c_int) -> bool {
+    let mut ev = epoll_event { events: 0, u64: 0 };
+    real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
+        epfd,
+        libc::EPOLL_CTL_DEL,
+        fd,
+        &mut ev,
+    ) == 0
+}
+
 /// Take the kernel side of UDP socket `sk` (descriptor `fd`) away: its
 /// watch, its registrations in this process's epoll sets, and the bound
 /// kernel socket itself, replaced under the same descriptor number by an
@@ -1405,13 +1421,7 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
 fn drop_kernel_side(fd: c_int, sk: Sock) {
     crate::kwatch::side_forget(fd);
     state::epoll_interest_kernel(sk.s, sk.gen(), false, &mut |epfd, fd, _, _| {
-        let mut ev = epoll_event { events: 0, u64: 0 };
-        real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
-            epfd,
-            libc::EPOLL_CTL_DEL,
-            fd,
-            &mut ev,
-        );
+        kernel_epoll_del(epfd, fd);
         true
     });
     let fdflags = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFD);
@@ -2498,6 +2508,17 @@ pub unsafe extern "C" fn epoll_ctl(
                 libc::EPOLL_CTL_DEL => g.kernel = g.kernel.saturating_sub(1),
                 _ => {}
             }
+            // An undecided socket may become Ixora's later: remember the
+            // interest, to move it then.
+            let (events, data) = if ev.is_null() {
+                (0, 0)
+            } else {
+                // SAFETY: epoll_ctl(2)'s contract: `ev` is readable (the
+                // kernel just read it).
+                let e = unsafe { std::ptr::read_unaligned(ev) };
+                (e.events, e.u64)
+            };
+            state::note_undecided(&mut g, opn, fd, events, data);
         }
         state::passthrough();
         return r;

@@ -7,7 +7,9 @@ use ixora_channel::layout::{self, flag, state, Regions};
 use ixora_channel::os;
 use libc::c_int;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -339,13 +341,47 @@ pub(crate) fn forget_internal(fd: c_int) {
     }
 }
 
+/// What `ixora run` put in the environment, as the process started.
+pub struct Env {
+    /// `IXORA_SOCKET`: the service's control socket (None: not under
+    /// `ixora run`; every socket stays the kernel's).
+    pub socket: Option<std::ffi::OsString>,
+    /// `IXORA_SPIN_US`: how long a blocking call spins first.
+    pub spin_us: u64,
+}
+
+static ENV: std::sync::OnceLock<Env> = std::sync::OnceLock::new();
+
+/// The environment `ixora run` set, read once, when the library is
+/// loaded: a program may empty its environment later (nginx keeps only
+/// `TZ`, then opens its upstream connections and forks its workers).
+pub fn env() -> &'static Env {
+    ENV.get_or_init(|| Env {
+        socket: std::env::var_os("IXORA_SOCKET"),
+        spin_us: std::env::var("IXORA_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(50),
+    })
+}
+
+extern "C" fn at_load() {
+    let _ = env();
+}
+
+/// Read the environment when the dynamic loader runs the library's
+/// constructors, before the program's `main`.
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
 /// Set in a forked child that has no control connection of its own (the
 /// service could not be reached before the fork): its control requests
 /// fail with EIO rather than cross the parent's on a shared connection.
 static CTL_LOST: AtomicBool = AtomicBool::new(false);
 
 fn try_attach() -> Result<Attached, String> {
-    let path = std::env::var_os("IXORA_SOCKET").ok_or("IXORA_SOCKET is not set")?;
+    let path = env().socket.as_ref().ok_or("IXORA_SOCKET is not set")?;
     let path = std::path::PathBuf::from(path);
     let sock = os::connect_once(&path).map_err(|e| format!("service {}: {e}", path.display()))?;
     mark_internal(sock.as_raw_fd());
@@ -361,10 +397,7 @@ fn try_attach() -> Result<Attached, String> {
     let bell_fd = bell.as_raw_fd();
     std::mem::forget(bell);
     mark_internal(bell_fd);
-    let spin = std::env::var("IXORA_SPIN_US")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50u64);
+    let spin = env().spin_us;
     // SAFETY: registers plain function pointers with no preconditions.
     unsafe {
         libc::pthread_atfork(
@@ -453,8 +486,8 @@ fn ixora_slots() -> Vec<u32> {
 /// A new control connection on which the service reserves a row for a
 /// child (JOIN); `None` if the service cannot be reached.
 fn join(a: &Attached) -> Option<(OwnedFd, u32)> {
-    let path = std::env::var_os("IXORA_SOCKET")?;
-    let sock = os::connect_once(std::path::Path::new(&path)).ok()?;
+    let path = env().socket.as_ref()?;
+    let sock = os::connect_once(std::path::Path::new(path)).ok()?;
     mark_internal(sock.as_raw_fd());
     let key = a.r.down_header().join_key.load(Ordering::Relaxed);
     let msg = Msg::new(op::JOIN, 0, a.app_id as i64, key);
@@ -1519,6 +1552,11 @@ pub struct Epoll {
     pub kernel: usize,
     /// When the kernel descriptors of the set were last looked at.
     pub kernel_seen: Instant,
+    /// Undecided sockets (not yet Ixora's nor the kernel's) the set
+    /// watches, registered in the real epoll too: (descriptor, events,
+    /// data). One that becomes Ixora's moves to `items`
+    /// ([`adopt_undecided`]).
+    pub undecided: Vec<(c_int, u32, u64)>,
 }
 
 /// One Ixora socket in an epoll set.
@@ -1600,14 +1638,7 @@ pub fn epoll_interest_kernel(
     to: bool,
     ctl: &mut dyn FnMut(c_int, c_int, u32, u64) -> bool,
 ) {
-    let Some(t) = EPOLLS.get() else {
-        return;
-    };
-    for epfd in 0..t.len() {
-        let Some(ep) = epoll(epfd as c_int) else {
-            continue;
-        };
-        let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
+    each_epoll(&mut |epfd, g| {
         let mut moved = 0;
         for it in g.items.iter_mut() {
             if it.slot == slot && it.gen == gen && it.kernel != to {
@@ -1627,7 +1658,88 @@ pub fn epoll_interest_kernel(
         } else {
             g.kernel = g.kernel.saturating_sub(moved);
         }
+    });
+}
+
+/// Run `f` on every epoll set of the process, locked, with its number.
+fn each_epoll(f: &mut dyn FnMut(c_int, &mut Epoll)) {
+    let Some(t) = EPOLLS.get() else {
+        return;
+    };
+    for epfd in 0..t.len() {
+        if let Some(ep) = epoll(epfd as c_int) {
+            f(
+                epfd as c_int,
+                &mut ep.lock().unwrap_or_else(|e| e.into_inner()),
+            );
+        }
     }
+}
+
+/// Undecided sockets watched by some epoll set (so that a new socket need
+/// not scan the sets when there are none).
+static UNDECIDED: AtomicUsize = AtomicUsize::new(0);
+
+/// An epoll_ctl `opn` (done in the kernel already) on descriptor `fd` of
+/// set `g`: keep `g`'s record of the undecided sockets it watches.
+pub fn note_undecided(g: &mut Epoll, opn: c_int, fd: c_int, events: u32, data: u64) {
+    let before = g.undecided.len();
+    g.undecided.retain(|u| u.0 != fd);
+    if opn != libc::EPOLL_CTL_DEL && kind_of(fd) == kind::MAYBE {
+        g.undecided.push((fd, events, data));
+    }
+    let after = g.undecided.len();
+    if after > before {
+        UNDECIDED.fetch_add(after - before, Ordering::Relaxed);
+    } else {
+        UNDECIDED.fetch_sub(before - after, Ordering::Relaxed);
+    }
+}
+
+/// Each epoll set's record of undecided descriptor `fd`, taken out
+/// (all of them, through `each`).
+fn take_undecided(fd: c_int, each: &mut dyn FnMut(c_int, &mut Epoll, u32, u64)) {
+    if UNDECIDED.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    each_epoll(&mut |epfd, g| {
+        if let Some(i) = g.undecided.iter().position(|u| u.0 == fd) {
+            let (_, events, data) = g.undecided.swap_remove(i);
+            UNDECIDED.fetch_sub(1, Ordering::Relaxed);
+            each(epfd, g, events, data);
+        }
+    });
+}
+
+/// A new socket took descriptor number `fd`: what the sets recorded for
+/// an earlier undecided socket of that number is stale (the kernel
+/// forgot it with its file).
+pub fn forget_undecided(fd: c_int) {
+    take_undecided(fd, &mut |_, _, _, _| {});
+}
+
+/// Undecided descriptor `fd` became Ixora socket `sk`: every epoll set
+/// that watched it while undecided (nginx registers an upstream socket
+/// before it connects) now watches the Ixora socket, and no longer its
+/// placeholder in the kernel (an unconnected socket, which the kernel
+/// reports writable and hung up), which `unwatch` takes out of the real
+/// epoll instance `epfd` (true if it did).
+pub fn adopt_undecided(fd: c_int, sk: Sock, unwatch: &mut dyn FnMut(c_int) -> bool) {
+    take_undecided(fd, &mut |epfd, g, events, data| {
+        if unwatch(epfd) {
+            g.kernel = g.kernel.saturating_sub(1);
+        }
+        g.items.push(Item {
+            fd,
+            slot: sk.s,
+            gen: sk.gen(),
+            events,
+            data,
+            seen: sk.seq().wrapping_sub(1),
+            disabled: false,
+            kernel: false,
+        });
+    });
 }
 
 /// Set (`on`) or clear flag `bit` on every descriptor of this process
@@ -1680,6 +1792,7 @@ pub fn epoll_new(epfd: c_int) {
         items: Vec::new(),
         kernel: 0,
         kernel_seen: Instant::now(),
+        undecided: Vec::new(),
     })));
     t[epfd as usize].store(b, Ordering::Release);
 }
