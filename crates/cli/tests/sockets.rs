@@ -1728,6 +1728,37 @@ fn dual_stack_udp_sockets_carry_ipv4() {
     assert_eq!(st["protocol_errors"], 0, "{st}");
 }
 
+/// Passing an Ixora socket to another process over a Unix socket
+/// (SCM_RIGHTS, as Node.js's cluster module hands connections to its
+/// workers) is not supported: the shim says so once, on standard error,
+/// naming the descriptor, and the message still goes.
+#[test]
+fn passing_an_ixora_socket_to_another_process_is_reported() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let prog = format!(
+        "import os, socket, tempfile\n\
+         l = socket.socket()\n\
+         l.bind(('{IX}', 7040))\n\
+         l.listen()\n\
+         a, b = socket.socketpair()\n\
+         err = tempfile.TemporaryFile()\n\
+         saved = os.dup(2)\n\
+         os.dup2(err.fileno(), 2)\n\
+         n = socket.send_fds(a, [b'x'], [l.fileno()])\n\
+         socket.send_fds(a, [b'y'], [l.fileno()])\n\
+         os.dup2(saved, 2)\n\
+         msg, fds, _, _ = socket.recv_fds(b, 10, 4)\n\
+         err.seek(0)\n\
+         text = err.read().decode()\n\
+         print('sent', n, msg.decode(), len(fds))\n\
+         print('said', text.count('ixora-preload'), 'descriptor %d, an Ixora socket' % l.fileno() in text)\n"
+    );
+    let stdout = net.python(&prog, "SCM_RIGHTS under ixora run");
+    assert_eq!(stdout, "sent 1 x 1\nsaid 1 True\n");
+}
+
 /// A TCP socket bound to any address is Ixora's (it must receive what
 /// comes to Ixora's address), yet on Linux it may connect anywhere: one
 /// that connects where only the kernel reaches (127.0.0.1, a v4-mapped

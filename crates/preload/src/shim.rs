@@ -979,7 +979,7 @@ fn explain_not_served(fd: c_int, ip: u32, port: u16) {
     }
     let e = errno();
     let what = match kernel_int_opt(fd, libc::SOL_SOCKET, libc::SO_TYPE) {
-        Some(libc::SOCK_DGRAM) => "a UDP socket over IPv6",
+        Some(libc::SOCK_DGRAM) => "an IPv6-only UDP socket",
         Some(libc::SOCK_RAW) => "a raw socket",
         _ => "a socket Ixora does not serve",
     };
@@ -2255,6 +2255,10 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         unsafe { dgram_first_send(fd, m.msg_name as *const sockaddr, m.msg_namelen) }
     });
     let Some(sk) = first.or_else(|| state::sock(fd)) else {
+        // SAFETY: as above.
+        if let Some(m) = unsafe { msg.as_ref() } {
+            warn_if_passing_ixora_sockets(m);
+        }
         return kernel_fd(fd, || {
             real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags)
         });
@@ -2288,6 +2292,47 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         return do_send_dgram(sk, &v, flags, dst);
     }
     do_send(sk, &v, flags)
+}
+
+/// A message to another process that passes descriptors (`SCM_RIGHTS`,
+/// as Node.js's cluster module hands connections to its workers): an
+/// Ixora socket among them arrives as its placeholder, a plain kernel
+/// socket that carries nothing, because the receiver cannot map the
+/// sender's rings. Say so once per process, on standard error; the
+/// message still goes.
+fn warn_if_passing_ixora_sockets(m: &msghdr) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if m.msg_control.is_null() || m.msg_controllen == 0 || SAID.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut passed = None;
+    // SAFETY: sendmsg(2)'s contract: `msg_control` has `msg_controllen`
+    // readable bytes of control messages; CMSG_* walk within them, and
+    // each SCM_RIGHTS message's data is that many ints (read unaligned).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(m);
+        while !c.is_null() && passed.is_none() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let n = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<c_int>();
+                let fds = libc::CMSG_DATA(c) as *const c_int;
+                passed = (0..n)
+                    .map(|i| std::ptr::read_unaligned(fds.add(i)))
+                    .find(|&fd| state::sock(fd).is_some());
+            }
+            c = libc::CMSG_NXTHDR(m, c);
+        }
+    }
+    if let Some(fd) = passed {
+        if !SAID.swap(true, Ordering::Relaxed) {
+            let m = format!(
+                "ixora-preload: descriptor {fd}, an Ixora socket, is being passed to another \
+                 process (SCM_RIGHTS); Ixora cannot hand a socket to another process yet, so \
+                 the receiver gets a kernel socket that carries nothing\n"
+            );
+            crate::real::sys_write(2, m.as_bytes());
+        }
+    }
 }
 
 /// sendmmsg(2): each message by [`sendmsg`] on an Ixora socket; the count
