@@ -2065,6 +2065,10 @@ fn a_udp_socket_on_any_address_takes_the_kernels_loopback_too() {
          u.sendto(b'back', a)\n\
          r, ra = k.recvfrom(64)\n\
          print('blocking', d.decode(), a[0], r.decode(), ra == ('127.0.0.1', P))\n\
+         k.setsockopt(socket.IPPROTO_IP, 13, 1)  # IP_RECVTOS\n\
+         u.sendmsg([b'tos'], [(socket.IPPROTO_IP, socket.IP_TOS, struct.pack('i', 0x28))], 0, a)\n\
+         d, anc, _, _ = k.recvmsg(64, socket.CMSG_SPACE(4))\n\
+         print('cmsg', d.decode(), [x[2][0] for x in anc if x[1] == socket.IP_TOS])\n\
          u.setblocking(False)\n\
          try:\n\
          \x20   u.recvfrom(64)\n\
@@ -2146,7 +2150,7 @@ fn a_udp_socket_on_any_address_takes_the_kernels_loopback_too() {
     assert_eq!(reply, "served");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "blocking lo1 127.0.0.1 back True\nempty EAGAIN\nepoll idle []\n\
+        "blocking lo1 127.0.0.1 back True\ncmsg tos [40]\nempty EAGAIN\nepoll idle []\n\
          epoll [(True, 1)] lo2\npoll [(True, True)]\npktinfo lo3 127.0.0.1\n\
          fionread 5 lo4xx\nconnected to Ixora EAGAIN\nconnected conn True r\n\
          peek then read True ['ixora', 'kern']\nixora side 198.18.9.1\n"

@@ -548,8 +548,7 @@ fn dgram_msghdr(name: &mut libc::sockaddr_in, iov: &mut [iovec]) -> msghdr {
 }
 
 /// Send one datagram from the kernel side of a UDP socket (descriptor
-/// `fd`, non-blocking in the kernel) to `ip`:`port`, which only the
-/// kernel reaches; a blocking socket waits for room.
+/// `fd`) to `ip`:`port`, which only the kernel reaches.
 fn kernel_send_dgram(
     sk: Sock,
     fd: c_int,
@@ -573,15 +572,26 @@ fn kernel_send_dgram(
     to.sin_port = port.to_be();
     to.sin_addr.s_addr = ip.to_be();
     let m = dgram_msghdr(&mut to, &mut iov);
+    kernel_side_send(sk, flags, |fl| {
+        real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, &m, fl)
+    })
+}
+
+/// A datagram by the kernel side of UDP socket `sk` (its descriptor, a
+/// kernel socket bound to the same port, non-blocking in the kernel), to
+/// an address only the kernel reaches: `send(flags)` makes the program's
+/// own call (its address and control data as it gave them) with these
+/// flags; a blocking socket waits for room, as long as SO_SNDTIMEO lets
+/// it. Without a kernel side, `ENETUNREACH`.
+fn kernel_side_send(sk: Sock, flags: c_int, mut send: impl FnMut(c_int) -> ssize_t) -> ssize_t {
     count(sk.a, call("write"), false);
+    if !kernel_side(sk) {
+        return fail(libc::ENETUNREACH);
+    }
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let mut start = None;
     loop {
-        let r = real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(
-            fd,
-            &m,
-            flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-        );
+        let r = send(flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL);
         if r >= 0 || errno() != libc::EAGAIN || dontwait {
             return r;
         }
@@ -590,7 +600,7 @@ fn kernel_send_dgram(
             return fail(libc::EAGAIN);
         }
         let mut p = [pollfd {
-            fd,
+            fd: sk.fd,
             events: libc::POLLOUT,
             revents: 0,
         }];
@@ -598,21 +608,6 @@ fn kernel_send_dgram(
             return -1;
         }
     }
-}
-
-/// A datagram from a dual-stack UDP socket to a real IPv6 address, which
-/// only the kernel reaches: `send` by its kernel side (the descriptor, a
-/// kernel socket bound to the same port), as the program asked; without
-/// one, `ENETUNREACH`.
-fn kernel_side_send(sk: Sock, send: impl FnOnce() -> ssize_t) -> ssize_t {
-    count(sk.a, call("write"), false);
-    if !kernel_side(sk) {
-        return fail(libc::ENETUNREACH);
-    }
-    // (The kernel side is non-blocking in the kernel: a full buffer gives
-    // EAGAIN at once, as for the other kernel-side sends of a
-    // non-blocking socket.)
-    send()
 }
 
 /// Send one datagram on an Ixora UDP socket to `dst` (`None`: its peer).
@@ -2218,9 +2213,9 @@ pub unsafe extern "C" fn sendto(
                 Some(d) => Some(d),
                 // A real IPv6 address: the kernel side's, if it has one.
                 None if unsafe { is_inet6_addr(sk, addr, alen) } => {
-                    return kernel_side_send(sk, || {
+                    return kernel_side_send(sk, flags, |fl| {
                         real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
-                            fd, buf, n, flags, addr, alen,
+                            fd, buf, n, fl, addr, alen,
                         )
                     });
                 }
@@ -2282,13 +2277,27 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
                 // A real IPv6 address: the kernel side's, if it has one.
                 // SAFETY: as above.
                 None if unsafe { is_inet6_addr(sk, name, nl) } => {
-                    return kernel_side_send(sk, || {
-                        real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags)
+                    return kernel_side_send(sk, flags, |fl| {
+                        real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, fl)
                     });
                 }
                 None => return fail(libc::EINVAL),
             }
         };
+        // To an address only the kernel reaches, with control data: the
+        // program's own message, by the kernel side, so the control data
+        // (IP_TOS, IP_PKTINFO, ...) goes with it.
+        if let Some((ip, port)) = dst {
+            if m.msg_controllen > 0
+                && port != 0
+                && (ip == 0 || !reaches(sk.a, ip))
+                && kernel_side(sk)
+            {
+                return kernel_side_send(sk, flags, |fl| {
+                    real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, fl)
+                });
+            }
+        }
         return do_send_dgram(sk, &v, flags, dst);
     }
     do_send(sk, &v, flags)
