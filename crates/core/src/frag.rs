@@ -186,7 +186,7 @@ impl Reassembly {
             .is_some_and(|p| p.start == start && p.end() == end);
         let overlap = !dup && q.pieces.get(at).is_some_and(|p| p.start < end);
         if conflict || overlap || (dup && q.pieces[at].data != f.data) {
-            self.discard(qi);
+            self.remove(qi);
             return Outcome::Dropped(DropReason::Ipv4FragOverlap);
         }
         if dup {
@@ -258,10 +258,6 @@ impl Reassembly {
             }
         }
         n
-    }
-
-    fn discard(&mut self, i: usize) {
-        self.remove(i);
     }
 
     fn remove(&mut self, i: usize) -> Queue {

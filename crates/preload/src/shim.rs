@@ -535,46 +535,17 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
     Some((r, from, trunc, dst))
 }
 
-/// A msghdr of one IPv4 datagram: its address `name` and its buffers
-/// `iov` (both must outlive the system call it is given to).
-fn dgram_msghdr(name: &mut libc::sockaddr_in, iov: &mut [iovec]) -> msghdr {
-    // SAFETY: msghdr is plain data, valid when zeroed.
-    let mut m: msghdr = unsafe { std::mem::zeroed() };
-    m.msg_name = name as *mut libc::sockaddr_in as *mut c_void;
-    m.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as socklen_t;
-    m.msg_iov = iov.as_mut_ptr();
-    m.msg_iovlen = iov.len() as _;
-    m
-}
-
-/// Send one datagram from the kernel side of a UDP socket (descriptor
-/// `fd`) to `ip`:`port`, which only the kernel reaches.
-fn kernel_send_dgram(
-    sk: Sock,
-    fd: c_int,
-    bufs: &[&[u8]],
-    flags: c_int,
-    ip: u32,
-    port: u16,
-) -> ssize_t {
-    // (The kernel only reads these buffers: sendmsg takes `*mut` iovecs
-    // by the C type alone.)
-    let mut iov: Vec<iovec> = bufs
-        .iter()
-        .map(|b| iovec {
-            iov_base: b.as_ptr() as *mut c_void,
-            iov_len: b.len(),
-        })
-        .collect();
-    // SAFETY: plain data, valid when zeroed.
-    let mut to: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    to.sin_family = libc::AF_INET as libc::sa_family_t;
-    to.sin_port = port.to_be();
-    to.sin_addr.s_addr = ip.to_be();
-    let m = dgram_msghdr(&mut to, &mut iov);
-    kernel_side_send(sk, flags, |fl| {
-        real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, &m, fl)
-    })
+/// Whether a datagram of UDP socket `sk` to `dst` ([`dgram_dst`]'s answer
+/// for the caller's address; `real6`: a well-formed real IPv6 address,
+/// where `dst` is None) leaves by the kernel side, as the program's own
+/// call: an address only the kernel reaches (`0.0.0.0` is the local host,
+/// as on Linux) on a socket that has a kernel side, or any real IPv6 one
+/// ([`kernel_side_send`] answers `ENETUNREACH` without a kernel side).
+fn by_kernel_side(sk: Sock, dst: Option<(u32, u16)>, real6: bool) -> bool {
+    match dst {
+        Some((ip, port)) => port != 0 && (ip == 0 || !reaches(sk.a, ip)) && kernel_side(sk),
+        None => real6,
+    }
 }
 
 /// A datagram by the kernel side of UDP socket `sk` (its descriptor, a
@@ -614,12 +585,9 @@ fn kernel_side_send(sk: Sock, flags: c_int, mut send: impl FnMut(c_int) -> ssize
 fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>) -> ssize_t {
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let to = match dst {
+        // (One only the kernel reaches went by the kernel side: see
+        // [`by_kernel_side`].)
         Some((ip, port)) => {
-            // Only the kernel reaches it (`0.0.0.0` is the local host, as
-            // on Linux): sent from the kernel side, if the socket has one.
-            if port != 0 && (ip == 0 || !reaches(sk.a, ip)) && kernel_side(sk) {
-                return kernel_send_dgram(sk, sk.fd, bufs, flags, ip, port);
-            }
             if ip == 0 || port == 0 {
                 count(sk.a, call("write"), true);
                 return fail(libc::EINVAL);
@@ -2205,20 +2173,21 @@ pub unsafe extern "C" fn sendto(
     // SAFETY: sendto(2)'s contract.
     let b = unsafe { std::slice::from_raw_parts(buf as *const u8, n) };
     if sk.dgram() {
-        // SAFETY: as above.
         let dst = if addr.is_null() {
             None
         } else {
-            match unsafe { dgram_dst(fd, addr, alen) } {
+            // SAFETY: sendto(2)'s contract: `alen` readable bytes at `addr`.
+            let d = unsafe { dgram_dst(fd, addr, alen) };
+            // SAFETY: as above.
+            if by_kernel_side(sk, d, unsafe { is_inet6_addr(sk, addr, alen) }) {
+                return kernel_side_send(sk, flags, |fl| {
+                    real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
+                        fd, buf, n, fl, addr, alen,
+                    )
+                });
+            }
+            match d {
                 Some(d) => Some(d),
-                // A real IPv6 address: the kernel side's, if it has one.
-                None if unsafe { is_inet6_addr(sk, addr, alen) } => {
-                    return kernel_side_send(sk, flags, |fl| {
-                        real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
-                            fd, buf, n, fl, addr, alen,
-                        )
-                    });
-                }
                 None => return fail(libc::EINVAL),
             }
         };
@@ -2272,32 +2241,19 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         } else {
             let (name, nl) = (m.msg_name as *const sockaddr, m.msg_namelen);
             // SAFETY: as above.
-            match unsafe { dgram_dst(fd, name, nl) } {
-                Some(d) => Some(d),
-                // A real IPv6 address: the kernel side's, if it has one.
-                // SAFETY: as above.
-                None if unsafe { is_inet6_addr(sk, name, nl) } => {
-                    return kernel_side_send(sk, flags, |fl| {
-                        real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, fl)
-                    });
-                }
-                None => return fail(libc::EINVAL),
-            }
-        };
-        // To an address only the kernel reaches, with control data: the
-        // program's own message, by the kernel side, so the control data
-        // (IP_TOS, IP_PKTINFO, ...) goes with it.
-        if let Some((ip, port)) = dst {
-            if m.msg_controllen > 0
-                && port != 0
-                && (ip == 0 || !reaches(sk.a, ip))
-                && kernel_side(sk)
-            {
+            let d = unsafe { dgram_dst(fd, name, nl) };
+            // (The program's own message: its control data goes too.)
+            // SAFETY: as above.
+            if by_kernel_side(sk, d, unsafe { is_inet6_addr(sk, name, nl) }) {
                 return kernel_side_send(sk, flags, |fl| {
                     real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, fl)
                 });
             }
-        }
+            match d {
+                Some(d) => Some(d),
+                None => return fail(libc::EINVAL),
+            }
+        };
         return do_send_dgram(sk, &v, flags, dst);
     }
     do_send(sk, &v, flags)
