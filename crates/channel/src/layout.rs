@@ -550,6 +550,19 @@ impl Regions {
         unsafe { &*(self.up.add(self.layout.bitmap() + w as usize * 8) as *const AtomicU64) }
     }
 
+    /// Give this process a private, writable copy of the down region's
+    /// header and socket table, in place ([`crate::os::privatize`]; the
+    /// receive rings stay as they are), so that the app may write there
+    /// what the service would have.
+    ///
+    /// # Safety
+    /// Only once the service that writes the down region is gone for good.
+    pub unsafe fn privatize_down_slots(&self) -> std::io::Result<()> {
+        // SAFETY: the header page and the slot pages are whole pages at the
+        // start of the down mapping; the caller promises no writer is left.
+        unsafe { crate::os::privatize(self.down, PAGE + self.layout.slots_bytes()) }
+    }
+
     /// Mark socket `i` active and bump the activity word; true when the
     /// service sleeps and must be woken.
     pub fn signal(&self, i: u32) -> bool {

@@ -820,6 +820,78 @@ pub fn backoff(deadline: Instant) -> io::Result<()> {
     Ok(())
 }
 
+/// A process descriptor of `pid` (`pidfd_open`, Linux 5.3+): readable
+/// once the process has exited.
+pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: pidfd_open has no memory arguments; the result is checked.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    cvt(fd).map(owned)
+}
+
+/// Whether the process of `pidfd` has exited (a look, no wait).
+pub fn exited(pidfd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+}
+
+/// Replace the `len` bytes of memory at `ptr` (page aligned, whole pages
+/// of one mapping) with a private, writable copy of what they hold now.
+/// The switch is one `mremap`: a thread reading them meanwhile sees the
+/// old pages or the copy, never a hole.
+///
+/// # Safety
+/// `ptr..ptr + len` must be mapped and readable, and nothing may write it
+/// meanwhile (the copy would miss the write).
+pub unsafe fn privatize(ptr: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: a fresh anonymous mapping touches no existing memory; the
+    // result is checked against MAP_FAILED.
+    let copy = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if copy == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both ranges are `len` bytes, mapped (the caller's promise and
+    // the fresh mapping), and distinct.
+    unsafe { std::ptr::copy_nonoverlapping(ptr, copy.cast::<u8>(), len) };
+    // SAFETY: moves the fresh mapping over the caller's range, which the
+    // caller promises is whole pages of a mapping; the old pages there are
+    // unmapped by the move.
+    let r = unsafe {
+        libc::mremap(
+            copy,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            ptr.cast::<libc::c_void>(),
+        )
+    };
+    if r == libc::MAP_FAILED {
+        let e = io::Error::last_os_error();
+        // SAFETY: the fresh mapping is still ours and unused.
+        unsafe { libc::munmap(copy, len) };
+        return Err(e);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -905,5 +977,38 @@ mod tests {
         // The sleeper gone: a ring is EPIPE, not SIGPIPE.
         drop(ours);
         ring_socket(theirs.as_raw_fd());
+    }
+
+    #[test]
+    fn privatize_gives_a_private_writable_copy_in_place() {
+        let fd = memfd("ixora-privatize-test", 2 * 4096).unwrap();
+        let w = Mapping::map(fd.as_fd(), 2 * 4096, true).unwrap();
+        // SAFETY: within the two-page mapping.
+        unsafe { *w.as_ptr() = 7 };
+        let r = Mapping::map(fd.as_fd(), 2 * 4096, false).unwrap();
+        // SAFETY: the first page of a read-only mapping no one else writes
+        // through now (w is idle).
+        unsafe { privatize(r.as_ptr(), 4096).unwrap() };
+        // SAFETY: the first page is now private and writable; both pages
+        // are mapped.
+        unsafe {
+            assert_eq!(*r.as_ptr(), 7, "the copy holds what was there");
+            *r.as_ptr() = 9;
+            assert_eq!(*w.as_ptr(), 7, "the shared page is untouched");
+            *w.as_ptr().add(4096) = 5;
+            assert_eq!(*r.as_ptr().add(4096), 5, "the second page is still shared");
+        }
+    }
+
+    #[test]
+    fn a_process_descriptor_says_when_its_process_exited() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.2")
+            .spawn()
+            .unwrap();
+        let pfd = pidfd_open(child.id()).unwrap();
+        assert!(!exited(pfd.as_raw_fd()));
+        child.wait().unwrap();
+        assert!(exited(pfd.as_raw_fd()));
     }
 }

@@ -2835,3 +2835,89 @@ fn keepalive_timing_set_on_a_listener_ends_a_silent_connection() {
         .unwrap_or(0);
     assert!(probes >= 2, "keepalive probes: {probes}");
 }
+
+/// CPU time (user + system, clock ticks) of process `pid` so far.
+fn cpu_ticks(pid: nix::unistd::Pid) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis: utime and stime are
+    // the 12th and 13th of them.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
+}
+
+/// The service killed (SIGKILL) under a program: the program lives on;
+/// its thread blocked reading a connection wakes at once with
+/// `ECONNABORTED`; its thread blocked in `accept` sleeps on without
+/// spinning; and it says so once on standard error.
+#[test]
+fn a_killed_service_aborts_its_programs_connections() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let server = py_sessions(
+        7030,
+        "k",
+        "\x20   def rd(c):\n\
+         \x20       try:\n\
+         \x20           os.write(2, b'recv returned %r\\n' % c.recv(10))\n\
+         \x20       except OSError as e:\n\
+         \x20           os.write(2, b'recv errno %d\\n' % e.errno)\n\
+         \x20   threading.Thread(target=rd, args=(c,), daemon=True).start()\n\
+         \x20   os.write(2, b'accepted\\n')\n",
+    );
+    let mut py = net.run("reader", &["python3", "-c", &server]);
+    net.wait_port(&mut py, 7030);
+    let held = net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:7030")).expect("connect");
+        c.write_all(b"k\n").unwrap();
+        c
+    });
+    let t = Instant::now();
+    while !py.log().contains("accepted") {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "not accepted:\n{}",
+            py.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Let the reader block in recv, then take the stack away from it.
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(net.serve.pid(), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let t = Instant::now();
+    let want = format!("recv errno {}", libc::ECONNABORTED);
+    while !py.log().contains(&want) {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the reader was not woken with ECONNABORTED:\n{}",
+            py.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        py.running(),
+        "the program died with the service:\n{}",
+        py.log()
+    );
+    let log = py.log();
+    assert_eq!(
+        log.matches("the stack service is gone").count(),
+        1,
+        "said once on standard error:\n{log}"
+    );
+    assert!(log.contains("1 connection(s) aborted"), "{log}");
+    // The accepting thread sleeps: under a tenth of a CPU over a second.
+    let before = cpu_ticks(py.pid());
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_ticks(py.pid()) - before;
+    assert!(
+        used < 10,
+        "the program spins after the service died: {used} ticks in 1 s"
+    );
+    assert!(py.running(), "{}", py.log());
+    drop(held);
+}

@@ -135,6 +135,9 @@ pub struct Attached {
     pub r: Regions,
     /// The service's doorbell.
     pub bell: c_int,
+    /// A process descriptor of the service (-1: none), readable once it
+    /// has exited (see [`service_gone`]).
+    pub svc: c_int,
     /// Our app id at the service.
     pub app_id: u32,
     /// The service's address, prefix and gateway.
@@ -397,6 +400,15 @@ fn try_attach() -> Result<Attached, String> {
     let bell_fd = bell.as_raw_fd();
     std::mem::forget(bell);
     mark_internal(bell_fd);
+    // The service is our peer on the control connection; a descriptor of
+    // its process lets a sleeping thread learn that it died.
+    let svc = os::peer_pid(sock.as_fd())
+        .and_then(|pid| os::pidfd_open(pid).ok())
+        .map_or(-1, |f| {
+            let fd = f.into_raw_fd();
+            mark_internal(fd);
+            fd
+        });
     let spin = env().spin_us;
     // SAFETY: registers plain function pointers with no preconditions.
     unsafe {
@@ -411,6 +423,7 @@ fn try_attach() -> Result<Attached, String> {
         ctl: Mutex::new(sock),
         r,
         bell: bell_fd,
+        svc,
         app_id: h.app_id.load(Ordering::Relaxed),
         ip: h.ip.load(Ordering::Relaxed),
         prefix: h.prefix.load(Ordering::Relaxed),
@@ -673,7 +686,10 @@ pub fn request(a: &Attached, m: Msg, fds: &[c_int]) -> Msg {
 
 /// One control request; the reply and the descriptors it carried.
 pub fn request_fds(a: &Attached, m: Msg, fds: &[c_int]) -> (Msg, Vec<OwnedFd>) {
-    let eio = || (Msg::reply(-(libc::EIO as i64)), Vec::new());
+    let eio = || {
+        gone(a);
+        (Msg::reply(-(libc::EIO as i64)), Vec::new())
+    };
     if CTL_LOST.load(Ordering::Relaxed) {
         return eio();
     }
@@ -826,6 +842,71 @@ const NESTED_MAX: usize = 4;
 /// The event data of a set nested in a wait end (the service's ring has 0).
 const NEST_TOKEN: u64 = 1 << 63;
 
+/// The event data of the service's process descriptor in a wait end.
+const GONE_TOKEN: u64 = 1 << 62;
+
+/// A wait end reported the service's exit ([`service_gone`] to follow).
+static SVC_EXITED: AtomicBool = AtomicBool::new(false);
+
+/// Done once the service is known gone.
+static GONE: std::sync::Once = std::sync::Once::new();
+
+/// Whether the service is gone: known already, or its process has exited
+/// (then [`service_gone`] is done first).
+pub fn gone(a: &Attached) -> bool {
+    if GONE.is_completed() {
+        return true;
+    }
+    if SVC_EXITED.load(Ordering::Relaxed) || (a.svc >= 0 && os::exited(a.svc)) {
+        service_gone(a);
+        return true;
+    }
+    false
+}
+
+/// The service died (it was killed, or crashed): its sockets will never
+/// change again. Do for the program what it can no longer do — abort every
+/// connection, as a reset would (`ECONNABORTED`, readiness for reading and
+/// writing, the change counter bumped), in a private copy of the socket
+/// table that replaces the service's read-only one — and say so once on
+/// standard error. Data already in a receive ring is still read first.
+/// Listening and UDP sockets stay as they are and get nothing more. Once
+/// per process; other threads wait for it to be done.
+fn service_gone(a: &Attached) {
+    GONE.call_once(|| {
+        // SAFETY: the service's process has exited: nothing writes the down
+        // region any more.
+        if let Err(e) = unsafe { a.r.privatize_down_slots() } {
+            let m = format!(
+                "ixora-preload: the stack service is gone, and its connections could not be \
+                 marked aborted ({e}); they stay silent\n"
+            );
+            real::sys_write(2, m.as_bytes());
+            return;
+        }
+        let mut aborted = 0;
+        for s in 0..a.r.layout().slots {
+            let d = a.r.down_slot(s);
+            if matches!(
+                d.state.load(Ordering::Acquire),
+                layout::state::CONNECTING | layout::state::ESTABLISHED
+            ) {
+                d.err.store(libc::ECONNABORTED, Ordering::Relaxed);
+                d.flags.fetch_or(layout::flag::ERROR, Ordering::Release);
+                d.state.store(layout::state::CLOSED, Ordering::Release);
+                d.seq.fetch_add(1, Ordering::Release);
+                aborted += 1;
+            }
+        }
+        let m = format!(
+            "ixora-preload: the stack service is gone (it exited or was killed): {aborted} \
+             connection(s) aborted (ECONNABORTED); listening and UDP sockets get nothing more \
+             until the program is restarted\n"
+        );
+        real::sys_write(2, m.as_bytes());
+    });
+}
+
 impl Waiter {
     /// A new waiter registered with the service.
     pub fn new(a: &Attached) -> Option<Waiter> {
@@ -854,6 +935,12 @@ impl Waiter {
         }
         let efd = fds.pop().expect("one descriptor").into_raw_fd();
         mark_internal(efd);
+        if a.svc >= 0 {
+            // The service's exit wakes a sleeper too (once: edge-triggered).
+            // SAFETY: the wait end was just received and is ours.
+            let ep = unsafe { std::os::fd::BorrowedFd::borrow_raw(efd) };
+            let _ = os::watch_edges(ep, a.svc, GONE_TOKEN);
+        }
         Some(Waiter {
             idx,
             efd,
@@ -918,6 +1005,9 @@ impl Waiter {
         let (mut rung, mut mine) = (false, false);
         for e in evs {
             let data = e.u64;
+            if data == GONE_TOKEN {
+                SVC_EXITED.store(true, Ordering::Relaxed);
+            }
             if data & NEST_TOKEN == 0 {
                 rung = true;
                 continue;
@@ -1168,6 +1258,9 @@ pub fn block_until(
                         return false;
                     }
                     if rung {
+                        if SVC_EXITED.load(Ordering::Relaxed) {
+                            service_gone(a);
+                        }
                         // Rung by the service: for what we wait for?
                         let found = ready();
                         count(a, layout::call("wakeup"), found);
@@ -1176,6 +1269,18 @@ pub fn block_until(
                         }
                     }
                     if kernel_ready {
+                        return true;
+                    }
+                }
+                None if gone(a) => {
+                    // Nothing of Ixora's can change now: wait on the
+                    // kernel's descriptors alone (or out the timeout).
+                    let n = real::sys_poll(kernel, left);
+                    if n < 0 && real::errno() == libc::EINTR {
+                        set_errno(libc::EINTR);
+                        return false;
+                    }
+                    if n > 0 {
                         return true;
                     }
                 }
