@@ -523,6 +523,10 @@ fn print_engine(cmd: &str, r: &ixora_engine::EngineReport, port: &dyn ixora_io::
         c.tcp_retrans_segs,
         c.total_drops()
     );
+    let reset: u64 = r.cores.iter().map(|x| x.aborted_at_stop).sum();
+    if reset > 0 {
+        eprintln!("  {reset} connection(s) reset at stop (their peers told with a RST)");
+    }
     for (name, _, n) in c.iter().filter(|d| d.2 > 0) {
         let name = name.trim_start_matches("ixora_").trim_end_matches("_total");
         eprintln!("  count {name:<26} {n}");

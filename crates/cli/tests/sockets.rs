@@ -2849,17 +2849,13 @@ fn cpu_ticks(pid: nix::unistd::Pid) -> u64 {
     f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
 }
 
-/// The service killed (SIGKILL) under a program: the program lives on;
-/// its thread blocked reading a connection wakes at once with
-/// `ECONNABORTED`; its thread blocked in `accept` sleeps on without
-/// spinning; and it says so once on standard error.
-#[test]
-fn a_killed_service_aborts_its_programs_connections() {
-    let Some((_g, net)) = begin(&["python3"]) else {
-        return;
-    };
+/// A Python program under `ixora run` with a thread blocked reading a
+/// connection from the Linux side (returned, held open) and its main
+/// thread blocked in `accept`; the reader writes how its `recv` ended on
+/// standard error.
+fn reader_behind_a_connection(net: &Setup, port: u16) -> (Proc, TcpStream) {
     let server = py_sessions(
-        7030,
+        port,
         "k",
         "\x20   def rd(c):\n\
          \x20       try:\n\
@@ -2870,9 +2866,9 @@ fn a_killed_service_aborts_its_programs_connections() {
          \x20   os.write(2, b'accepted\\n')\n",
     );
     let mut py = net.run("reader", &["python3", "-c", &server]);
-    net.wait_port(&mut py, 7030);
+    net.wait_port(&mut py, port);
     let held = net.lx.run(|| {
-        let mut c = TcpStream::connect(format!("{IX}:7030")).expect("connect");
+        let mut c = TcpStream::connect(format!("{IX}:{port}")).expect("connect");
         c.write_all(b"k\n").unwrap();
         c
     });
@@ -2885,9 +2881,15 @@ fn a_killed_service_aborts_its_programs_connections() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Let the reader block in recv, then take the stack away from it.
+    // Let the reader block in recv.
     std::thread::sleep(Duration::from_millis(300));
-    nix::sys::signal::kill(net.serve.pid(), nix::sys::signal::Signal::SIGKILL).unwrap();
+    (py, held)
+}
+
+/// Wait (5 s at most) until `py`'s reader says its `recv` failed with
+/// `ECONNABORTED`, the service being gone; the program must live on and
+/// have said so once.
+fn reader_aborted(py: &mut Proc) {
     let t = Instant::now();
     let want = format!("recv errno {}", libc::ECONNABORTED);
     while !py.log().contains(&want) {
@@ -2910,6 +2912,20 @@ fn a_killed_service_aborts_its_programs_connections() {
         "said once on standard error:\n{log}"
     );
     assert!(log.contains("1 connection(s) aborted"), "{log}");
+}
+
+/// The service killed (SIGKILL) under a program: the program lives on;
+/// its thread blocked reading a connection wakes at once with
+/// `ECONNABORTED`; its thread blocked in `accept` sleeps on without
+/// spinning; and it says so once on standard error.
+#[test]
+fn a_killed_service_aborts_its_programs_connections() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let (mut py, held) = reader_behind_a_connection(&net, 7030);
+    nix::sys::signal::kill(net.serve.pid(), nix::sys::signal::Signal::SIGKILL).unwrap();
+    reader_aborted(&mut py);
     // The accepting thread sleeps: under a tenth of a CPU over a second.
     let before = cpu_ticks(py.pid());
     std::thread::sleep(Duration::from_secs(1));
@@ -2920,4 +2936,31 @@ fn a_killed_service_aborts_its_programs_connections() {
     );
     assert!(py.running(), "{}", py.log());
     drop(held);
+}
+
+/// The service stopped (SIGTERM): it resets its connections as it goes,
+/// so the Linux peer learns it at once (`ECONNRESET`) instead of by its
+/// own timeouts, and the program's side is aborted as above.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.10.5
+//= type=test
+#[test]
+fn a_stopped_service_resets_its_connections() {
+    let Some((_g, mut net)) = begin(&["python3"]) else {
+        return;
+    };
+    let (mut py, mut held) = reader_behind_a_connection(&net, 7031);
+    held.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    net.serve.terminate();
+    let mut b = [0u8; 8];
+    let r = held.read(&mut b);
+    assert!(
+        matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the peer was not reset: {r:?}"
+    );
+    assert!(
+        net.serve.log().contains("1 connection(s) reset at stop"),
+        "{}",
+        net.serve.log()
+    );
+    reader_aborted(&mut py);
 }

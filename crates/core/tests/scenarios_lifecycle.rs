@@ -959,6 +959,31 @@ fn abort_sends_rst() {
     h.expect_silence();
 }
 
+/// A stopping stack aborts every connection, a bounded number per call: a
+/// RST for the synchronized one, none for the one still in SYN-SENT, no
+/// events, nothing held afterwards.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.10.5
+//= type=test
+#[test]
+fn abort_all_resets_every_connection_in_bounded_rounds() {
+    let mut h = Harness::new(|_| {});
+    let (c, iss) = established(&mut h);
+    let (c2, _syn) = connect(&mut h);
+    assert_eq!(h.stack.tcp_state(c2), Ok(State::SynSent));
+    assert_eq!(h.stack.tcp_abort_all(h.now, 1), 1);
+    assert_eq!(h.stack.tcp_abort_all(h.now, 1), 1);
+    assert_eq!(h.stack.tcp_abort_all(h.now, 1), 0);
+    h.drain();
+    expect_rst(&mut h, iss + 1);
+    h.expect_silence();
+    assert_eq!(h.events(), vec![]);
+    assert_eq!(h.stack.tcp_connection_count(), 0);
+    assert_eq!(h.stack.tcp_state(c), Err(Error::InvalidHandle));
+    assert_eq!(h.stack.tcp_state(c2), Err(Error::InvalidHandle));
+    h.advance(secs(5));
+    h.expect_silence();
+}
+
 /// Closing a knocked, never-accepted connection rejects it with RST and frees its place.
 //= https://www.rfc-editor.org/rfc/rfc9293#section-3.10.5
 //= type=test

@@ -121,6 +121,9 @@ pub struct CoreReport {
     pub counters: Counters,
     /// Largest batch seen.
     pub max_batch: usize,
+    /// Connections reset when the core stopped (their peers told with a
+    /// RST rather than left to time out).
+    pub aborted_at_stop: u64,
 }
 
 /// What the whole engine did.
@@ -614,10 +617,56 @@ where
             mail.sleeping[i].store(false, Ordering::Release);
         }
     }
+    // Stopping: reset every connection the core still holds, so that its
+    // peers learn it now rather than by their own timeouts (RFC 9293
+    // §3.10.5, ABORT), a queue's worth at a time, each batch sent
+    // before the next is made. Bounded: a device that takes nothing more
+    // ends it.
+    loop {
+        let now = clock(start);
+        let n = stack.tcp_abort_all(now, ABORT_BATCH);
+        rep.aborted_at_stop += n as u64;
+        let mut sent = 0;
+        while let Some(mut b) = pool.alloc() {
+            let Some(len) = stack.poll_transmit(now, b.spare_mut()) else {
+                break;
+            };
+            b.set_len(len);
+            if stack.is_local_frame(b.as_slice()) {
+                continue; // to ourselves: nobody is listening any more
+            }
+            if tx_offload {
+                if let Some(start) = partial_tcp_checksum(b.as_slice()) {
+                    b.set_partial_checksum(start, TCP_CHECKSUM_OFFSET);
+                }
+            }
+            tx.push(b);
+            sent += 1;
+            if tx.len() >= cfg.batch {
+                queue.tx_burst(&mut tx)?;
+                queue.reclaim();
+            }
+        }
+        for _ in 0..3 {
+            if tx.is_empty() {
+                break;
+            }
+            queue.tx_burst(&mut tx)?;
+            queue.reclaim();
+        }
+        rep.tx_frames += sent;
+        if n == 0 || !tx.is_empty() {
+            break;
+        }
+    }
+    queue.reclaim();
     rep.counters = stack.counters().clone();
     rep.cpu_seconds = thread_cpu_seconds();
     Ok(rep)
 }
+
+/// Connections reset per round when a core stops.
+const ABORT_BATCH: usize = 1024;
 
 /// Shortest sleep for a timer (the wheel's tick is 16 µs).
 const MIN_NAP: Duration = Duration::from_micros(16);
