@@ -2964,3 +2964,70 @@ fn a_stopped_service_resets_its_connections() {
     );
     reader_aborted(&mut py);
 }
+
+/// A program that uses all of its socket slots (`--slots 64`): further
+/// connections are refused (reset, as a connection closed before it was
+/// accepted is), counted in `ixora stats`, and the service says why on
+/// standard error, once.
+#[test]
+fn connections_beyond_the_programs_sockets_are_refused_and_said() {
+    if !need(&["python3"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::with(&["--slots", "64"]);
+    let server = py_server(
+        7032,
+        "held = []\nwhile True:\n    held.append(s.accept()[0])\n",
+    );
+    let mut py = net.run("holder", &["python3", "-c", &server]);
+    net.wait_port(&mut py, 7032);
+    let gone = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionRefused
+        )
+    };
+    let (mut held, mut refused) = (0, 0);
+    net.lx.run(|| {
+        let mut conns = Vec::new();
+        for _ in 0..80 {
+            match TcpStream::connect(format!("{IX}:7032")) {
+                Ok(c) => conns.push(c),
+                Err(e) if gone(&e) => refused += 1,
+                Err(e) => panic!("connect: {e}"),
+            }
+            // One at a time: the program's accept keeps up (a burst would
+            // overflow its backlog of 8 instead).
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Then look at each without waiting: a refused one has its reset.
+        std::thread::sleep(Duration::from_millis(300));
+        for mut c in conns {
+            c.set_nonblocking(true).unwrap();
+            match c.read(&mut [0u8; 1]) {
+                Ok(0) => refused += 1,
+                Err(e) if gone(&e) => refused += 1,
+                _ => held += 1,
+            }
+        }
+    });
+    // The listener and the readiness probes hold slots too.
+    assert!(held <= 63, "{held} connections held with 64 slots");
+    assert!(
+        refused >= 10,
+        "only {refused} of 80 connections refused ({held} held)"
+    );
+    let st = net.stats();
+    assert!(
+        st["rejected_connections"].as_u64().unwrap_or(0) >= 10,
+        "{st}"
+    );
+    let log = net.serve.log();
+    assert_eq!(
+        log.matches("has all its 64 sockets in use").count(),
+        1,
+        "said once (at most every 10 s):\n{log}"
+    );
+    assert!(py.running(), "{}", py.log());
+}

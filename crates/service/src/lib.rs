@@ -425,6 +425,8 @@ struct AppState {
     /// Per slot: a datagram taken from the stack that its socket's full
     /// receive ring had no room for (delivered when the app reads).
     udp_held: Vec<Option<(SocketAddrV4, Bytes)>>,
+    /// When it was last said that all its sockets were in use.
+    full_said: Option<std::time::Instant>,
 }
 
 /// The sockets listening on one port. The stack holds one listener per
@@ -709,7 +711,32 @@ fn dead_errno(r: DeadReason) -> i32 {
     }
 }
 
+/// How often the service may say that an application ran out of sockets.
+const FULL_SAID_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl AppState {
+    /// A socket was refused to application `id` for want of a free slot
+    /// (`what` was refused): say so on standard error, at most every
+    /// [`FULL_SAID_EVERY`], so that an operator learns why (the program
+    /// sees only `EMFILE`, or its clients a connection closed unaccepted).
+    fn say_full(&mut self, id: u32, what: &str) {
+        let now = std::time::Instant::now();
+        if self
+            .full_said
+            .is_some_and(|t| now.duration_since(t) < FULL_SAID_EVERY)
+        {
+            return;
+        }
+        self.full_said = Some(now);
+        let mut pids: Vec<u32> = self.procs.values().map(|p| p.pid).collect();
+        pids.sort_unstable();
+        eprintln!(
+            "ixora serve: application {id} (pid {pids:?}) has all its {} sockets in use: {what}; \
+             start the service with more (`ixora serve --slots N`, a multiple of 64)",
+            self.socks.len()
+        );
+    }
+
     fn alloc(&mut self) -> Option<u32> {
         let s = self.free.pop()?;
         let d = self.r.down_slot(s);
@@ -979,6 +1006,7 @@ impl Service {
             tx_bits: vec![0; l.slots as usize / 64],
             rows: std::array::from_fn(|w| u64::from(w == 0)),
             udp_held: vec![None; l.slots as usize],
+            full_said: None,
         };
         self.apps.insert(id, app);
         self.conn_app.insert(conn, id);
@@ -1258,7 +1286,10 @@ impl Service {
                         c: 0,
                     }
                 }
-                None => bad(libc::EMFILE),
+                None => {
+                    app.say_full(id, "a new socket got EMFILE");
+                    bad(libc::EMFILE)
+                }
             },
             op::BIND if valid && app.socks[slot as usize].dgram => {
                 let (aip, port) = layout::unpack(msg.a as u64);
@@ -1832,6 +1863,10 @@ impl Service {
         let Some(s) = app.alloc() else {
             self.rejected += 1;
             let _ = io.close(h);
+            app.say_full(
+                id,
+                &format!("a connection to port {port} was closed unaccepted"),
+            );
             return;
         };
         if io.accept(h, cookie(id, s)).is_err() {
