@@ -312,10 +312,11 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     );
     for app in v["apps"].as_array().cloned().unwrap_or_default() {
         println!(
-            "\napp {} (pids {}): {} socket(s), {} of them UDP; socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",
+            "\napp {} (pids {}): {} socket(s) of {} (--slots), {} of them UDP; socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",
             app["app"],
             join(&app["pids"]),
             app["sockets"],
+            app["slots"],
             app["udp_sockets"],
             app["user_calls"],
             app["kernel_calls"],

@@ -3023,6 +3023,8 @@ fn connections_beyond_the_programs_sockets_are_refused_and_said() {
         st["rejected_connections"].as_u64().unwrap_or(0) >= 10,
         "{st}"
     );
+    assert_eq!(st["apps"][0]["slots"], 64, "{st}");
+    assert_eq!(st["apps"][0]["sockets"], 64, "all in use: {st}");
     let log = net.serve.log();
     assert_eq!(
         log.matches("has all its 64 sockets in use").count(),

@@ -884,6 +884,7 @@ impl Service {
                 "app": id,
                 "pids": pids,
                 "sockets": open,
+                "slots": a.socks.len(),
                 "udp_sockets": udp,
                 "calls": calls,
                 "user_calls": user,
