@@ -2862,6 +2862,10 @@ fn reader_behind_a_connection(net: &Setup, port: u16) -> (Proc, TcpStream) {
          \x20           os.write(2, b'recv returned %r\\n' % c.recv(10))\n\
          \x20       except OSError as e:\n\
          \x20           os.write(2, b'recv errno %d\\n' % e.errno)\n\
+         \x20           try:\n\
+         \x20               socket.create_connection(('198.18.9.1', 9), timeout=5)\n\
+         \x20           except OSError as e:\n\
+         \x20               os.write(2, b'connect errno %d\\n' % e.errno)\n\
          \x20   threading.Thread(target=rd, args=(c,), daemon=True).start()\n\
          \x20   os.write(2, b'accepted\\n')\n",
     );
@@ -2912,6 +2916,16 @@ fn reader_aborted(py: &mut Proc) {
         "said once on standard error:\n{log}"
     );
     assert!(log.contains("1 connection(s) aborted"), "{log}");
+    // A new connection: the network is down.
+    let want = format!("connect errno {}", libc::ENETDOWN);
+    while !py.log().contains(&want) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "connect:\n{}",
+            py.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The service killed (SIGKILL) under a program: the program lives on;

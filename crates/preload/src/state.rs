@@ -686,9 +686,11 @@ pub fn request(a: &Attached, m: Msg, fds: &[c_int]) -> Msg {
 
 /// One control request; the reply and the descriptors it carried.
 pub fn request_fds(a: &Attached, m: Msg, fds: &[c_int]) -> (Msg, Vec<OwnedFd>) {
+    // The request could not be made: the network is down if the service
+    // is gone; else (no control connection of our own) an I/O error.
     let eio = || {
-        gone(a);
-        (Msg::reply(-(libc::EIO as i64)), Vec::new())
+        let e = if gone(a) { libc::ENETDOWN } else { libc::EIO };
+        (Msg::reply(-(e as i64)), Vec::new())
     };
     if CTL_LOST.load(Ordering::Relaxed) {
         return eio();
