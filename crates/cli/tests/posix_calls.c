@@ -368,6 +368,17 @@ static void client(const char *ip, int port) {
     r = epoll_wait(ep, out, 4, 5000);
     check(r == 1 && out[0].data.u64 == 1 && (out[0].events & EPOLLIN), "epoll_socket", "r %d",
           r);
+    /* epoll_pwait2: a timespec timeout (zero: a look), and a bad one. */
+    read_full(s, buf, 2);
+    struct timespec tz = {0}, t5 = {.tv_sec = 5}, tbad = {.tv_nsec = -1};
+    r = epoll_pwait2(ep, out, 4, &tz, NULL);
+    check(r == 0, "epoll_pwait2_idle", "r %d", r);
+    n = write(s, "ep", 2);
+    r = epoll_pwait2(ep, out, 4, &t5, NULL);
+    check(r == 1 && out[0].data.u64 == 1 && (out[0].events & EPOLLIN), "epoll_pwait2_socket",
+          "r %d", r);
+    r = epoll_pwait2(ep, out, 4, &tbad, NULL);
+    check(r == -1 && errno == EINVAL, "epoll_pwait2_einval", "r %d errno %d", r, errno);
     struct epoll_event e3 = {.events = EPOLLOUT, .data.u64 = 3};
     r = epoll_ctl(ep, EPOLL_CTL_MOD, s, &e3);
     struct epoll_event o1[4];

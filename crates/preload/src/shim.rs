@@ -2935,6 +2935,47 @@ pub extern "C" fn epoll_pwait(
     epoll_common(epfd, out, max, timeout, sigmask)
 }
 
+/// epoll_pwait2(2): epoll_pwait with a `timespec` timeout (NULL: none).
+/// A set with Ixora sockets keeps it to the millisecond (rounded up, so it
+/// never returns early); a set of kernel descriptors only goes to the
+/// kernel's call as it is. A negative or malformed timeout is `EINVAL`, as
+/// for the kernel.
+#[no_mangle]
+pub extern "C" fn epoll_pwait2(
+    epfd: c_int,
+    out: *mut epoll_event,
+    max: c_int,
+    timeout: *const timespec,
+    sigmask: *const sigset_t,
+) -> c_int {
+    let ixora_set = state::epoll(epfd).is_some_and(|ep| {
+        !ep.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .items
+            .is_empty()
+    });
+    if !ixora_set {
+        state::passthrough();
+        return real!(epoll_pwait2: fn(c_int, *mut epoll_event, c_int, *const timespec, *const sigset_t) -> c_int)(
+            epfd, out, max, timeout, sigmask,
+        );
+    }
+    let ms = if timeout.is_null() {
+        -1
+    } else {
+        // SAFETY: epoll_pwait2(2)'s contract: a non-null `timeout` points
+        // to a readable timespec.
+        let t = unsafe { *timeout };
+        if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        let ms = (t.tv_sec as i128) * 1000 + (t.tv_nsec as i128 + 999_999) / 1_000_000;
+        ms.min(c_int::MAX as i128) as c_int
+    };
+    epoll_common(epfd, out, max, ms, sigmask)
+}
+
 // ------------------------------------------------------------ poll/select
 
 fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> Option<c_int> {
