@@ -56,6 +56,11 @@ enum Cmd {
     /// programs started with `ixora run` over shared memory.
     ///
     /// Example: ixora serve --iface veth0 --ip 198.18.0.2/24 &
+    ///
+    /// SIGINT or SIGTERM stops it: every connection is reset on the way
+    /// out (its peer told at once) and its programs see ECONNABORTED on
+    /// them; programs live on but their listeners get nothing more until
+    /// they are restarted (so do they if the service is killed).
     Serve(sockets::ServeArgs),
     /// Run an unmodified program on the service: its TCP sockets on the
     /// service's address (or INADDR_ANY), and connections to its subnet,

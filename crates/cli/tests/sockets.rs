@@ -79,6 +79,13 @@ fn ensure_preload() {
     });
 }
 
+impl Drop for Setup {
+    fn drop(&mut self) {
+        // A service that was killed could not remove its control socket.
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
 impl Setup {
     fn new() -> Setup {
         Setup::with(&[])
