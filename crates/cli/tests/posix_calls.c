@@ -787,6 +787,25 @@ static void udp_calls(const char *self_ip, int port) {
     n = sendto(a, "back", 4, 0, (struct sockaddr *)&src, srcl);
     m = recv(b, buf, sizeof buf, 0);
     check(n == 4 && m == 4 && memcmp(buf, "back", 4) == 0, "udp_reply", "n %zd m %zd", n, m);
+    /* Multicast options (no group traffic is sent): a membership on an
+     * interface address no host here has is refused as the kernel refuses
+     * it, on a socket on any address (under `ixora run`: by its kernel
+     * side) and on one bound to the address (no kernel side); a multicast
+     * TTL reads back. */
+    struct ip_mreq mr;
+    memset(&mr, 0, sizeof mr);
+    inet_pton(AF_INET, "239.1.2.3", &mr.imr_multiaddr);
+    inet_pton(AF_INET, "198.18.9.77", &mr.imr_interface);
+    r = setsockopt(a, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof mr);
+    check(r == -1 && errno == ENODEV, "udp_mcast_join_any", "r %d errno %d", r, errno);
+    r = setsockopt(b, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof mr);
+    check(r == -1 && errno == ENODEV, "udp_mcast_join_bound", "r %d errno %d", r, errno);
+    int ttl = 7, ttl_back = 0;
+    socklen_t ttl_len = sizeof ttl_back;
+    r = setsockopt(a, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
+    int r2 = getsockopt(a, IPPROTO_IP, IP_MULTICAST_TTL, &ttl_back, &ttl_len);
+    check(r == 0 && r2 == 0 && ttl_back == 7, "udp_mcast_ttl", "r %d r2 %d ttl %d", r, r2,
+          ttl_back);
     close(a);
     close(b);
 }

@@ -1647,9 +1647,52 @@ fn replayable(level: c_int, name: c_int) -> bool {
                 | libc::TCP_NOTSENT_LOWAT
                 | libc::TCP_CONGESTION
         ),
-        libc::IPPROTO_IP => matches!(name, libc::IP_TOS | libc::IP_TTL),
+        libc::IPPROTO_IP => matches!(
+            name,
+            libc::IP_TOS
+                | libc::IP_TTL
+                | libc::IP_MULTICAST_IF
+                | libc::IP_MULTICAST_TTL
+                | libc::IP_MULTICAST_LOOP
+                | libc::IP_MULTICAST_ALL
+        ),
         libc::IPPROTO_IPV6 => matches!(name, libc::IPV6_TCLASS | libc::IPV6_UNICAST_HOPS),
         _ => false,
+    }
+}
+
+/// An IPv4 multicast membership option (join, leave, source filters).
+fn membership(name: c_int) -> bool {
+    matches!(
+        name,
+        libc::IP_ADD_MEMBERSHIP
+            | libc::IP_DROP_MEMBERSHIP
+            | libc::IP_ADD_SOURCE_MEMBERSHIP
+            | libc::IP_DROP_SOURCE_MEMBERSHIP
+            | libc::IP_BLOCK_SOURCE
+            | libc::IP_UNBLOCK_SOURCE
+            | libc::MCAST_JOIN_GROUP
+            | libc::MCAST_LEAVE_GROUP
+            | libc::MCAST_JOIN_SOURCE_GROUP
+            | libc::MCAST_LEAVE_SOURCE_GROUP
+            | libc::MCAST_BLOCK_SOURCE
+            | libc::MCAST_UNBLOCK_SOURCE
+            | libc::MCAST_MSFILTER
+    )
+}
+
+/// A multicast membership asked of an Ixora socket without a kernel side
+/// (bound to the service's address): refused with `ENODEV`; say why once
+/// per process on standard error.
+fn no_multicast(fd: c_int) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        let m = format!(
+            "ixora-preload: descriptor {fd} asked to join a multicast group; Ixora serves no \
+             multicast yet, and a socket bound to its address has no kernel side to join \
+             through (bind to 0.0.0.0 to receive groups on the kernel's interfaces): ENODEV\n"
+        );
+        crate::real::sys_write(2, m.as_bytes());
     }
 }
 
@@ -3761,6 +3804,18 @@ pub unsafe extern "C" fn setsockopt(
                 _ if k == kind::IXORA => return fail(libc::EINVAL),
                 _ => {} // the kernel socket says
             }
+        }
+        (libc::IPPROTO_IP, n) if k == kind::IXORA && membership(n) => {
+            let sk = state::sock(fd).unwrap();
+            count(sk.a, call("setsockopt"), false);
+            if kernel_side(sk) {
+                // Ixora serves no multicast: a group's datagrams can reach
+                // the socket only through the kernel's own interfaces, so
+                // its kernel side joins (or refuses, as the kernel says).
+                return real_set();
+            }
+            no_multicast(fd);
+            return fail(libc::ENODEV);
         }
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
             let on = int().unwrap_or(1) != 0;
