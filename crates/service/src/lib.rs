@@ -718,7 +718,7 @@ impl AppState {
     /// A socket was refused to application `id` for want of a free slot
     /// (`what` was refused): say so on standard error, at most every
     /// [`FULL_SAID_EVERY`], so that an operator learns why (the program
-    /// sees only `EMFILE`, or its clients a connection closed unaccepted).
+    /// sees only `EMFILE`, or its clients a connection reset unaccepted).
     fn say_full(&mut self, id: u32, what: &str) {
         let now = std::time::Instant::now();
         if self
@@ -1866,7 +1866,7 @@ impl Service {
             let _ = io.close(h);
             app.say_full(
                 id,
-                &format!("a connection to port {port} was closed unaccepted"),
+                &format!("a connection to port {port} was reset unaccepted"),
             );
             return;
         };
