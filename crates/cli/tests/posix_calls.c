@@ -800,6 +800,20 @@ static void udp_calls(const char *self_ip, int port) {
     check(r == -1 && errno == ENODEV, "udp_mcast_join_any", "r %d errno %d", r, errno);
     r = setsockopt(b, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof mr);
     check(r == -1 && errno == ENODEV, "udp_mcast_join_bound", "r %d errno %d", r, errno);
+    /* Broadcast: refused without SO_BROADCAST (EACCES, as Linux); with it
+     * the refusal goes (under `ixora run` the kernel side has no route
+     * there: ENETUNREACH; Linux sends it, inside the test subnet). */
+    struct sockaddr_in bc = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, "198.18.9.255", &bc.sin_addr);
+    n = sendto(a, "b", 1, 0, (struct sockaddr *)&bc, sizeof bc);
+    check(n == -1 && errno == EACCES, "udp_broadcast_eacces", "n %zd errno %d", n, errno);
+    int on = 1, on_back = 0;
+    socklen_t on_len = sizeof on_back;
+    r = setsockopt(a, SOL_SOCKET, SO_BROADCAST, &on, sizeof on);
+    int r3 = getsockopt(a, SOL_SOCKET, SO_BROADCAST, &on_back, &on_len);
+    n = sendto(a, "b", 1, 0, (struct sockaddr *)&bc, sizeof bc);
+    check(r == 0 && r3 == 0 && on_back == 1 && (n == 1 || (n == -1 && errno == ENETUNREACH)),
+          "udp_so_broadcast", "r %d r3 %d on %d n %zd errno %d", r, r3, on_back, n, errno);
     int ttl = 7, ttl_back = 0;
     socklen_t ttl_len = sizeof ttl_back;
     r = setsockopt(a, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);

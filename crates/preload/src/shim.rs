@@ -543,7 +543,9 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
 /// ([`kernel_side_send`] answers `ENETUNREACH` without a kernel side).
 fn by_kernel_side(sk: Sock, dst: Option<(u32, u16)>, real6: bool) -> bool {
     match dst {
-        Some((ip, port)) => port != 0 && (ip == 0 || !reaches(sk.a, ip)) && kernel_side(sk),
+        Some((ip, port)) => {
+            port != 0 && (ip == 0 || broadcast(sk.a, ip) || !reaches(sk.a, ip)) && kernel_side(sk)
+        }
         None => real6,
     }
 }
@@ -1299,6 +1301,33 @@ fn reaches(a: &state::Attached, ip: u32) -> bool {
     ip & mask == a.ip & mask || (a.gateway != 0 && ip >> 24 != 127)
 }
 
+/// Whether `ip` is a broadcast address for the service: the limited
+/// broadcast (255.255.255.255) or its subnet's directed broadcast.
+fn broadcast(a: &state::Attached, ip: u32) -> bool {
+    let host = if a.prefix == 0 {
+        u32::MAX
+    } else {
+        u32::MAX >> a.prefix
+    };
+    ip == u32::MAX || (a.prefix < 31 && ip == a.ip | host)
+}
+
+/// Why a datagram to `dst` may not go, if it is a broadcast: `EACCES`
+/// without SO_BROADCAST (as on Linux); with it, `ENETUNREACH` unless the
+/// socket has a kernel side to send it (Ixora sends no broadcast: the
+/// stack would look for the address's link-layer neighbour and drop the
+/// datagram).
+fn broadcast_refusal(sk: Sock, dst: Option<(u32, u16)>) -> Option<c_int> {
+    let (ip, _) = dst?;
+    if !broadcast(sk.a, ip) {
+        return None;
+    }
+    if sk.e.flags.load(Ordering::Relaxed) & fl::BROADCAST == 0 {
+        return Some(libc::EACCES);
+    }
+    (!kernel_side(sk)).then_some(libc::ENETUNREACH)
+}
+
 /// connect(2) on an Ixora UDP socket: set its peer (`AF_UNSPEC`: remove
 /// it). Done at once by the service.
 unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen_t) -> c_int {
@@ -1312,7 +1341,16 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
     } else {
         // SAFETY (caller): as above.
         match unsafe { dgram_dst(fd, addr, len) } {
-            Some((ip, port)) if ip != 0 && port != 0 && reaches(sk.a, ip) => pack(ip, port),
+            // A broadcast peer: refused as a send to it would be (a socket
+            // with a kernel side and SO_BROADCAST moves there, below).
+            d @ Some((ip, _)) if broadcast(sk.a, ip) && broadcast_refusal(sk, d).is_some() => {
+                return fail(broadcast_refusal(sk, d).unwrap_or(libc::ENETUNREACH));
+            }
+            Some((ip, port))
+                if ip != 0 && port != 0 && reaches(sk.a, ip) && !broadcast(sk.a, ip) =>
+            {
+                pack(ip, port)
+            }
             Some((_, 0)) => return fail(libc::EINVAL),
             // Only the kernel reaches it (`0.0.0.0` is the local host, as
             // on Linux): a socket bound on any address moves there whole,
@@ -1631,6 +1669,7 @@ fn replayable(level: c_int, name: c_int) -> bool {
                 | libc::SO_PRIORITY
                 | libc::SO_MARK
                 | libc::SO_OOBINLINE
+                | libc::SO_BROADCAST
         ),
         libc::IPPROTO_TCP => matches!(
             name,
@@ -2221,6 +2260,10 @@ pub unsafe extern "C" fn sendto(
         } else {
             // SAFETY: sendto(2)'s contract: `alen` readable bytes at `addr`.
             let d = unsafe { dgram_dst(fd, addr, alen) };
+            if let Some(e) = broadcast_refusal(sk, d) {
+                count(sk.a, call("write"), false);
+                return fail(e);
+            }
             // SAFETY: as above.
             if by_kernel_side(sk, d, unsafe { is_inet6_addr(sk, addr, alen) }) {
                 return kernel_side_send(sk, flags, |fl| {
@@ -2285,6 +2328,10 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
             let (name, nl) = (m.msg_name as *const sockaddr, m.msg_namelen);
             // SAFETY: as above.
             let d = unsafe { dgram_dst(fd, name, nl) };
+            if let Some(e) = broadcast_refusal(sk, d) {
+                count(sk.a, call("write"), false);
+                return fail(e);
+            }
             // (The program's own message: its control data goes too.)
             // SAFETY: as above.
             if by_kernel_side(sk, d, unsafe { is_inet6_addr(sk, name, nl) }) {
@@ -3777,6 +3824,9 @@ pub unsafe extern "C" fn setsockopt(
         }
         (libc::SOL_SOCKET, libc::SO_REUSEPORT) => {
             setf(fl::REUSEPORT, int().unwrap_or(0) != 0);
+        }
+        (libc::SOL_SOCKET, libc::SO_BROADCAST) => {
+            setf(fl::BROADCAST, int().unwrap_or(0) != 0);
         }
         (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
             setf(fl::PKTINFO, int().unwrap_or(0) != 0);

@@ -85,6 +85,8 @@ pub mod fl {
     /// The program asked for `IPV6_PKTINFO` (`IPV6_RECVPKTINFO`) on a
     /// dual-stack UDP socket.
     pub const PKTINFO6: u32 = 1 << 18;
+    /// SO_BROADCAST.
+    pub const BROADCAST: u32 = 1 << 19;
 }
 
 /// One descriptor's entry.
