@@ -1304,11 +1304,8 @@ fn reaches(a: &state::Attached, ip: u32) -> bool {
 /// Whether `ip` is a broadcast address for the service: the limited
 /// broadcast (255.255.255.255) or its subnet's directed broadcast.
 fn broadcast(a: &state::Attached, ip: u32) -> bool {
-    let host = if a.prefix == 0 {
-        u32::MAX
-    } else {
-        u32::MAX >> a.prefix
-    };
+    // /31 and /32 have no directed broadcast (RFC 3021).
+    let host = u32::MAX.checked_shr(a.prefix).unwrap_or(0);
     ip == u32::MAX || (a.prefix < 31 && ip == a.ip | host)
 }
 
