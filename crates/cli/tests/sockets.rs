@@ -2883,15 +2883,7 @@ fn reader_behind_a_connection(net: &Setup, port: u16) -> (Proc, TcpStream) {
         c.write_all(b"k\n").unwrap();
         c
     });
-    let t = Instant::now();
-    while !py.log().contains("accepted") {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "not accepted:\n{}",
-            py.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_log(&py, "accepted", 10);
     // Let the reader block in recv.
     std::thread::sleep(Duration::from_millis(300));
     (py, held)
@@ -2901,16 +2893,7 @@ fn reader_behind_a_connection(net: &Setup, port: u16) -> (Proc, TcpStream) {
 /// `ECONNABORTED`, the service being gone; the program must live on and
 /// have said so once.
 fn reader_aborted(py: &mut Proc) {
-    let t = Instant::now();
-    let want = format!("recv errno {}", libc::ECONNABORTED);
-    while !py.log().contains(&want) {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "the reader was not woken with ECONNABORTED:\n{}",
-            py.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_log(py, &format!("recv errno {}", libc::ECONNABORTED), 5);
     assert!(
         py.running(),
         "the program died with the service:\n{}",
@@ -2924,12 +2907,17 @@ fn reader_aborted(py: &mut Proc) {
     );
     assert!(log.contains("1 connection(s) aborted"), "{log}");
     // A new connection: the network is down.
-    let want = format!("connect errno {}", libc::ENETDOWN);
-    while !py.log().contains(&want) {
+    wait_log(py, &format!("connect errno {}", libc::ENETDOWN), 5);
+}
+
+/// Wait (`secs` at most) until `p`'s standard error holds `want`.
+fn wait_log(p: &Proc, want: &str, secs: u64) {
+    let t = Instant::now();
+    while !p.log().contains(want) {
         assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "connect:\n{}",
-            py.log()
+            t.elapsed() < Duration::from_secs(secs),
+            "no {want:?} within {secs} s:\n{}",
+            p.log()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -535,18 +535,46 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
     Some((r, from, trunc, dst))
 }
 
-/// Whether a datagram of UDP socket `sk` to `dst` ([`dgram_dst`]'s answer
-/// for the caller's address; `real6`: a well-formed real IPv6 address,
-/// where `dst` is None) leaves by the kernel side, as the program's own
-/// call: an address only the kernel reaches (`0.0.0.0` is the local host,
-/// as on Linux) on a socket that has a kernel side, or any real IPv6 one
-/// ([`kernel_side_send`] answers `ENETUNREACH` without a kernel side).
-fn by_kernel_side(sk: Sock, dst: Option<(u32, u16)>, real6: bool) -> bool {
-    match dst {
-        Some((ip, port)) => {
-            port != 0 && (ip == 0 || broadcast(sk.a, ip) || !reaches(sk.a, ip)) && kernel_side(sk)
+/// Where a datagram of UDP socket `sk` goes.
+enum Route {
+    /// To the service, for this destination (None: the socket's peer).
+    Service(Option<(u32, u16)>),
+    /// The program's own call, by the kernel side ([`kernel_side_send`]).
+    Kernel,
+    /// Refused with this errno.
+    Refused(c_int),
+}
+
+/// The route of a datagram of UDP socket `sk` (descriptor `fd`) to the
+/// caller's address `addr` (`len` bytes; null: the socket's peer):
+/// - a broadcast address ([`broadcast`]): `EACCES` without SO_BROADCAST,
+///   as on Linux; with it, the kernel side (Ixora sends no broadcast: the
+///   stack would look for the address's neighbour and drop the datagram);
+/// - an address only the kernel reaches (`0.0.0.0` is the local host, as
+///   on Linux), on a socket that has a kernel side, or a real IPv6 one:
+///   the kernel side ([`kernel_side_send`] answers `ENETUNREACH` without
+///   one);
+/// - any other: the service; a malformed address: `EINVAL`.
+///
+/// # Safety
+/// `len` readable bytes at `addr` (if not null).
+unsafe fn dgram_route(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen_t) -> Route {
+    if addr.is_null() {
+        return Route::Service(None);
+    }
+    // SAFETY (caller): as above.
+    match unsafe { dgram_dst(fd, addr, len) } {
+        Some((ip, _)) if broadcast(sk.a, ip) => match may_broadcast(sk) {
+            true => Route::Kernel,
+            false => Route::Refused(libc::EACCES),
+        },
+        Some((ip, port)) if port != 0 && (ip == 0 || !reaches(sk.a, ip)) && kernel_side(sk) => {
+            Route::Kernel
         }
-        None => real6,
+        Some(d) => Route::Service(Some(d)),
+        // SAFETY (caller): as above.
+        None if unsafe { is_inet6_addr(sk, addr, len) } => Route::Kernel,
+        None => Route::Refused(libc::EINVAL),
     }
 }
 
@@ -588,7 +616,7 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let to = match dst {
         // (One only the kernel reaches went by the kernel side: see
-        // [`by_kernel_side`].)
+        // [`dgram_route`].)
         Some((ip, port)) => {
             if ip == 0 || port == 0 {
                 count(sk.a, call("write"), true);
@@ -1309,20 +1337,9 @@ fn broadcast(a: &state::Attached, ip: u32) -> bool {
     ip == u32::MAX || (a.prefix < 31 && ip == a.ip | host)
 }
 
-/// Why a datagram to `dst` may not go, if it is a broadcast: `EACCES`
-/// without SO_BROADCAST (as on Linux); with it, `ENETUNREACH` unless the
-/// socket has a kernel side to send it (Ixora sends no broadcast: the
-/// stack would look for the address's link-layer neighbour and drop the
-/// datagram).
-fn broadcast_refusal(sk: Sock, dst: Option<(u32, u16)>) -> Option<c_int> {
-    let (ip, _) = dst?;
-    if !broadcast(sk.a, ip) {
-        return None;
-    }
-    if sk.e.flags.load(Ordering::Relaxed) & fl::BROADCAST == 0 {
-        return Some(libc::EACCES);
-    }
-    (!kernel_side(sk)).then_some(libc::ENETUNREACH)
+/// SO_BROADCAST is set on `sk`.
+fn may_broadcast(sk: Sock) -> bool {
+    sk.e.flags.load(Ordering::Relaxed) & fl::BROADCAST != 0
 }
 
 /// connect(2) on an Ixora UDP socket: set its peer (`AF_UNSPEC`: remove
@@ -1340,8 +1357,11 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
         match unsafe { dgram_dst(fd, addr, len) } {
             // A broadcast peer: refused as a send to it would be (a socket
             // with a kernel side and SO_BROADCAST moves there, below).
-            d @ Some((ip, _)) if broadcast(sk.a, ip) && broadcast_refusal(sk, d).is_some() => {
-                return fail(broadcast_refusal(sk, d).unwrap_or(libc::ENETUNREACH));
+            Some((ip, _)) if broadcast(sk.a, ip) && !may_broadcast(sk) => {
+                return fail(libc::EACCES)
+            }
+            Some((ip, _)) if broadcast(sk.a, ip) && !kernel_side(sk) => {
+                return fail(libc::ENETUNREACH)
             }
             Some((ip, port))
                 if ip != 0 && port != 0 && reaches(sk.a, ip) && !broadcast(sk.a, ip) =>
@@ -2252,26 +2272,19 @@ pub unsafe extern "C" fn sendto(
     // SAFETY: sendto(2)'s contract.
     let b = unsafe { std::slice::from_raw_parts(buf as *const u8, n) };
     if sk.dgram() {
-        let dst = if addr.is_null() {
-            None
-        } else {
-            // SAFETY: sendto(2)'s contract: `alen` readable bytes at `addr`.
-            let d = unsafe { dgram_dst(fd, addr, alen) };
-            if let Some(e) = broadcast_refusal(sk, d) {
-                count(sk.a, call("write"), false);
-                return fail(e);
-            }
-            // SAFETY: as above.
-            if by_kernel_side(sk, d, unsafe { is_inet6_addr(sk, addr, alen) }) {
+        // SAFETY: sendto(2)'s contract: `alen` readable bytes at `addr`.
+        let dst = match unsafe { dgram_route(fd, sk, addr, alen) } {
+            Route::Service(dst) => dst,
+            Route::Kernel => {
                 return kernel_side_send(sk, flags, |fl| {
                     real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
                         fd, buf, n, fl, addr, alen,
                     )
-                });
+                })
             }
-            match d {
-                Some(d) => Some(d),
-                None => return fail(libc::EINVAL),
+            Route::Refused(e) => {
+                count(sk.a, call("write"), true);
+                return fail(e);
             }
         };
         return do_send_dgram(sk, &[b], flags, dst);
@@ -2319,26 +2332,20 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     let v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) };
     let v: Vec<&[u8]> = v.into_iter().map(|b| &*b).collect();
     if sk.dgram() {
-        let dst = if m.msg_name.is_null() {
-            None
-        } else {
-            let (name, nl) = (m.msg_name as *const sockaddr, m.msg_namelen);
-            // SAFETY: as above.
-            let d = unsafe { dgram_dst(fd, name, nl) };
-            if let Some(e) = broadcast_refusal(sk, d) {
-                count(sk.a, call("write"), false);
-                return fail(e);
-            }
-            // (The program's own message: its control data goes too.)
-            // SAFETY: as above.
-            if by_kernel_side(sk, d, unsafe { is_inet6_addr(sk, name, nl) }) {
+        // (By the kernel side, the program's own message: its control data
+        // goes too.)
+        // SAFETY: as above.
+        let dst = match unsafe { dgram_route(fd, sk, m.msg_name as *const sockaddr, m.msg_namelen) }
+        {
+            Route::Service(dst) => dst,
+            Route::Kernel => {
                 return kernel_side_send(sk, flags, |fl| {
                     real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, fl)
-                });
+                })
             }
-            match d {
-                Some(d) => Some(d),
-                None => return fail(libc::EINVAL),
+            Route::Refused(e) => {
+                count(sk.a, call("write"), true);
+                return fail(e);
             }
         };
         return do_send_dgram(sk, &v, flags, dst);
