@@ -665,11 +665,19 @@ fn curl_at(net: &Setup, host: &str, port: u16, dir: &std::path::Path, rounds: us
                     .output()
                     .expect("curl")
             };
-            assert!(
-                out.status.success(),
-                "curl {host} {f}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            if !out.status.success() {
+                let got = std::fs::metadata(&dst).map(|m| m.len()).unwrap_or(0);
+                let ss = net.lx.command("ss").args(["-tnoi"]).output();
+                let ss = ss.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+                panic!(
+                    "curl {host} {f} (round {round}) failed ({}, {got} bytes received): {}\n\
+                     Linux sockets:\n{}\nservice:\n{:#}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr),
+                    ss.unwrap_or_default(),
+                    net.stats()
+                );
+            }
             let a = std::fs::read(dir.join("www").join(f)).unwrap();
             let b = std::fs::read(&dst).unwrap();
             assert!(
@@ -2967,7 +2975,9 @@ fn a_stopped_service_resets_its_connections() {
         "the peer was not reset: {r:?}"
     );
     assert!(
-        net.serve.log().contains("1 connection(s) reset at stop"),
+        net.serve
+            .log()
+            .contains(": 1 reset (their peers told with a RST)"),
         "{}",
         net.serve.log()
     );

@@ -2729,40 +2729,34 @@ fn epoll_scan(epfd: c_int, g: &mut Epoll, out: *mut epoll_event, max: usize) -> 
             i += 1;
             continue;
         }
-        let want = it.events | (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-        let rev = (sk.revents() as u16 as u32) & want;
+        let it = &mut g.items[i];
+        let rev = it.report(|| sk.seq(), || sk.revents() as u16 as u32);
         if rev != 0 {
-            let et = it.events & libc::EPOLLET as u32 != 0;
-            let seq = sk.seq();
-            if !et || seq != it.seen {
-                let it = &mut g.items[i];
-                it.seen = seq;
-                if it.events & libc::EPOLLONESHOT as u32 != 0 {
-                    it.disabled = true;
-                    if it.kernel {
-                        // A listener's kernel side is the same descriptor:
-                        // disarmed too, until the program re-arms both.
-                        let mut ev = epoll_event {
-                            events: libc::EPOLLONESHOT as u32,
-                            u64: it.data,
-                        };
-                        real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
-                            epfd,
-                            libc::EPOLL_CTL_MOD,
-                            it.fd,
-                            &mut ev,
-                        );
-                    }
+            if it.events & libc::EPOLLONESHOT as u32 != 0 {
+                it.disabled = true;
+                if it.kernel {
+                    // A listener's kernel side is the same descriptor:
+                    // disarmed too, until the program re-arms both.
+                    let mut ev = epoll_event {
+                        events: libc::EPOLLONESHOT as u32,
+                        u64: it.data,
+                    };
+                    real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
+                        epfd,
+                        libc::EPOLL_CTL_MOD,
+                        it.fd,
+                        &mut ev,
+                    );
                 }
-                let e = epoll_event {
-                    events: rev,
-                    u64: it.data,
-                };
-                // SAFETY: `out` has room for `max` events (epoll_wait's
-                // contract) and `n < max`.
-                unsafe { std::ptr::write_unaligned(out.add(n), e) };
-                n += 1;
             }
+            let e = epoll_event {
+                events: rev,
+                u64: it.data,
+            };
+            // SAFETY: `out` has room for `max` events (epoll_wait's
+            // contract) and `n < max`.
+            unsafe { std::ptr::write_unaligned(out.add(n), e) };
+            n += 1;
         }
         i += 1;
     }
