@@ -528,9 +528,14 @@ fn print_engine(cmd: &str, r: &ixora_engine::EngineReport, port: &dyn ixora_io::
         c.tcp_retrans_segs,
         c.total_drops()
     );
-    let reset: u64 = r.cores.iter().map(|x| x.aborted_at_stop).sum();
-    if reset > 0 {
-        eprintln!("  {reset} connection(s) reset at stop (their peers told with a RST)");
+    let closed: u64 = r.cores.iter().map(|x| x.closed_at_stop).sum();
+    let reset: u64 = r.cores.iter().map(|x| x.reset_at_stop).sum();
+    if closed > 0 {
+        eprintln!(
+            "  {closed} connection(s) held at stop: {reset} reset (their peers told with a RST), \
+             {} in TIME-WAIT or SYN-SENT forgotten",
+            closed - reset
+        );
     }
     for (name, _, n) in c.iter().filter(|d| d.2 > 0) {
         let name = name.trim_start_matches("ixora_").trim_end_matches("_total");

@@ -1014,15 +1014,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
 
     /// Abort connections for a stack that is shutting down, so that their
     /// peers learn it now rather than by their own timeouts: each is reset
-    /// as [`Stack::tcp_abort`] would (a RST in the synchronized states,
-    /// RFC 9293 §3.10.5) and forgotten, handles and all. At most `max`
-    /// per call (each RST waits in a bounded queue for
-    /// [`Stack::poll_transmit`]); returns how many were aborted — call again
-    /// after transmitting until it returns 0.
-    pub fn tcp_abort_all(&mut self, now: Instant, max: usize) -> usize {
+    /// as [`Stack::tcp_abort`] would (a RST in the synchronized states but
+    /// TIME-WAIT, RFC 9293 §3.10.5) and forgotten, handles and all. At
+    /// most `max` per call (each RST waits in a bounded queue for
+    /// [`Stack::poll_transmit`]); returns how many were forgotten and how
+    /// many of those were sent a RST — call again after transmitting until
+    /// the first is 0.
+    pub fn tcp_abort_all(&mut self, now: Instant, max: usize) -> (usize, usize) {
         self.advance_clock(now);
         let max = max.min(CTRL_QUEUE_LIMIT.saturating_sub(self.ctrlq.len()));
-        let mut n = 0;
+        let (mut n, mut reset) = (0, 0);
         for idx in 0..self.conns.len() {
             if n == max {
                 break;
@@ -1034,11 +1035,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             let rst = self
                 .with_tcb(idx, |tcb, ctx| tcb.abort(ctx).map(|r| (tcb.tuple, r)))
                 .flatten();
+            reset += usize::from(rst.is_some());
             self.send_rst(rst);
             self.after(idx);
             n += 1;
         }
-        n
+        (n, reset)
     }
 
     /// Nagle off (`true`, the default) or on.

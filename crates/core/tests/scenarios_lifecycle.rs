@@ -970,9 +970,9 @@ fn abort_all_resets_every_connection_in_bounded_rounds() {
     let (c, iss) = established(&mut h);
     let (c2, _syn) = connect(&mut h);
     assert_eq!(h.stack.tcp_state(c2), Ok(State::SynSent));
-    assert_eq!(h.stack.tcp_abort_all(h.now, 1), 1);
-    assert_eq!(h.stack.tcp_abort_all(h.now, 1), 1);
-    assert_eq!(h.stack.tcp_abort_all(h.now, 1), 0);
+    assert_eq!(h.stack.tcp_abort_all(h.now, 1), (1, 1));
+    assert_eq!(h.stack.tcp_abort_all(h.now, 1), (1, 0));
+    assert_eq!(h.stack.tcp_abort_all(h.now, 1), (0, 0));
     h.drain();
     expect_rst(&mut h, iss + 1);
     h.expect_silence();

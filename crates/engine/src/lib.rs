@@ -121,9 +121,11 @@ pub struct CoreReport {
     pub counters: Counters,
     /// Largest batch seen.
     pub max_batch: usize,
-    /// Connections reset when the core stopped (their peers told with a
-    /// RST rather than left to time out).
-    pub aborted_at_stop: u64,
+    /// Connections the core held when it stopped (all forgotten).
+    pub closed_at_stop: u64,
+    /// Of those, the ones reset (their peers told with a RST rather than
+    /// left to time out; not those in SYN-SENT or TIME-WAIT).
+    pub reset_at_stop: u64,
 }
 
 /// What the whole engine did.
@@ -624,8 +626,9 @@ where
     // ends it.
     loop {
         let now = clock(start);
-        let n = stack.tcp_abort_all(now, ABORT_BATCH);
-        rep.aborted_at_stop += n as u64;
+        let (n, reset) = stack.tcp_abort_all(now, ABORT_BATCH);
+        rep.closed_at_stop += n as u64;
+        rep.reset_at_stop += reset as u64;
         let mut sent = 0;
         while let Some(mut b) = pool.alloc() {
             let Some(len) = stack.poll_transmit(now, b.spare_mut()) else {
