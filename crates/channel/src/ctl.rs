@@ -4,7 +4,7 @@
 //!
 //! Every request and reply is a [`Msg`] of [`Msg::LEN`] bytes; a reply
 //! carries the result in `a` (`>= 0` success, `< 0` a negated errno). The
-//! `STATS` reply is followed by text in the same packet.
+//! `STATS` and `SOCKETS` replies are followed by text in the same packet.
 
 /// Magic at the start of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"IXCT");
@@ -49,6 +49,10 @@ pub mod op {
     /// The process on this (joined) connection is now pid `a` (sent by a
     /// forked child; the pid is shown by `ixora stats`, never trusted).
     pub const HELLO: u32 = 10;
+    /// The sockets of every app, as JSON text after the reply, from the
+    /// cursor `b` (0: the first; `app id << 32 | slot`): at most
+    /// a page of them, and the cursor of the next page (`null`: none).
+    pub const SOCKETS: u32 = 11;
     /// A reply.
     pub const REPLY: u32 = 100;
 }

@@ -66,6 +66,13 @@ pub struct StatsArgs {
     /// Print the raw JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// List every socket of the attached programs instead, as `ss` does
+    /// for the kernel's: its state, addresses, the bytes its program has
+    /// not read or not yet had sent (RECV-Q, SEND-Q: in its rings plus
+    /// in the stack), and for a connection the stack's TCP state, window,
+    /// RTT and retransmissions. A listener's RECV-Q is its accept queue.
+    #[arg(long)]
+    pub sockets: bool,
 }
 
 pub fn serve(a: ServeArgs) -> ExitCode {
@@ -272,6 +279,9 @@ fn join(v: &serde_json::Value) -> String {
 }
 
 pub fn stats(a: StatsArgs) -> ExitCode {
+    if a.sockets {
+        return sockets(&a);
+    }
     let text = match ixora_service::query_stats(&a.socket) {
         Ok(t) => t,
         Err(e) => return crate::fail("stats", e),
@@ -352,4 +362,75 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `ixora stats --sockets`: one line per socket.
+fn sockets(a: &StatsArgs) -> ExitCode {
+    let list = match ixora_service::query_sockets(&a.socket) {
+        Ok(l) => l,
+        Err(e) => return crate::fail("stats", e),
+    };
+    if a.json {
+        println!("{}", serde_json::Value::Array(list));
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "{:<5} {:<5} {:<5} {:<11} {:>8} {:>8}  {:<21} {:<21} stack",
+        "app", "slot", "proto", "state", "recv-q", "send-q", "local", "remote"
+    );
+    for s in &list {
+        println!("{}", socket_line(s));
+    }
+    if list.is_empty() {
+        println!("(no sockets: no program is attached, or none has a socket open)");
+    }
+    ExitCode::SUCCESS
+}
+
+/// A socket of `ixora stats --sockets --json` as a line of the table.
+fn socket_line(s: &serde_json::Value) -> String {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let t = &s["tcp"];
+    let listen = s["state"] == "listen";
+    let (recv, send) = if listen {
+        (n(&s["accept_queue"]), 0)
+    } else {
+        (
+            n(&s["ring_unread"]) + n(&t["readable"]),
+            n(&s["ring_unsent"]) + n(&t["unsent"]) + n(&t["unacked"]),
+        )
+    };
+    let mut stack = String::new();
+    if t.is_object() {
+        stack = format!(
+            "{} wnd {}/{} cwnd {} rtt {:.3} ms rto {} ms retrans {}",
+            t["state"].as_str().unwrap_or("?"),
+            n(&t["snd_wnd"]),
+            n(&t["rcv_wnd"]),
+            n(&t["cwnd"]),
+            n(&t["srtt_us"]) as f64 / 1000.0,
+            n(&t["rto_ms"]),
+            n(&t["retransmits"]),
+        );
+    }
+    if s["eof"] == true {
+        stack.push_str(" eof");
+    }
+    let err = s["error"].as_i64().unwrap_or(0);
+    if err != 0 {
+        let e = std::io::Error::from_raw_os_error(err as i32);
+        stack.push_str(&format!(" error: {e}"));
+    }
+    format!(
+        "{:<5} {:<5} {:<5} {:<11} {:>8} {:>8}  {:<21} {:<21} {}",
+        n(&s["app"]),
+        n(&s["slot"]),
+        s["proto"].as_str().unwrap_or("?"),
+        s["state"].as_str().unwrap_or("?"),
+        recv,
+        send,
+        s["local"].as_str().unwrap_or("*"),
+        s["remote"].as_str().unwrap_or("*"),
+        stack.trim_start()
+    )
 }

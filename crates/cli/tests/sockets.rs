@@ -3052,3 +3052,95 @@ fn connections_beyond_the_programs_sockets_are_refused_and_said() {
     );
     assert!(py.running(), "{}", py.log());
 }
+
+/// `ixora stats --sockets`: every socket of the attached programs, as the
+/// program sees it and as the stack holds it — a listener, a connection
+/// whose bytes its program has not read (then closed by its peer:
+/// CLOSE-WAIT, EOF), and 300 UDP sockets, more than one reply page holds,
+/// each listed once.
+#[test]
+fn stats_lists_the_programs_sockets() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let prog = "import os, socket, time\n\
+                s = socket.socket()\n\
+                s.bind(('198.18.9.2', 7040))\n\
+                s.listen(4)\n\
+                us = []\n\
+                for _ in range(300):\n\
+                \x20   u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                \x20   u.bind(('198.18.9.2', 0))\n\
+                \x20   us.append(u)\n\
+                os.write(2, b'ready\\n')\n\
+                c, _ = s.accept()\n\
+                os.write(2, b'accepted\\n')\n\
+                time.sleep(30)\n";
+    let mut py = net.run("holder", &["python3", "-c", prog]);
+    wait_log(&py, "ready", 10);
+    net.wait_port(&mut py, 7040);
+    let mut held = net
+        .lx
+        .run(|| TcpStream::connect(format!("{IX}:7040")).expect("connect"));
+    held.write_all(&[b'x'; 3000]).unwrap();
+    wait_log(&py, "accepted", 10);
+    let me = held.local_addr().unwrap().to_string();
+    let list = |json: bool| {
+        let mut c = Command::new(BIN);
+        c.args(["stats", "--sockets", "--socket", &net.socket]);
+        if json {
+            c.arg("--json");
+        }
+        succeed(&mut c, "ixora stats --sockets")
+    };
+    // The connection as the program and the stack see it, once its bytes
+    // are all in the program's ring.
+    let find = |want: &dyn Fn(&serde_json::Value) -> bool| {
+        let t = Instant::now();
+        loop {
+            let out = list(true);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            let all = v.as_array().expect("a list").clone();
+            if let Some(c) = all.iter().find(|s| s["remote"] == me.as_str() && want(s)) {
+                return (all.clone(), c.clone());
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "no such connection listed: {v:#}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let (all, c) = find(&|s| s["ring_unread"] == 3000);
+    assert_eq!(c["state"], "established", "{c:#}");
+    assert_eq!(c["proto"], "tcp", "{c:#}");
+    assert_eq!(c["local"], format!("{IX}:7040"), "{c:#}");
+    assert_eq!(c["tcp"]["state"], "ESTABLISHED", "{c:#}");
+    assert_eq!(c["eof"], false, "{c:#}");
+    let l: Vec<_> = all.iter().filter(|s| s["state"] == "listen").collect();
+    assert_eq!(l.len(), 1, "one listener: {l:#?}");
+    assert_eq!(l[0]["local"], format!("{IX}:7040"));
+    let udp = all.iter().filter(|s| s["proto"] == "udp").count();
+    assert_eq!(udp, 300, "every UDP socket, across reply pages");
+    let bound = all.iter().filter(|s| s["state"] == "bound").count();
+    assert_eq!(bound, 300, "UDP sockets bound, without a peer");
+    let mut slots: Vec<_> = all.iter().map(|s| s["slot"].as_u64().unwrap()).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    assert_eq!(slots.len(), all.len(), "each socket listed once");
+    // The peer closes: CLOSE-WAIT at the stack, EOF behind the unread bytes.
+    drop(held);
+    let (_, c) = find(&|s| s["eof"] == true);
+    assert_eq!(c["tcp"]["state"], "CLOSE-WAIT", "{c:#}");
+    assert_eq!(c["ring_unread"], 3000, "{c:#}");
+    let table = String::from_utf8_lossy(&list(false).stdout).into_owned();
+    let line = table
+        .lines()
+        .find(|l| l.contains(&me))
+        .unwrap_or_else(|| panic!("no line for {me}:\n{table}"));
+    assert!(
+        line.contains("established") && line.contains(" 3000 ") && line.contains("CLOSE-WAIT"),
+        "{line}"
+    );
+    drop(py);
+}

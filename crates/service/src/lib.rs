@@ -34,7 +34,9 @@ pub mod testkit;
 
 use bytes::Bytes;
 use ixora_channel::ctl::{op, opt, Msg};
-use ixora_channel::layout::{self, flag, pack, req, state, Layout, Regions, CALLS, NOT_CALLS};
+use ixora_channel::layout::{
+    self, flag, pack, req, state, unpack, Layout, Regions, CALLS, NOT_CALLS,
+};
 use ixora_channel::os::{self, Mapping};
 use ixora_core::{ConnHandle, DeadReason, Error, Event, UdpHandle};
 use ixora_engine::{App, Io};
@@ -926,6 +928,109 @@ impl Service {
         .to_string()
     }
 
+    /// Sockets per `SOCKETS` reply: a page of them stays well within a
+    /// control packet (at most about 400 bytes each; a Unix socket's send
+    /// buffer is 208 KiB by default).
+    const SOCKETS_PAGE: usize = 256;
+
+    /// The JSON the `SOCKETS` request returns: the apps' sockets from
+    /// `cursor` on (`app id << 32 | slot`), a page at most, each as the
+    /// app sees it (state, addresses, bytes in its rings) and, for a
+    /// connection, as the stack holds it (TCP state, window, RTT, bytes
+    /// not yet in the ring or not yet acknowledged).
+    fn sockets(&self, io: &Io, cursor: u64) -> String {
+        let mut ids: Vec<u32> = self.apps.keys().copied().collect();
+        ids.sort_unstable();
+        let mut list = Vec::new();
+        let mut next = None;
+        'apps: for id in ids.into_iter().filter(|&id| u64::from(id) >= cursor >> 32) {
+            let a = &self.apps[&id];
+            let first = if u64::from(id) == cursor >> 32 {
+                cursor as u32
+            } else {
+                0
+            };
+            for s in first..a.socks.len() as u32 {
+                let sock = &a.socks[s as usize];
+                if matches!(sock.kind, Kind::Free) {
+                    continue;
+                }
+                if list.len() == Self::SOCKETS_PAGE {
+                    next = Some(u64::from(id) << 32 | u64::from(s));
+                    break 'apps;
+                }
+                list.push(Self::socket_json(a, io, id, s));
+            }
+        }
+        serde_json::json!({"sockets": list, "next": next}).to_string()
+    }
+
+    fn socket_json(a: &AppState, io: &Io, id: u32, s: u32) -> serde_json::Value {
+        let (d, u) = (a.r.down_slot(s), a.r.up_slot(s));
+        let sock = &a.socks[s as usize];
+        let addr = |v: u64| {
+            let (ip, port) = unpack(v);
+            (v != 0).then(|| SocketAddrV4::new(Ipv4Addr::from(ip), port).to_string())
+        };
+        let flags = d.flags.load(Ordering::Acquire);
+        let state = d.state.load(Ordering::Acquire);
+        let local = d.local.load(Ordering::Relaxed);
+        // A UDP socket: bound, or with a peer (connect), whose datagrams
+        // alone it receives.
+        let (name, remote) = match (sock.dgram, state) {
+            (true, state::OPEN | state::ESTABLISHED) if sock.peer != 0 => ("connected", sock.peer),
+            (true, state::OPEN) if local != 0 => ("bound", 0),
+            (_, state::OPEN) => ("open", 0),
+            (_, state::LISTEN) => ("listen", 0),
+            (_, state::CONNECTING) => ("connecting", d.remote.load(Ordering::Relaxed)),
+            (_, state::ESTABLISHED) => ("established", d.remote.load(Ordering::Relaxed)),
+            _ => ("closed", d.remote.load(Ordering::Relaxed)),
+        };
+        let mut v = serde_json::json!({
+            "app": id,
+            "slot": s,
+            "proto": if sock.dgram { "udp" } else { "tcp" },
+            "state": name,
+            "local": addr(local),
+            "remote": addr(remote),
+            // What the app has yet to read, and to have sent, in its rings
+            // (an app-written index past the service's counts as none).
+            "ring_unread": d.rx_tail.load(Ordering::Acquire)
+                .saturating_sub(u.rx_head.load(Ordering::Relaxed)),
+            "ring_unsent": u.tx_tail.load(Ordering::Relaxed)
+                .saturating_sub(d.tx_head.load(Ordering::Acquire)),
+            "refs": u.refs.load(Ordering::Relaxed),
+            "eof": flags & flag::EOF != 0,
+            "error": if flags & flag::ERROR != 0 { d.err.load(Ordering::Relaxed) } else { 0 },
+        });
+        if state == state::LISTEN {
+            v["accept_queue"] = d
+                .acc_tail
+                .load(Ordering::Acquire)
+                .wrapping_sub(u.acc_head.load(Ordering::Relaxed))
+                .min(a.r.acc_capacity())
+                .into();
+        }
+        if let Kind::Conn(h) = sock.kind {
+            if let Ok(t) = io.stack().tcp_info(h) {
+                v["tcp"] = serde_json::json!({
+                    "state": t.state.name(),
+                    "readable": t.readable,
+                    "unsent": t.unsent,
+                    "unacked": t.unacked,
+                    "snd_wnd": t.snd_wnd,
+                    "rcv_wnd": t.rcv_wnd,
+                    "cwnd": t.cwnd,
+                    "mss": t.mss,
+                    "srtt_us": t.srtt.as_micros() as u64,
+                    "rto_ms": t.rto.as_millis() as u64,
+                    "retransmits": t.retransmits,
+                });
+            }
+        }
+        v
+    }
+
     fn ip(&self, io: &Io) -> u32 {
         u32::from(io.stack().config().ip)
     }
@@ -1141,6 +1246,11 @@ impl Service {
                 msg: Msg::reply(0),
                 fds: Vec::new(),
                 text: Some(self.stats(io)),
+            },
+            op::SOCKETS => Reply {
+                msg: Msg::reply(0),
+                fds: Vec::new(),
+                text: Some(self.sockets(io, msg.b)),
             },
             DETACH => {
                 if let Some(id) = self.conn_app.remove(&conn) {
@@ -2344,6 +2454,34 @@ impl App for Service {
 
 /// Ask the service at `socket` for its statistics (JSON).
 pub fn query_stats(socket: &Path) -> io::Result<String> {
+    query(socket, op::STATS, 0)
+}
+
+/// Ask the service at `socket` for every socket of its applications
+/// (the JSON objects of `SOCKETS` replies, page after page; each page is
+/// a fresh look, so a socket may move between two of them).
+pub fn query_sockets(socket: &Path) -> io::Result<Vec<serde_json::Value>> {
+    let mut all = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let text = query(socket, op::SOCKETS, cursor)?;
+        let bad = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
+        let mut v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("malformed sockets reply: {e}")))?;
+        match v["sockets"].take() {
+            serde_json::Value::Array(page) => all.extend(page),
+            _ => return Err(bad("sockets reply without a list".into())),
+        }
+        match v["next"].as_u64() {
+            Some(n) if n > cursor => cursor = n,
+            _ => return Ok(all),
+        }
+    }
+}
+
+/// One request `op` (with argument `b`) to the service at `socket`; the
+/// text after its reply.
+fn query(socket: &Path, op: u32, b: u64) -> io::Result<String> {
     let sock = os::connect_once(socket).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -2354,21 +2492,18 @@ pub fn query_stats(socket: &Path) -> io::Result<String> {
         )
     })?;
     let deadline = Instant::now() + Duration::from_secs(5);
-    os::send_msg(
-        sock.as_fd(),
-        &Msg::new(op::STATS, 0, 0, 0).encode(),
-        &[],
-        deadline,
-    )?;
+    os::send_msg(sock.as_fd(), &Msg::new(op, 0, 0, b).encode(), &[], deadline)?;
     let mut buf = vec![0u8; 1 << 20];
     let (n, _) = os::recv_msg(sock.as_fd(), &mut buf, deadline)?;
-    if n < Msg::LEN || Msg::decode(&buf).is_none() {
-        return Err(io::Error::new(
+    let rep = (n >= Msg::LEN).then(|| Msg::decode(&buf)).flatten();
+    match rep {
+        None => Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            "malformed stats reply",
-        ));
+            "malformed reply from the service",
+        )),
+        Some(m) if m.a < 0 => Err(io::Error::from_raw_os_error(-m.a as i32)),
+        Some(_) => Ok(String::from_utf8_lossy(&buf[Msg::LEN..n]).into_owned()),
     }
-    Ok(String::from_utf8_lossy(&buf[Msg::LEN..n]).into_owned())
 }
 
 #[cfg(test)]
