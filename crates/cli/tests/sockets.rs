@@ -647,10 +647,16 @@ fn curl_at(net: &Setup, host: &str, port: u16, dir: &std::path::Path, rounds: us
     for round in 0..rounds {
         for f in ["f20", "f11k", "f512k"] {
             let dst = dir.join(format!("got-{f}-{host}-{port}-{round}"));
+            // A transfer that stalls 10 s ends at once (exit 28), so the
+            // state of the sockets behind it is seen while it still holds.
             let args = [
                 "curl",
                 "-s",
                 "-S",
+                "--speed-time",
+                "10",
+                "--speed-limit",
+                "1",
                 "-o",
                 dst.to_str().unwrap(),
                 &format!("http://{host}:{port}/{f}"),
@@ -669,12 +675,17 @@ fn curl_at(net: &Setup, host: &str, port: u16, dir: &std::path::Path, rounds: us
                 let got = std::fs::metadata(&dst).map(|m| m.len()).unwrap_or(0);
                 let ss = net.lx.command("ss").args(["-tnoi"]).output();
                 let ss = ss.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+                let ix = Command::new(BIN)
+                    .args(["stats", "--sockets", "--socket", &net.socket])
+                    .output();
+                let ix = ix.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
                 panic!(
                     "curl {host} {f} (round {round}) failed ({}, {got} bytes received): {}\n\
-                     Linux sockets:\n{}\nservice:\n{:#}",
+                     Linux sockets:\n{}\nIxora sockets:\n{}\nservice:\n{:#}",
                     out.status,
                     String::from_utf8_lossy(&out.stderr),
                     ss.unwrap_or_default(),
+                    ix.unwrap_or_default(),
                     net.stats()
                 );
             }
