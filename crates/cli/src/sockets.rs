@@ -69,8 +69,9 @@ pub struct StatsArgs {
     /// List every socket of the attached programs instead, as `ss` does
     /// for the kernel's: its state, addresses, the bytes its program has
     /// not read or not yet had sent (RECV-Q, SEND-Q: in its rings plus
-    /// in the stack), and for a connection the stack's TCP state, window,
-    /// RTT and retransmissions. A listener's RECV-Q is its accept queue.
+    /// in the stack), for a connection the stack's TCP state, window,
+    /// RTT and retransmissions, and how many of the program's threads
+    /// sleep until it changes. A listener's RECV-Q is its accept queue.
     #[arg(long)]
     pub sockets: bool,
 }
@@ -415,6 +416,10 @@ fn socket_line(s: &serde_json::Value) -> String {
     }
     if s["eof"] == true {
         stack.push_str(" eof");
+    }
+    let sleepers = n(&s["sleepers"]);
+    if sleepers > 0 {
+        stack.push_str(&format!(" ({sleepers} thread(s) asleep on it)"));
     }
     let err = s["error"].as_i64().unwrap_or(0);
     if err != 0 {

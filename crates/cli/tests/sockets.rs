@@ -3068,7 +3068,8 @@ fn connections_beyond_the_programs_sockets_are_refused_and_said() {
 /// program sees it and as the stack holds it — a listener, a connection
 /// whose bytes its program has not read (then closed by its peer:
 /// CLOSE-WAIT, EOF), and 300 UDP sockets, more than one reply page holds,
-/// each listed once.
+/// each listed once; the program's thread asleep in `accept` shows on the
+/// listener.
 #[test]
 fn stats_lists_the_programs_sockets() {
     let Some((_g, net)) = begin(&["python3"]) else {
@@ -3087,15 +3088,6 @@ fn stats_lists_the_programs_sockets() {
                 c, _ = s.accept()\n\
                 os.write(2, b'accepted\\n')\n\
                 time.sleep(30)\n";
-    let mut py = net.run("holder", &["python3", "-c", prog]);
-    wait_log(&py, "ready", 10);
-    net.wait_port(&mut py, 7040);
-    let mut held = net
-        .lx
-        .run(|| TcpStream::connect(format!("{IX}:7040")).expect("connect"));
-    held.write_all(&[b'x'; 3000]).unwrap();
-    wait_log(&py, "accepted", 10);
-    let me = held.local_addr().unwrap().to_string();
     let list = |json: bool| {
         let mut c = Command::new(BIN);
         c.args(["stats", "--sockets", "--socket", &net.socket]);
@@ -3104,6 +3096,32 @@ fn stats_lists_the_programs_sockets() {
         }
         succeed(&mut c, "ixora stats --sockets")
     };
+    let mut py = net.run("holder", &["python3", "-c", prog]);
+    wait_log(&py, "ready", 10);
+    // Its thread asleep in accept, on the listener.
+    let t = Instant::now();
+    loop {
+        let out = list(true);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let l = v
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["state"] == "listen").cloned());
+        if l.as_ref().is_some_and(|l| l["sleepers"] == 1) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no thread asleep on the listener: {l:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    net.wait_port(&mut py, 7040);
+    let mut held = net
+        .lx
+        .run(|| TcpStream::connect(format!("{IX}:7040")).expect("connect"));
+    held.write_all(&[b'x'; 3000]).unwrap();
+    wait_log(&py, "accepted", 10);
+    let me = held.local_addr().unwrap().to_string();
     // The connection as the program and the stack see it, once its bytes
     // are all in the program's ring.
     let find = |want: &dyn Fn(&serde_json::Value) -> bool| {

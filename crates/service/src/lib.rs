@@ -1003,6 +1003,19 @@ impl Service {
             "eof": flags & flag::EOF != 0,
             "error": if flags & flag::ERROR != 0 { d.err.load(Ordering::Relaxed) } else { 0 },
         });
+        // Threads of the app asleep until this socket changes (armed
+        // waiters whose interest names it; not those that want any
+        // change). One still asleep a second later on a socket ready for
+        // what it waits for is a wake-up lost.
+        let armed = &a.r.up_header().armed;
+        let (word, bit) = (s / 64, 1u64 << (s % 64));
+        let sleepers = (0..layout::MAX_WAITERS as u32)
+            .filter(|&w| {
+                armed[w as usize / 64].load(Ordering::Acquire) & 1 << (w % 64) != 0
+                    && a.r.interest(w, word).load(Ordering::Relaxed) & bit != 0
+            })
+            .count();
+        v["sleepers"] = sleepers.into();
         if state == state::LISTEN {
             v["accept_queue"] = d
                 .acc_tail
