@@ -57,7 +57,7 @@ enum Cmd {
     ///
     /// Example: ixora serve --iface veth0 --ip 198.18.0.2/24 &
     ///
-    /// SIGINT or SIGTERM stops it: every connection is reset on the way
+    /// SIGINT or SIGTERM stops it: every open connection is reset on the way
     /// out (its peer told at once) and its programs see ECONNABORTED on
     /// them; programs live on but their listeners get nothing more until
     /// they are restarted (so do they if the service is killed).

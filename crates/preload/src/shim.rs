@@ -1353,52 +1353,43 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
     let peer = if unspec {
         0
     } else {
+        let bound_any = sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0;
         // SAFETY (caller): as above.
-        match unsafe { dgram_dst(fd, addr, len) } {
-            // A broadcast peer: refused as a send to it would be (a socket
-            // with a kernel side and SO_BROADCAST moves there, below).
-            Some((ip, _)) if broadcast(sk.a, ip) && !may_broadcast(sk) => {
-                return fail(libc::EACCES)
-            }
-            Some((ip, _)) if broadcast(sk.a, ip) && !kernel_side(sk) => {
-                return fail(libc::ENETUNREACH)
-            }
-            Some((ip, port))
-                if ip != 0 && port != 0 && reaches(sk.a, ip) && !broadcast(sk.a, ip) =>
-            {
-                pack(ip, port)
+        let dst = unsafe { dgram_dst(fd, addr, len) };
+        let bc = dst.is_some_and(|(ip, _)| broadcast(sk.a, ip));
+        let peer = match dst {
+            // A broadcast peer: refused as a send to it would be; with
+            // SO_BROADCAST and a kernel side, the kernel's (below).
+            Some(_) if bc && !may_broadcast(sk) => return fail(libc::EACCES),
+            Some(_) if bc && !kernel_side(sk) => return fail(libc::ENETUNREACH),
+            Some((ip, port)) if ip != 0 && port != 0 && !bc && reaches(sk.a, ip) => {
+                Some(pack(ip, port))
             }
             Some((_, 0)) => return fail(libc::EINVAL),
             // Only the kernel reaches it (`0.0.0.0` is the local host, as
-            // on Linux): a socket bound on any address moves there whole,
-            // as a TCP socket does.
-            Some(_) if sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0 => {
-                return match connect_via_kernel(fd, sk) {
-                    Some(0) => real!(connect: fn(c_int, *const sockaddr, socklen_t) -> c_int)(
-                        fd, addr, len,
-                    ),
-                    Some(r) => r,
-                    None => fail(libc::ENETUNREACH),
-                };
-            }
+            // on Linux; a broadcast): a socket bound on any address moves
+            // there whole, as a TCP socket does.
+            Some(_) if bound_any => None,
             Some((0, _)) => return fail(libc::EINVAL),
             Some(_) => return fail(libc::ENETUNREACH),
             // A real IPv6 peer, which only the kernel reaches: as above.
             // SAFETY (caller): as above.
-            None if unsafe { is_inet6_addr(sk, addr, len) } => {
-                if sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY == 0 {
-                    return fail(libc::ENETUNREACH);
-                }
-                return match connect_via_kernel(fd, sk) {
-                    Some(0) => real!(connect: fn(c_int, *const sockaddr, socklen_t) -> c_int)(
-                        fd, addr, len,
-                    ),
-                    Some(r) => r,
-                    None => fail(libc::ENETUNREACH),
-                };
-            }
+            None if unsafe { is_inet6_addr(sk, addr, len) } => match bound_any {
+                true => None,
+                false => return fail(libc::ENETUNREACH),
+            },
             None => return fail(libc::EAFNOSUPPORT),
-        }
+        };
+        let Some(peer) = peer else {
+            return match connect_via_kernel(fd, sk) {
+                Some(0) => {
+                    real!(connect: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, addr, len)
+                }
+                Some(r) => r,
+                None => fail(libc::ENETUNREACH),
+            };
+        };
+        peer
     };
     let r = state::request(sk.a, Msg::new(op::CONNECT, sk.s, peer as i64, 0), &[]);
     if r.a < 0 {

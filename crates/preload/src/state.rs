@@ -1694,7 +1694,8 @@ impl Item {
     /// The events to report for this item now (0: none): its interest
     /// met by the socket's readiness `revents`, and, edge-triggered, only
     /// if the socket changed since the last report (its change counter
-    /// `seq` moved). The counter is read before the readiness. The
+    /// `seq` moved; read for edge-triggered items only). The counter is
+    /// read before the readiness. The
     /// service publishes a change (data in the ring, a state) before it
     /// counts it, so a change made between the two reads is counted after
     /// the counter was read: it is reported again at the next scan. Read
@@ -1703,10 +1704,11 @@ impl Item {
     /// reported, and a program that reads until the ring is empty — nginx
     /// trusting `FIONREAD` — would wait for an edge that never comes.
     pub fn report(&mut self, seq: impl FnOnce() -> u32, revents: impl FnOnce() -> u32) -> u32 {
-        let seq = seq();
+        let et = self.events & libc::EPOLLET as u32 != 0;
+        let seq = if et { seq() } else { 0 };
         let want = self.events | (libc::EPOLLERR | libc::EPOLLHUP) as u32;
         let rev = revents() & want;
-        if rev == 0 || (self.events & libc::EPOLLET as u32 != 0 && seq == self.seen) {
+        if rev == 0 || (et && seq == self.seen) {
             return 0;
         }
         self.seen = seq;

@@ -945,6 +945,11 @@ impl Service {
         let mut next = None;
         'apps: for id in ids.into_iter().filter(|&id| u64::from(id) >= cursor >> 32) {
             let a = &self.apps[&id];
+            // The app's sleeping threads (armed waiters), looked up once.
+            let armed = &a.r.up_header().armed;
+            let sleeping: Vec<u32> = (0..layout::MAX_WAITERS as u32)
+                .filter(|&w| armed[w as usize / 64].load(Ordering::Acquire) & 1 << (w % 64) != 0)
+                .collect();
             let first = if u64::from(id) == cursor >> 32 {
                 cursor as u32
             } else {
@@ -959,13 +964,13 @@ impl Service {
                     next = Some(u64::from(id) << 32 | u64::from(s));
                     break 'apps;
                 }
-                list.push(Self::socket_json(a, io, id, s));
+                list.push(Self::socket_json(a, io, id, s, &sleeping));
             }
         }
         serde_json::json!({"sockets": list, "next": next}).to_string()
     }
 
-    fn socket_json(a: &AppState, io: &Io, id: u32, s: u32) -> serde_json::Value {
+    fn socket_json(a: &AppState, io: &Io, id: u32, s: u32, sleeping: &[u32]) -> serde_json::Value {
         let (d, u) = (a.r.down_slot(s), a.r.up_slot(s));
         let sock = &a.socks[s as usize];
         let addr = |v: u64| {
@@ -1007,13 +1012,9 @@ impl Service {
         // waiters whose interest names it; not those that want any
         // change). One still asleep a second later on a socket ready for
         // what it waits for is a wake-up lost.
-        let armed = &a.r.up_header().armed;
         let (word, bit) = (s / 64, 1u64 << (s % 64));
-        let sleepers = (0..layout::MAX_WAITERS as u32)
-            .filter(|&w| {
-                armed[w as usize / 64].load(Ordering::Acquire) & 1 << (w % 64) != 0
-                    && a.r.interest(w, word).load(Ordering::Relaxed) & bit != 0
-            })
+        let sleepers = (sleeping.iter())
+            .filter(|&&w| a.r.interest(w, word).load(Ordering::Relaxed) & bit != 0)
             .count();
         v["sleepers"] = sleepers.into();
         if state == state::LISTEN {
