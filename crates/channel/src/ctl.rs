@@ -53,9 +53,31 @@ pub mod op {
     /// cursor `b` (0: the first; `app id << 32 | slot`): at most
     /// a page of them, and the cursor of the next page (`null`: none).
     pub const SOCKETS: u32 = 11;
+    /// Hand connection `slot` (generation `b`) over: the requesting
+    /// process is about to pass its descriptor `a` to another process over
+    /// a Unix socket (`SCM_RIGHTS`). The service takes the connection out
+    /// of the application — the slot fails with `ECONNABORTED` — and keeps
+    /// it, with the bytes the program had not read and those the window
+    /// had no room for, until a process that holds the same file claims
+    /// it (`CLAIM`) or [`PASS_TIMEOUT_S`](super::PASS_TIMEOUT_S) passes
+    /// (then it is reset). The file is named by its inode, which the
+    /// service reads from `/proc/<pid>/fd/<a>` of the process that sent
+    /// the request (the kernel vouches for the pid). `EOPNOTSUPP`: not a
+    /// TCP connection (a listener, a UDP socket).
+    pub const PASS: u32 = 12;
+    /// Claim the connection passed with the file the requesting process
+    /// holds as descriptor `a` (received over a Unix socket). Reply: `slot`
+    /// and `b` = generation of the connection's new socket in the
+    /// requester's application; `ENOENT`: no connection was passed with
+    /// that file.
+    pub const CLAIM: u32 = 13;
     /// A reply.
     pub const REPLY: u32 = 100;
 }
+
+/// How long a passed connection ([`op::PASS`]) waits to be claimed
+/// before the service resets it, in seconds.
+pub const PASS_TIMEOUT_S: u64 = 60;
 
 /// Options of `SETOPT`.
 pub mod opt {

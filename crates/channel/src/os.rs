@@ -743,6 +743,20 @@ pub fn recv_msg(
     buf: &mut [u8],
     deadline: Instant,
 ) -> io::Result<(usize, Vec<OwnedFd>)> {
+    recv_msg_from(sock, buf, deadline).map(|(n, fds, _)| (n, fds))
+}
+
+/// [`recv_msg`], and the pid of the process that sent the message, as the
+/// kernel vouches for it (`SCM_CREDENTIALS`, which comes with every
+/// message once [`pass_credentials`] is on; `None` without it). Unlike
+/// `SO_PEERCRED`, which names the process that connected, it names the
+/// sender of this message: a forked child speaks on the connection its
+/// parent opened.
+pub fn recv_msg_from(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> io::Result<(usize, Vec<OwnedFd>, Option<u32>)> {
     loop {
         wait(sock.as_raw_fd(), libc::POLLIN, deadline)?;
         let mut cbuf = CmsgBuf([0; 128]);
@@ -773,11 +787,12 @@ pub fn recv_msg(
             }
         }
         let mut fds = Vec::new();
+        let mut pid = None;
         // SAFETY: the kernel filled `msg_controllen` bytes of `cbuf` with
         // well-formed control messages; CMSG_FIRSTHDR/NXTHDR stay inside
-        // that length, and an SCM_RIGHTS payload holds `cmsg_len -
+        // that length, an SCM_RIGHTS payload holds `cmsg_len -
         // CMSG_LEN(0)` bytes of descriptors that were installed in our
-        // table for us to own.
+        // table for us to own, and an SCM_CREDENTIALS payload a `ucred`.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
@@ -787,6 +802,14 @@ pub fn recv_msg(
                     for i in 0..bytes / std::mem::size_of::<RawFd>() {
                         fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
                     }
+                }
+                if (*c).cmsg_level == libc::SOL_SOCKET
+                    && (*c).cmsg_type == libc::SCM_CREDENTIALS
+                    && (*c).cmsg_len as usize
+                        >= libc::CMSG_LEN(std::mem::size_of::<libc::ucred>() as u32) as usize
+                {
+                    let cred = libc::CMSG_DATA(c).cast::<libc::ucred>().read_unaligned();
+                    pid = u32::try_from(cred.pid).ok().filter(|&p| p > 0);
                 }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
@@ -803,7 +826,28 @@ pub fn recv_msg(
                 "peer hung up on the control socket",
             ));
         }
-        return Ok((n as usize, fds));
+        return Ok((n as usize, fds, pid));
+    }
+}
+
+/// Have every message received on `sock` say which process sent it (see
+/// [`recv_msg_from`]).
+pub fn pass_credentials(sock: BorrowedFd<'_>) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: passes a live int of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -266,6 +266,19 @@ pub fn run(a: RunArgs) -> ExitCode {
 }
 
 /// A JSON array's items as "a, b, c" (the empty string for none).
+/// `println!` for `ixora stats`: a reader that went away (`ixora stats |
+/// head`) ends the program quietly, as with `ss`, instead of a panic.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        if let Err(e) = writeln!(std::io::stdout(), $($t)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 fn join(v: &serde_json::Value) -> String {
     let mut items: Vec<u64> = v
         .as_array()
@@ -288,14 +301,14 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         Err(e) => return crate::fail("stats", e),
     };
     if a.json {
-        println!("{text}");
+        out!("{text}");
         return ExitCode::SUCCESS;
     }
     let v: serde_json::Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => return crate::fail("stats", format!("malformed reply: {e}")),
     };
-    println!(
+    out!(
         "service {} up {:.1} s, listening on {}, {} connection(s) rejected, {} protocol error(s), \
          {} datagram(s) refused, {} dropped for a full SO_REUSEPORT member, {} received \
          longer than a ring",
@@ -311,7 +324,7 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         v["udp_group_drops"],
         v["udp_too_long"]
     );
-    println!(
+    out!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \
          (over 250 us: a stall, or another thread ran); paused {} time(s) for 1 s after two \
          long ones close together (another thread competes for the CPU); not needed {} \
@@ -321,8 +334,19 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         v["yields"]["backoffs"],
         v["yields"]["already_ran"]
     );
+    let passed = &v["passed_connections"];
+    if passed["passed"].as_u64().unwrap_or(0) > 0 {
+        out!(
+            "connections handed from one process to another over a Unix socket: {} passed, {} \
+             claimed by the receiver, {} waiting, {} reset unclaimed",
+            passed["passed"],
+            passed["claimed"],
+            passed["waiting"],
+            passed["expired"]
+        );
+    }
     for app in v["apps"].as_array().cloned().unwrap_or_default() {
-        println!(
+        out!(
             "\napp {} (pids {}): {} socket(s) of {} (--slots), {} of them UDP; socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",
             app["app"],
             join(&app["pids"]),
@@ -334,11 +358,11 @@ pub fn stats(a: StatsArgs) -> ExitCode {
             app["user_share"].as_f64().unwrap_or(0.0) * 100.0,
             app["passthrough_calls"],
         );
-        println!("  {:<14} {:>14} {:>14}", "call", "user space", "kernel");
+        out!("  {:<14} {:>14} {:>14}", "call", "user space", "kernel");
         if let Some(calls) = app["calls"].as_object() {
             for (name, c) in calls {
                 // (A JSON value ignores width: padded as text.)
-                println!(
+                out!(
                     "  {:<14} {:>14} {:>14}",
                     name,
                     c["user"].to_string(),
@@ -347,19 +371,20 @@ pub fn stats(a: StatsArgs) -> ExitCode {
             }
         }
         let w = &app["waits"];
-        println!(
+        out!(
             "  blocking waits: {} answered while spinning, {} slept in the kernel; service doorbell rung {} times",
             w["spun"], w["slept"], w["doorbells"]
         );
-        println!(
+        out!(
             "  wake-ups by the service: {} found what they waited for, {} spurious",
-            w["woken"], w["spurious"]
+            w["woken"],
+            w["spurious"]
         );
     }
     if let Some(st) = v["stack"].as_object() {
-        println!("\nstack counters:");
+        out!("\nstack counters:");
         for (k, c) in st {
-            println!("  {k:<28} {c}");
+            out!("  {k:<28} {c}");
         }
     }
     ExitCode::SUCCESS
@@ -372,18 +397,25 @@ fn sockets(a: &StatsArgs) -> ExitCode {
         Err(e) => return crate::fail("stats", e),
     };
     if a.json {
-        println!("{}", serde_json::Value::Array(list));
+        out!("{}", serde_json::Value::Array(list));
         return ExitCode::SUCCESS;
     }
-    println!(
+    out!(
         "{:<5} {:<5} {:<5} {:<11} {:>8} {:>8}  {:<21} {:<21} stack",
-        "app", "slot", "proto", "state", "recv-q", "send-q", "local", "remote"
+        "app",
+        "slot",
+        "proto",
+        "state",
+        "recv-q",
+        "send-q",
+        "local",
+        "remote"
     );
     for s in &list {
-        println!("{}", socket_line(s));
+        out!("{}", socket_line(s));
     }
     if list.is_empty() {
-        println!("(no sockets: no program is attached, or none has a socket open)");
+        out!("(no sockets: no program is attached, or none has a socket open)");
     }
     ExitCode::SUCCESS
 }

@@ -896,6 +896,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(())
     }
 
+    /// Give an accepted or connected connection a new cookie: its events
+    /// name the new one from now on, those not yet taken included (the
+    /// socket service moves a connection from one application to another
+    /// this way when a program hands it over a Unix socket).
+    pub fn tcp_set_cookie(&mut self, h: ConnHandle, cookie: u64) -> Result<(), Error> {
+        self.lookup_handle(h)?;
+        let tcb = self.tcb_mut(h.idx).ok_or(Error::InvalidHandle)?;
+        tcb.cookie = cookie;
+        Ok(())
+    }
+
     /// Offer `data` for sending (IX `sendv`); returns the bytes the window
     /// accepted — possibly fewer than offered, possibly zero. The stack
     /// keeps `data` until those bytes are acknowledged; offer the rest

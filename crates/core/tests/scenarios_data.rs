@@ -1372,3 +1372,35 @@ fn connection_state_is_small() {
     println!("connection state: {n} bytes");
     assert!(n <= 512, "connection state is {n} bytes");
 }
+
+/// A connection given a new cookie (the socket service moving it to
+/// another application) names the new one in every event from then on,
+/// the events already pending included; a stale handle is refused.
+#[test]
+fn a_new_cookie_names_the_connection_in_its_pending_and_later_events() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    h.send(data(&c, 0, b"before"));
+    // The Recv event is pending, not yet taken, when the cookie changes.
+    h.stack.tcp_set_cookie(c.h, 9).unwrap();
+    assert_eq!(
+        h.events(),
+        [Event::Recv {
+            handle: c.h,
+            cookie: 9,
+            readable: 6
+        }]
+    );
+    h.send(Seg::to(c.port).seq(theirs(6)).ack(ours(&c, 0)).fin());
+    let evs = h.events();
+    assert!(
+        evs.iter()
+            .any(|e| matches!(e, Event::PeerClosed { handle, cookie: 9 } if *handle == c.h)),
+        "{evs:?}"
+    );
+    h.stack.tcp_abort(h.now, c.h).unwrap();
+    assert_eq!(
+        h.stack.tcp_set_cookie(c.h, 10),
+        Err(ixora_core::Error::InvalidHandle)
+    );
+}

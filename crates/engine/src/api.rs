@@ -121,6 +121,11 @@ impl Io<'_> {
         self.stack.tcp_accept(h, cookie)
     }
 
+    /// Give connection `h` a new cookie (see `Stack::tcp_set_cookie`).
+    pub fn set_cookie(&mut self, h: ConnHandle, cookie: u64) -> Result<(), Error> {
+        self.stack.tcp_set_cookie(h, cookie)
+    }
+
     /// Send a scatter-gather list (IX `sendv`): returns how many bytes the
     /// window accepted, from the front of `bufs`. The stack keeps the
     /// accepted buffers (cheap `Bytes` clones) until acknowledged; offer

@@ -101,12 +101,16 @@ pub fn sys_poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
     }
 }
 
+/// A system call of at most three arguments through the C library's
+/// `syscall`, not the shim's (which takes `SYS_close` and
+/// `SYS_close_range` of the program's descriptors for itself).
+pub fn sys3(n: c_long, a: c_long, b: c_long, c: c_long) -> c_long {
+    real!(syscall: fn(c_long; ...) -> c_long)(n, a, b, c)
+}
+
 /// close(2) without interposition.
 pub fn sys_close(fd: c_int) {
-    // SAFETY: closes a descriptor the shim owns.
-    unsafe {
-        libc::syscall(libc::SYS_close, fd);
-    }
+    sys3(libc::SYS_close, fd as c_long, 0, 0);
 }
 
 /// dup3(2) without the shim (`newfd` becomes `fd`'s file, atomically).

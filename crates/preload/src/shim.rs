@@ -6,13 +6,14 @@
 //! receive them; each function trusts them as far as the C function it
 //! replaces would (a bad pointer faults in the application either way).
 
+use crate::handover;
 use crate::real::{errno, real, set_errno, sys_poll};
 use crate::state::{self, fl, kind, Attached, Epoll, Item, Sock};
 use ixora_channel::ctl::{op, opt, Msg};
 use ixora_channel::layout::{self, call, pack, state as st, unpack};
 use libc::{
-    c_int, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t, pollfd,
-    sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
+    c_int, c_long, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t,
+    pollfd, sigset_t, size_t, sockaddr, socklen_t, ssize_t, timespec, timeval,
 };
 use std::sync::atomic::Ordering;
 
@@ -1871,14 +1872,76 @@ pub extern "C" fn close(fd: c_int) -> c_int {
     }
 }
 
+/// vfork(2), as `fork`. A vfork child runs in its parent's memory until
+/// it execs, and the fork handlers do not run: every `close` the child
+/// made before its exec (Python's `subprocess` closes the descriptors it
+/// does not pass) released the *parent's* Ixora sockets in the parent's
+/// tables and counts — a program that started a subprocess lost its
+/// listener. POSIX allows vfork to be fork; the child then joins the
+/// application as any forked child does and leaves it at exec. (A fork
+/// copies the page tables: starting a program costs a little more.)
+/// `posix_spawn` needs nothing of this: its child closes and duplicates
+/// inside the C library, where the shim is not called, in its own
+/// descriptor table.
+#[no_mangle]
+pub extern "C" fn vfork() -> libc::pid_t {
+    // SAFETY: fork(2) has no arguments; the caller of vfork already
+    // obeys stricter rules in the child than fork's.
+    unsafe { libc::fork() }
+}
+
+/// syscall(3). libuv, and so Node.js, closes descriptors with
+/// `syscall(SYS_close, fd)`, past `close`: an Ixora socket closed so was
+/// never released (its connection stayed open, its slot taken: the
+/// program ran out of sockets after `--slots` connections) and the shim
+/// took the number, reused by the kernel, for the closed socket. So
+/// `SYS_close` and `SYS_close_range` go to [`close`] and [`close_range`] (a `SYS_close`
+/// of a descriptor the shim knows nothing of goes straight to the
+/// kernel); every other call goes to the C library's `syscall` unchanged.
+///
+/// `syscall` is variadic; this definition takes the most arguments a
+/// system call has as fixed ones. On x86-64 and AArch64 Linux, variadic
+/// integer arguments travel in the registers (and stack slot) of the
+/// fixed ones, so each arrives where it was passed, and those the caller
+/// did not pass are forwarded unused, as the C library's own `syscall`
+/// loads all six.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[no_mangle]
+pub extern "C" fn syscall(
+    n: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    match n {
+        libc::SYS_close if shim_knows(a1 as c_int) => close(a1 as c_int) as c_long,
+        libc::SYS_close_range => close_range(a1 as c_uint, a2 as c_uint, a3 as c_int) as c_long,
+        _ => real!(syscall: fn(c_long; ...) -> c_long)(n, a1, a2, a3, a4, a5, a6),
+    }
+}
+
+/// Whether the shim keeps anything for descriptor `fd` that a close must
+/// see (an Ixora socket or its pooled placeholder, a descriptor of the
+/// shim's own, an undecided socket, an epoll instance).
+fn shim_knows(fd: c_int) -> bool {
+    state::kind_of(fd) != kind::NONE || state::epoll(fd).is_some()
+}
+
 /// close_range(2): our own descriptors in the range are kept (the range is
 /// split around them); Ixora sockets in it are released, pooled
 /// placeholders forgotten, before the kernel closes the numbers.
 #[no_mangle]
 pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
     let real_cr = |a: c_uint, b: c_uint| -> c_int {
-        // SAFETY: close_range(2) has no memory arguments.
-        unsafe { libc::syscall(libc::SYS_close_range, a, b, flags) as c_int }
+        crate::real::sys3(
+            libc::SYS_close_range,
+            a as c_long,
+            b as c_long,
+            flags as c_long,
+        ) as c_int
     };
     if first > last {
         return fail(libc::EINVAL);
@@ -2086,9 +2149,18 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, || {
+        let r = kernel_fd(fd, || {
             real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(fd, msg, flags)
         });
+        // Ixora connections another process passed (a peek's copies are
+        // left as they came: the real receive follows).
+        if r >= 0 && flags & libc::MSG_PEEK == 0 {
+            // SAFETY: the kernel filled in `msg` (valid, as it succeeded).
+            if let Some(m) = unsafe { msg.as_ref() } {
+                handover::adopt_received(m);
+            }
+        }
+        return r;
     };
     if msg.is_null() {
         return fail(libc::EFAULT);
@@ -2306,13 +2378,17 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         unsafe { dgram_first_send(fd, m.msg_name as *const sockaddr, m.msg_namelen) }
     });
     let Some(sk) = first.or_else(|| state::sock(fd)) else {
+        // Ixora connections it passes to another process go through the
+        // service (see `handover`).
         // SAFETY: as above.
-        if let Some(m) = unsafe { msg.as_ref() } {
-            warn_if_passing_ixora_sockets(m);
-        }
-        return kernel_fd(fd, || {
+        let passed = unsafe { msg.as_ref() }.map_or(Vec::new(), handover::pass_out);
+        let r = kernel_fd(fd, || {
             real!(sendmsg: fn(c_int, *const msghdr, c_int) -> ssize_t)(fd, msg, flags)
         });
+        if r < 0 && !passed.is_empty() {
+            handover::take_back(&passed);
+        }
+        return r;
     };
     if msg.is_null() {
         return fail(libc::EFAULT);
@@ -2342,47 +2418,6 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         return do_send_dgram(sk, &v, flags, dst);
     }
     do_send(sk, &v, flags)
-}
-
-/// A message to another process that passes descriptors (`SCM_RIGHTS`,
-/// as Node.js's cluster module hands connections to its workers): an
-/// Ixora socket among them arrives as its placeholder, a plain kernel
-/// socket that carries nothing, because the receiver cannot map the
-/// sender's rings. Say so once per process, on standard error; the
-/// message still goes.
-fn warn_if_passing_ixora_sockets(m: &msghdr) {
-    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if m.msg_control.is_null() || m.msg_controllen == 0 || SAID.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut passed = None;
-    // SAFETY: sendmsg(2)'s contract: `msg_control` has `msg_controllen`
-    // readable bytes of control messages; CMSG_* walk within them, and
-    // each SCM_RIGHTS message's data is that many ints (read unaligned).
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(m);
-        while !c.is_null() && passed.is_none() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let n = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize)
-                    / std::mem::size_of::<c_int>();
-                let fds = libc::CMSG_DATA(c) as *const c_int;
-                passed = (0..n)
-                    .map(|i| std::ptr::read_unaligned(fds.add(i)))
-                    .find(|&fd| state::sock(fd).is_some());
-            }
-            c = libc::CMSG_NXTHDR(m, c);
-        }
-    }
-    if let Some(fd) = passed {
-        if !SAID.swap(true, Ordering::Relaxed) {
-            let m = format!(
-                "ixora-preload: descriptor {fd}, an Ixora socket, is being passed to another \
-                 process (SCM_RIGHTS); Ixora cannot hand a socket to another process yet, so \
-                 the receiver gets a kernel socket that carries nothing\n"
-            );
-            crate::real::sys_write(2, m.as_bytes());
-        }
-    }
 }
 
 /// sendmmsg(2): each message by [`sendmsg`] on an Ixora socket; the count
@@ -3208,10 +3243,12 @@ fn kernel_side(sk: Sock) -> bool {
 /// Whether the descriptor of `sk` may listen or be bound in the kernel (a
 /// socket with a kernel side; also a listener on any address a `fork`
 /// child made listen, or whose kernel side failed after its bind, and a
-/// UDP socket on any address, whose `dup` may hold one): it is closed,
-/// never pooled as a placeholder.
+/// UDP socket on any address, whose `dup` may hold one), or whose file
+/// another process may hold ([`fl::PASSED`]): it is closed, never pooled
+/// as a placeholder.
 fn kernel_may_hold(sk: Sock) -> bool {
     kernel_side(sk)
+        || sk.e.flags.load(Ordering::Relaxed) & fl::PASSED != 0
         || (sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0
             && (sk.dgram() || sk.state() == st::LISTEN))
 }

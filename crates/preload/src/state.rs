@@ -87,6 +87,12 @@ pub mod fl {
     pub const PKTINFO6: u32 = 1 << 18;
     /// SO_BROADCAST.
     pub const BROADCAST: u32 = 1 << 19;
+    /// The descriptor's file went to another process, or came from one,
+    /// with a connection handed over (`SCM_RIGHTS`): another process may
+    /// hold the file, so it is closed, never pooled (the service names a
+    /// passed connection by its file: a pooled placeholder must be this
+    /// process's alone).
+    pub const PASSED: u32 = 1 << 20;
 }
 
 /// One descriptor's entry.

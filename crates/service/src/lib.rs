@@ -33,12 +33,12 @@
 pub mod testkit;
 
 use bytes::Bytes;
-use ixora_channel::ctl::{op, opt, Msg};
+use ixora_channel::ctl::{op, opt, Msg, PASS_TIMEOUT_S};
 use ixora_channel::layout::{
     self, flag, pack, req, state, unpack, Layout, Regions, CALLS, NOT_CALLS,
 };
 use ixora_channel::os::{self, Mapping};
-use ixora_core::{ConnHandle, DeadReason, Error, Event, UdpHandle};
+use ixora_core::{ConnHandle, DeadReason, Error, Event, State, UdpHandle};
 use ixora_engine::{App, Io};
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -230,6 +230,9 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         bells: os::epoll(&[])?,
         closer: Closer::start()?,
         udp_retry: Vec::new(),
+        passes: HashMap::new(),
+        next_pass: 0,
+        pass_counts: PassCounts::default(),
     };
     Ok((
         service,
@@ -268,6 +271,9 @@ fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
 
 fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
     let (pid, uid) = os::peer_cred(sock.as_fd()).unwrap_or((0, u32::MAX));
+    // Each message then names its sender (a forked child speaks on the
+    // connection its parent opened): PASS and CLAIM look at its files.
+    let creds = os::pass_credentials(sock.as_fd()).is_ok();
     let mut buf = [0u8; 256];
     let mut attached = false;
     while !shared.stop.load(Ordering::Relaxed) {
@@ -275,16 +281,29 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
         // No request carries descriptors; any that came are closed here,
         // on this connection's thread: a close can block (see
         // `os::refuse_descriptors`), and never on the core's.
-        let (n, fds) = match os::recv_msg(sock.as_fd(), &mut buf, deadline) {
+        let (n, fds, sender) = match os::recv_msg_from(sock.as_fd(), &mut buf, deadline) {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::TimedOut => continue,
             Err(_) => break,
         };
         drop(fds);
-        let Some(msg) = Msg::decode(&buf[..n]) else {
+        let Some(mut msg) = Msg::decode(&buf[..n]) else {
             break; // not our protocol: hang up
         };
         attached |= matches!(msg.op, op::ATTACH | op::JOIN);
+        if matches!(msg.op, op::PASS | op::CLAIM) {
+            // The file is named by its inode, read here (not on the core)
+            // from the sender's descriptor table; `c` carries it to the
+            // core, 0 if it could not be read (the errno in `b`).
+            msg.c = 0;
+            match sender.filter(|_| creds).ok_or(libc::EPERM).and_then(|p| {
+                let fd = i32::try_from(msg.a).map_err(|_| libc::EBADF)?;
+                socket_inode(p, fd)
+            }) {
+                Ok(ino) => msg.c = ino,
+                Err(e) => msg.b = e as u64,
+            }
+        }
         let (tx, rx) = sync_channel(1);
         shared.push(Request {
             conn,
@@ -315,6 +334,19 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
             reply: None,
         });
     }
+}
+
+/// The inode of the socket that process `pid` holds as descriptor `fd`
+/// (from the `socket:[N]` link in `/proc`); the errno if there is none.
+fn socket_inode(pid: u32, fd: i32) -> Result<u64, i32> {
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EBADF))?;
+    let l = link.to_string_lossy();
+    l.strip_prefix("socket:[")
+        .and_then(|r| r.strip_suffix(']'))
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n != 0)
+        .ok_or(libc::ENOTSOCK)
 }
 
 /// What the service knows of one socket slot.
@@ -531,6 +563,44 @@ pub struct Service {
     /// UDP sockets (app, slot) whose datagrams the stack's full transmit
     /// queue refused: offered again next cycle.
     udp_retry: Vec<(u32, u32)>,
+    /// Connections handed from one process to another over a Unix socket
+    /// (`PASS`) and not yet claimed, by the id in their cookie
+    /// ([`pass_cookie`]).
+    passes: HashMap<u32, Pass>,
+    next_pass: u32,
+    pass_counts: PassCounts,
+}
+
+/// A connection a program handed to another process over a Unix socket
+/// (`SCM_RIGHTS`; [`op::PASS`]), held by the service until the process
+/// that receives the descriptor claims it ([`op::CLAIM`]). Its data stays
+/// in the stack meanwhile (the window closes as it fills).
+struct Pass {
+    /// The passed file's inode: the claimant must hold that file.
+    ino: u64,
+    h: ConnHandle,
+    /// The socket as the sender left it (options, peer closed, shut down).
+    sock: Sock,
+    /// Bytes the sender's program had not read.
+    rx: Vec<u8>,
+    /// Bytes it had written that the window had no room for.
+    tx: Vec<u8>,
+    /// A shutdown for writing it asked, waiting for `tx` to drain.
+    shut_wr: bool,
+    /// Packed local and remote addresses.
+    local: u64,
+    remote: u64,
+    /// The connection died meanwhile (its errno; the handle is closed).
+    err: Option<i32>,
+    since: Instant,
+}
+
+/// Connections handed over, claimed, and reset unclaimed.
+#[derive(Debug, Default, Clone, Copy)]
+struct PassCounts {
+    passed: u64,
+    claimed: u64,
+    expired: u64,
 }
 
 impl Drop for Service {
@@ -685,6 +755,18 @@ fn udp_group_cookie(port: u16) -> u64 {
     1 << 62 | u64::from(port)
 }
 
+/// The stack's cookie for passed connection `id` (bits 63 and 62 set:
+/// never an app's [`cookie`], a [`listener_cookie`] nor a
+/// [`udp_group_cookie`]).
+fn pass_cookie(id: u32) -> u64 {
+    3 << 62 | u64::from(id)
+}
+
+/// The id of a [`pass_cookie`], if `c` is one.
+fn pass_of(c: u64) -> Option<u32> {
+    (c >> 62 == 3).then_some(c as u32)
+}
+
 /// The port of a [`udp_group_cookie`], if `c` is one.
 fn udp_group_of(c: u64) -> Option<u16> {
     (c >> 48 == 1 << 14).then_some(c as u16)
@@ -769,6 +851,18 @@ impl AppState {
             ..Sock::free()
         };
         Some(s)
+    }
+
+    /// The reply that gives the app socket `s`: its slot and generation.
+    fn slot_reply(&self, s: u32) -> Msg {
+        let gen = self.r.down_slot(s).gen.load(Ordering::Relaxed);
+        Msg {
+            op: op::REPLY,
+            slot: s,
+            a: s as i64,
+            b: gen as u64,
+            c: 0,
+        }
     }
 
     fn release(&mut self, s: u32) {
@@ -920,6 +1014,7 @@ impl Service {
             "udp_group_drops": UDP_GROUP_DROPS.load(Ordering::Relaxed),
             "udp_too_long": UDP_RX_TOO_LONG.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
+            "passed_connections": {"passed": self.pass_counts.passed, "claimed": self.pass_counts.claimed, "expired": self.pass_counts.expired, "waiting": self.passes.len()},
             "yields": {"made": self.yields.made, "long": self.yields.long, "backoffs": self.yields.backoffs, "already_ran": self.yields.already_ran},
             // Descriptors waiting for the closer thread (see `Closer`).
             "pending_closes": self.closer.pending.load(Ordering::Relaxed),
@@ -1402,14 +1497,7 @@ impl Service {
             op::SOCKET => match app.alloc() {
                 Some(s) => {
                     app.socks[s as usize].dgram = msg.a == 1;
-                    let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
-                    Msg {
-                        op: op::REPLY,
-                        slot: s,
-                        a: s as i64,
-                        b: gen as u64,
-                        c: 0,
-                    }
+                    app.slot_reply(s)
                 }
                 None => {
                     app.say_full(id, "a new socket got EMFILE");
@@ -1600,6 +1688,47 @@ impl Service {
                     Err(e) => Msg::reply(errno_of(e)),
                 }
             }
+            op::PASS if valid => {
+                let Some(p) = Self::take_out(app, io, slot, msg) else {
+                    return bad(Self::pass_refusal(app, slot, msg));
+                };
+                let id_p = self.next_pass;
+                self.next_pass = self.next_pass.wrapping_add(1);
+                let _ = io.set_cookie(p.h, pass_cookie(id_p));
+                self.passes.insert(id_p, p);
+                self.pass_counts.passed += 1;
+                // The sender's descriptor carries nothing now.
+                app.fail(slot, libc::ECONNABORTED);
+                Msg::reply(0)
+            }
+            op::CLAIM => {
+                if msg.c == 0 {
+                    return bad(if msg.b == 0 {
+                        libc::EBADF
+                    } else {
+                        msg.b as i32
+                    });
+                }
+                // The oldest passed with that file: one file may carry
+                // several, in order, over a stream socket.
+                let Some(pid_) = (self.passes.iter())
+                    .filter_map(|(&k, p)| (p.ino == msg.c).then_some(k))
+                    .min_by_key(|&k| k.wrapping_sub(self.next_pass))
+                else {
+                    return bad(libc::ENOENT);
+                };
+                let Some(s) = app.alloc() else {
+                    app.say_full(
+                        id,
+                        "a connection another process handed over stays unclaimed",
+                    );
+                    return bad(libc::EMFILE);
+                };
+                let p = self.passes.remove(&pid_).expect("found above");
+                self.pass_counts.claimed += 1;
+                Self::take_in(app, io, id, s, p);
+                app.slot_reply(s)
+            }
             op::SETOPT if valid => {
                 let on = msg.b != 0;
                 let s = &mut app.socks[slot as usize];
@@ -1638,6 +1767,163 @@ impl Service {
     }
 
     /// Copy what the stack holds for a connection into its receive ring.
+    /// Take connection `s` out of `app` for `PASS` (`msg`): what the
+    /// program wrote goes to the window first, and what it did not read
+    /// or the window had no room for leaves with the connection. None if
+    /// `s` is not a live connection of this generation or the inode could
+    /// not be read (see [`Self::pass_refusal`]).
+    fn take_out(app: &mut AppState, io: &mut Io, s: u32, msg: Msg) -> Option<Pass> {
+        let Kind::Conn(h) = app.socks[s as usize].kind else {
+            return None;
+        };
+        if msg.c == 0 || app.r.down_slot(s).gen.load(Ordering::Relaxed) != msg.b as u32 {
+            return None;
+        }
+        Self::pump_tx(app, io, s);
+        if app.socks[s as usize].kind != Kind::Conn(h) {
+            return None; // reset for an impossible index, or closed
+        }
+        let (rq, sent, tail) = Self::tx_pending(app, io, s)?;
+        let tx = app.r.tx_take(s, sent, (tail - sent) as usize);
+        let ring = app.r.layout().ring as u64;
+        let sock = app.socks[s as usize];
+        let head = app.r.up_slot(s).rx_head.load(Ordering::Acquire);
+        if head > sock.rx_tail || sock.rx_tail - head > ring {
+            Self::violation(app, io, s);
+            return None;
+        }
+        let mut rx = vec![0; (sock.rx_tail - head) as usize];
+        app.r.rx_read(s, head, &mut rx);
+        let d = app.r.down_slot(s);
+        Some(Pass {
+            ino: msg.c,
+            h,
+            sock,
+            rx,
+            tx,
+            shut_wr: rq & req::SHUT_WR != 0 && !sock.shut,
+            local: d.local.load(Ordering::Relaxed),
+            remote: d.remote.load(Ordering::Relaxed),
+            err: None,
+            since: Instant::now(),
+        })
+    }
+
+    /// Why [`Self::take_out`] refused `PASS` of slot `s`: the errno.
+    fn pass_refusal(app: &AppState, s: u32, msg: Msg) -> i32 {
+        let sock = app.socks[s as usize];
+        match sock.kind {
+            Kind::Listen(_) | Kind::Udp(_) => libc::EOPNOTSUPP,
+            _ if sock.dgram => libc::EOPNOTSUPP,
+            Kind::Conn(_) if msg.c == 0 && msg.b != 0 => msg.b as i32,
+            Kind::Conn(_) if msg.c == 0 => libc::EBADF,
+            _ => libc::ENOTCONN,
+        }
+    }
+
+    /// Make passed connection `p` socket `s` (fresh from `alloc`) of app
+    /// `id`: the bytes its sender had not read are in its receive ring,
+    /// those the window had no room for in its transmit ring, as if the
+    /// program had written them; then it goes on as any connection.
+    fn take_in(app: &mut AppState, io: &mut Io, id: u32, s: u32, p: Pass) {
+        // (Both fit: they came out of rings of this layout.)
+        app.r.rx_write(s, 0, &p.rx);
+        app.r.tx_write(s, 0, &p.tx);
+        let u = app.r.up_slot(s);
+        u.tx_tail.store(p.tx.len() as u64, Ordering::Release);
+        if p.shut_wr {
+            u.req.fetch_or(req::SHUT_WR, Ordering::Release);
+        }
+        let d = app.r.down_slot(s);
+        d.local.store(p.local, Ordering::Relaxed);
+        d.remote.store(p.remote, Ordering::Relaxed);
+        d.rx_tail.store(p.rx.len() as u64, Ordering::Release);
+        let c = &mut app.socks[s as usize];
+        *c = Sock {
+            kind: Kind::Conn(p.h),
+            rx_tail: p.rx.len() as u64,
+            sent: 0,
+            acc_tail: 0,
+            ..p.sock
+        };
+        if let Some(e) = p.err {
+            app.fail(s, e);
+            return;
+        }
+        let _ = io.set_cookie(p.h, cookie(id, s));
+        // A FIN may have come while it was held (its event named the pass).
+        if io.stack().tcp_info(p.h).is_ok_and(|i| {
+            matches!(
+                i.state,
+                State::CloseWait | State::LastAck | State::Closing | State::TimeWait
+            )
+        }) {
+            c.peer_closed = true;
+        }
+        d.state.store(state::ESTABLISHED, Ordering::Release);
+        app.changed(s);
+        Self::pump_tx(app, io, s);
+        Self::pump_rx(app, io, s);
+    }
+
+    /// An event of a passed connection (true: it was one). Its data waits
+    /// in the stack; a FIN or its end is remembered for the claimant.
+    fn passed_event(&mut self, io: &mut Io, ev: &Event) -> bool {
+        let (h, c) = match *ev {
+            Event::Recv { handle, cookie, .. }
+            | Event::Sent { handle, cookie, .. }
+            | Event::Connected { handle, cookie }
+            | Event::PeerClosed { handle, cookie }
+            | Event::Dead { handle, cookie, .. } => (handle, cookie),
+            _ => return false,
+        };
+        let Some(id) = pass_of(c) else {
+            return false;
+        };
+        let p = self
+            .passes
+            .get_mut(&id)
+            .filter(|p| p.h == h && p.err.is_none());
+        match *ev {
+            Event::PeerClosed { .. } => {
+                if let Some(p) = p {
+                    p.sock.peer_closed = true;
+                }
+            }
+            Event::Dead { reason, .. } => {
+                let _ = io.close(h);
+                if let Some(p) = p {
+                    p.err = Some(dead_errno(reason));
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// Reset the passed connections nobody claimed within
+    /// [`PASS_TIMEOUT_S`] (the receiver never ran under Ixora, or died).
+    fn expire_passes(&mut self, io: &mut Io) {
+        let limit = Duration::from_secs(PASS_TIMEOUT_S);
+        let old: Vec<u32> = (self.passes.iter())
+            .filter_map(|(&k, p)| (p.since.elapsed() > limit).then_some(k))
+            .collect();
+        for k in old {
+            let p = self.passes.remove(&k).expect("listed above");
+            if p.err.is_none() {
+                let _ = io.abort(p.h);
+            }
+            self.pass_counts.expired += 1;
+            let (ip, port) = layout::unpack(p.remote);
+            eprintln!(
+                "ixora serve: a connection from {}:{port} handed to another process over a Unix \
+                 socket was not claimed within {PASS_TIMEOUT_S} s (the receiver is not under \
+                 `ixora run`, or never read the message): reset",
+                Ipv4Addr::from(ip)
+            );
+        }
+    }
+
     fn pump_rx(app: &mut AppState, io: &mut Io, s: u32) {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return;
@@ -2225,6 +2511,9 @@ impl App for Service {
     }
 
     fn event(&mut self, io: &mut Io, ev: Event) {
+        if self.passed_event(io, &ev) {
+            return;
+        }
         match ev {
             Event::Knock {
                 handle,
@@ -2305,6 +2594,9 @@ impl App for Service {
                 work = true;
                 self.control(io, r);
             }
+        }
+        if !self.passes.is_empty() {
+            self.expire_passes(io);
         }
         // UDP sockets the stack's full transmit queue held back.
         for (id, s) in std::mem::take(&mut self.udp_retry) {

@@ -79,6 +79,18 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// Wait for it to exit by itself (killed after `limit`): its status.
+    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let t = Instant::now();
+        while self.running() && t.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if self.running() {
+            let _ = self.child.kill();
+        }
+        self.child.wait().expect("wait")
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -91,5 +103,27 @@ impl Drop for Proc {
             eprintln!("--- {} log ---\n{}", self.what, self.log());
         }
         let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A directory of our own under the temporary directory, removed on drop
+/// (also when the test fails).
+pub struct Scratch(pub std::path::PathBuf);
+
+impl Scratch {
+    pub fn new(what: &str) -> Scratch {
+        let d = std::env::temp_dir().join(unique_name(&format!("ixora-{what}"), false));
+        std::fs::create_dir_all(&d).expect("scratch directory");
+        Scratch(d)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -1,0 +1,213 @@
+//! Handing an Ixora connection to another process over a Unix socket
+//! (`SCM_RIGHTS`), as Node.js's cluster module hands each connection its
+//! primary accepts to a worker.
+//!
+//! What travels between the processes is the connection's placeholder, a
+//! kernel socket that carries nothing; the rings stay in the sender's
+//! application, which the receiver (often another program, `exec`ed, with
+//! an application of its own) cannot map. So the connection goes through
+//! the service instead: before the message leaves, the sender asks the
+//! service to take the connection out of its application (`PASS`, naming
+//! the descriptor; the service reads the file's inode from `/proc`), and
+//! after a message with descriptors arrives, the receiver asks it for the
+//! connection passed with each file that may be a placeholder (`CLAIM`):
+//! the connection becomes a socket of the receiver's application under
+//! the descriptor that came, with the bytes the sender had not read still
+//! to read. Holding the file is the proof: the service looks at the
+//! claimant's own descriptor, from the pid the kernel vouches for.
+//!
+//! Unlike Linux, where sender and receiver then share one socket, the
+//! connection *moves*: the sender's descriptor reports `ECONNABORTED`
+//! afterwards (the programs that pass connections close their copy at
+//! once). Listening and UDP sockets are not handed over; the shim says so
+//! and the receiver gets the bare placeholder, as before.
+
+use crate::real::{errno, sys_write};
+use crate::state::{self, fl, kind};
+use ixora_channel::ctl::{op, Msg};
+use libc::{c_int, msghdr};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The descriptors that the `SCM_RIGHTS` messages of `m`'s control data
+/// carry.
+fn rights(m: &msghdr) -> Vec<c_int> {
+    let mut v = Vec::new();
+    if m.msg_control.is_null() || m.msg_controllen == 0 {
+        return v;
+    }
+    // SAFETY: `m` is a msghdr whose `msg_control` has `msg_controllen`
+    // readable bytes of control messages (sendmsg's contract for the
+    // program's message; the kernel's for one it filled in); CMSG_* walk
+    // within them, and an SCM_RIGHTS message's data is that many ints,
+    // read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(m);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let n = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<c_int>();
+                let fds = libc::CMSG_DATA(c) as *const c_int;
+                v.extend((0..n).map(|i| std::ptr::read_unaligned(fds.add(i))));
+            }
+            c = libc::CMSG_NXTHDR(m, c);
+        }
+    }
+    v
+}
+
+/// Say `what` on standard error, once per process for each `said`.
+fn say_once(said: &AtomicBool, what: String) {
+    if !said.swap(true, Ordering::Relaxed) {
+        sys_write(2, what.as_bytes());
+    }
+}
+
+/// Before a `sendmsg` on a kernel descriptor: hand each Ixora connection
+/// among the descriptors it passes to the service (`PASS`). Returns those
+/// handed over, for [`take_back`] if the message does not go.
+pub fn pass_out(m: &msghdr) -> Vec<c_int> {
+    static SAID_KIND: AtomicBool = AtomicBool::new(false);
+    static SAID_FAIL: AtomicBool = AtomicBool::new(false);
+    let mut passed = Vec::new();
+    for fd in rights(m) {
+        let Some(sk) = state::sock(fd) else { continue };
+        if passed.contains(&fd) {
+            continue; // one descriptor twice in a message: one hand-over
+        }
+        if sk.dgram() || sk.e.flags.load(Ordering::Relaxed) & fl::LISTENING != 0 {
+            say_once(
+                &SAID_KIND,
+                format!(
+                    "ixora-preload: descriptor {fd}, an Ixora listening or UDP socket, is being \
+                     passed to another process (SCM_RIGHTS); only connections can be handed \
+                     over yet, so the receiver gets a kernel socket that carries nothing\n"
+                ),
+            );
+            continue;
+        }
+        // O_NONBLOCK belongs to the file, which the receiver shares.
+        let nb = if sk.nonblock() { libc::O_NONBLOCK } else { 0 };
+        // SAFETY: fcntl(2) on a descriptor of ours, with an int argument.
+        unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, libc::O_RDWR | nb) };
+        let r = state::request(
+            sk.a,
+            Msg::new(op::PASS, sk.s, fd as i64, sk.gen() as u64),
+            &[],
+        );
+        if r.a < 0 {
+            let e = std::io::Error::from_raw_os_error((-r.a) as i32);
+            say_once(
+                &SAID_FAIL,
+                format!(
+                    "ixora-preload: descriptor {fd}, an Ixora connection, could not be handed to \
+                     another process ({e}); the receiver gets a kernel socket that carries \
+                     nothing\n"
+                ),
+            );
+            continue;
+        }
+        sk.e.flags.fetch_or(fl::PASSED, Ordering::Relaxed);
+        passed.push(fd);
+    }
+    passed
+}
+
+/// The message that was to carry `fds` (handed over by [`pass_out`]) did
+/// not go: take their connections back under the same descriptors.
+pub fn take_back(fds: &[c_int]) {
+    let e = errno();
+    for &fd in fds {
+        claim(fd);
+    }
+    crate::real::set_errno(e);
+}
+
+/// After a `recvmsg` on a kernel descriptor: claim the connection passed
+/// with each descriptor that came and may be a placeholder (a TCP socket
+/// of the kernel's that is not connected).
+pub fn adopt_received(m: &msghdr) {
+    if state::env().socket.is_none() {
+        return;
+    }
+    let fds = rights(m);
+    if fds.is_empty() {
+        return;
+    }
+    let e = errno();
+    for fd in fds {
+        if state::kind_of(fd) == kind::NONE && may_be_placeholder(fd).is_some() {
+            claim(fd);
+        }
+    }
+    crate::real::set_errno(e);
+}
+
+/// Whether `fd` is a TCP socket of the kernel's that is not connected (a
+/// placeholder is never connected); its domain if so.
+fn may_be_placeholder(fd: c_int) -> Option<c_int> {
+    let int_opt = |name: c_int| {
+        let mut v: c_int = 0;
+        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt(2) into a live int of the size given (raw: the
+        // shim's own getsockopt is not wanted here).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_getsockopt,
+                fd,
+                libc::SOL_SOCKET,
+                name,
+                &mut v as *mut c_int,
+                &mut len as *mut libc::socklen_t,
+            )
+        };
+        (r == 0).then_some(v)
+    };
+    let domain = int_opt(libc::SO_DOMAIN)?;
+    if !matches!(domain, libc::AF_INET | libc::AF_INET6)
+        || int_opt(libc::SO_TYPE)? != libc::SOCK_STREAM
+    {
+        return None;
+    }
+    // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
+    let mut sa: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: getpeername(2) into a live buffer of the length given.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getpeername,
+            fd,
+            &mut sa as *mut libc::sockaddr_storage,
+            &mut len as *mut libc::socklen_t,
+        )
+    };
+    (r < 0 && errno() == libc::ENOTCONN).then_some(domain)
+}
+
+/// Ask the service for the connection passed with `fd`'s file; on
+/// success `fd` is that connection (what it was before, a connection
+/// this process handed over, is let go). Whether it was claimed.
+fn claim(fd: c_int) -> bool {
+    let Some(a) = state::attach() else {
+        return false;
+    };
+    let r = state::request(a, Msg::new(op::CLAIM, 0, fd as i64, 0), &[]);
+    if r.a < 0 {
+        return false;
+    }
+    let (s, gen) = (r.slot, r.b as u32);
+    if let Some(old) = state::sock(fd) {
+        state::release_sock(old);
+    }
+    // SAFETY: fcntl(2) F_GETFL on a live descriptor.
+    let fl_now = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
+    let mut flags = fl::PASSED;
+    if fl_now >= 0 && fl_now & libc::O_NONBLOCK != 0 {
+        flags |= fl::NONBLOCK;
+    }
+    if may_be_placeholder(fd) == Some(libc::AF_INET6) {
+        flags |= fl::INET6;
+    }
+    state::hold(a, s);
+    state::install(fd, s, gen, flags);
+    true
+}
