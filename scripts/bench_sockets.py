@@ -79,6 +79,22 @@ def xdp_args():
     `softirq` mode generic (skb) XDP, which runs after RPS on the
     receiving CPU; otherwise the default (native on veth)."""
     return ["--xdp-mode", "skb"] if RX == "softirq" else []
+# Web servers the web tables and plots know, in their order (node and
+# node-cluster run with `--only node`).
+WEB_SERVERS = ("nginx", "lighttpd", "node", "node-cluster")
+# A Node.js server of the 20 B file: argv[2] workers (0: one process; else
+# a cluster whose primary hands each connection to a worker), argv[3] the
+# file, argv[4] the address, argv[5] the port.
+NODE_JS = r"""
+const cluster = require('cluster'), http = require('http'), fs = require('fs');
+const workers = +process.argv[2], body = fs.readFileSync(process.argv[3]);
+if (workers > 0 && cluster.isPrimary) {
+  for (let i = 0; i < workers; i++) cluster.fork();
+} else {
+  http.createServer((q, s) => { s.setHeader('Content-Type', 'text/plain'); s.end(body); })
+    .listen(+process.argv[5], process.argv[4]);
+}
+"""
 NAME = "sockets"  # output basename (another for the service placement experiments)
 CLIENTS = ("loadgen", "wrk")  # web clients (--clients)
 TMP = "/tmp"  # this run's scratch directory (the wrk script)
@@ -387,6 +403,11 @@ def web(args, prog, www, tmp, prog_bar, results):
                 f"http {{ access_log off; server {{ listen {'' if LISTEN_ANY else SRV + ':'}{port}; "
                 f"root {www}; }} }}\n")
             return ["nginx", "-c", str(conf)]
+        if prog in ("node", "node-cluster"):
+            js = tmp / "srv.js"
+            js.write_text(NODE_JS)
+            return ["node", str(js), "2" if prog == "node-cluster" else "0", str(www / "f20"),
+                    "0.0.0.0" if LISTEN_ANY else SRV, str(port)]
         conf = tmp / f"lighttpd-{ixora}.conf"
         conf.write_text(
             f'server.document-root = "{www}"\nserver.port = {port}\n'
@@ -1043,13 +1064,19 @@ def write(results, args, cmdline):
               "there and back (membarrier, measured before the run; a few µs on bare metal). RPS hands "
               "each burst of veth frames to the other side's CPU with one, so both stacks spend a large "
               "part of CPU 0 on them at high load (docs/ARCHITECTURE.md, \"Departures\").", ""]
-    web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
+    web_rows = [r for r in results if r["server"] in WEB_SERVERS]
     if web_rows:
         L += [f"## Web servers, 20 B file, {meta.get('web_conns', 32)} connections", "",
               "Clients: `ixora loadgen http` (its TCP in user space, so it saturates last) and "
               "wrk -t1 (the kernel's TCP). Server CPU µs/req: CPU 0 busy time (the server, its "
               "system calls and softirqs, and for Ixora the service) per request; client CPU: "
               "how busy CPU 1 was (near 100%: the client, not the server, set the pace).", "",
+              *(["node: one Node.js process; node-cluster: a primary that accepts each connection and "
+                 "hands it to one of two workers over a Unix socket (SCM_RIGHTS), as Node.js's cluster "
+                 "module does by default — under `ixora run` the connection moves to the worker through "
+                 "the service (PASS and CLAIM, two control round trips per connection); on Linux the "
+                 "worker shares the kernel's socket.", ""]
+                if any(r["server"].startswith("node") for r in web_rows) else []),
               *(["The servers listen on any address (`--listen-any`: nginx `listen PORT`, lighttpd "
                  "without `server.bind`), not on the server's address: under `ixora run` such a "
                  "listener also listens in the kernel, for 127.0.0.1 and the kernel's other "
@@ -1059,7 +1086,7 @@ def write(results, args, cmdline):
               "| Ixora CPU µs/req | CPU ratio | client CPU (k/i) | user-space share | errors (k/i) |",
               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
         for client in ("loadgen", "wrk"):
-            for srv in ("nginx", "lighttpd"):
+            for srv in WEB_SERVERS:
                 for mode in ("keepalive", "10_per_conn"):
                     def pick(stack):
                         return next((r for r in web_rows if r["server"] == srv and r["mode"] == mode
@@ -1135,7 +1162,7 @@ def plots(results):
         print("matplotlib missing: no plots", file=sys.stderr)
         return
     mc = [r for r in results if r["server"] == "memcached"]
-    web_rows = [r for r in results if r["server"] in ("nginx", "lighttpd")]
+    web_rows = [r for r in results if r["server"] in WEB_SERVERS]
     # A panel for the web servers if they were measured (`--only memcached`
     # has none), and one per memcached workload.
     panels = (1 if web_rows or not mc else 0) + (2 if mc else 0)
@@ -1144,7 +1171,7 @@ def plots(results):
     mc_axes = axes[-2:] if mc else []
     labels, kv, iv = [], [], []
     for client in ("loadgen", "wrk"):
-        for srv in ("nginx", "lighttpd"):
+        for srv in WEB_SERVERS:
             for mode in ("keepalive", "10_per_conn"):
                 k, i = (next((r for r in web_rows if r["server"] == srv and r["mode"] == mode
                               and r["stack"] == st and r.get("client", "wrk") == client), None)
@@ -1199,13 +1226,15 @@ def main():
     ap.add_argument("--udp-sizes", default="64,8000",
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
-    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp"],
+    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
                          "bulk: iperf3 both ways, written to sockets-bulk.*; "
                          "local: redis-benchmark to redis-server on one host, sockets-local.*; "
-                         "udp: sockperf's UDP server, sockets-udp.*)")
+                         "udp: sockperf's UDP server, sockets-udp.*; "
+                         "node: a Node.js HTTP server alone and as a two-worker cluster, whose "
+                         "primary hands each connection to a worker, sockets-node.*)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -1264,14 +1293,14 @@ def main():
         NAME += f"-ring{args.ring}"
     if LISTEN_ANY:
         NAME += "-listen-any"
-    if args.only in ("web", "memcached") and SERVICE_CPU == 0 and not args.serve_poll:
+    if args.only in ("web", "memcached", "node") and SERVICE_CPU == 0 and not args.serve_poll:
         # A part alone does not overwrite the whole comparison's files (the
         # service-placement experiments have files of their own already).
         NAME += f"-{args.only}"
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3", "redis-server",
-                 "redis-benchmark", "sockperf"):
+                 "redis-benchmark", "sockperf", *(["node"] if args.only == "node" else [])):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
             sys.exit(f"bench_sockets: {tool} is not installed (make deps installs it)")
     signal.signal(signal.SIGINT, be.on_signal)
@@ -1283,7 +1312,7 @@ def main():
     www.mkdir()
     (www / "f20").write_bytes(b"0123456789abcdefghi\n")
     (tmp / "ten.lua").write_text(LUA_10)
-    steps = ((4 * len(CLIENTS) if args.only in (None, "web") else 0)
+    steps = ((4 * len(CLIENTS) if args.only in (None, "web", "node") else 0)
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
              + (1 if args.only in (None, "local") else 0)
@@ -1303,6 +1332,9 @@ def main():
         if args.only in (None, "web"):
             web(args, "nginx", www, tmp, bar, results)
             web(args, "lighttpd", www, tmp, bar, results)
+        if args.only == "node":
+            web(args, "node", www, tmp, bar, results)
+            web(args, "node-cluster", www, tmp, bar, results)
         if args.only in (None, "memcached"):
             memcached(args, bar, results)
         if args.only in (None, "bulk"):

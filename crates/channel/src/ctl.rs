@@ -63,7 +63,8 @@ pub mod op {
     /// (then it is reset). The file is named by its inode, which the
     /// service reads from `/proc/<pid>/fd/<a>` of the process that sent
     /// the request (the kernel vouches for the pid). `EOPNOTSUPP`: not a
-    /// TCP connection (a listener, a UDP socket).
+    /// TCP connection (a listener, a UDP socket); `EAGAIN`: the
+    /// application has as many connections waiting as it has slots.
     pub const PASS: u32 = 12;
     /// Claim the connection passed with the file the requesting process
     /// holds as descriptor `a` (received over a Unix socket). Reply: `slot`

@@ -93,6 +93,9 @@ pub struct ServiceConfig {
     /// The interface index of the port (0: none), told to apps for
     /// `IP_PKTINFO`.
     pub ifindex: u32,
+    /// How long a connection handed to another process (`PASS`) waits to
+    /// be claimed before it is reset.
+    pub pass_timeout: Duration,
 }
 
 impl ServiceConfig {
@@ -103,6 +106,7 @@ impl ServiceConfig {
             slots: 1024,
             ring: 64 * 1024,
             ifindex: 0,
+            pass_timeout: Duration::from_secs(PASS_TIMEOUT_S),
         }
     }
 }
@@ -231,6 +235,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         closer: Closer::start()?,
         udp_retry: Vec::new(),
         passes: HashMap::new(),
+        pass_timeout: cfg.pass_timeout,
         next_pass: 0,
         pass_counts: PassCounts::default(),
     };
@@ -567,6 +572,8 @@ pub struct Service {
     /// (`PASS`) and not yet claimed, by the id in their cookie
     /// ([`pass_cookie`]).
     passes: HashMap<u32, Pass>,
+    /// [`ServiceConfig::pass_timeout`].
+    pass_timeout: Duration,
     next_pass: u32,
     pass_counts: PassCounts,
 }
@@ -578,6 +585,8 @@ pub struct Service {
 struct Pass {
     /// The passed file's inode: the claimant must hold that file.
     ino: u64,
+    /// The app it came from (each may have at most its `--slots` waiting).
+    from: u32,
     h: ConnHandle,
     /// The socket as the sender left it (options, peer closed, shut down).
     sock: Sock,
@@ -1689,7 +1698,12 @@ impl Service {
                 }
             }
             op::PASS if valid => {
-                let Some(p) = Self::take_out(app, io, slot, msg) else {
+                // What a program may leave waiting is bounded (each holds up
+                // to two rings of bytes until claimed or reset).
+                if self.passes.values().filter(|p| p.from == id).count() >= slots as usize {
+                    return bad(libc::EAGAIN);
+                }
+                let Some(p) = Self::take_out(app, io, id, slot, msg) else {
                     return bad(Self::pass_refusal(app, slot, msg));
                 };
                 let id_p = self.next_pass;
@@ -1767,12 +1781,12 @@ impl Service {
     }
 
     /// Copy what the stack holds for a connection into its receive ring.
-    /// Take connection `s` out of `app` for `PASS` (`msg`): what the
+    /// Take connection `s` out of `app` (id `id`) for `PASS` (`msg`): what the
     /// program wrote goes to the window first, and what it did not read
     /// or the window had no room for leaves with the connection. None if
     /// `s` is not a live connection of this generation or the inode could
     /// not be read (see [`Self::pass_refusal`]).
-    fn take_out(app: &mut AppState, io: &mut Io, s: u32, msg: Msg) -> Option<Pass> {
+    fn take_out(app: &mut AppState, io: &mut Io, id: u32, s: u32, msg: Msg) -> Option<Pass> {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return None;
         };
@@ -1797,6 +1811,7 @@ impl Service {
         let d = app.r.down_slot(s);
         Some(Pass {
             ino: msg.c,
+            from: id,
             h,
             sock,
             rx,
@@ -1851,16 +1866,21 @@ impl Service {
             return;
         }
         let _ = io.set_cookie(p.h, cookie(id, s));
-        // A FIN may have come while it was held (its event named the pass).
-        if io.stack().tcp_info(p.h).is_ok_and(|i| {
-            matches!(
-                i.state,
-                State::CloseWait | State::LastAck | State::Closing | State::TimeWait
-            )
-        }) {
+        // Its handshake may have ended, or a FIN come, while it was held
+        // (their events named the pass).
+        let tcp = io.stack().tcp_info(p.h).map(|i| i.state);
+        if matches!(
+            tcp,
+            Ok(State::CloseWait | State::LastAck | State::Closing | State::TimeWait)
+        ) {
             c.peer_closed = true;
         }
-        d.state.store(state::ESTABLISHED, Ordering::Release);
+        let st = if matches!(tcp, Ok(State::SynSent | State::SynReceived)) {
+            state::CONNECTING
+        } else {
+            state::ESTABLISHED
+        };
+        d.state.store(st, Ordering::Release);
         app.changed(s);
         Self::pump_tx(app, io, s);
         Self::pump_rx(app, io, s);
@@ -1902,9 +1922,10 @@ impl Service {
     }
 
     /// Reset the passed connections nobody claimed within
-    /// [`PASS_TIMEOUT_S`] (the receiver never ran under Ixora, or died).
+    /// [`ServiceConfig::pass_timeout`] (the receiver never ran under
+    /// Ixora, or died).
     fn expire_passes(&mut self, io: &mut Io) {
-        let limit = Duration::from_secs(PASS_TIMEOUT_S);
+        let limit = self.pass_timeout;
         let old: Vec<u32> = (self.passes.iter())
             .filter_map(|(&k, p)| (p.since.elapsed() > limit).then_some(k))
             .collect();
@@ -1917,9 +1938,10 @@ impl Service {
             let (ip, port) = layout::unpack(p.remote);
             eprintln!(
                 "ixora serve: a connection from {}:{port} handed to another process over a Unix \
-                 socket was not claimed within {PASS_TIMEOUT_S} s (the receiver is not under \
-                 `ixora run`, or never read the message): reset",
-                Ipv4Addr::from(ip)
+                 socket was not claimed within {:.0?} (the receiver is not under `ixora run`, \
+                 or never read the message): reset",
+                Ipv4Addr::from(ip),
+                limit
             );
         }
     }

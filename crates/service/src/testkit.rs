@@ -63,6 +63,7 @@ impl Rig {
         let mut cfg = ServiceConfig::new(socket.clone());
         cfg.slots = SLOTS;
         cfg.ring = 16 * 1024;
+        cfg.pass_timeout = PASS_TIMEOUT;
         let (svc, control) = start(&cfg, stop.clone())?;
         let mut ecfg = EngineConfig::new(SERVICE_IP, 24);
         ecfg.hugepages = false;
@@ -475,6 +476,10 @@ impl RawApp {
         Ok(())
     }
 }
+
+/// How long a passed connection waits to be claimed on the rig (its
+/// `ServiceConfig::pass_timeout`).
+pub const PASS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Slots of the rig's applications (its `ServiceConfig::slots`).
 pub const SLOTS: u32 = 128;

@@ -389,3 +389,105 @@ fn random_misbehaviour_hurts_only_the_misbehaving_app() {
     drop(good);
     rig.finish().unwrap();
 }
+
+/// A connection handed from one application to another (`PASS`, then
+/// `CLAIM` by a holder of the same file) keeps its bytes: what the
+/// sender left unread is read by the receiver, and the receiver's writes
+/// reach the peer. Only a holder of the file claims it, once; one never
+/// claimed is reset after the timeout; a listener is refused.
+#[test]
+fn a_passed_connection_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
+    let rig = Rig::start("pass").unwrap();
+    let a = RawApp::attach(&rig).unwrap();
+    let b = RawApp::attach(&rig).unwrap();
+    // The "placeholder": any socket of this process names the file.
+    let (file, other) = std::os::unix::net::UnixStream::pair().unwrap();
+    let dup = file.try_clone().unwrap(); // the same file under another number
+    let gen =
+        |app: &RawApp, s: u32| u64::from(app.regions().down_slot(s).gen.load(Ordering::Acquire));
+    let connected = |app: &RawApp| {
+        let s = app.socket().unwrap();
+        app.connect(s, testkit::PEER_IP, testkit::ECHO_PORT)
+            .unwrap();
+        app.wait_established(s, Duration::from_secs(5)).unwrap();
+        s
+    };
+    let s = connected(&a);
+    // The echo comes back into a's ring and stays there unread.
+    assert_eq!(a.write(s, b"unread by a"), 11);
+    eventually("the echo in a's ring", || {
+        let l = a.regions().down_slot(s).rx_tail.load(Ordering::Acquire);
+        if l == 11 {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!("{l} bytes")))
+        }
+    });
+    let r = a
+        .request(Msg::new(op::PASS, s, file.as_raw_fd() as i64, gen(&a, s)))
+        .unwrap();
+    assert_eq!(r.a, 0, "PASS");
+    assert_eq!(
+        a.regions().down_slot(s).err.load(Ordering::Acquire),
+        libc::ECONNABORTED
+    );
+    // Not a holder of the file: nothing to claim.
+    let r = b
+        .request(Msg::new(op::CLAIM, 0, other.as_raw_fd() as i64, 0))
+        .unwrap();
+    assert_eq!(r.a, -i64::from(libc::ENOENT), "a claim with another file");
+    let r = b
+        .request(Msg::new(op::CLAIM, 0, dup.as_raw_fd() as i64, 0))
+        .unwrap();
+    assert!(r.a >= 0, "CLAIM: {}", r.a);
+    let t = r.slot;
+    assert_eq!(r.b, gen(&b, t));
+    assert_eq!(b.read(t, 100), b"unread by a", "the bytes a left unread");
+    assert_eq!(b.write(t, b"from b"), 6);
+    let mut got = Vec::new();
+    let t0 = Instant::now();
+    while got.len() < 6 && t0.elapsed() < Duration::from_secs(5) {
+        got.extend(b.read(t, 100));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(got, b"from b", "b's echo");
+    let r = b
+        .request(Msg::new(op::CLAIM, 0, file.as_raw_fd() as i64, 0))
+        .unwrap();
+    assert_eq!(r.a, -i64::from(libc::ENOENT), "claimed once only");
+    b.close(t);
+    a.close(s);
+    // A listener is not handed over.
+    let l = a.socket().unwrap();
+    a.listen(l, 7300).unwrap();
+    let r = a
+        .request(Msg::new(op::PASS, l, file.as_raw_fd() as i64, gen(&a, l)))
+        .unwrap();
+    assert_eq!(r.a, -i64::from(libc::EOPNOTSUPP));
+    // One never claimed is reset after the timeout.
+    let s2 = connected(&a);
+    let r = a
+        .request(Msg::new(op::PASS, s2, file.as_raw_fd() as i64, gen(&a, s2)))
+        .unwrap();
+    assert_eq!(r.a, 0);
+    std::thread::sleep(testkit::PASS_TIMEOUT + Duration::from_millis(300));
+    let st = a.stats().unwrap();
+    let p = &st["passed_connections"];
+    assert_eq!(
+        (
+            p["passed"].as_u64(),
+            p["claimed"].as_u64(),
+            p["expired"].as_u64(),
+            p["waiting"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1), Some(0)),
+        "{p}"
+    );
+    let r = b
+        .request(Msg::new(op::CLAIM, 0, file.as_raw_fd() as i64, 0))
+        .unwrap();
+    assert_eq!(r.a, -i64::from(libc::ENOENT), "an expired one is gone");
+    assert!(rig.alive());
+    drop((a, b));
+    rig.finish().unwrap();
+}
