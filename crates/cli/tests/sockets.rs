@@ -1754,11 +1754,13 @@ fn dual_stack_udp_sockets_carry_ipv4() {
     assert_eq!(st["protocol_errors"], 0, "{st}");
 }
 
-/// The receiving half of the hand-over test: `child(fd)` takes one
+/// The receiving half of the hand-over test. `child(fd)` takes one
 /// connection from the Unix socket `fd`, reads the rest of the client's
 /// first line (the sender read its first 10 bytes and left the rest
 /// unread), says how many bytes it got and their SHA-1, then echoes until
-/// end of file.
+/// end of file. `listener(fd)` takes a listener and answers two
+/// connections, the first one queued before the listener came, each
+/// with what its first line said.
 const HANDOVER_CHILD: &str = r"import hashlib, socket, sys
 def child(fd):
     b = socket.socket(fileno=fd)
@@ -1777,22 +1779,34 @@ def child(fd):
             break
         c.sendall(d)
     c.close()
+def listener(fd):
+    b = socket.socket(fileno=fd)
+    msg, fds, _, _ = socket.recv_fds(b, 10, 4)
+    l = socket.socket(fileno=fds[0])
+    for _ in range(2):
+        c, _ = l.accept()
+        f = c.makefile('rb')
+        c.sendall(b'listener got ' + f.readline())
+        f.close()
+        c.close()
 if __name__ == '__main__':
-    child(int(sys.argv[1]))
+    (listener if sys.argv[1] == 'listener' else child)(int(sys.argv[2]))
 ";
 
-/// A connection an Ixora program hands to another process over a Unix
-/// socket (`SCM_RIGHTS`, as Node.js's cluster module hands each
-/// connection to a worker) moves there, through the service: to another
+/// A socket an Ixora program hands to another process over a Unix socket
+/// (`SCM_RIGHTS`, as Node.js's cluster module hands each connection to a
+/// worker) moves there, through the service. A connection: to another
 /// program (`exec`ed: an application of its own) and to a forked child
-/// (the same application). The receiver reads what the sender left
-/// unread and what came after, and writes; the client sees one
-/// connection throughout. A listening socket is not handed over: the
-/// shim says so. (The server starts the other program with Python's
-/// `subprocess`, which uses `vfork`: the listener it accepts on after
-/// must survive the child's closes — the shim makes vfork a fork.)
+/// (the same application); the receiver reads what the sender left unread
+/// and what came after, and writes; the client sees one connection
+/// throughout. A listener: to another program, with the connection that
+/// waited in its accept queue; the receiver accepts that one and the
+/// next. A UDP socket is not handed over: the shim says so. (The server
+/// starts the other programs with Python's `subprocess`, which uses
+/// `vfork`: the listener it accepts on after must survive the child's
+/// closes — the shim makes vfork a fork.)
 #[test]
-fn a_connection_passed_over_a_unix_socket_moves_to_the_receiver() {
+fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
     let Some((_g, net)) = begin(&["python3"]) else {
         return;
     };
@@ -1800,14 +1814,18 @@ fn a_connection_passed_over_a_unix_socket_moves_to_the_receiver() {
     let child = dir.path().join("handover_child.py");
     std::fs::write(&child, HANDOVER_CHILD).unwrap();
     let prog = format!(
-        "import os, socket, subprocess, sys\n\
+        "import os, select, socket, subprocess, sys\n\
          sys.path.insert(0, {dir:?})\n\
          from handover_child import child\n\
          l = socket.socket()\n\
          l.bind(('{IX}', 7041))\n\
          l.listen()\n\
-         a1, b1 = socket.socketpair()\n\
-         p = subprocess.Popen([sys.executable, {child:?}, str(b1.fileno())], pass_fds=[b1.fileno()])\n\
+         def spawn(what):\n\
+         \x20   a, b = socket.socketpair()\n\
+         \x20   p = subprocess.Popen([sys.executable, {child:?}, what, str(b.fileno())], pass_fds=[b.fileno()])\n\
+         \x20   return a, p\n\
+         a1, p1 = spawn('child')\n\
+         a3, p3 = spawn('listener')\n\
          a2, b2 = socket.socketpair()\n\
          pid = os.fork()\n\
          if pid == 0:\n\
@@ -1821,12 +1839,20 @@ fn a_connection_passed_over_a_unix_socket_moves_to_the_receiver() {
          \x20   c.sendall(b'parent read ' + head + b'\\n')\n\
          \x20   socket.send_fds(a, [b'conn'], [c.fileno()])\n\
          \x20   c.close()\n\
+         select.select([l], [], [], 20)\n\
+         socket.send_fds(a3, [b'listener'], [l.fileno()])\n\
+         l.close()\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         u.bind(('{IX}', 7041))\n\
          err = os.open({err:?}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n\
          saved = os.dup(2)\n\
          os.dup2(err, 2)\n\
-         socket.send_fds(a1, [b'x'], [l.fileno()])\n\
+         x, y = socket.socketpair()\n\
+         socket.send_fds(x, [b'x'], [u.fileno()])\n\
          os.dup2(saved, 2)\n\
-         p.wait()\n\
+         for p in (p1, p3):\n\
+         \x20   p.wait()\n\
+         \x20   assert p.returncode == 0, p.returncode\n\
          os.waitpid(pid, 0)\n",
         dir = dir.path().display().to_string(),
         child = child.display().to_string(),
@@ -1835,17 +1861,16 @@ fn a_connection_passed_over_a_unix_socket_moves_to_the_receiver() {
     let mut srv = net.run("hand-over server", &["python3", "-c", &prog]);
     net.wait_port(&mut srv, 7041);
     // (wait_port's probe was the first connection: the server closed it.)
+    let addr = format!("{IX}:7041");
     for who in ["exec", "fork"] {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let addr = format!("{IX}:7041");
-        net.lx.run(|| {
+        let ok = net.lx.run(|| {
             let mut s = TcpStream::connect(&addr).expect("connect");
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut first = b"0123456789".to_vec();
-            first.extend(std::iter::repeat(b'Y').take(5000));
+            first.extend(std::iter::repeat_n(b'Y', 5000));
             first.push(b'\n');
             s.write_all(&first).unwrap();
-            let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+            let mut r = BufReader::new(s.try_clone().unwrap());
             let mut line = String::new();
             r.read_line(&mut line).unwrap();
             assert_eq!(
@@ -1855,10 +1880,9 @@ fn a_connection_passed_over_a_unix_socket_moves_to_the_receiver() {
             line.clear();
             r.read_line(&mut line).unwrap();
             let rest = &first[10..];
-            let sha = sha1_hex(rest);
             assert_eq!(
                 line,
-                format!("child got {} bytes {sha}\n", rest.len()),
+                format!("child got {} bytes {}\n", rest.len(), sha1_hex(rest)),
                 "{who}: the receiver must read what the sender left unread"
             );
             // Then a bulk echo both ways at once.
@@ -1872,25 +1896,43 @@ fn a_connection_passed_over_a_unix_socket_moves_to_the_receiver() {
             let mut back = Vec::new();
             r.read_to_end(&mut back).unwrap();
             t.join().unwrap();
-            tx.send(back == data).unwrap();
+            back == data
         });
-        assert!(rx.recv().unwrap(), "{who}: the echo must come back intact");
+        assert!(ok, "{who}: the echo must come back intact");
     }
+    // The listener: a connection queued (never accepted by the sender),
+    // then one after the move.
+    let replies = net.lx.run(|| {
+        ["queued", "fresh"].map(|what| {
+            let mut s = TcpStream::connect(&addr).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.write_all(format!("{what}\n").as_bytes()).unwrap();
+            let mut got = String::new();
+            let _ = s.read_to_string(&mut got);
+            got
+        })
+    });
+    assert_eq!(
+        replies,
+        ["listener got queued\n", "listener got fresh\n"],
+        "the moved listener"
+    );
     let out = srv.wait_exit(Duration::from_secs(20));
     assert!(
         out.success(),
-        "the server and its children must end well:\n{}",
-        srv.log()
+        "the server and its children must end well ({out}):\n{}\n{}",
+        srv.log(),
+        std::fs::read_to_string(dir.path().join("err.txt")).unwrap_or_default()
     );
     let said = std::fs::read_to_string(dir.path().join("err.txt")).unwrap();
     assert!(
-        said.contains("an Ixora listening or UDP socket") && said.contains("only connections"),
-        "passing a listener must be reported: {said:?}"
+        said.contains("an Ixora UDP socket") && said.contains("only TCP sockets"),
+        "passing a UDP socket must be reported: {said:?}"
     );
     let st = net.stats();
     let p = &st["passed_connections"];
     assert_eq!(p["waiting"], 0, "{p}");
-    assert!(p["claimed"].as_u64().unwrap() >= 2, "{p}");
+    assert!(p["claimed"].as_u64().unwrap() >= 3, "{p}");
 }
 
 /// SHA-1 of `b`, in hex (by the system's `sha1sum`).

@@ -16,11 +16,15 @@
 //! to read. Holding the file is the proof: the service looks at the
 //! claimant's own descriptor, from the pid the kernel vouches for.
 //!
-//! Unlike Linux, where sender and receiver then share one socket, the
-//! connection *moves*: the sender's descriptor reports `ECONNABORTED`
-//! afterwards (the programs that pass connections close their copy at
-//! once). Listening and UDP sockets are not handed over; the shim says so
-//! and the receiver gets the bare placeholder, as before.
+//! A listener is handed over the same way, but moves only when it is
+//! claimed, with the connections in its accept queue (until then the
+//! sender's socket listens on). Unlike Linux, where sender and receiver
+//! then share one socket, the socket *moves*: the sender's descriptor
+//! reports `ECONNABORTED` afterwards (a listener: `EINVAL`, not
+//! listening); the programs that pass sockets close their copy (Node.js's
+//! cluster primary, a server handing its listeners to its successor). UDP
+//! sockets are not handed over; the shim says so and the receiver gets
+//! the bare placeholder.
 
 use crate::real::{errno, sys_write};
 use crate::state::{self, fl, kind};
@@ -74,32 +78,27 @@ pub fn pass_out(m: &msghdr) -> Vec<c_int> {
         if passed.contains(&fd) {
             continue; // one descriptor twice in a message: one hand-over
         }
-        if sk.dgram() || sk.e.flags.load(Ordering::Relaxed) & fl::LISTENING != 0 {
+        if sk.dgram() {
             say_once(
                 &SAID_KIND,
                 format!(
-                    "ixora-preload: descriptor {fd}, an Ixora listening or UDP socket, is being \
-                     passed to another process (SCM_RIGHTS); only connections can be handed \
-                     over yet, so the receiver gets a kernel socket that carries nothing\n"
+                    "ixora-preload: descriptor {fd}, an Ixora UDP socket, is being passed to \
+                     another process (SCM_RIGHTS); only TCP sockets can be handed over yet, so \
+                     the receiver gets a kernel socket that carries nothing\n"
                 ),
             );
             continue;
         }
-        // O_NONBLOCK belongs to the file, which the receiver shares.
-        let nb = if sk.nonblock() { libc::O_NONBLOCK } else { 0 };
-        // SAFETY: fcntl(2) on a descriptor of ours, with an int argument.
-        unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFL, libc::O_RDWR | nb) };
-        let r = state::request(
-            sk.a,
-            Msg::new(op::PASS, sk.s, fd as i64, sk.gen() as u64),
-            &[],
-        );
+        // O_NONBLOCK belongs to the file, which the receiver shares: the
+        // service carries it to the claim (bit 32).
+        let b = u64::from(sk.gen()) | u64::from(sk.nonblock()) << 32;
+        let r = state::request(sk.a, Msg::new(op::PASS, sk.s, fd as i64, b), &[]);
         if r.a < 0 {
             let e = std::io::Error::from_raw_os_error((-r.a) as i32);
             say_once(
                 &SAID_FAIL,
                 format!(
-                    "ixora-preload: descriptor {fd}, an Ixora connection, could not be handed to \
+                    "ixora-preload: descriptor {fd}, an Ixora socket, could not be handed to \
                      another process ({e}); the receiver gets a kernel socket that carries \
                      nothing\n"
                 ),
@@ -145,26 +144,9 @@ pub fn adopt_received(m: &msghdr) {
 /// Whether `fd` is a TCP socket of the kernel's that is not connected (a
 /// placeholder is never connected); its domain if so.
 fn may_be_placeholder(fd: c_int) -> Option<c_int> {
-    let int_opt = |name: c_int| {
-        let mut v: c_int = 0;
-        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt(2) into a live int of the size given (raw: the
-        // shim's own getsockopt is not wanted here).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_getsockopt,
-                fd,
-                libc::SOL_SOCKET,
-                name,
-                &mut v as *mut c_int,
-                &mut len as *mut libc::socklen_t,
-            )
-        };
-        (r == 0).then_some(v)
-    };
-    let domain = int_opt(libc::SO_DOMAIN)?;
+    let domain = int_opt(fd, libc::SO_DOMAIN)?;
     if !matches!(domain, libc::AF_INET | libc::AF_INET6)
-        || int_opt(libc::SO_TYPE)? != libc::SOCK_STREAM
+        || int_opt(fd, libc::SO_TYPE)? != libc::SOCK_STREAM
     {
         return None;
     }
@@ -183,9 +165,28 @@ fn may_be_placeholder(fd: c_int) -> Option<c_int> {
     (r < 0 && errno() == libc::ENOTCONN).then_some(domain)
 }
 
-/// Ask the service for the connection passed with `fd`'s file; on
-/// success `fd` is that connection (what it was before, a connection
-/// this process handed over, is let go). Whether it was claimed.
+/// Socket option `name` (level `SOL_SOCKET`) of `fd`, an int, from the
+/// kernel (raw: not the shim's own getsockopt).
+fn int_opt(fd: c_int, name: c_int) -> Option<c_int> {
+    let mut v: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) into a live int of the size given.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getsockopt,
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            &mut v as *mut c_int,
+            &mut len as *mut libc::socklen_t,
+        )
+    };
+    (r == 0).then_some(v)
+}
+
+/// Ask the service for the socket passed with `fd`'s file; on success
+/// `fd` is that socket (what it was before, a socket this process handed
+/// over, is let go). Whether it was claimed.
 fn claim(fd: c_int) -> bool {
     let Some(a) = state::attach() else {
         return false;
@@ -198,14 +199,20 @@ fn claim(fd: c_int) -> bool {
     if let Some(old) = state::sock(fd) {
         state::release_sock(old);
     }
-    // SAFETY: fcntl(2) F_GETFL on a live descriptor.
-    let fl_now = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as c_int;
     let mut flags = fl::PASSED;
-    if fl_now >= 0 && fl_now & libc::O_NONBLOCK != 0 {
+    if r.c & 2 != 0 {
         flags |= fl::NONBLOCK;
     }
     if may_be_placeholder(fd) == Some(libc::AF_INET6) {
         flags |= fl::INET6;
+    }
+    if r.c & 1 != 0 {
+        flags |= fl::LISTENING;
+        // A listener on any address listens in the kernel too, on this
+        // very file (its kernel side): accept and epoll take from both.
+        if int_opt(fd, libc::SO_ACCEPTCONN) == Some(1) {
+            flags |= fl::KSIDE | fl::BOUND_ANY;
+        }
     }
     state::hold(a, s);
     state::install(fd, s, gen, flags);

@@ -578,15 +578,33 @@ pub struct Service {
     pass_counts: PassCounts,
 }
 
-/// A connection a program handed to another process over a Unix socket
+/// A socket a program handed to another process over a Unix socket
 /// (`SCM_RIGHTS`; [`op::PASS`]), held by the service until the process
-/// that receives the descriptor claims it ([`op::CLAIM`]). Its data stays
-/// in the stack meanwhile (the window closes as it fills).
+/// that receives the descriptor claims it ([`op::CLAIM`]).
 struct Pass {
     /// The passed file's inode: the claimant must hold that file.
     ino: u64,
     /// The app it came from (each may have at most its `--slots` waiting).
     from: u32,
+    /// O_NONBLOCK of the sender's descriptor: it belongs to the file, which
+    /// the receiver shares.
+    nonblock: bool,
+    since: Instant,
+    what: Passed,
+}
+
+/// What was passed.
+enum Passed {
+    /// A connection, out of the sender's application since the `PASS`.
+    Conn(ConnPass),
+    /// A listener (slot and generation in the sender's application): it
+    /// listens there until the claim moves it, with its accept queue.
+    Listener { slot: u32, gen: u32 },
+}
+
+/// A connection out of an application, on its way to another: its data
+/// stays in the stack meanwhile (the window closes as it fills).
+struct ConnPass {
     h: ConnHandle,
     /// The socket as the sender left it (options, peer closed, shut down).
     sock: Sock,
@@ -601,7 +619,6 @@ struct Pass {
     remote: u64,
     /// The connection died meanwhile (its errno; the handle is closed).
     err: Option<i32>,
-    since: Instant,
 }
 
 /// Connections handed over, claimed, and reset unclaimed.
@@ -1470,6 +1487,11 @@ impl Service {
             0 => self.free_tcp_port(io).map_or((0, true), |p| (p, false)),
             p => (p, self.port_taken(id, p, msg.b & 1 != 0)),
         };
+        match msg.op {
+            op::PASS => return self.pass(io, id, msg),
+            op::CLAIM => return self.claim(io, id, msg),
+            _ => {}
+        }
         let app = self.apps.get_mut(&id).expect("conn_app names live apps");
         let slot = msg.slot;
         let valid = slot < slots;
@@ -1697,52 +1719,6 @@ impl Service {
                     Err(e) => Msg::reply(errno_of(e)),
                 }
             }
-            op::PASS if valid => {
-                // What a program may leave waiting is bounded (each holds up
-                // to two rings of bytes until claimed or reset).
-                if self.passes.values().filter(|p| p.from == id).count() >= slots as usize {
-                    return bad(libc::EAGAIN);
-                }
-                let Some(p) = Self::take_out(app, io, id, slot, msg) else {
-                    return bad(Self::pass_refusal(app, slot, msg));
-                };
-                let id_p = self.next_pass;
-                self.next_pass = self.next_pass.wrapping_add(1);
-                let _ = io.set_cookie(p.h, pass_cookie(id_p));
-                self.passes.insert(id_p, p);
-                self.pass_counts.passed += 1;
-                // The sender's descriptor carries nothing now.
-                app.fail(slot, libc::ECONNABORTED);
-                Msg::reply(0)
-            }
-            op::CLAIM => {
-                if msg.c == 0 {
-                    return bad(if msg.b == 0 {
-                        libc::EBADF
-                    } else {
-                        msg.b as i32
-                    });
-                }
-                // The oldest passed with that file: one file may carry
-                // several, in order, over a stream socket.
-                let Some(pid_) = (self.passes.iter())
-                    .filter_map(|(&k, p)| (p.ino == msg.c).then_some(k))
-                    .min_by_key(|&k| k.wrapping_sub(self.next_pass))
-                else {
-                    return bad(libc::ENOENT);
-                };
-                let Some(s) = app.alloc() else {
-                    app.say_full(
-                        id,
-                        "a connection another process handed over stays unclaimed",
-                    );
-                    return bad(libc::EMFILE);
-                };
-                let p = self.passes.remove(&pid_).expect("found above");
-                self.pass_counts.claimed += 1;
-                Self::take_in(app, io, id, s, p);
-                app.slot_reply(s)
-            }
             op::SETOPT if valid => {
                 let on = msg.b != 0;
                 let s = &mut app.socks[slot as usize];
@@ -1781,18 +1757,200 @@ impl Service {
     }
 
     /// Copy what the stack holds for a connection into its receive ring.
-    /// Take connection `s` out of `app` (id `id`) for `PASS` (`msg`): what the
-    /// program wrote goes to the window first, and what it did not read
-    /// or the window had no room for leaves with the connection. None if
-    /// `s` is not a live connection of this generation or the inode could
-    /// not be read (see [`Self::pass_refusal`]).
-    fn take_out(app: &mut AppState, io: &mut Io, id: u32, s: u32, msg: Msg) -> Option<Pass> {
+    /// `PASS` of socket `msg.slot` of app `id` (generation in `msg.b`'s
+    /// low half, the descriptor's O_NONBLOCK in bit 32; the file's inode
+    /// in `msg.c`, 0 if the control thread could not read it, its errno
+    /// then in `msg.b`).
+    fn pass(&mut self, io: &mut Io, id: u32, msg: Msg) -> Msg {
+        let bad = |e: i32| Msg::reply(-(e as i64));
+        let s = msg.slot;
+        if s >= self.layout.slots {
+            return bad(libc::EBADF);
+        }
+        if msg.c == 0 {
+            return bad(if msg.b == 0 {
+                libc::EBADF
+            } else {
+                msg.b as i32
+            });
+        }
+        // What a program may leave waiting is bounded (a connection holds
+        // up to two rings of bytes until claimed or reset).
+        if self.passes.values().filter(|p| p.from == id).count() >= self.layout.slots as usize {
+            return bad(libc::EAGAIN);
+        }
+        let Some(app) = self.apps.get_mut(&id) else {
+            return bad(libc::ENOTCONN);
+        };
+        let gen = msg.b as u32;
+        if app.r.down_slot(s).gen.load(Ordering::Relaxed) != gen {
+            return bad(libc::EBADF);
+        }
+        let sock = app.socks[s as usize];
+        let what = match sock.kind {
+            Kind::Listen(_) => Passed::Listener { slot: s, gen },
+            Kind::Conn(_) => match Self::take_out(app, io, s) {
+                Some(c) => Passed::Conn(c),
+                None => return bad(libc::ENOTCONN),
+            },
+            _ if sock.dgram => return bad(libc::EOPNOTSUPP),
+            _ => return bad(libc::ENOTCONN),
+        };
+        let k = self.next_pass;
+        self.next_pass = k.wrapping_add(1);
+        if let Passed::Conn(c) = &what {
+            let _ = io.set_cookie(c.h, pass_cookie(k));
+            // The sender's descriptor carries nothing now.
+            app.fail(s, libc::ECONNABORTED);
+        }
+        self.passes.insert(
+            k,
+            Pass {
+                ino: msg.c,
+                from: id,
+                nonblock: msg.b >> 32 & 1 != 0,
+                since: Instant::now(),
+                what,
+            },
+        );
+        self.pass_counts.passed += 1;
+        Msg::reply(0)
+    }
+
+    /// `CLAIM` by app `id` of the socket passed with the file whose inode
+    /// is `msg.c`: its new slot and generation, and in `c` bit 0 whether
+    /// it listens, bit 1 the sender's O_NONBLOCK.
+    fn claim(&mut self, io: &mut Io, id: u32, msg: Msg) -> Msg {
+        let bad = |e: i32| Msg::reply(-(e as i64));
+        if msg.c == 0 {
+            return bad(if msg.b == 0 {
+                libc::EBADF
+            } else {
+                msg.b as i32
+            });
+        }
+        // The oldest passed with that file: one file may carry several, in
+        // order, over a stream socket.
+        let Some(k) = (self.passes.iter())
+            .filter_map(|(&k, p)| (p.ino == msg.c).then_some(k))
+            .min_by_key(|&k| k.wrapping_sub(self.next_pass))
+        else {
+            return bad(libc::ENOENT);
+        };
+        let Some(app) = self.apps.get_mut(&id) else {
+            return bad(libc::ENOTCONN);
+        };
+        if app.free.is_empty() {
+            app.say_full(id, "a socket another process handed over stays unclaimed");
+            return bad(libc::EMFILE);
+        }
+        let p = self.passes.remove(&k).expect("found above");
+        let (s, listens) = match p.what {
+            Passed::Conn(c) => {
+                let s = app.alloc().expect("a free slot (checked)");
+                Self::take_in(app, io, id, s, c);
+                (s, false)
+            }
+            Passed::Listener { slot, gen } => match self.move_listener(io, p.from, slot, gen, id) {
+                Some(s) => (s, true),
+                None => return bad(libc::ENOENT),
+            },
+        };
+        self.pass_counts.claimed += 1;
+        let app = self.apps.get(&id).expect("looked up above");
+        Msg {
+            c: u64::from(listens) | u64::from(p.nonblock) << 1,
+            ..app.slot_reply(s)
+        }
+    }
+
+    /// Move listener `slot` (generation `gen`) of app `from` to app `to`
+    /// (which has a free slot), with the connections in its accept queue:
+    /// its slot in `to`; None if it listens no more. The sender's socket
+    /// fails (`EINVAL`, as `accept` on a socket that does not listen) and
+    /// the connections it had queued leave it unaccepted (their
+    /// generations move on: an `accept` racing in the sender skips them).
+    fn move_listener(
+        &mut self,
+        io: &mut Io,
+        from: u32,
+        slot: u32,
+        gen: u32,
+        to: u32,
+    ) -> Option<u32> {
+        let slots = self.layout.slots;
+        let a = self.apps.get_mut(&from)?;
+        let Kind::Listen(port) = a.socks[slot as usize].kind else {
+            return None;
+        };
+        if a.r.down_slot(slot).gen.load(Ordering::Relaxed) != gen {
+            return None;
+        }
+        let lsock = a.socks[slot as usize];
+        let local = a.r.down_slot(slot).local.load(Ordering::Relaxed);
+        let head = a.r.up_slot(slot).acc_head.load(Ordering::Acquire);
+        let n = lsock.acc_tail.wrapping_sub(head).min(a.r.acc_capacity());
+        let mut queued = Vec::new();
+        for k in 0..n {
+            let e =
+                a.r.acc_entry(slot, head.wrapping_add(k))
+                    .load(Ordering::Acquire);
+            let (c, cgen) = (e as u32, (e >> 32) as u32);
+            if c < slots && a.r.down_slot(c).gen.load(Ordering::Acquire) == cgen {
+                queued.extend(Self::take_out(a, io, c));
+                a.release(c);
+            }
+        }
+        a.fail(slot, libc::EINVAL);
+        if a.r.up_slot(slot).req.load(Ordering::Acquire) & (req::CLOSE | req::ABORT) != 0 {
+            a.release(slot); // its sender closed it while it waited
+        }
+        let b = self.apps.get_mut(&to).expect("the claimant's app");
+        let s = b.alloc().expect("a free slot (checked)");
+        b.socks[s as usize] = Sock {
+            kind: Kind::Listen(port),
+            acc_tail: 0,
+            ..lsock
+        };
+        let d = b.r.down_slot(s);
+        d.local.store(local, Ordering::Relaxed);
+        d.state.store(state::LISTEN, Ordering::Release);
+        for cp in queued {
+            let Some(c) = b.alloc() else {
+                if cp.err.is_none() {
+                    let _ = io.abort(cp.h);
+                }
+                self.rejected += 1;
+                continue;
+            };
+            Self::take_in(b, io, to, c, cp);
+            let cgen = b.r.down_slot(c).gen.load(Ordering::Relaxed);
+            let tail = b.socks[s as usize].acc_tail;
+            b.r.acc_entry(s, tail)
+                .store(c as u64 | (cgen as u64) << 32, Ordering::Release);
+            b.socks[s as usize].acc_tail = tail.wrapping_add(1);
+            b.r.down_slot(s)
+                .acc_tail
+                .store(tail.wrapping_add(1), Ordering::Release);
+        }
+        b.changed(s);
+        // The port's group: the receiver's socket in the sender's place.
+        if let Some(l) = self.listeners.get_mut(&port) {
+            for m in l.members.iter_mut().filter(|m| **m == (from, slot)) {
+                *m = (to, s);
+            }
+        }
+        Some(s)
+    }
+
+    /// Take connection `s` out of `app` (for `PASS`, or with a listener
+    /// that moves): what the program wrote goes to the window first, and
+    /// what it did not read or the window had no room for leaves with the
+    /// connection. None if it is no longer a live connection.
+    fn take_out(app: &mut AppState, io: &mut Io, s: u32) -> Option<ConnPass> {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return None;
         };
-        if msg.c == 0 || app.r.down_slot(s).gen.load(Ordering::Relaxed) != msg.b as u32 {
-            return None;
-        }
         Self::pump_tx(app, io, s);
         if app.socks[s as usize].kind != Kind::Conn(h) {
             return None; // reset for an impossible index, or closed
@@ -1809,9 +1967,7 @@ impl Service {
         let mut rx = vec![0; (sock.rx_tail - head) as usize];
         app.r.rx_read(s, head, &mut rx);
         let d = app.r.down_slot(s);
-        Some(Pass {
-            ino: msg.c,
-            from: id,
+        Some(ConnPass {
             h,
             sock,
             rx,
@@ -1820,27 +1976,14 @@ impl Service {
             local: d.local.load(Ordering::Relaxed),
             remote: d.remote.load(Ordering::Relaxed),
             err: None,
-            since: Instant::now(),
         })
-    }
-
-    /// Why [`Self::take_out`] refused `PASS` of slot `s`: the errno.
-    fn pass_refusal(app: &AppState, s: u32, msg: Msg) -> i32 {
-        let sock = app.socks[s as usize];
-        match sock.kind {
-            Kind::Listen(_) | Kind::Udp(_) => libc::EOPNOTSUPP,
-            _ if sock.dgram => libc::EOPNOTSUPP,
-            Kind::Conn(_) if msg.c == 0 && msg.b != 0 => msg.b as i32,
-            Kind::Conn(_) if msg.c == 0 => libc::EBADF,
-            _ => libc::ENOTCONN,
-        }
     }
 
     /// Make passed connection `p` socket `s` (fresh from `alloc`) of app
     /// `id`: the bytes its sender had not read are in its receive ring,
     /// those the window had no room for in its transmit ring, as if the
     /// program had written them; then it goes on as any connection.
-    fn take_in(app: &mut AppState, io: &mut Io, id: u32, s: u32, p: Pass) {
+    fn take_in(app: &mut AppState, io: &mut Io, id: u32, s: u32, p: ConnPass) {
         // (Both fit: they came out of rings of this layout.)
         app.r.rx_write(s, 0, &p.rx);
         app.r.tx_write(s, 0, &p.tx);
@@ -1900,10 +2043,10 @@ impl Service {
         let Some(id) = pass_of(c) else {
             return false;
         };
-        let p = self
-            .passes
-            .get_mut(&id)
-            .filter(|p| p.h == h && p.err.is_none());
+        let p = match self.passes.get_mut(&id).map(|p| &mut p.what) {
+            Some(Passed::Conn(c)) if c.h == h && c.err.is_none() => Some(c),
+            _ => None,
+        };
         match *ev {
             Event::PeerClosed { .. } => {
                 if let Some(p) = p {
@@ -1931,11 +2074,19 @@ impl Service {
             .collect();
         for k in old {
             let p = self.passes.remove(&k).expect("listed above");
-            if p.err.is_none() {
-                let _ = io.abort(p.h);
-            }
             self.pass_counts.expired += 1;
-            let (ip, port) = layout::unpack(p.remote);
+            let c = match p.what {
+                Passed::Conn(c) => c,
+                Passed::Listener { slot, .. } => {
+                    // It stays where it was; closed meanwhile, it closes now.
+                    self.activity(io, p.from, slot);
+                    continue;
+                }
+            };
+            if c.err.is_none() {
+                let _ = io.abort(c.h);
+            }
+            let (ip, port) = layout::unpack(c.remote);
             eprintln!(
                 "ixora serve: a connection from {}:{port} handed to another process over a Unix \
                  socket was not claimed within {:.0?} (the receiver is not under `ixora run`, \
@@ -2230,7 +2381,13 @@ impl Service {
             }
             Kind::Listen(port) => {
                 let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
-                if rq & (req::CLOSE | req::ABORT) != 0 {
+                // A listener handed to another process and not yet
+                // claimed outlives its sender's close (it moves at the
+                // claim; it closes when its pass ends unclaimed).
+                let passing = (self.passes.values()).any(|p| {
+                    p.from == id && matches!(p.what, Passed::Listener { slot, .. } if slot == s)
+                });
+                if rq & (req::CLOSE | req::ABORT) != 0 && !passing {
                     Self::unlisten(&mut self.listeners, io, port, (id, s));
                     // Connections queued but never accepted die with it.
                     let tail = app.socks[s as usize].acc_tail;

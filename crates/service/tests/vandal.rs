@@ -394,9 +394,10 @@ fn random_misbehaviour_hurts_only_the_misbehaving_app() {
 /// `CLAIM` by a holder of the same file) keeps its bytes: what the
 /// sender left unread is read by the receiver, and the receiver's writes
 /// reach the peer. Only a holder of the file claims it, once; one never
-/// claimed is reset after the timeout; a listener is refused.
+/// claimed is reset after the timeout. A listener moves with the
+/// connection waiting in its queue; a UDP socket is refused.
 #[test]
-fn a_passed_connection_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
+fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     let rig = Rig::start("pass").unwrap();
     let a = RawApp::attach(&rig).unwrap();
     let b = RawApp::attach(&rig).unwrap();
@@ -457,11 +458,43 @@ fn a_passed_connection_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     assert_eq!(r.a, -i64::from(libc::ENOENT), "claimed once only");
     b.close(t);
     a.close(s);
-    // A listener is not handed over.
+    // A listener moves at the claim, with the connection in its queue.
     let l = a.socket().unwrap();
     a.listen(l, 7300).unwrap();
+    let c = a.socket().unwrap();
+    a.connect(c, testkit::SERVICE_IP, 7300).unwrap();
+    a.wait_established(c, Duration::from_secs(5)).unwrap();
+    eventually("a connection in a's accept queue", || {
+        match a.regions().down_slot(l).acc_tail.load(Ordering::Acquire) {
+            1 => Ok(()),
+            n => Err(std::io::Error::other(format!("{n} queued"))),
+        }
+    });
     let r = a
         .request(Msg::new(op::PASS, l, file.as_raw_fd() as i64, gen(&a, l)))
+        .unwrap();
+    assert_eq!(r.a, 0, "PASS of a listener");
+    // Its sender closes it at once: it waits for the claim all the same.
+    a.close(l);
+    a.sync().unwrap();
+    assert_eq!(a.state(l), ixora_channel::layout::state::LISTEN);
+    let r = b
+        .request(Msg::new(op::CLAIM, 0, dup.as_raw_fd() as i64, 0))
+        .unwrap();
+    assert!(r.a >= 0 && r.c & 1 == 1, "CLAIM of a listener: {r:?}");
+    let bl = r.slot;
+    assert_eq!(b.state(bl), ixora_channel::layout::state::LISTEN);
+    assert_eq!(
+        b.regions().down_slot(bl).acc_tail.load(Ordering::Acquire),
+        1,
+        "the queued connection moved"
+    );
+    // The sender's socket, closed while it waited, is gone now.
+    assert_eq!(a.state(l), ixora_channel::layout::state::FREE);
+    // A UDP socket is not handed over.
+    let u = a.udp_socket(7301).unwrap();
+    let r = a
+        .request(Msg::new(op::PASS, u, file.as_raw_fd() as i64, gen(&a, u)))
         .unwrap();
     assert_eq!(r.a, -i64::from(libc::EOPNOTSUPP));
     // One never claimed is reset after the timeout.
@@ -480,7 +513,7 @@ fn a_passed_connection_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
             p["expired"].as_u64(),
             p["waiting"].as_u64()
         ),
-        (Some(2), Some(1), Some(1), Some(0)),
+        (Some(3), Some(2), Some(1), Some(0)),
         "{p}"
     );
     let r = b
