@@ -1758,9 +1758,9 @@ fn dual_stack_udp_sockets_carry_ipv4() {
 /// connection from the Unix socket `fd`, reads the rest of the client's
 /// first line (the sender read its first 10 bytes and left the rest
 /// unread), says how many bytes it got and their SHA-1, then echoes until
-/// end of file. `listener(fd)` takes a listener and answers two
-/// connections, the first one queued before the listener came, each
-/// with what its first line said.
+/// end of file. `listener(fd, name)` takes a listener and answers each
+/// connection's first line with its name and that line, until no
+/// connection comes for 3 s.
 const HANDOVER_CHILD: &str = r"import hashlib, socket, sys
 def child(fd):
     b = socket.socket(fileno=fd)
@@ -1779,18 +1779,26 @@ def child(fd):
             break
         c.sendall(d)
     c.close()
-def listener(fd):
+def listener(fd, name):
     b = socket.socket(fileno=fd)
     msg, fds, _, _ = socket.recv_fds(b, 10, 4)
     l = socket.socket(fileno=fds[0])
-    for _ in range(2):
-        c, _ = l.accept()
+    l.settimeout(3)
+    while True:
+        try:
+            c, _ = l.accept()
+        except TimeoutError:
+            break
+        c.settimeout(5)
         f = c.makefile('rb')
-        c.sendall(b'listener got ' + f.readline())
+        c.sendall(name.encode() + b' got ' + f.readline())
         f.close()
         c.close()
 if __name__ == '__main__':
-    (listener if sys.argv[1] == 'listener' else child)(int(sys.argv[2]))
+    if sys.argv[1] == 'child':
+        child(int(sys.argv[2]))
+    else:
+        listener(int(sys.argv[2]), sys.argv[1])
 ";
 
 /// A socket an Ixora program hands to another process over a Unix socket
@@ -1799,9 +1807,10 @@ if __name__ == '__main__':
 /// program (`exec`ed: an application of its own) and to a forked child
 /// (the same application); the receiver reads what the sender left unread
 /// and what came after, and writes; the client sees one connection
-/// throughout. A listener: to another program, with the connection that
-/// waited in its accept queue; the receiver accepts that one and the
-/// next. A UDP socket is not handed over: the shim says so. (The server
+/// throughout. A listener, to two other programs: it moves to the first
+/// that claims it, with the connection that waited in its accept queue;
+/// the second joins its port, and the connections that come next are
+/// spread over both. A UDP socket is not handed over: the shim says so. (The server
 /// starts the other programs with Python's `subprocess`, which uses
 /// `vfork`: the listener it accepts on after must survive the child's
 /// closes — the shim makes vfork a fork.)
@@ -1825,7 +1834,8 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
          \x20   p = subprocess.Popen([sys.executable, {child:?}, what, str(b.fileno())], pass_fds=[b.fileno()])\n\
          \x20   return a, p\n\
          a1, p1 = spawn('child')\n\
-         a3, p3 = spawn('listener')\n\
+         a3, p3 = spawn('L1')\n\
+         a4, p4 = spawn('L2')\n\
          a2, b2 = socket.socketpair()\n\
          pid = os.fork()\n\
          if pid == 0:\n\
@@ -1841,6 +1851,7 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
          \x20   c.close()\n\
          select.select([l], [], [], 20)\n\
          socket.send_fds(a3, [b'listener'], [l.fileno()])\n\
+         socket.send_fds(a4, [b'listener'], [l.fileno()])\n\
          l.close()\n\
          u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
          u.bind(('{IX}', 7041))\n\
@@ -1850,7 +1861,7 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
          x, y = socket.socketpair()\n\
          socket.send_fds(x, [b'x'], [u.fileno()])\n\
          os.dup2(saved, 2)\n\
-         for p in (p1, p3):\n\
+         for p in (p1, p3, p4):\n\
          \x20   p.wait()\n\
          \x20   assert p.returncode == 0, p.returncode\n\
          os.waitpid(pid, 0)\n",
@@ -1900,22 +1911,32 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
         });
         assert!(ok, "{who}: the echo must come back intact");
     }
-    // The listener: a connection queued (never accepted by the sender),
-    // then one after the move.
-    let replies = net.lx.run(|| {
-        ["queued", "fresh"].map(|what| {
-            let mut s = TcpStream::connect(&addr).expect("connect");
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s.write_all(format!("{what}\n").as_bytes()).unwrap();
-            let mut got = String::new();
-            let _ = s.read_to_string(&mut got);
-            got
-        })
+    // The listener, sent to two programs: a connection queued (never
+    // accepted by the sender) moves with it to the first that claims it;
+    // the other joins its port, and new connections go to both.
+    let ask = |line: &str| {
+        let mut s = TcpStream::connect(&addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut got = String::new();
+        let _ = s.read_to_string(&mut got);
+        got
+    };
+    let (queued, fresh) = net.lx.run(|| {
+        let queued = ask("queued");
+        let fresh: std::collections::BTreeSet<String> = (0..40).map(|_| ask("fresh")).collect();
+        (queued, fresh)
     });
+    assert!(
+        queued == "L1 got queued\n" || queued == "L2 got queued\n",
+        "the queued connection: {queued:?}"
+    );
     assert_eq!(
-        replies,
-        ["listener got queued\n", "listener got fresh\n"],
-        "the moved listener"
+        fresh,
+        ["L1 got fresh\n", "L2 got fresh\n"]
+            .map(String::from)
+            .into(),
+        "both receivers of the listener answer"
     );
     let out = srv.wait_exit(Duration::from_secs(20));
     assert!(
@@ -1955,7 +1976,8 @@ fn sha1_hex(b: &[u8]) -> String {
 /// `syscall(SYS_close)` (libuv does) gives their sockets back — it
 /// serves more connections than it has sockets (`--slots 64`) — and a
 /// cluster's primary hands each connection to a worker over a Unix
-/// socket, both workers answering.
+/// socket (its default scheduling, round-robin), both workers
+/// answering.
 #[test]
 fn node_servers_and_clusters_serve_connection_after_connection() {
     if !need(&["node", "python3"]) {

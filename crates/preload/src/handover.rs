@@ -94,7 +94,14 @@ pub fn pass_out(m: &msghdr) -> Vec<c_int> {
         let b = u64::from(sk.gen()) | u64::from(sk.nonblock()) << 32;
         let r = state::request(sk.a, Msg::new(op::PASS, sk.s, fd as i64, b), &[]);
         if r.a < 0 {
-            let e = std::io::Error::from_raw_os_error((-r.a) as i32);
+            let e = match (-r.a) as i32 {
+                // (Node.js's cluster with SCHED_NONE sends a socket bound
+                // but not listening, for each worker to listen on.)
+                libc::ENOTCONN => "only listening and connected TCP sockets are handed over, \
+                                   not one merely bound or unconnected"
+                    .to_string(),
+                e => std::io::Error::from_raw_os_error(e).to_string(),
+            };
             say_once(
                 &SAID_FAIL,
                 format!(

@@ -600,6 +600,11 @@ enum Passed {
     /// A listener (slot and generation in the sender's application): it
     /// listens there until the claim moves it, with its accept queue.
     Listener { slot: u32, gen: u32 },
+    /// A listener passed again (one file sent to several processes, as
+    /// Node.js's cluster does with `SCHED_NONE`) that an earlier claim
+    /// moved: the claimant joins its port's group, which then spreads the
+    /// connections over its members by flow, as `SO_REUSEPORT` does.
+    Join { port: u16, sock: Sock, local: u64 },
 }
 
 /// A connection out of an application, on its way to another: its data
@@ -876,6 +881,22 @@ impl AppState {
             kind: Kind::Open,
             ..Sock::free()
         };
+        Some(s)
+    }
+
+    /// A new socket listening on `port` at packed address `local`, with
+    /// the options of `like` (a listener handed over from another app);
+    /// its empty accept queue is the caller's to fill.
+    fn alloc_listener(&mut self, port: u16, like: Sock, local: u64) -> Option<u32> {
+        let s = self.alloc()?;
+        self.socks[s as usize] = Sock {
+            kind: Kind::Listen(port),
+            acc_tail: 0,
+            ..like
+        };
+        let d = self.r.down_slot(s);
+        d.local.store(local, Ordering::Relaxed);
+        d.state.store(state::LISTEN, Ordering::Release);
         Some(s)
     }
 
@@ -1855,6 +1876,10 @@ impl Service {
                 Some(s) => (s, true),
                 None => return bad(libc::ENOENT),
             },
+            Passed::Join { port, sock, local } => match self.join_listener(port, sock, local, id) {
+                Some(s) => (s, true),
+                None => return bad(libc::ENOENT),
+            },
         };
         self.pass_counts.claimed += 1;
         let app = self.apps.get(&id).expect("looked up above");
@@ -1906,15 +1931,9 @@ impl Service {
             a.release(slot); // its sender closed it while it waited
         }
         let b = self.apps.get_mut(&to).expect("the claimant's app");
-        let s = b.alloc().expect("a free slot (checked)");
-        b.socks[s as usize] = Sock {
-            kind: Kind::Listen(port),
-            acc_tail: 0,
-            ..lsock
-        };
-        let d = b.r.down_slot(s);
-        d.local.store(local, Ordering::Relaxed);
-        d.state.store(state::LISTEN, Ordering::Release);
+        let s = b
+            .alloc_listener(port, lsock, local)
+            .expect("a free slot (checked)");
         for cp in queued {
             let Some(c) = b.alloc() else {
                 if cp.err.is_none() {
@@ -1940,6 +1959,30 @@ impl Service {
                 *m = (to, s);
             }
         }
+        // The same listener passed to other processes too: they join.
+        for p in self.passes.values_mut().filter(|p| p.from == from) {
+            if matches!(p.what, Passed::Listener { slot: x, gen: g } if x == slot && g == gen) {
+                p.what = Passed::Join {
+                    port,
+                    sock: lsock,
+                    local,
+                };
+            }
+        }
+        Some(s)
+    }
+
+    /// A socket of app `to` (which has a free slot) listening on `port`
+    /// beside the members of its group (see [`Passed::Join`]), with the
+    /// options of `sock`; None if nothing listens there any more.
+    fn join_listener(&mut self, port: u16, sock: Sock, local: u64, to: u32) -> Option<u32> {
+        if !self.listeners.contains_key(&port) {
+            return None;
+        }
+        let b = self.apps.get_mut(&to)?;
+        let s = b.alloc_listener(port, sock, local)?;
+        b.changed(s);
+        self.listeners.get_mut(&port)?.members.push((to, s));
         Some(s)
     }
 
@@ -2082,6 +2125,7 @@ impl Service {
                     self.activity(io, p.from, slot);
                     continue;
                 }
+                Passed::Join { .. } => continue,
             };
             if c.err.is_none() {
                 let _ = io.abort(c.h);
