@@ -62,16 +62,23 @@ pub mod op {
     /// it (`CLAIM`) or [`PASS_TIMEOUT_S`](super::PASS_TIMEOUT_S) passes
     /// (then it is reset). The file is named by its inode, which the
     /// service reads from `/proc/<pid>/fd/<a>` of the process that sent
-    /// the request (the kernel vouches for the pid). `EOPNOTSUPP`: not a
-    /// TCP connection (a listener, a UDP socket); `EAGAIN`: the
-    /// application has as many connections waiting as it has slots.
+    /// the request (the kernel vouches for the pid). `b` bit 32: the
+    /// descriptor's O_NONBLOCK, given back with the claim. A listener is
+    /// not taken out at once: it moves at the claim, with its accept
+    /// queue. `EOPNOTSUPP`: a UDP socket; `ENOTCONN`: neither listening
+    /// nor connected; `EAGAIN`: too many passes wait (per user, or bytes
+    /// in all).
     pub const PASS: u32 = 12;
     /// Claim the connection passed with the file the requesting process
     /// holds as descriptor `a` (received over a Unix socket). Reply: `slot`
-    /// and `b` = generation of the connection's new socket in the
-    /// requester's application; `ENOENT`: no connection was passed with
-    /// that file.
+    /// and `b` = generation of the socket's new slot in the requester's
+    /// application, `c` bit 0: it listens, bit 1: O_NONBLOCK; `ENOENT`:
+    /// nothing was passed with that file (or the listener went).
     pub const CLAIM: u32 = 13;
+    /// The message that was to carry socket `slot` (generation `b`),
+    /// passed just before, did not go: take the newest such pass back (a
+    /// connection returns to its slot as it was). `ENOENT`: none.
+    pub const CANCEL: u32 = 14;
     /// A reply.
     pub const REPLY: u32 = 100;
 }

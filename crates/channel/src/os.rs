@@ -338,8 +338,10 @@ pub fn take_edges_with(ep: RawFd, mut seen: impl FnMut(&[libc::epoll_event])) ->
 /// (negative: no limit; 0: do not sleep), taking up to `evs.len()` of its
 /// edges into `evs` (their data says which descriptor each edge was for,
 /// as registered by [`watch_edges`]): one system call where a poll and
-/// [`take_edges`] make two. Made through the system call, not libc's
-/// symbol (which a preloaded library may interpose). Returns how many
+/// [`take_edges`] make two. Made through `libc::syscall` with the call's
+/// number, not libc's `epoll_pwait` symbol, which the preload library
+/// interposes (its `syscall` passes every number but `SYS_close` and
+/// `SYS_close_range` through untouched). Returns how many
 /// edges were taken, or -1 with `errno` set (`EINTR` for a signal).
 pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int, evs: &mut [libc::epoll_event]) -> isize {
     let max = evs.len().min(libc::c_int::MAX as usize) as libc::c_int;

@@ -1810,7 +1810,8 @@ if __name__ == '__main__':
 /// throughout. A listener, to two other programs: it moves to the first
 /// that claims it, with the connection that waited in its accept queue;
 /// the second joins its port, and the connections that come next are
-/// spread over both. A UDP socket is not handed over: the shim says so. (The server
+/// spread over both. A thread asleep in `accept` on a listener that moves
+/// wakes with `EINVAL`. A UDP socket is not handed over: the shim says so. (The server
 /// starts the other programs with Python's `subprocess`, which uses
 /// `vfork`: the listener it accepts on after must survive the child's
 /// closes — the shim makes vfork a fork.)
@@ -1853,6 +1854,24 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
          socket.send_fds(a3, [b'listener'], [l.fileno()])\n\
          socket.send_fds(a4, [b'listener'], [l.fileno()])\n\
          l.close()\n\
+         import errno, threading, time\n\
+         l2 = socket.socket()\n\
+         l2.bind(('{IX}', 7045))\n\
+         l2.listen()\n\
+         res = []\n\
+         def blocked():\n\
+         \x20   try:\n\
+         \x20       l2.accept()\n\
+         \x20   except OSError as e:\n\
+         \x20       res.append(e.errno)\n\
+         t = threading.Thread(target=blocked)\n\
+         t.start()\n\
+         time.sleep(0.3)\n\
+         x2, y2 = socket.socketpair()\n\
+         socket.send_fds(x2, [b'l2'], [l2.fileno()])\n\
+         socket.recv_fds(y2, 10, 4)\n\
+         t.join(5)\n\
+         assert res == [errno.EINVAL] and not t.is_alive(), res\n\
          u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
          u.bind(('{IX}', 7041))\n\
          err = os.open({err:?}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n\

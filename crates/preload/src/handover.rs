@@ -112,18 +112,30 @@ pub fn pass_out(m: &msghdr) -> Vec<c_int> {
             );
             continue;
         }
-        sk.e.flags.fetch_or(fl::PASSED, Ordering::Relaxed);
+        // Every descriptor of the socket here (a dup) closes its file for
+        // good rather than pooling it: another process holds it now.
+        state::flag_socket(sk, fl::PASSED, true);
         passed.push(fd);
     }
     passed
 }
 
 /// The message that was to carry `fds` (handed over by [`pass_out`]) did
-/// not go: take their connections back under the same descriptors.
+/// not go: take their sockets back (`CANCEL`), each into its own slot,
+/// so the descriptors and the epoll sets that watch them are unchanged.
 pub fn take_back(fds: &[c_int]) {
     let e = errno();
     for &fd in fds {
-        claim(fd);
+        if let Some(sk) = state::sock(fd) {
+            let r = state::request(
+                sk.a,
+                Msg::new(op::CANCEL, sk.s, 0, u64::from(sk.gen())),
+                &[],
+            );
+            if r.a >= 0 {
+                state::flag_socket(sk, fl::PASSED, false);
+            }
+        }
     }
     crate::real::set_errno(e);
 }
@@ -192,8 +204,7 @@ fn int_opt(fd: c_int, name: c_int) -> Option<c_int> {
 }
 
 /// Ask the service for the socket passed with `fd`'s file; on success
-/// `fd` is that socket (what it was before, a socket this process handed
-/// over, is let go). Whether it was claimed.
+/// `fd` is that socket. Whether it was claimed.
 fn claim(fd: c_int) -> bool {
     let Some(a) = state::attach() else {
         return false;
@@ -203,9 +214,6 @@ fn claim(fd: c_int) -> bool {
         return false;
     }
     let (s, gen) = (r.slot, r.b as u32);
-    if let Some(old) = state::sock(fd) {
-        state::release_sock(old);
-    }
     let mut flags = fl::PASSED;
     if r.c & 2 != 0 {
         flags |= fl::NONBLOCK;

@@ -105,7 +105,13 @@ pub fn sys_poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
 /// `syscall`, not the shim's (which takes `SYS_close` and
 /// `SYS_close_range` of the program's descriptors for itself).
 pub fn sys3(n: c_long, a: c_long, b: c_long, c: c_long) -> c_long {
-    real!(syscall: fn(c_long; ...) -> c_long)(n, a, b, c)
+    syscall_fn()(n, a, b, c)
+}
+
+/// The C library's `syscall`, resolved once (at load: a program's first
+/// `syscall` may come from a signal handler, where `dlsym` is unsafe).
+pub fn syscall_fn() -> extern "C" fn(c_long, ...) -> c_long {
+    real!(syscall: fn(c_long; ...) -> c_long)
 }
 
 /// close(2) without interposition.

@@ -1228,8 +1228,9 @@ pub unsafe extern "C" fn accept4(
             revents: 0,
         }];
         let kslice: &mut [pollfd] = if kside { &mut kp } else { &mut [] };
+        // (A listener handed to another process stops listening here.)
         let ok = state::block_until(sk.a, limit, kslice, None, &[sk.s], &[], &mut || {
-            sk.acceptable() > 0 || !sk.live()
+            sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN
         });
         woken_by_kernel = kp[0].revents != 0;
         user &= !state::blocked_in_kernel();
@@ -1239,6 +1240,10 @@ pub unsafe extern "C" fn accept4(
         }
         if !sk.live() {
             return fail(libc::EBADF);
+        }
+        if sk.state() != st::LISTEN {
+            count(sk.a, call("accept"), false);
+            return fail(libc::EINVAL);
         }
     }
 }
@@ -1919,7 +1924,7 @@ pub extern "C" fn syscall(
     match n {
         libc::SYS_close if shim_knows(a1 as c_int) => close(a1 as c_int) as c_long,
         libc::SYS_close_range => close_range(a1 as c_uint, a2 as c_uint, a3 as c_int) as c_long,
-        _ => real!(syscall: fn(c_long; ...) -> c_long)(n, a1, a2, a3, a4, a5, a6),
+        _ => crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6),
     }
 }
 

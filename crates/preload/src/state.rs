@@ -378,6 +378,7 @@ pub fn env() -> &'static Env {
 
 extern "C" fn at_load() {
     let _ = env();
+    let _ = crate::real::syscall_fn();
 }
 
 /// Read the environment when the dynamic loader runs the library's

@@ -235,8 +235,12 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         closer: Closer::start()?,
         udp_retry: Vec::new(),
         passes: HashMap::new(),
+        pass_bytes: 0,
         pass_timeout: cfg.pass_timeout,
+        pass_check: Instant::now(),
         next_pass: 0,
+        next_epoch: 0,
+        moved: HashMap::new(),
         pass_counts: PassCounts::default(),
     };
     Ok((
@@ -480,6 +484,9 @@ struct Listener {
     reuseport: bool,
     /// The members' user id.
     uid: u32,
+    /// Which group this is (a group made anew on the port after this one
+    /// closed has another): a listener passed again joins only its own.
+    epoch: u64,
 }
 
 impl Listener {
@@ -572,9 +579,19 @@ pub struct Service {
     /// (`PASS`) and not yet claimed, by the id in their cookie
     /// ([`pass_cookie`]).
     passes: HashMap<u32, Pass>,
+    /// Bytes the waiting passes hold (their unread and unsent bytes).
+    pass_bytes: usize,
     /// [`ServiceConfig::pass_timeout`].
     pass_timeout: Duration,
+    /// When to look for expired passes next.
+    pass_check: Instant,
     next_pass: u32,
+    /// The last [`Listener::epoch`] given.
+    next_epoch: u64,
+    /// Listeners that moved to another process (app, slot, generation in
+    /// the sender's app): passed again by their sender, which still holds
+    /// the descriptor, they are joined, as the same socket would be.
+    moved: HashMap<(u32, u32, u32), Moved>,
     pass_counts: PassCounts,
 }
 
@@ -584,8 +601,10 @@ pub struct Service {
 struct Pass {
     /// The passed file's inode: the claimant must hold that file.
     ino: u64,
-    /// The app it came from (each may have at most its `--slots` waiting).
+    /// The app it came from.
     from: u32,
+    /// Its user (each may have at most `--slots` passes waiting).
+    uid: u32,
     /// O_NONBLOCK of the sender's descriptor: it belongs to the file, which
     /// the receiver shares.
     nonblock: bool,
@@ -604,13 +623,31 @@ enum Passed {
     /// Node.js's cluster does with `SCHED_NONE`) that an earlier claim
     /// moved: the claimant joins its port's group, which then spreads the
     /// connections over its members by flow, as `SO_REUSEPORT` does.
-    Join { port: u16, sock: Sock, local: u64 },
+    Join(Moved),
+}
+
+/// Where a listener handed over went, and what a socket that joins it
+/// there takes.
+#[derive(Clone, Copy)]
+struct Moved {
+    port: u16,
+    /// The group's [`Listener::epoch`].
+    epoch: u64,
+    /// The listener's options.
+    sock: Sock,
+    /// Its packed local address.
+    local: u64,
 }
 
 /// A connection out of an application, on its way to another: its data
 /// stays in the stack meanwhile (the window closes as it fills).
 struct ConnPass {
     h: ConnHandle,
+    /// Its slot, generation and flags in the sender's application (a
+    /// `CANCEL` puts it back there).
+    slot: u32,
+    gen: u32,
+    flags: u32,
     /// The socket as the sender left it (options, peer closed, shut down).
     sock: Sock,
     /// Bytes the sender's program had not read.
@@ -825,6 +862,13 @@ fn dead_errno(r: DeadReason) -> i32 {
         DeadReason::Aborted => libc::ECONNABORTED,
     }
 }
+
+/// The most bytes all waiting passes may hold (each connection up to two
+/// rings): past it, `PASS` gets `EAGAIN`.
+const MAX_PASS_BYTES: usize = 256 << 20;
+
+/// How often the service looks for passes that waited too long.
+const PASS_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// How often the service may say that an application ran out of sockets.
 const FULL_SAID_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -1511,6 +1555,7 @@ impl Service {
         match msg.op {
             op::PASS => return self.pass(io, id, msg),
             op::CLAIM => return self.claim(io, id, msg),
+            op::CANCEL => return self.cancel(io, id, msg),
             _ => {}
         }
         let app = self.apps.get_mut(&id).expect("conn_app names live apps");
@@ -1690,6 +1735,10 @@ impl Service {
                                 members: vec![(id, slot)],
                                 reuseport,
                                 uid: app.uid,
+                                epoch: {
+                                    self.next_epoch += 1;
+                                    self.next_epoch
+                                },
                             },
                         );
                     }
@@ -1777,7 +1826,6 @@ impl Service {
         }
     }
 
-    /// Copy what the stack holds for a connection into its receive ring.
     /// `PASS` of socket `msg.slot` of app `id` (generation in `msg.b`'s
     /// low half, the descriptor's O_NONBLOCK in bit 32; the file's inode
     /// in `msg.c`, 0 if the control thread could not read it, its errno
@@ -1795,14 +1843,19 @@ impl Service {
                 msg.b as i32
             });
         }
-        // What a program may leave waiting is bounded (a connection holds
-        // up to two rings of bytes until claimed or reset).
-        if self.passes.values().filter(|p| p.from == id).count() >= self.layout.slots as usize {
-            return bad(libc::EAGAIN);
-        }
         let Some(app) = self.apps.get_mut(&id) else {
             return bad(libc::ENOTCONN);
         };
+        // What waits is bounded (a connection holds up to two rings of
+        // bytes until claimed or reset), per user — an application that
+        // detaches and attaches again is the same user — and in all.
+        let uid = app.uid;
+        let ring = self.layout.ring as usize;
+        if self.passes.values().filter(|p| p.uid == uid).count() >= self.layout.slots as usize
+            || self.pass_bytes + 2 * ring > MAX_PASS_BYTES
+        {
+            return bad(libc::EAGAIN);
+        }
         let gen = msg.b as u32;
         if app.r.down_slot(s).gen.load(Ordering::Relaxed) != gen {
             return bad(libc::EBADF);
@@ -1810,6 +1863,9 @@ impl Service {
         let sock = app.socks[s as usize];
         let what = match sock.kind {
             Kind::Listen(_) => Passed::Listener { slot: s, gen },
+            Kind::Gone if self.moved.contains_key(&(id, s, gen)) => {
+                Passed::Join(self.moved[&(id, s, gen)])
+            }
             Kind::Conn(_) => match Self::take_out(app, io, s) {
                 Some(c) => Passed::Conn(c),
                 None => return bad(libc::ENOTCONN),
@@ -1820,6 +1876,7 @@ impl Service {
         let k = self.next_pass;
         self.next_pass = k.wrapping_add(1);
         if let Passed::Conn(c) = &what {
+            self.pass_bytes += c.rx.len() + c.tx.len();
             let _ = io.set_cookie(c.h, pass_cookie(k));
             // The sender's descriptor carries nothing now.
             app.fail(s, libc::ECONNABORTED);
@@ -1829,6 +1886,7 @@ impl Service {
             Pass {
                 ino: msg.c,
                 from: id,
+                uid,
                 nonblock: msg.b >> 32 & 1 != 0,
                 since: Instant::now(),
                 what,
@@ -1865,9 +1923,10 @@ impl Service {
             app.say_full(id, "a socket another process handed over stays unclaimed");
             return bad(libc::EMFILE);
         }
-        let p = self.passes.remove(&k).expect("found above");
+        let p = self.take_pass(k);
         let (s, listens) = match p.what {
             Passed::Conn(c) => {
+                let app = self.apps.get_mut(&id).expect("looked up above");
                 let s = app.alloc().expect("a free slot (checked)");
                 Self::take_in(app, io, id, s, c);
                 (s, false)
@@ -1876,7 +1935,7 @@ impl Service {
                 Some(s) => (s, true),
                 None => return bad(libc::ENOENT),
             },
-            Passed::Join { port, sock, local } => match self.join_listener(port, sock, local, id) {
+            Passed::Join(m) => match self.join_listener(m, id) {
                 Some(s) => (s, true),
                 None => return bad(libc::ENOENT),
             },
@@ -1913,8 +1972,28 @@ impl Service {
         }
         let lsock = a.socks[slot as usize];
         let local = a.r.down_slot(slot).local.load(Ordering::Relaxed);
-        let head = a.r.up_slot(slot).acc_head.load(Ordering::Acquire);
-        let n = lsock.acc_tail.wrapping_sub(head).min(a.r.acc_capacity());
+        // The queue's entries are taken the way the sender's `accept`
+        // takes one: by moving its head (to the tail, all at once), so an
+        // entry is either the sender's, accepted, or ours to move — never
+        // both. (Bounded: the head is the app's to write.)
+        let up = a.r.up_slot(slot);
+        let mut head = up.acc_head.load(Ordering::Acquire);
+        for _ in 0..64 {
+            match up.acc_head.compare_exchange(
+                head,
+                lsock.acc_tail,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+        let n = if up.acc_head.load(Ordering::Acquire) == lsock.acc_tail {
+            lsock.acc_tail.wrapping_sub(head).min(a.r.acc_capacity())
+        } else {
+            0
+        };
         let mut queued = Vec::new();
         for k in 0..n {
             let e =
@@ -1959,31 +2038,96 @@ impl Service {
                 *m = (to, s);
             }
         }
-        // The same listener passed to other processes too: they join.
+        // The same listener passed to other processes too, or passed again
+        // later by its sender: they join.
+        let epoch = self.listeners.get(&port).map_or(0, |l| l.epoch);
+        let apps = &self.apps;
+        self.moved.retain(|&(id, s, g), _| {
+            apps.get(&id).is_some_and(|a| {
+                a.socks[s as usize].kind == Kind::Gone
+                    && a.r.down_slot(s).gen.load(Ordering::Relaxed) == g
+            })
+        });
+        let m = Moved {
+            port,
+            epoch,
+            sock: lsock,
+            local,
+        };
+        self.moved.insert((from, slot, gen), m);
         for p in self.passes.values_mut().filter(|p| p.from == from) {
             if matches!(p.what, Passed::Listener { slot: x, gen: g } if x == slot && g == gen) {
-                p.what = Passed::Join {
-                    port,
-                    sock: lsock,
-                    local,
-                };
+                p.what = Passed::Join(m);
             }
         }
         Some(s)
     }
 
-    /// A socket of app `to` (which has a free slot) listening on `port`
-    /// beside the members of its group (see [`Passed::Join`]), with the
-    /// options of `sock`; None if nothing listens there any more.
-    fn join_listener(&mut self, port: u16, sock: Sock, local: u64, to: u32) -> Option<u32> {
-        if !self.listeners.contains_key(&port) {
-            return None;
+    /// A socket of app `to` (which has a free slot) listening beside the
+    /// members of the group a listener moved to (see [`Passed::Join`]),
+    /// with its options; None if that group is gone.
+    fn join_listener(&mut self, m: Moved, to: u32) -> Option<u32> {
+        if self.listeners.get(&m.port).map(|l| l.epoch) != Some(m.epoch) {
+            return None; // closed, or another group there now
         }
         let b = self.apps.get_mut(&to)?;
-        let s = b.alloc_listener(port, sock, local)?;
+        let s = b.alloc_listener(m.port, m.sock, m.local)?;
         b.changed(s);
-        self.listeners.get_mut(&port)?.members.push((to, s));
+        self.listeners.get_mut(&m.port)?.members.push((to, s));
         Some(s)
+    }
+
+    /// `CANCEL` by app `id` of its newest pass of socket `msg.slot`
+    /// (generation `msg.b`): the message that was to carry it did not go.
+    /// A connection goes back into its slot, as it was (its descriptor and
+    /// the epoll sets that watch it are unchanged); a listener, which had
+    /// not moved, simply stays.
+    fn cancel(&mut self, io: &mut Io, id: u32, msg: Msg) -> Msg {
+        let (s, gen) = (msg.slot, msg.b as u32);
+        let mine = |p: &Pass| {
+            p.from == id
+                && match &p.what {
+                    Passed::Conn(c) => c.slot == s && c.gen == gen,
+                    Passed::Listener { slot, gen: g } => *slot == s && *g == gen,
+                    Passed::Join(_) => false,
+                }
+        };
+        let Some(k) = (self.passes.iter())
+            .filter_map(|(&k, p)| mine(p).then_some(k))
+            .max_by_key(|&k| k.wrapping_sub(self.next_pass))
+        else {
+            return Msg::reply(-i64::from(libc::ENOENT));
+        };
+        let p = self.take_pass(k);
+        self.pass_counts.passed -= 1;
+        let Passed::Conn(c) = p.what else {
+            return Msg::reply(0);
+        };
+        let Some(app) = self.apps.get_mut(&id) else {
+            return Msg::reply(-i64::from(libc::ENOTCONN));
+        };
+        let d = app.r.down_slot(s);
+        if app.socks[s as usize].kind != Kind::Gone || d.gen.load(Ordering::Relaxed) != gen {
+            // (Cannot be: the sender holds the slot while it sends.)
+            if c.err.is_none() {
+                let _ = io.abort(c.h);
+            }
+            return Msg::reply(-i64::from(libc::ENOENT));
+        }
+        app.socks[s as usize] = c.sock;
+        d.err.store(0, Ordering::Relaxed);
+        d.flags.store(c.flags, Ordering::Release);
+        d.state.store(state::ESTABLISHED, Ordering::Release);
+        match c.err {
+            Some(e) => app.fail(s, e),
+            None => {
+                let _ = io.set_cookie(c.h, cookie(id, s));
+                app.changed(s);
+                Self::pump_tx(app, io, s);
+                Self::pump_rx(app, io, s);
+            }
+        }
+        Msg::reply(0)
     }
 
     /// Take connection `s` out of `app` (for `PASS`, or with a listener
@@ -2012,6 +2156,9 @@ impl Service {
         let d = app.r.down_slot(s);
         Some(ConnPass {
             h,
+            slot: s,
+            gen: d.gen.load(Ordering::Relaxed),
+            flags: d.flags.load(Ordering::Relaxed),
             sock,
             rx,
             tx,
@@ -2111,12 +2258,18 @@ impl Service {
     /// [`ServiceConfig::pass_timeout`] (the receiver never ran under
     /// Ixora, or died).
     fn expire_passes(&mut self, io: &mut Io) {
+        let now = Instant::now();
+        if now < self.pass_check {
+            return;
+        }
+        self.pass_check = now + PASS_CHECK_EVERY;
         let limit = self.pass_timeout;
         let old: Vec<u32> = (self.passes.iter())
-            .filter_map(|(&k, p)| (p.since.elapsed() > limit).then_some(k))
+            .filter_map(|(&k, p)| (now.duration_since(p.since) > limit).then_some(k))
             .collect();
+        let mut said = false;
         for k in old {
-            let p = self.passes.remove(&k).expect("listed above");
+            let p = self.take_pass(k);
             self.pass_counts.expired += 1;
             let c = match p.what {
                 Passed::Conn(c) => c,
@@ -2125,10 +2278,13 @@ impl Service {
                     self.activity(io, p.from, slot);
                     continue;
                 }
-                Passed::Join { .. } => continue,
+                Passed::Join(_) => continue,
             };
             if c.err.is_none() {
                 let _ = io.abort(c.h);
+            }
+            if std::mem::replace(&mut said, true) {
+                continue; // one line per look (a flood of them says no more)
             }
             let (ip, port) = layout::unpack(c.remote);
             eprintln!(
@@ -2141,6 +2297,16 @@ impl Service {
         }
     }
 
+    /// Remove pass `k` (it exists), its bytes no longer counted.
+    fn take_pass(&mut self, k: u32) -> Pass {
+        let p = self.passes.remove(&k).expect("a waiting pass");
+        if let Passed::Conn(c) = &p.what {
+            self.pass_bytes -= c.rx.len() + c.tx.len();
+        }
+        p
+    }
+
+    /// Copy what the stack holds for a connection into its receive ring.
     fn pump_rx(app: &mut AppState, io: &mut Io, s: u32) {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return;
@@ -2428,10 +2594,14 @@ impl Service {
                 // A listener handed to another process and not yet
                 // claimed outlives its sender's close (it moves at the
                 // claim; it closes when its pass ends unclaimed).
-                let passing = (self.passes.values()).any(|p| {
-                    p.from == id && matches!(p.what, Passed::Listener { slot, .. } if slot == s)
-                });
-                if rq & (req::CLOSE | req::ABORT) != 0 && !passing {
+                let closing = rq & (req::CLOSE | req::ABORT) != 0;
+                let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
+                let passing = closing
+                    && (self.passes.values()).any(|p| {
+                        p.from == id
+                            && matches!(p.what, Passed::Listener { slot, gen: g } if slot == s && g == gen)
+                    });
+                if closing && !passing {
                     Self::unlisten(&mut self.listeners, io, port, (id, s));
                     // Connections queued but never accepted die with it.
                     let tail = app.socks[s as usize].acc_tail;
@@ -3084,6 +3254,7 @@ mod tests {
             members: (0..n).map(|s| (1, s)).collect(),
             reuseport,
             uid,
+            epoch: 1,
         }
     }
 

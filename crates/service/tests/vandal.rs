@@ -491,6 +491,50 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     );
     // The sender's socket, closed while it waited, is gone now.
     assert_eq!(a.state(l), ixora_channel::layout::state::FREE);
+    // A message that did not go: CANCEL puts a connection back in its
+    // slot as it was (its unread bytes still there), and drops a
+    // listener's pass (it never moved).
+    let c2 = connected(&a);
+    assert_eq!(a.write(c2, b"kept"), 4);
+    eventually("the echo in a's ring", || {
+        match a.regions().down_slot(c2).rx_tail.load(Ordering::Acquire) {
+            4 => Ok(()),
+            n => Err(std::io::Error::other(format!("{n} bytes"))),
+        }
+    });
+    let g2 = gen(&a, c2);
+    assert_eq!(
+        a.request(Msg::new(op::PASS, c2, file.as_raw_fd() as i64, g2))
+            .unwrap()
+            .a,
+        0
+    );
+    assert_eq!(a.state(c2), ixora_channel::layout::state::CLOSED);
+    assert_eq!(
+        a.request(Msg::new(op::CANCEL, c2, 0, g2)).unwrap().a,
+        0,
+        "CANCEL"
+    );
+    assert_eq!(a.state(c2), ixora_channel::layout::state::ESTABLISHED);
+    assert_eq!(a.regions().down_slot(c2).err.load(Ordering::Acquire), 0);
+    assert_eq!(
+        a.read(c2, 100),
+        b"kept",
+        "the unread bytes, where they were"
+    );
+    assert_eq!(a.write(c2, b"again"), 5);
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < 5 && t0.elapsed() < Duration::from_secs(5) {
+        got.extend(a.read(c2, 100));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(got, b"again", "the connection carries on");
+    let r = b
+        .request(Msg::new(op::CLAIM, 0, file.as_raw_fd() as i64, 0))
+        .unwrap();
+    assert_eq!(r.a, -i64::from(libc::ENOENT), "a cancelled pass is gone");
+    a.close(c2);
     // A UDP socket is not handed over.
     let u = a.udp_socket(7301).unwrap();
     let r = a
