@@ -1553,6 +1553,15 @@ impl Service {
             p => (p, self.port_taken(id, p, msg.b & 1 != 0)),
         };
         match msg.op {
+            // The control thread could not read the file's inode (its
+            // errno in `b`).
+            op::PASS | op::CLAIM if msg.c == 0 => {
+                return bad(if msg.b == 0 {
+                    libc::EBADF
+                } else {
+                    msg.b as i32
+                })
+            }
             op::PASS => return self.pass(io, id, msg),
             op::CLAIM => return self.claim(io, id, msg),
             op::CANCEL => return self.cancel(io, id, msg),
@@ -1828,20 +1837,12 @@ impl Service {
 
     /// `PASS` of socket `msg.slot` of app `id` (generation in `msg.b`'s
     /// low half, the descriptor's O_NONBLOCK in bit 32; the file's inode
-    /// in `msg.c`, 0 if the control thread could not read it, its errno
-    /// then in `msg.b`).
+    /// in `msg.c`, read by the control thread).
     fn pass(&mut self, io: &mut Io, id: u32, msg: Msg) -> Msg {
         let bad = |e: i32| Msg::reply(-(e as i64));
         let s = msg.slot;
         if s >= self.layout.slots {
             return bad(libc::EBADF);
-        }
-        if msg.c == 0 {
-            return bad(if msg.b == 0 {
-                libc::EBADF
-            } else {
-                msg.b as i32
-            });
         }
         let Some(app) = self.apps.get_mut(&id) else {
             return bad(libc::ENOTCONN);
@@ -1901,13 +1902,6 @@ impl Service {
     /// it listens, bit 1 the sender's O_NONBLOCK.
     fn claim(&mut self, io: &mut Io, id: u32, msg: Msg) -> Msg {
         let bad = |e: i32| Msg::reply(-(e as i64));
-        if msg.c == 0 {
-            return bad(if msg.b == 0 {
-                libc::EBADF
-            } else {
-                msg.b as i32
-            });
-        }
         // The oldest passed with that file: one file may carry several, in
         // order, over a stream socket.
         let Some(k) = (self.passes.iter())

@@ -390,6 +390,28 @@ fn random_misbehaviour_hurts_only_the_misbehaving_app() {
     rig.finish().unwrap();
 }
 
+/// Wait until socket `s` of `app` has `n` bytes in its receive ring,
+/// unread.
+fn unread(app: &RawApp, s: u32, n: u64) {
+    eventually("bytes in the receive ring", || {
+        match app.regions().down_slot(s).rx_tail.load(Ordering::Acquire) {
+            x if x == n => Ok(()),
+            x => Err(std::io::Error::other(format!("{x} bytes"))),
+        }
+    });
+}
+
+/// Read `n` bytes from socket `s` of `app` (what came within 5 s).
+fn read_n(app: &RawApp, s: u32, n: usize) -> Vec<u8> {
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while got.len() < n && t0.elapsed() < Duration::from_secs(5) {
+        got.extend(app.read(s, n - got.len()));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    got
+}
+
 /// A connection handed from one application to another (`PASS`, then
 /// `CLAIM` by a holder of the same file) keeps its bytes: what the
 /// sender left unread is read by the receiver, and the receiver's writes
@@ -416,14 +438,7 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     let s = connected(&a);
     // The echo comes back into a's ring and stays there unread.
     assert_eq!(a.write(s, b"unread by a"), 11);
-    eventually("the echo in a's ring", || {
-        let l = a.regions().down_slot(s).rx_tail.load(Ordering::Acquire);
-        if l == 11 {
-            Ok(())
-        } else {
-            Err(std::io::Error::other(format!("{l} bytes")))
-        }
-    });
+    unread(&a, s, 11);
     let r = a
         .request(Msg::new(op::PASS, s, file.as_raw_fd() as i64, gen(&a, s)))
         .unwrap();
@@ -445,13 +460,7 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     assert_eq!(r.b, gen(&b, t));
     assert_eq!(b.read(t, 100), b"unread by a", "the bytes a left unread");
     assert_eq!(b.write(t, b"from b"), 6);
-    let mut got = Vec::new();
-    let t0 = Instant::now();
-    while got.len() < 6 && t0.elapsed() < Duration::from_secs(5) {
-        got.extend(b.read(t, 100));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert_eq!(got, b"from b", "b's echo");
+    assert_eq!(read_n(&b, t, 6), b"from b", "b's echo");
     let r = b
         .request(Msg::new(op::CLAIM, 0, file.as_raw_fd() as i64, 0))
         .unwrap();
@@ -496,12 +505,7 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     // listener's pass (it never moved).
     let c2 = connected(&a);
     assert_eq!(a.write(c2, b"kept"), 4);
-    eventually("the echo in a's ring", || {
-        match a.regions().down_slot(c2).rx_tail.load(Ordering::Acquire) {
-            4 => Ok(()),
-            n => Err(std::io::Error::other(format!("{n} bytes"))),
-        }
-    });
+    unread(&a, c2, 4);
     let g2 = gen(&a, c2);
     assert_eq!(
         a.request(Msg::new(op::PASS, c2, file.as_raw_fd() as i64, g2))
@@ -523,13 +527,7 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
         "the unread bytes, where they were"
     );
     assert_eq!(a.write(c2, b"again"), 5);
-    let t0 = Instant::now();
-    let mut got = Vec::new();
-    while got.len() < 5 && t0.elapsed() < Duration::from_secs(5) {
-        got.extend(a.read(c2, 100));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert_eq!(got, b"again", "the connection carries on");
+    assert_eq!(read_n(&a, c2, 5), b"again", "the connection carries on");
     let r = b
         .request(Msg::new(op::CLAIM, 0, file.as_raw_fd() as i64, 0))
         .unwrap();
