@@ -63,17 +63,19 @@ pub mod op {
     /// (then it is reset). The file is named by its inode, which the
     /// service reads from `/proc/<pid>/fd/<a>` of the process that sent
     /// the request (the kernel vouches for the pid). `b` bit 32: the
-    /// descriptor's O_NONBLOCK, given back with the claim. A listener is
-    /// not taken out at once: it moves at the claim, with its accept
-    /// queue. `EOPNOTSUPP`: a UDP socket; `ENOTCONN`: neither listening
-    /// nor connected; `EAGAIN`: too many passes wait (per user, or bytes
-    /// in all).
+    /// descriptor's O_NONBLOCK, bit 33: bound to any address, both given
+    /// back with the claim. A listener, or a socket merely bound, is not
+    /// taken out at once: it moves at the claim, a listener with its
+    /// accept queue. `EOPNOTSUPP`: a UDP socket; `ENOTCONN`: neither
+    /// bound, listening nor connected; `EAGAIN`: too many passes wait (per
+    /// user, or bytes in all).
     pub const PASS: u32 = 12;
     /// Claim the connection passed with the file the requesting process
     /// holds as descriptor `a` (received over a Unix socket). Reply: `slot`
     /// and `b` = generation of the socket's new slot in the requester's
-    /// application, `c` bit 0: it listens, bit 1: O_NONBLOCK; `ENOENT`:
-    /// nothing was passed with that file (or the listener went).
+    /// application, `c` bit 0: it listens, bit 1: O_NONBLOCK, bit 2: its
+    /// sender had it bound to any address; `ENOENT`: nothing was passed
+    /// with that file (or the listener went, or the port is another's).
     pub const CLAIM: u32 = 13;
     /// The message that was to carry socket `slot` (generation `b`),
     /// passed just before, did not go: take the newest such pass back (a

@@ -748,17 +748,46 @@ pub fn recv_msg(
     recv_msg_from(sock, buf, deadline).map(|(n, fds, _)| (n, fds))
 }
 
-/// [`recv_msg`], and the pid of the process that sent the message, as the
-/// kernel vouches for it (`SCM_CREDENTIALS`, which comes with every
-/// message once [`pass_credentials`] is on; `None` without it). Unlike
-/// `SO_PEERCRED`, which names the process that connected, it names the
-/// sender of this message: a forked child speaks on the connection its
-/// parent opened.
+/// The process that sent a message, as the kernel vouches for it.
+#[derive(Debug)]
+pub struct Sender {
+    /// Its pid (`SCM_CREDENTIALS`).
+    pub pid: u32,
+    /// A pidfd for it (`SCM_PIDFD`, Linux 6.5+; `None` on older kernels):
+    /// with it, [`Sender::still_there`] tells whether `pid` still names
+    /// that process.
+    pub pidfd: Option<OwnedFd>,
+    /// The kernel could make no pidfd for it: it was gone (reaped) by the
+    /// time the message was read.
+    pub gone: bool,
+}
+
+impl Sender {
+    /// Whether `pid` still names the process that sent the message: it
+    /// has not exited, so its pid cannot have gone to another process,
+    /// and what was read under `/proc/<pid>` before a `true` was that
+    /// process's. On a kernel without pidfds, `true` (nothing to check
+    /// with).
+    pub fn still_there(&self) -> bool {
+        !self.gone && !self.pidfd.as_ref().is_some_and(|p| exited(p.as_raw_fd()))
+    }
+}
+
+/// `SO_PASSPIDFD` and `SCM_PIDFD` (asm-generic/socket.h; not in `libc`).
+const SO_PASSPIDFD: libc::c_int = 76;
+const SCM_PIDFD: libc::c_int = 4;
+
+/// [`recv_msg`], and the process that sent the message, as the kernel
+/// vouches for it (`SCM_CREDENTIALS` and `SCM_PIDFD`, which come with
+/// every message once [`pass_credentials`] is on; `None` without it).
+/// Unlike `SO_PEERCRED`, which names the process that connected, it names
+/// the sender of this message: a forked child speaks on the connection
+/// its parent opened.
 pub fn recv_msg_from(
     sock: BorrowedFd<'_>,
     buf: &mut [u8],
     deadline: Instant,
-) -> io::Result<(usize, Vec<OwnedFd>, Option<u32>)> {
+) -> io::Result<(usize, Vec<OwnedFd>, Option<Sender>)> {
     loop {
         wait(sock.as_raw_fd(), libc::POLLIN, deadline)?;
         let mut cbuf = CmsgBuf([0; 128]);
@@ -790,11 +819,14 @@ pub fn recv_msg_from(
         }
         let mut fds = Vec::new();
         let mut pid = None;
+        let mut pidfd = None;
+        let mut gone = false;
         // SAFETY: the kernel filled `msg_controllen` bytes of `cbuf` with
         // well-formed control messages; CMSG_FIRSTHDR/NXTHDR stay inside
         // that length, an SCM_RIGHTS payload holds `cmsg_len -
         // CMSG_LEN(0)` bytes of descriptors that were installed in our
-        // table for us to own, and an SCM_CREDENTIALS payload a `ucred`.
+        // table for us to own, an SCM_PIDFD payload one such descriptor,
+        // and an SCM_CREDENTIALS payload a `ucred`.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
@@ -813,6 +845,19 @@ pub fn recv_msg_from(
                     let cred = libc::CMSG_DATA(c).cast::<libc::ucred>().read_unaligned();
                     pid = u32::try_from(cred.pid).ok().filter(|&p| p > 0);
                 }
+                if (*c).cmsg_level == libc::SOL_SOCKET
+                    && (*c).cmsg_type == SCM_PIDFD
+                    && (*c).cmsg_len as usize
+                        >= libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize
+                {
+                    // (A negative errno where the kernel could make none.)
+                    let fd = libc::CMSG_DATA(c).cast::<RawFd>().read_unaligned();
+                    if fd >= 0 {
+                        pidfd = Some(OwnedFd::from_raw_fd(fd));
+                    } else {
+                        gone = true;
+                    }
+                }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
@@ -828,29 +873,35 @@ pub fn recv_msg_from(
                 "peer hung up on the control socket",
             ));
         }
-        return Ok((n as usize, fds, pid));
+        return Ok((n as usize, fds, pid.map(|pid| Sender { pid, pidfd, gone })));
     }
 }
 
 /// Have every message received on `sock` say which process sent it (see
-/// [`recv_msg_from`]).
+/// [`recv_msg_from`]): its pid, and a pidfd where the kernel has them
+/// (Linux 6.5+; not an error without).
 pub fn pass_credentials(sock: BorrowedFd<'_>) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: passes a live int of the size given.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
+    let on = |opt| {
+        let one: libc::c_int = 1;
+        // SAFETY: passes a live int of the size given.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    on(libc::SO_PASSCRED)?;
+    let _ = on(SO_PASSPIDFD);
+    Ok(())
 }
 
 /// Sleep a little between connection attempts.
@@ -1044,6 +1095,48 @@ mod tests {
             *w.as_ptr().add(4096) = 5;
             assert_eq!(*r.as_ptr().add(4096), 5, "the second page is still shared");
         }
+    }
+
+    #[test]
+    fn a_message_names_its_sender_until_the_sender_is_gone() {
+        let dir = std::env::temp_dir().join(format!("ixora-sender-{}", std::process::id()));
+        let _ = std::fs::create_dir(&dir);
+        let path = dir.join("s");
+        let l = bind_listen(&path).unwrap();
+        // Another process sends one message, then exits.
+        let mut child = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                "import socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); \
+                 s.connect({:?}); s.recv(1); s.send(b'hi'); s.recv(1)",
+                path.display().to_string()
+            ))
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        wait(l.as_raw_fd(), libc::POLLIN, deadline).unwrap();
+        let c = accept(l.as_fd()).unwrap();
+        pass_credentials(c.as_fd()).unwrap();
+        send_msg(c.as_fd(), b"!", &[], deadline).unwrap(); // now it may send
+        let mut buf = [0u8; 8];
+        let (n, _, who) = recv_msg_from(c.as_fd(), &mut buf, deadline).unwrap();
+        assert_eq!(&buf[..n], b"hi");
+        let who = who.expect("the kernel names the sender");
+        assert_eq!(who.pid, child.id());
+        assert!(who.still_there());
+        drop(c); // its recv ends: it exits
+        child.wait().unwrap();
+        // A kernel with SCM_PIDFD (6.5+) says it is gone; without, the
+        // pid is all there is.
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut v = release
+            .split(['.', '-'])
+            .map(|x| x.parse::<u32>().unwrap_or(0));
+        if (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 5) {
+            assert!(who.pidfd.is_some(), "Linux {release} has SCM_PIDFD");
+        }
+        assert_eq!(who.still_there(), who.pidfd.is_none());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

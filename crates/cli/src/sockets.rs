@@ -337,7 +337,7 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     let passed = &v["passed_connections"];
     if passed["passed"].as_u64().unwrap_or(0) > 0 {
         out!(
-            "connections handed from one process to another over a Unix socket: {} passed, {} \
+            "sockets handed from one process to another over a Unix socket: {} passed, {} \
              claimed by the receiver, {} waiting, {} reset unclaimed",
             passed["passed"],
             passed["claimed"],

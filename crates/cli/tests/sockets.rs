@@ -1761,11 +1761,44 @@ fn dual_stack_udp_sockets_carry_ipv4() {
 /// end of file. `listener(fd, name)` takes a listener and answers each
 /// connection's first line with its name and that line, until no
 /// connection comes for 3 s.
-const HANDOVER_CHILD: &str = r"import hashlib, socket, sys
-def child(fd):
+const HANDOVER_CHILD: &str = r"import ctypes, hashlib, socket, struct, sys
+# sendmmsg/recvmmsg (which Python lacks), called through ctypes: the C
+# library's names, which resolve to the shim's.
+class iovec(ctypes.Structure):
+    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
+class msghdr(ctypes.Structure):
+    _fields_ = [('name', ctypes.c_void_p), ('namelen', ctypes.c_uint32),
+                ('iov', ctypes.POINTER(iovec)), ('iovlen', ctypes.c_size_t),
+                ('control', ctypes.c_void_p), ('controllen', ctypes.c_size_t),
+                ('flags', ctypes.c_int)]
+class mmsghdr(ctypes.Structure):
+    _fields_ = [('hdr', msghdr), ('len', ctypes.c_uint)]
+libc = ctypes.CDLL(None, use_errno=True)
+def mmsg(fd, cmsg_fd):
+    data = ctypes.create_string_buffer(b'conn', 16)
+    iov = iovec(ctypes.cast(data, ctypes.c_void_p), 4 if cmsg_fd is not None else 16)
+    ctl = ctypes.create_string_buffer(64)
+    m = (mmsghdr * 1)()
+    m[0].hdr.iov, m[0].hdr.iovlen = ctypes.pointer(iov), 1
+    m[0].hdr.control = ctypes.cast(ctl, ctypes.c_void_p)
+    if cmsg_fd is None:
+        m[0].hdr.controllen = 64
+        n = libc.recvmmsg(fd, m, 1, 0, None)
+        assert n == 1, ctypes.get_errno()
+        _, level, kind, got = struct.unpack_from('Qiii', ctl, 0)
+        assert (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS), (level, kind)
+        return got
+    struct.pack_into('Qiii', ctl, 0, 20, socket.SOL_SOCKET, socket.SCM_RIGHTS, cmsg_fd)
+    m[0].hdr.controllen = 24
+    n = libc.sendmmsg(fd, m, 1, 0)
+    assert n == 1, ctypes.get_errno()
+def child(fd, mm=False):
     b = socket.socket(fileno=fd)
-    msg, fds, _, _ = socket.recv_fds(b, 10, 4)
-    c = socket.socket(fileno=fds[0])
+    if mm:
+        c = socket.socket(fileno=mmsg(fd, None))
+    else:
+        msg, fds, _, _ = socket.recv_fds(b, 10, 4)
+        c = socket.socket(fileno=fds[0])
     line = b''
     while not line.endswith(b'\n'):
         d = c.recv(65536)
@@ -1795,8 +1828,8 @@ def listener(fd, name):
         f.close()
         c.close()
 if __name__ == '__main__':
-    if sys.argv[1] == 'child':
-        child(int(sys.argv[2]))
+    if sys.argv[1] in ('child', 'mchild'):
+        child(int(sys.argv[2]), sys.argv[1] == 'mchild')
     else:
         listener(int(sys.argv[2]), sys.argv[1])
 ";
@@ -1805,7 +1838,8 @@ if __name__ == '__main__':
 /// (`SCM_RIGHTS`, as Node.js's cluster module hands each connection to a
 /// worker) moves there, through the service. A connection: to another
 /// program (`exec`ed: an application of its own) and to a forked child
-/// (the same application); the receiver reads what the sender left unread
+/// (the same application), and to another program with `sendmmsg` and
+/// `recvmmsg`; the receiver reads what the sender left unread
 /// and what came after, and writes; the client sees one connection
 /// throughout. A listener, to two other programs: it moves to the first
 /// that claims it, with the connection that waited in its accept queue;
@@ -1826,7 +1860,7 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
     let prog = format!(
         "import os, select, socket, subprocess, sys\n\
          sys.path.insert(0, {dir:?})\n\
-         from handover_child import child\n\
+         from handover_child import child, mmsg\n\
          l = socket.socket()\n\
          l.bind(('{IX}', 7041))\n\
          l.listen()\n\
@@ -1835,6 +1869,7 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
          \x20   p = subprocess.Popen([sys.executable, {child:?}, what, str(b.fileno())], pass_fds=[b.fileno()])\n\
          \x20   return a, p\n\
          a1, p1 = spawn('child')\n\
+         a5, p5 = spawn('mchild')\n\
          a3, p3 = spawn('L1')\n\
          a4, p4 = spawn('L2')\n\
          a2, b2 = socket.socketpair()\n\
@@ -1844,11 +1879,14 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
          \x20   os._exit(0)\n\
          c, _ = l.accept()\n\
          c.close()\n\
-         for a in (a1, a2):\n\
+         for a in (a1, a2, a5):\n\
          \x20   c, _ = l.accept()\n\
          \x20   head = c.recv(10)\n\
          \x20   c.sendall(b'parent read ' + head + b'\\n')\n\
-         \x20   socket.send_fds(a, [b'conn'], [c.fileno()])\n\
+         \x20   if a is a5:\n\
+         \x20       mmsg(a.fileno(), c.fileno())\n\
+         \x20   else:\n\
+         \x20       socket.send_fds(a, [b'conn'], [c.fileno()])\n\
          \x20   c.close()\n\
          select.select([l], [], [], 20)\n\
          socket.send_fds(a3, [b'listener'], [l.fileno()])\n\
@@ -1880,7 +1918,7 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
          x, y = socket.socketpair()\n\
          socket.send_fds(x, [b'x'], [u.fileno()])\n\
          os.dup2(saved, 2)\n\
-         for p in (p1, p3, p4):\n\
+         for p in (p1, p5, p3, p4):\n\
          \x20   p.wait()\n\
          \x20   assert p.returncode == 0, p.returncode\n\
          os.waitpid(pid, 0)\n",
@@ -1892,7 +1930,7 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
     net.wait_port(&mut srv, 7041);
     // (wait_port's probe was the first connection: the server closed it.)
     let addr = format!("{IX}:7041");
-    for who in ["exec", "fork"] {
+    for who in ["exec", "fork", "sendmmsg/recvmmsg"] {
         let ok = net.lx.run(|| {
             let mut s = TcpStream::connect(&addr).expect("connect");
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -1972,7 +2010,7 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
     let st = net.stats();
     let p = &st["passed_connections"];
     assert_eq!(p["waiting"], 0, "{p}");
-    assert!(p["claimed"].as_u64().unwrap() >= 3, "{p}");
+    assert!(p["claimed"].as_u64().unwrap() >= 4, "{p}");
 }
 
 /// SHA-1 of `b`, in hex (by the system's `sha1sum`).
@@ -1996,7 +2034,8 @@ fn sha1_hex(b: &[u8]) -> String {
 /// serves more connections than it has sockets (`--slots 64`) — and a
 /// cluster's primary hands each connection to a worker over a Unix
 /// socket (its default scheduling, round-robin), both workers
-/// answering.
+/// answering; with `SCHED_NONE` it hands its bound socket to each
+/// worker, which listens on it, and again both answer.
 #[test]
 fn node_servers_and_clusters_serve_connection_after_connection() {
     if !need(&["node", "python3"]) {
@@ -2008,24 +2047,35 @@ fn node_servers_and_clusters_serve_connection_after_connection() {
     let js = dir.path().join("srv.js");
     std::fs::write(
         &js,
-        format!(
-            "const cluster = require('cluster'); const http = require('http');\n\
-             const workers = +process.argv[2], port = +process.argv[3];\n\
+        "const cluster = require('cluster'); const http = require('http');\n\
+             const workers = +process.argv[2], port = +process.argv[3], host = process.argv[4];\n\
              setTimeout(() => process.exit(0), 60000);\n\
-             if (workers > 0 && cluster.isPrimary) {{ for (let i = 0; i < workers; i++) cluster.fork(); }}\n\
-             else {{ http.createServer((q, s) => s.end('pid ' + process.pid + '\\n')).listen(port, '{IX}'); }}\n"
-        ),
+             if (workers > 0 && cluster.isPrimary) { for (let i = 0; i < workers; i++) cluster.fork(); }\n\
+             else { http.createServer((q, s) => s.end('pid ' + process.pid + '\\n')).listen(port, host || undefined); }\n"
     )
     .unwrap();
-    for (workers, port) in [(0u32, 7042u16), (2, 7043)] {
-        let what = format!("node with {workers} workers");
+    // One process; clusters with the default scheduling (the primary
+    // accepts and hands each connection over) and with SCHED_NONE (the
+    // primary hands its bound socket to each worker, which listens on it),
+    // on Ixora's address and on any address (`::`).
+    let runs = [
+        (0u32, 7042u16, "rr", IX),
+        (2, 7043, "rr", IX),
+        (2, 7044, "none", IX),
+        (2, 7046, "none", ""),
+    ];
+    for (workers, port, sched, host) in runs {
+        let what = format!("node with {workers} workers ({sched}, on {host:?})");
         let mut srv = net.run(
             &what,
             &[
+                "env",
+                &format!("NODE_CLUSTER_SCHED_POLICY={sched}"),
                 "node",
                 &js.display().to_string(),
                 &workers.to_string(),
                 &port.to_string(),
+                host,
             ],
         );
         net.wait_port(&mut srv, port);

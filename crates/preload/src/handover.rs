@@ -22,9 +22,12 @@
 //! then share one socket, the socket *moves*: the sender's descriptor
 //! reports `ECONNABORTED` afterwards (a listener: `EINVAL`, not
 //! listening); the programs that pass sockets close their copy (Node.js's
-//! cluster primary, a server handing its listeners to its successor). UDP
-//! sockets are not handed over; the shim says so and the receiver gets
-//! the bare placeholder.
+//! cluster primary, a server handing its listeners to its successor). A
+//! TCP socket merely bound moves the same way (Node.js's cluster with
+//! `SCHED_NONE` sends it to each worker, which listens on it: each
+//! claimant after the first gets a socket bound beside it, and their
+//! listeners share the port). UDP sockets are not handed over; the shim
+//! says so and the receiver gets the bare placeholder.
 
 use crate::real::{errno, sys_write};
 use crate::state::{self, fl, kind};
@@ -90,15 +93,15 @@ pub fn pass_out(m: &msghdr) -> Vec<c_int> {
             continue;
         }
         // O_NONBLOCK belongs to the file, which the receiver shares: the
-        // service carries it to the claim (bit 32).
-        let b = u64::from(sk.gen()) | u64::from(sk.nonblock()) << 32;
+        // service carries it to the claim (bit 32), and whether the socket
+        // is bound to any address (bit 33).
+        let any = sk.e.flags.load(Ordering::Relaxed) & fl::BOUND_ANY != 0;
+        let b = u64::from(sk.gen()) | u64::from(sk.nonblock()) << 32 | u64::from(any) << 33;
         let r = state::request(sk.a, Msg::new(op::PASS, sk.s, fd as i64, b), &[]);
         if r.a < 0 {
             let e = match (-r.a) as i32 {
-                // (Node.js's cluster with SCHED_NONE sends a socket bound
-                // but not listening, for each worker to listen on.)
-                libc::ENOTCONN => "only listening and connected TCP sockets are handed over, \
-                                   not one merely bound or unconnected"
+                libc::ENOTCONN => "only listening, bound and connected TCP sockets are handed \
+                                   over, not a fresh one"
                     .to_string(),
                 e => std::io::Error::from_raw_os_error(e).to_string(),
             };
@@ -186,7 +189,7 @@ fn may_be_placeholder(fd: c_int) -> Option<c_int> {
 
 /// Socket option `name` (level `SOL_SOCKET`) of `fd`, an int, from the
 /// kernel (raw: not the shim's own getsockopt).
-fn int_opt(fd: c_int, name: c_int) -> Option<c_int> {
+pub(crate) fn int_opt(fd: c_int, name: c_int) -> Option<c_int> {
     let mut v: c_int = 0;
     let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
     // SAFETY: getsockopt(2) into a live int of the size given.
@@ -228,6 +231,10 @@ fn claim(fd: c_int) -> bool {
         if int_opt(fd, libc::SO_ACCEPTCONN) == Some(1) {
             flags |= fl::KSIDE | fl::BOUND_ANY;
         }
+    } else if r.c & 4 != 0 {
+        // A socket bound to any address: once listening, its kernel side
+        // listens too (see `shim::listen`).
+        flags |= fl::BOUND_ANY;
     }
     state::hold(a, s);
     state::install(fd, s, gen, flags);

@@ -1017,8 +1017,13 @@ fn listen_kernel_too(fd: c_int, sk: Sock, backlog: c_int) {
     if flags & fl::BOUND_ANY == 0 || sk.dgram() {
         return;
     }
-    if flags & fl::KSIDE != 0 {
+    // (A bound socket another process handed over to several: the file
+    // is shared, and the first to listen gave it its kernel side.)
+    if flags & fl::KSIDE != 0
+        || (flags & fl::PASSED != 0 && crate::handover::int_opt(fd, libc::SO_ACCEPTCONN) == Some(1))
+    {
         real!(listen: fn(c_int, c_int) -> c_int)(fd, backlog);
+        state::flag_socket(sk, fl::KSIDE, true);
         return;
     }
     open_kernel_side(fd, sk, Some(backlog));
@@ -2436,11 +2441,27 @@ pub unsafe extern "C" fn sendmmsg(
 ) -> c_int {
     // (A MAYBE UDP socket may become Ixora's at its first message.)
     if state::sock(fd).is_none() && state::kind_of(fd) != kind::MAYBE {
-        return kernel_fd(fd, || {
+        // Ixora connections the messages pass to another process go
+        // through the service, as with sendmsg (see `handover`); the
+        // kernel takes at most UIO_MAXIOV (1024) messages.
+        let passed: Vec<Vec<c_int>> = (0..if vec.is_null() { 0 } else { vlen.min(1024) })
+            // SAFETY: sendmmsg(2)'s contract: `vec` has `vlen` entries,
+            // each with a valid msghdr.
+            .map(|i| handover::pass_out(unsafe { &(*vec.add(i as usize)).msg_hdr }))
+            .collect();
+        let r = kernel_fd(fd, || {
             real!(sendmmsg: fn(c_int, *mut libc::mmsghdr, c_uint, c_int) -> c_int)(
                 fd, vec, vlen, flags,
             )
         });
+        // The messages from the first not sent on did not go: their
+        // sockets come back.
+        for p in passed.iter().skip(r.max(0) as usize) {
+            if !p.is_empty() {
+                handover::take_back(p);
+            }
+        }
+        return r;
     }
     if vec.is_null() {
         return fail(libc::EFAULT);
@@ -2472,11 +2493,19 @@ pub unsafe extern "C" fn recvmmsg(
     timeout: *mut timespec,
 ) -> c_int {
     if state::sock(fd).is_none() {
-        return kernel_fd(fd, || {
+        let r = kernel_fd(fd, || {
             real!(recvmmsg: fn(c_int, *mut libc::mmsghdr, c_uint, c_int, *mut timespec) -> c_int)(
                 fd, vec, vlen, flags, timeout,
             )
         });
+        // Ixora connections another process passed, as with recvmsg.
+        if flags & libc::MSG_PEEK == 0 {
+            for i in 0..r.max(0) as usize {
+                // SAFETY: the kernel filled in the first `r` entries.
+                handover::adopt_received(unsafe { &(*vec.add(i)).msg_hdr });
+            }
+        }
+        return r;
     }
     if vec.is_null() {
         return fail(libc::EFAULT);

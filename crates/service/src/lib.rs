@@ -307,7 +307,10 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
             msg.c = 0;
             match sender.filter(|_| creds).ok_or(libc::EPERM).and_then(|p| {
                 let fd = i32::try_from(msg.a).map_err(|_| libc::EBADF)?;
-                socket_inode(p, fd)
+                let ino = socket_inode(p.pid, fd)?;
+                // The pid read is the sender's only if it was not reaped
+                // (and the pid reused) before the look: its pidfd says.
+                p.still_there().then_some(ino).ok_or(libc::ESRCH)
             }) {
                 Ok(ino) => msg.c = ino,
                 Err(e) => msg.b = e as u64,
@@ -608,21 +611,36 @@ struct Pass {
     /// O_NONBLOCK of the sender's descriptor: it belongs to the file, which
     /// the receiver shares.
     nonblock: bool,
+    /// The sender's socket was bound to any address (its kernel side
+    /// listens too once the receiver listens on it).
+    bound_any: bool,
     since: Instant,
     what: Passed,
+}
+
+/// Whether socket `s` (generation `gen`) of app `id` waits in `passes`
+/// for its claim as a listener or bound socket: such a socket outlives
+/// its sender's close until it moves (or its pass ends unclaimed).
+fn passing(passes: &HashMap<u32, Pass>, id: u32, s: u32, gen: u32) -> bool {
+    passes.values().any(|p| {
+        p.from == id && matches!(p.what, Passed::Listener { slot, gen: g } if slot == s && g == gen)
+    })
 }
 
 /// What was passed.
 enum Passed {
     /// A connection, out of the sender's application since the `PASS`.
     Conn(ConnPass),
-    /// A listener (slot and generation in the sender's application): it
-    /// listens there until the claim moves it, with its accept queue.
+    /// A listener, or a TCP socket merely bound (slot and generation in
+    /// the sender's application): it stays there until the claim moves
+    /// it, a listener with its accept queue.
     Listener { slot: u32, gen: u32 },
-    /// A listener passed again (one file sent to several processes, as
-    /// Node.js's cluster does with `SCHED_NONE`) that an earlier claim
-    /// moved: the claimant joins its port's group, which then spreads the
-    /// connections over its members by flow, as `SO_REUSEPORT` does.
+    /// A listener or bound socket passed again (one file sent to several
+    /// processes) that an earlier claim moved: the claimant joins its
+    /// port's group, which then spreads the connections over its members
+    /// by flow, as `SO_REUSEPORT` does; a bound socket's claimant gets a
+    /// socket bound to the port beside it (Node.js's cluster with
+    /// `SCHED_NONE` sends each worker the bound socket to listen on).
     Join(Moved),
 }
 
@@ -631,7 +649,9 @@ enum Passed {
 #[derive(Clone, Copy)]
 struct Moved {
     port: u16,
-    /// The group's [`Listener::epoch`].
+    /// It listened (else it was bound only).
+    listens: bool,
+    /// The group's [`Listener::epoch`] (a listener's).
     epoch: u64,
     /// The listener's options.
     sock: Sock,
@@ -931,16 +951,22 @@ impl AppState {
     /// A new socket listening on `port` at packed address `local`, with
     /// the options of `like` (a listener handed over from another app);
     /// its empty accept queue is the caller's to fill.
-    fn alloc_listener(&mut self, port: u16, like: Sock, local: u64) -> Option<u32> {
+    fn alloc_listener(&mut self, port: u16, listens: bool, like: Sock, local: u64) -> Option<u32> {
         let s = self.alloc()?;
         self.socks[s as usize] = Sock {
-            kind: Kind::Listen(port),
+            kind: if listens {
+                Kind::Listen(port)
+            } else {
+                Kind::Bound(port)
+            },
             acc_tail: 0,
             ..like
         };
         let d = self.r.down_slot(s);
         d.local.store(local, Ordering::Relaxed);
-        d.state.store(state::LISTEN, Ordering::Release);
+        if listens {
+            d.state.store(state::LISTEN, Ordering::Release);
+        }
         Some(s)
     }
 
@@ -1864,6 +1890,7 @@ impl Service {
         let sock = app.socks[s as usize];
         let what = match sock.kind {
             Kind::Listen(_) => Passed::Listener { slot: s, gen },
+            Kind::Bound(_) if !sock.dgram => Passed::Listener { slot: s, gen },
             Kind::Gone if self.moved.contains_key(&(id, s, gen)) => {
                 Passed::Join(self.moved[&(id, s, gen)])
             }
@@ -1889,6 +1916,7 @@ impl Service {
                 from: id,
                 uid,
                 nonblock: msg.b >> 32 & 1 != 0,
+                bound_any: msg.b >> 33 & 1 != 0,
                 since: Instant::now(),
                 what,
             },
@@ -1899,7 +1927,8 @@ impl Service {
 
     /// `CLAIM` by app `id` of the socket passed with the file whose inode
     /// is `msg.c`: its new slot and generation, and in `c` bit 0 whether
-    /// it listens, bit 1 the sender's O_NONBLOCK.
+    /// it listens, bit 1 the sender's O_NONBLOCK, bit 2 whether its sender
+    /// had it bound to any address (PASS's `b` bit 33).
     fn claim(&mut self, io: &mut Io, id: u32, msg: Msg) -> Msg {
         let bad = |e: i32| Msg::reply(-(e as i64));
         // The oldest passed with that file: one file may carry several, in
@@ -1926,28 +1955,30 @@ impl Service {
                 (s, false)
             }
             Passed::Listener { slot, gen } => match self.move_listener(io, p.from, slot, gen, id) {
-                Some(s) => (s, true),
+                Some(x) => x,
                 None => return bad(libc::ENOENT),
             },
             Passed::Join(m) => match self.join_listener(m, id) {
-                Some(s) => (s, true),
+                Some(s) => (s, m.listens),
                 None => return bad(libc::ENOENT),
             },
         };
         self.pass_counts.claimed += 1;
         let app = self.apps.get(&id).expect("looked up above");
         Msg {
-            c: u64::from(listens) | u64::from(p.nonblock) << 1,
+            c: u64::from(listens) | u64::from(p.nonblock) << 1 | u64::from(p.bound_any) << 2,
             ..app.slot_reply(s)
         }
     }
 
     /// Move listener `slot` (generation `gen`) of app `from` to app `to`
-    /// (which has a free slot), with the connections in its accept queue:
-    /// its slot in `to`; None if it listens no more. The sender's socket
-    /// fails (`EINVAL`, as `accept` on a socket that does not listen) and
-    /// the connections it had queued leave it unaccepted (their
-    /// generations move on: an `accept` racing in the sender skips them).
+    /// (which has a free slot), with the connections in its accept queue,
+    /// or the bound socket there: its slot in `to` and whether it listens;
+    /// None if it is neither any more. The sender's socket fails
+    /// (`EINVAL`, as `accept` or `listen` on a socket that does not listen
+    /// or is not bound) and the connections it had queued leave it
+    /// unaccepted (their generations move on: an `accept` racing in the
+    /// sender skips them).
     fn move_listener(
         &mut self,
         io: &mut Io,
@@ -1955,16 +1986,21 @@ impl Service {
         slot: u32,
         gen: u32,
         to: u32,
-    ) -> Option<u32> {
+    ) -> Option<(u32, bool)> {
         let slots = self.layout.slots;
         let a = self.apps.get_mut(&from)?;
-        let Kind::Listen(port) = a.socks[slot as usize].kind else {
-            return None;
+        let (port, listens) = match a.socks[slot as usize].kind {
+            Kind::Listen(port) => (port, true),
+            Kind::Bound(port) if !a.socks[slot as usize].dgram => (port, false),
+            _ => return None,
         };
         if a.r.down_slot(slot).gen.load(Ordering::Relaxed) != gen {
             return None;
         }
-        let lsock = a.socks[slot as usize];
+        let mut lsock = a.socks[slot as usize];
+        // A bound socket passed to several processes becomes one socket
+        // bound in each: they share the port, as one file shared does.
+        lsock.reuseport |= !listens;
         let local = a.r.down_slot(slot).local.load(Ordering::Relaxed);
         // The queue's entries are taken the way the sender's `accept`
         // takes one: by moving its head (to the tail, all at once), so an
@@ -1972,7 +2008,7 @@ impl Service {
         // both. (Bounded: the head is the app's to write.)
         let up = a.r.up_slot(slot);
         let mut head = up.acc_head.load(Ordering::Acquire);
-        for _ in 0..64 {
+        for _ in 0..if listens { 64 } else { 0 } {
             match up.acc_head.compare_exchange(
                 head,
                 lsock.acc_tail,
@@ -1983,7 +2019,7 @@ impl Service {
                 Err(h) => head = h,
             }
         }
-        let n = if up.acc_head.load(Ordering::Acquire) == lsock.acc_tail {
+        let n = if listens && up.acc_head.load(Ordering::Acquire) == lsock.acc_tail {
             lsock.acc_tail.wrapping_sub(head).min(a.r.acc_capacity())
         } else {
             0
@@ -2005,7 +2041,7 @@ impl Service {
         }
         let b = self.apps.get_mut(&to).expect("the claimant's app");
         let s = b
-            .alloc_listener(port, lsock, local)
+            .alloc_listener(port, listens, lsock, local)
             .expect("a free slot (checked)");
         for cp in queued {
             let Some(c) = b.alloc() else {
@@ -2044,6 +2080,7 @@ impl Service {
         });
         let m = Moved {
             port,
+            listens,
             epoch,
             sock: lsock,
             local,
@@ -2054,18 +2091,28 @@ impl Service {
                 p.what = Passed::Join(m);
             }
         }
-        Some(s)
+        Some((s, listens))
     }
 
     /// A socket of app `to` (which has a free slot) listening beside the
     /// members of the group a listener moved to (see [`Passed::Join`]),
-    /// with its options; None if that group is gone.
+    /// or bound beside the bound socket that moved, with its options;
+    /// None if that group is gone (or the port another's).
     fn join_listener(&mut self, m: Moved, to: u32) -> Option<u32> {
+        if !m.listens {
+            if self.port_taken(to, m.port, true) {
+                return None;
+            }
+            let b = self.apps.get_mut(&to)?;
+            let s = b.alloc_listener(m.port, false, m.sock, m.local)?;
+            b.changed(s);
+            return Some(s);
+        }
         if self.listeners.get(&m.port).map(|l| l.epoch) != Some(m.epoch) {
             return None; // closed, or another group there now
         }
         let b = self.apps.get_mut(&to)?;
-        let s = b.alloc_listener(m.port, m.sock, m.local)?;
+        let s = b.alloc_listener(m.port, true, m.sock, m.local)?;
         b.changed(s);
         self.listeners.get_mut(&m.port)?.members.push((to, s));
         Some(s)
@@ -2590,12 +2637,7 @@ impl Service {
                 // claim; it closes when its pass ends unclaimed).
                 let closing = rq & (req::CLOSE | req::ABORT) != 0;
                 let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
-                let passing = closing
-                    && (self.passes.values()).any(|p| {
-                        p.from == id
-                            && matches!(p.what, Passed::Listener { slot, gen: g } if slot == s && g == gen)
-                    });
-                if closing && !passing {
+                if closing && !passing(&self.passes, id, s, gen) {
                     Self::unlisten(&mut self.listeners, io, port, (id, s));
                     // Connections queued but never accepted die with it.
                     let tail = app.socks[s as usize].acc_tail;
@@ -2619,7 +2661,9 @@ impl Service {
             }
             Kind::Open | Kind::Bound(_) | Kind::Gone => {
                 let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
-                if rq & (req::CLOSE | req::ABORT) != 0 {
+                // (A bound socket handed over waits for its claim too.)
+                let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
+                if rq & (req::CLOSE | req::ABORT) != 0 && !passing(&self.passes, id, s, gen) {
                     app.release(s);
                 }
             }

@@ -500,6 +500,52 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     );
     // The sender's socket, closed while it waited, is gone now.
     assert_eq!(a.state(l), ixora_channel::layout::state::FREE);
+    // A socket merely bound (Node.js's cluster with SCHED_NONE sends one
+    // to each worker) moves at the first claim; the second claim of it
+    // gets a socket bound beside it, and both listen, sharing the port.
+    let bs = a.socket().unwrap();
+    let port = ixora_channel::layout::pack(0, 7302) as i64;
+    assert_eq!(a.request(Msg::new(op::BIND, bs, port, 0)).unwrap().a, 0);
+    for _ in 0..2 {
+        let any = 1 << 33; // bound to any address, said to the claimant
+        let m = Msg::new(op::PASS, bs, file.as_raw_fd() as i64, gen(&a, bs) | any);
+        assert_eq!(a.request(m).unwrap().a, 0, "PASS of a bound socket");
+    }
+    let mut bound = Vec::new();
+    for _ in 0..2 {
+        let r = b
+            .request(Msg::new(op::CLAIM, 0, dup.as_raw_fd() as i64, 0))
+            .unwrap();
+        assert!(
+            r.a >= 0 && r.c & 1 == 0 && r.c & 4 == 4,
+            "CLAIM of a bound socket: {r:?}"
+        );
+        bound.push(r.slot);
+    }
+    assert_eq!(
+        a.regions().down_slot(bs).err.load(Ordering::Acquire),
+        libc::EINVAL,
+        "the sender's bound socket moved"
+    );
+    for &t in &bound {
+        let r = b.request(Msg::new(op::LISTEN, t, 16, 0)).unwrap();
+        assert_eq!(r.a, 0, "each claimant's socket listens on the port");
+    }
+    let c3 = a.socket().unwrap();
+    a.connect(c3, testkit::SERVICE_IP, 7302).unwrap();
+    a.wait_established(c3, Duration::from_secs(5)).unwrap();
+    eventually("the connection queued at one of the two", || {
+        let q = |t: u32| b.regions().down_slot(t).acc_tail.load(Ordering::Acquire);
+        match q(bound[0]) + q(bound[1]) {
+            1 => Ok(()),
+            n => Err(std::io::Error::other(format!("{n} queued"))),
+        }
+    });
+    for t in bound {
+        b.close(t);
+    }
+    a.close(c3);
+    a.close(bs);
     // A message that did not go: CANCEL puts a connection back in its
     // slot as it was (its unread bytes still there), and drops a
     // listener's pass (it never moved).
@@ -555,7 +601,7 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
             p["expired"].as_u64(),
             p["waiting"].as_u64()
         ),
-        (Some(3), Some(2), Some(1), Some(0)),
+        (Some(5), Some(4), Some(1), Some(0)),
         "{p}"
     );
     let r = b
