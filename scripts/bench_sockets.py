@@ -80,8 +80,8 @@ def xdp_args():
     receiving CPU; otherwise the default (native on veth)."""
     return ["--xdp-mode", "skb"] if RX == "softirq" else []
 # Web servers the web tables and plots know, in their order (node and
-# node-cluster run with `--only node`).
-WEB_SERVERS = ("nginx", "lighttpd", "node", "node-cluster")
+# node-cluster and node-cluster-none run with `--only node`).
+WEB_SERVERS = ("nginx", "lighttpd", "node", "node-cluster", "node-cluster-none")
 # A Node.js server of the 20 B file: argv[2] workers (0: one process; else
 # a cluster whose primary hands each connection to a worker), argv[3] the
 # file, argv[4] the address, argv[5] the port.
@@ -403,10 +403,14 @@ def web(args, prog, www, tmp, prog_bar, results):
                 f"http {{ access_log off; server {{ listen {'' if LISTEN_ANY else SRV + ':'}{port}; "
                 f"root {www}; }} }}\n")
             return ["nginx", "-c", str(conf)]
-        if prog in ("node", "node-cluster"):
+        if prog.startswith("node"):
             js = tmp / "srv.js"
             js.write_text(NODE_JS)
-            return ["node", str(js), "2" if prog == "node-cluster" else "0", str(www / "f20"),
+            # node-cluster-none: the cluster's other scheduling (SCHED_NONE),
+            # where each worker listens on the primary's bound socket.
+            sched = "none" if prog == "node-cluster-none" else "rr"
+            return ["env", f"NODE_CLUSTER_SCHED_POLICY={sched}", "node", str(js),
+                    "0" if prog == "node" else "2", str(www / "f20"),
                     "0.0.0.0" if LISTEN_ANY else SRV, str(port)]
         conf = tmp / f"lighttpd-{ixora}.conf"
         conf.write_text(
@@ -1075,7 +1079,11 @@ def write(results, args, cmdline):
                  "hands it to one of two workers over a Unix socket (SCM_RIGHTS), as Node.js's cluster "
                  "module does by default — under `ixora run` the connection moves to the worker through "
                  "the service (PASS and CLAIM, two control round trips per connection); on Linux the "
-                 "worker shares the kernel's socket.", ""]
+                 "worker shares the kernel's socket. node-cluster-none: the cluster's other "
+                 "scheduling (`NODE_CLUSTER_SCHED_POLICY=none`): the primary hands its bound socket "
+                 "to each worker once and the workers accept themselves (on Linux from the one "
+                 "shared socket; under `ixora run` each worker's socket is a member of the port's "
+                 "group).", ""]
                 if any(r["server"].startswith("node") for r in web_rows) else []),
               *(["The servers listen on any address (`--listen-any`: nginx `listen PORT`, lighttpd "
                  "without `server.bind`), not on the server's address: under `ixora run` such a "
@@ -1166,9 +1174,6 @@ def plots(results):
     # A panel for the web servers if they were measured (`--only memcached`
     # has none), and one per memcached workload.
     panels = (1 if web_rows or not mc else 0) + (2 if mc else 0)
-    fig, axes = plt.subplots(1, panels, figsize=(9 + 5 * (panels - 1), 4.8))
-    axes = list(axes) if panels > 1 else [axes]
-    mc_axes = axes[-2:] if mc else []
     labels, kv, iv = [], [], []
     for client in ("loadgen", "wrk"):
         for srv in WEB_SERVERS:
@@ -1177,9 +1182,14 @@ def plots(results):
                               and r["stack"] == st and r.get("client", "wrk") == client), None)
                         for st in ("kernel", "ixora"))
                 if k and i:
-                    labels.append(f"{srv}\n{mode.replace('_per_conn', '/conn')}\n{client}")
+                    name = srv.replace("-", "-\n")  # (node-cluster-none: narrow)
+                    labels.append(f"{name}\n{mode.replace('_per_conn', '/conn')}\n{client}")
                     kv.append(k["rps"] / 1000)
                     iv.append(i["rps"] / 1000)
+    # (Wide enough for every web bar's three-line label.)
+    fig, axes = plt.subplots(1, panels, figsize=(max(9, 0.8 * len(labels)) + 5 * (panels - 1), 4.8))
+    axes = list(axes) if panels > 1 else [axes]
+    mc_axes = axes[-2:] if mc else []
     if panels > len(mc_axes):
         x = range(len(labels))
         ax = axes[0]
@@ -1312,7 +1322,8 @@ def main():
     www.mkdir()
     (www / "f20").write_bytes(b"0123456789abcdefghi\n")
     (tmp / "ten.lua").write_text(LUA_10)
-    steps = ((4 * len(CLIENTS) if args.only in (None, "web", "node") else 0)
+    steps = ((4 * len(CLIENTS) if args.only in (None, "web") else 0)
+             + (6 * len(CLIENTS) if args.only == "node" else 0)
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
              + (1 if args.only in (None, "local") else 0)
@@ -1335,6 +1346,7 @@ def main():
         if args.only == "node":
             web(args, "node", www, tmp, bar, results)
             web(args, "node-cluster", www, tmp, bar, results)
+            web(args, "node-cluster-none", www, tmp, bar, results)
         if args.only in (None, "memcached"):
             memcached(args, bar, results)
         if args.only in (None, "bulk"):

@@ -1987,7 +1987,6 @@ impl Service {
         gen: u32,
         to: u32,
     ) -> Option<(u32, bool)> {
-        let slots = self.layout.slots;
         let a = self.apps.get_mut(&from)?;
         let (port, listens) = match a.socks[slot as usize].kind {
             Kind::Listen(port) => (port, true),
@@ -2002,39 +2001,11 @@ impl Service {
         // bound in each: they share the port, as one file shared does.
         lsock.reuseport |= !listens;
         let local = a.r.down_slot(slot).local.load(Ordering::Relaxed);
-        // The queue's entries are taken the way the sender's `accept`
-        // takes one: by moving its head (to the tail, all at once), so an
-        // entry is either the sender's, accepted, or ours to move — never
-        // both. (Bounded: the head is the app's to write.)
-        let up = a.r.up_slot(slot);
-        let mut head = up.acc_head.load(Ordering::Acquire);
-        for _ in 0..if listens { 64 } else { 0 } {
-            match up.acc_head.compare_exchange(
-                head,
-                lsock.acc_tail,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(h) => head = h,
-            }
-        }
-        let n = if listens && up.acc_head.load(Ordering::Acquire) == lsock.acc_tail {
-            lsock.acc_tail.wrapping_sub(head).min(a.r.acc_capacity())
+        let queued = if listens {
+            Self::take_queue(a, io, slot, lsock.acc_tail)
         } else {
-            0
+            Vec::new()
         };
-        let mut queued = Vec::new();
-        for k in 0..n {
-            let e =
-                a.r.acc_entry(slot, head.wrapping_add(k))
-                    .load(Ordering::Acquire);
-            let (c, cgen) = (e as u32, (e >> 32) as u32);
-            if c < slots && a.r.down_slot(c).gen.load(Ordering::Acquire) == cgen {
-                queued.extend(Self::take_out(a, io, c));
-                a.release(c);
-            }
-        }
         a.fail(slot, libc::EINVAL);
         if a.r.up_slot(slot).req.load(Ordering::Acquire) & (req::CLOSE | req::ABORT) != 0 {
             a.release(slot); // its sender closed it while it waited
@@ -2092,6 +2063,39 @@ impl Service {
             }
         }
         Some((s, listens))
+    }
+
+    /// The connections waiting in the accept queue of listener `slot` of
+    /// `app` (its tail at `tail`), taken out of it. They are taken the way
+    /// the program's `accept` takes one: by moving its head (to the tail,
+    /// all at once), so an entry is either the program's, accepted, or
+    /// ours — never both. (Bounded: the head is the app's to write.)
+    fn take_queue(app: &mut AppState, io: &mut Io, slot: u32, tail: u32) -> Vec<ConnPass> {
+        let up = app.r.up_slot(slot);
+        let mut head = up.acc_head.load(Ordering::Acquire);
+        for _ in 0..64 {
+            match up
+                .acc_head
+                .compare_exchange(head, tail, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+        if up.acc_head.load(Ordering::Acquire) != tail {
+            return Vec::new();
+        }
+        let slots = app.r.layout().slots;
+        let mut queued = Vec::new();
+        for k in 0..tail.wrapping_sub(head).min(app.r.acc_capacity()) {
+            let e = (app.r.acc_entry(slot, head.wrapping_add(k))).load(Ordering::Acquire);
+            let (c, cgen) = (e as u32, (e >> 32) as u32);
+            if c < slots && app.r.down_slot(c).gen.load(Ordering::Acquire) == cgen {
+                queued.extend(Self::take_out(app, io, c));
+                app.release(c);
+            }
+        }
+        queued
     }
 
     /// A socket of app `to` (which has a free slot) listening beside the
