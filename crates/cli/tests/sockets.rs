@@ -2021,6 +2021,85 @@ fn a_socket_passed_over_a_unix_socket_moves_to_the_receiver() {
     assert!(p["claimed"].as_u64().unwrap() >= 4, "{p}");
 }
 
+/// HAProxy's seamless reload under `ixora run`: the new process takes the
+/// old one's listener over the old one's stats socket (`-x`, with
+/// `expose-fd listeners`: `SCM_RIGHTS`), then tells it to finish (`-sf`).
+/// The listener moves to the new process at its claim; a client asking
+/// all along, one connection per request, sees no failure: the old
+/// configuration's answers, then only the new one's.
+#[test]
+fn haproxy_reloads_seamlessly_taking_its_listener_over() {
+    let Some((_g, net)) = begin(&["haproxy"]) else {
+        return;
+    };
+    let dir = Scratch::new("haproxy");
+    let sock = dir.path().join("stats.sock").display().to_string();
+    let cfg = |v: &str| {
+        let p = dir.path().join(format!("{v}.cfg"));
+        std::fs::write(
+            &p,
+            format!(
+                "global\n  stats socket {sock} expose-fd listeners level admin\n\
+                 defaults\n  mode http\n  timeout connect 2s\n  timeout client 5s\n  \
+                 timeout server 5s\n\
+                 frontend fe\n  bind {IX}:7048\n  \
+                 http-request return status 200 content-type text/plain string \"{v}\\n\"\n"
+            ),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let (old_cfg, new_cfg) = (cfg("old"), cfg("new"));
+    let mut old = net.run("haproxy (old)", &["haproxy", "-f", &old_cfg, "-db"]);
+    net.wait_port(&mut old, 7048);
+    // The new one starts half a second into the client's asking.
+    let script = format!(
+        "sleep 0.5; exec haproxy -f {new_cfg} -db -x {sock} -sf {}",
+        old.pid()
+    );
+    let new = net.run("haproxy (new)", &["sh", "-c", &script]);
+    let addr = format!("{IX}:7048");
+    let ask = || -> std::io::Result<String> {
+        let mut s = TcpStream::connect(&addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+        let mut r = String::new();
+        s.read_to_string(&mut r)?;
+        Ok(r.lines().last().unwrap_or_default().to_string())
+    };
+    let answers = net.lx.run(|| {
+        let mut got: Vec<String> = Vec::new();
+        let t = Instant::now();
+        // Until the new one has answered 50 times (20 s at most).
+        while t.elapsed() < Duration::from_secs(20)
+            && got.iter().filter(|a| *a == "new").count() < 50
+        {
+            got.push(ask().unwrap_or_else(|e| format!("error: {e}")));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        got
+    });
+    let first_new = answers.iter().position(|a| a == "new");
+    assert!(
+        first_new.is_some_and(|i| i > 0
+            && answers[..i].iter().all(|a| a == "old")
+            && answers[i..].iter().all(|a| a == "new")),
+        "the old configuration's answers, then only the new one's, none failing: {answers:?}\n\
+         old: {}\nnew: {}",
+        old.log(),
+        new.log()
+    );
+    let out = old.wait_exit(Duration::from_secs(10));
+    assert!(
+        out.success(),
+        "the old process finishes ({out}):\n{}",
+        old.log()
+    );
+    let p = &net.stats()["passed_connections"];
+    assert!(p["claimed"].as_u64().unwrap() >= 1, "{p}");
+    new.stop();
+}
+
 /// SHA-1 of `b`, in hex (by the system's `sha1sum`).
 fn sha1_hex(b: &[u8]) -> String {
     let mut c = Command::new("sha1sum")
