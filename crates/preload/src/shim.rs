@@ -2444,11 +2444,21 @@ pub unsafe extern "C" fn sendmmsg(
         // Ixora connections the messages pass to another process go
         // through the service, as with sendmsg (see `handover`); the
         // kernel takes at most UIO_MAXIOV (1024) messages.
-        let passed: Vec<Vec<c_int>> = (0..if vec.is_null() { 0 } else { vlen.min(1024) })
+        let msgs: &[libc::mmsghdr] = if vec.is_null() {
+            &[]
+        } else {
             // SAFETY: sendmmsg(2)'s contract: `vec` has `vlen` entries,
-            // each with a valid msghdr.
-            .map(|i| handover::pass_out(unsafe { &(*vec.add(i as usize)).msg_hdr }))
-            .collect();
+            // each with a valid msghdr (only read here).
+            unsafe { std::slice::from_raw_parts(vec, vlen.min(1024) as usize) }
+        };
+        // (Nothing to look at, and no allocation, without control data.)
+        let passed: Vec<Vec<c_int>> = if msgs.iter().any(|m| m.msg_hdr.msg_controllen > 0) {
+            msgs.iter()
+                .map(|m| handover::pass_out(&m.msg_hdr))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let r = kernel_fd(fd, || {
             real!(sendmmsg: fn(c_int, *mut libc::mmsghdr, c_uint, c_int) -> c_int)(
                 fd, vec, vlen, flags,
