@@ -30,8 +30,9 @@ pair of namespaces) and, at every point, the kernel run and the Ixora run
 alternate `--repeat` times, so that the machine's drift hits both.
 Receive work is put on each veth end's own side's CPU, as a NIC's
 interrupts would (`--rx softirq`, the default: RPS, and generic XDP for
-Ixora and the generators); `--rx napi`, `--rx rps` and `--rx sender` place
-it the other ways and write sockets-napi.*, sockets-rps.*, sockets-no-rps.*.
+Ixora and the generators); `--rx napi`, `--rx rps`, `--rx sender` and
+`--rx client-native` place it the other ways and write sockets-napi.*,
+sockets-rps.*, sockets-no-rps.*, sockets-client-native.*.
 Results: docs/bench/sockets.{json,md,png} and sockets-bulk.{json,md,png}.
 Reproduce with `make bench-sockets` (or `scripts/bench_sockets.py --help`).
 
@@ -74,11 +75,14 @@ RX = "softirq"  # where each veth end's receive processing runs (see --rx)
 WEB_CONNS = 128  # connections of the web clients (--web-conns)
 
 
-def xdp_args():
-    """AF_XDP attach mode for Ixora's service and the load generators: in
-    `softirq` mode generic (skb) XDP, which runs after RPS on the
-    receiving CPU; otherwise the default (native on veth)."""
-    return ["--xdp-mode", "skb"] if RX == "softirq" else []
+def xdp_args(side="server"):
+    """AF_XDP attach mode for Ixora's service (`side` "server") and the
+    load generators ("client"): in `softirq` mode generic (skb) XDP, which
+    runs after RPS on the receiving CPU; in `client-native` mode so for the
+    service, native for the generators; otherwise the default (native on
+    veth)."""
+    skb = RX == "softirq" or (RX == "client-native" and side == "server")
+    return ["--xdp-mode", "skb"] if skb else []
 # Web servers the web tables and plots know, in their order (node and
 # node-cluster and node-cluster-none run with `--only node`).
 WEB_SERVERS = ("nginx", "lighttpd", "node", "node-cluster", "node-cluster-none")
@@ -137,7 +141,7 @@ class Net:
                 be.sh("ip", "netns", "exec", ns, "sh", "-c",
                       f"echo 1 > /sys/class/net/{dev}/threaded")
             self.pin_napi()
-        if RX in ("rps", "softirq"):
+        if RX in ("rps", "softirq", "client-native"):
             # Each side's receive on its own CPU (RPS), as with a NIC whose
             # interrupts go to that side's core (a veth receives on the
             # sender's CPU: without this the kernel server's TCP receive
@@ -352,7 +356,7 @@ def web_run(net, port, secs, per_conn, client):
         cmd = [str(BIN), "loadgen", "http", "--iface", net.b, "--ip", f"{GEN}/24",
                "--server", f"{SRV}:{port}", "--path", "/f20", "-c", str(WEB_CONNS),
                "--per-conn", str(per_conn), "--duration", str(secs), "--warmup", "1",
-               "--body-len", "20", "--cpus", "1", *xdp_args()]
+               "--body-len", "20", "--cpus", "1", *xdp_args("client")]
         warm = 1
     full0 = net.stats()
     st0 = user_calls(full0)
@@ -827,7 +831,7 @@ def loadgen_run(net, args, wl, rate):
     cmd = [str(BIN), "loadgen", "memcached", "--iface", net.b, "--ip", f"{GEN}/24",
            "--server", f"{SRV}:11211", "--workload", wl, "--conns", str(args.conns),
            "--depth", "4", "--rate", str(rate), "--duration", str(args.duration),
-           "--warmup", "1", "--cpus", "1", *xdp_args()]
+           "--warmup", "1", "--cpus", "1", *xdp_args("client")]
     r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True,
                        text=True, timeout=args.duration + 90)
     c1 = cpu0_busy()
@@ -1036,6 +1040,14 @@ RX_TEXT = {
            "before RPS, on the sending CPU (the client's CPU pays Ixora's receive copy, the "
            "server's pays the generator's). The default run (sockets.md) puts XDP on the "
            "receiving CPU too.",
+    "client-native": "Receive placement (`--rx client-native`): the server's end as in the "
+                     "default run (RPS to CPU 0; Ixora's service in generic XDP after it), "
+                     "but the load generator attaches native XDP, which runs on the sending "
+                     "CPU: a response's way into the generator costs CPU 0 the generator's XDP "
+                     "and AF_XDP copy, and no IPI to CPU 1, as a NIC's transmit costs the "
+                     "server no interrupt on the client's core. For both stacks the server's "
+                     "transmit then sends no IPI; the default run (sockets.md) charges each "
+                     "side its own receive.",
     "sender": "No receive steering (`--rx sender`, `--no-rps`): a veth receives on the sender's "
               "CPU, so the kernel server's TCP receive runs on the client's CPU (CPU 1) and the "
               "client's TCP receive on the server's (CPU 0), for both stacks. The default run "
@@ -1250,7 +1262,8 @@ def main():
     ap.add_argument("--service-cpu", type=int, default=0,
                     help="CPU of `ixora serve` (default 0, with the server). 1 puts it on the "
                          "client's CPU: an experiment on the mechanism, not a fair comparison")
-    ap.add_argument("--rx", choices=["softirq", "napi", "rps", "sender"], default="softirq",
+    ap.add_argument("--rx", choices=["softirq", "napi", "rps", "sender", "client-native"],
+                    default="softirq",
                     help="where each veth end's receive processing runs. softirq (default): "
                          "RPS to the receiving side's CPU, with XDP attached in skb mode so that "
                          "it runs there too — every receive path (the kernel's TCP, Ixora's "
@@ -1258,7 +1271,10 @@ def main():
                          "a NIC interrupting that side's core. napi: a NAPI thread per end "
                          "pinned to its side's CPU (sockets-napi.*). rps: as softirq but native "
                          "XDP, which runs on the sending CPU (sockets-rps.*). sender: everything "
-                         "on the sending CPU, a veth's own way (sockets-no-rps.*)")
+                         "on the sending CPU, a veth's own way (sockets-no-rps.*). "
+                         "client-native: as softirq, but the load generators attach native XDP, "
+                         "so the server's transmit sends no IPI to the client's CPU, as with a "
+                         "NIC (sockets-client-native.*)")
     ap.add_argument("--web-conns", type=int, default=128,
                     help="connections of the web clients (default 128: enough for the server, "
                          "not the client's round trips, to set the pace)")
@@ -1298,7 +1314,8 @@ def main():
     if SERVICE_CPU != 0 or args.serve_poll:
         # Not the side-by-side comparison: kept apart from sockets.*.
         NAME = f"sockets-service-cpu{SERVICE_CPU}" + ("-poll" if args.serve_poll else "")
-    NAME += {"softirq": "", "napi": "-napi", "rps": "-rps", "sender": "-no-rps"}[RX]
+    NAME += {"softirq": "", "napi": "-napi", "rps": "-rps", "sender": "-no-rps",
+             "client-native": "-client-native"}[RX]
     if args.ring is not None:
         NAME += f"-ring{args.ring}"
     if LISTEN_ANY:
