@@ -62,15 +62,22 @@ enum Cmd {
     /// them; programs live on but their listeners get nothing more until
     /// they are restarted (so do they if the service is killed).
     Serve(sockets::ServeArgs),
-    /// Run an unmodified program on the service: its TCP sockets on the
-    /// service's address (or INADDR_ANY), and connections to its subnet,
-    /// are served by Ixora without system calls on the data path;
-    /// everything else goes to the kernel.
+    /// Run an unmodified program on the service: its TCP and UDP sockets
+    /// on the service's address (or INADDR_ANY), and connections and
+    /// datagrams to its subnet, are served by Ixora without system calls
+    /// on the data path; everything else (files, pipes, Unix sockets,
+    /// other interfaces) goes to the kernel.
     ///
     /// Dual-stack IPv6 sockets (bound to `::`, or to and from v4-mapped
     /// `::ffff:a.b.c.d` addresses) carry IPv4 on Ixora too; IPv6-only
-    /// sockets, UDP and Unix sockets stay the kernel's. Two programs on
-    /// one service reach each other at its address inside the service.
+    /// sockets stay the kernel's. A socket on INADDR_ANY also serves the
+    /// kernel's own addresses (127.0.0.1) through the kernel. Forked
+    /// children share the program's sockets; a TCP socket passed to
+    /// another process over a Unix socket (SCM_RIGHTS: Node.js's cluster,
+    /// HAProxy's reload) moves there if that process runs under `ixora
+    /// run` too. Two programs on one service reach each other at its
+    /// address inside the service. Statically linked and Go programs are
+    /// out of reach (said, and run on the kernel).
     ///
     /// Example: ixora run -- memcached -p 11211 -t 1
     Run(sockets::RunArgs),
