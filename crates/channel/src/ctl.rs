@@ -66,7 +66,8 @@ pub mod op {
     /// descriptor's O_NONBLOCK, bit 33: bound to any address, both given
     /// back with the claim. A listener, or a socket merely bound, is not
     /// taken out at once: it moves at the claim, a listener with its
-    /// accept queue. `EOPNOTSUPP`: a UDP socket; `ENOTCONN`: neither
+    /// accept queue; a UDP socket too, with its unread datagrams, into
+    /// its port's group. `EOPNOTSUPP`: a UDP socket not bound; `ENOTCONN`: neither
     /// bound, listening nor connected; `EAGAIN`: too many passes wait (per
     /// user, or bytes in all).
     pub const PASS: u32 = 12;

@@ -26,8 +26,10 @@
 //! TCP socket merely bound moves the same way (Node.js's cluster with
 //! `SCHED_NONE` sends it to each worker, which listens on it: each
 //! claimant after the first gets a socket bound beside it, and their
-//! listeners share the port). UDP sockets are not handed over; the shim
-//! says so and the receiver gets the bare placeholder.
+//! listeners share the port). A UDP socket moves too, with the datagrams
+//! its sender had not read; passed to several processes (Node.js's
+//! cluster hands its UDP sockets to each worker), the later claimants
+//! join its port's group.
 
 use crate::real::{errno, sys_write};
 use crate::state::{self, fl, kind};
@@ -73,24 +75,12 @@ fn say_once(said: &AtomicBool, what: String) {
 /// among the descriptors it passes to the service (`PASS`). Returns those
 /// handed over, for [`take_back`] if the message does not go.
 pub fn pass_out(m: &msghdr) -> Vec<c_int> {
-    static SAID_KIND: AtomicBool = AtomicBool::new(false);
     static SAID_FAIL: AtomicBool = AtomicBool::new(false);
     let mut passed = Vec::new();
     for fd in rights(m) {
         let Some(sk) = state::sock(fd) else { continue };
         if passed.contains(&fd) {
             continue; // one descriptor twice in a message: one hand-over
-        }
-        if sk.dgram() {
-            say_once(
-                &SAID_KIND,
-                format!(
-                    "ixora-preload: descriptor {fd}, an Ixora UDP socket, is being passed to \
-                     another process (SCM_RIGHTS); only TCP sockets can be handed over yet, so \
-                     the receiver gets a kernel socket that carries nothing\n"
-                ),
-            );
-            continue;
         }
         // O_NONBLOCK belongs to the file, which the receiver shares: the
         // service carries it to the claim (bit 32), and whether the socket
@@ -163,12 +153,15 @@ pub fn adopt_received(m: &msghdr) {
     crate::real::set_errno(e);
 }
 
-/// Whether `fd` is a TCP socket of the kernel's that is not connected (a
-/// placeholder is never connected); its domain if so.
+/// Whether `fd` is a TCP or UDP socket of the kernel's that is not
+/// connected (a placeholder is never connected); its domain if so.
 fn may_be_placeholder(fd: c_int) -> Option<c_int> {
     let domain = int_opt(fd, libc::SO_DOMAIN)?;
     if !matches!(domain, libc::AF_INET | libc::AF_INET6)
-        || int_opt(fd, libc::SO_TYPE)? != libc::SOCK_STREAM
+        || !matches!(
+            int_opt(fd, libc::SO_TYPE)?,
+            libc::SOCK_STREAM | libc::SOCK_DGRAM
+        )
     {
         return None;
     }
@@ -230,6 +223,13 @@ fn claim(fd: c_int) -> bool {
         // very file (its kernel side): accept and epoll take from both.
         if int_opt(fd, libc::SO_ACCEPTCONN) == Some(1) {
             flags |= fl::KSIDE | fl::BOUND_ANY;
+        }
+    } else if int_opt(fd, libc::SO_TYPE) == Some(libc::SOCK_DGRAM) {
+        flags |= fl::DGRAM;
+        // A UDP socket on any address: its kernel side is this very file,
+        // bound by the sender (receive calls and epoll take from both).
+        if r.c & 4 != 0 {
+            flags |= fl::BOUND_ANY | fl::KSIDE;
         }
     } else if r.c & 4 != 0 {
         // A socket bound to any address: once listening, its kernel side

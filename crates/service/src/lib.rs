@@ -649,8 +649,11 @@ enum Passed {
 #[derive(Clone, Copy)]
 struct Moved {
     port: u16,
-    /// It listened (else it was bound only).
+    /// It listened (else it was bound only, or a UDP socket).
     listens: bool,
+    /// A UDP socket: it moved into its port's group ([`UdpGroup`]), which
+    /// a claimant joins (`sock.kind` names the group's stack socket).
+    udp: bool,
     /// The group's [`Listener::epoch`] (a listener's).
     epoch: u64,
     /// The listener's options.
@@ -1891,6 +1894,7 @@ impl Service {
         let what = match sock.kind {
             Kind::Listen(_) => Passed::Listener { slot: s, gen },
             Kind::Bound(_) if !sock.dgram => Passed::Listener { slot: s, gen },
+            Kind::Udp(_) => Passed::Listener { slot: s, gen },
             Kind::Gone if self.moved.contains_key(&(id, s, gen)) => {
                 Passed::Join(self.moved[&(id, s, gen)])
             }
@@ -1988,6 +1992,9 @@ impl Service {
         to: u32,
     ) -> Option<(u32, bool)> {
         let a = self.apps.get_mut(&from)?;
+        if matches!(a.socks[slot as usize].kind, Kind::Udp(_)) {
+            return self.move_udp(io, from, slot, gen, to).map(|s| (s, false));
+        }
         let (port, listens) = match a.socks[slot as usize].kind {
             Kind::Listen(port) => (port, true),
             Kind::Bound(port) if !a.socks[slot as usize].dgram => (port, false),
@@ -2052,6 +2059,7 @@ impl Service {
         let m = Moved {
             port,
             listens,
+            udp: false,
             epoch,
             sock: lsock,
             local,
@@ -2063,6 +2071,174 @@ impl Service {
             }
         }
         Some((s, listens))
+    }
+
+    /// Move UDP socket `slot` (generation `gen`) of app `from` to app `to`
+    /// (which has a free slot): what the sender wrote is sent first; the
+    /// datagrams it had not read go with it. It moves into its port's
+    /// group ([`UdpGroup`], made now for a socket that had a port of its
+    /// own), so that the other processes it was passed to join it there
+    /// (Node.js's cluster hands every worker the primary's UDP socket).
+    /// Its new slot in `to`; None if it is no longer a UDP socket.
+    fn move_udp(&mut self, io: &mut Io, from: u32, slot: u32, gen: u32, to: u32) -> Option<u32> {
+        let a = self.apps.get_mut(&from)?;
+        let Kind::Udp(h) = a.socks[slot as usize].kind else {
+            return None;
+        };
+        if a.r.down_slot(slot).gen.load(Ordering::Relaxed) != gen {
+            return None;
+        }
+        let _ = Self::pump_udp_tx(a, io, slot);
+        if a.socks[slot as usize].kind != Kind::Udp(h) {
+            return None; // its sender closed it meanwhile
+        }
+        let sock = a.socks[slot as usize];
+        let local = a.r.down_slot(slot).local.load(Ordering::Relaxed);
+        // Unread datagrams: the ring's bytes (whole records, as written),
+        // then the one held for a full ring.
+        let head = a.r.up_slot(slot).rx_head.load(Ordering::Acquire);
+        let n = sock.rx_tail.wrapping_sub(head);
+        let mut unread = vec![
+            0;
+            if n <= a.r.layout().ring as u64 {
+                n as usize
+            } else {
+                0
+            }
+        ];
+        a.r.rx_read(slot, head, &mut unread);
+        let held = a.udp_held[slot as usize].take();
+        a.fail(slot, libc::EINVAL);
+        if a.r.up_slot(slot).req.load(Ordering::Acquire) & (req::CLOSE | req::ABORT) != 0 {
+            a.release(slot); // its sender closed it while it waited
+        }
+        let port = h.port();
+        let group = match self.udp_groups.get_mut(&port) {
+            Some(g) if g.h == h => {
+                g.members.retain(|&m| m != (from, slot));
+                h
+            }
+            _ => {
+                // A socket with a port of its own: the group's stack socket
+                // takes its place, with what waited in the old one's queue
+                // (nothing arrives meanwhile: this is the core's turn).
+                let mut queued = Vec::new();
+                while let Ok(Some(d)) = io.udp_recv(h) {
+                    queued.push(d);
+                }
+                let _ = io.udp_close(h);
+                let g = io.udp_bind(port, udp_group_cookie(port)).ok()?;
+                let uid = self.apps.get(&to)?.uid;
+                (self.udp_groups).insert(
+                    port,
+                    UdpGroup {
+                        h: g,
+                        members: Vec::new(),
+                        uid,
+                    },
+                );
+                let b = self.apps.get_mut(&to)?;
+                let t = Self::alloc_udp(b, g, sock, local, &unread)?;
+                b.udp_held[t as usize] = held;
+                Self::fill_udp(b, io, t, None);
+                for (src, data) in queued {
+                    // (Into the ring while they fit; then one is held and
+                    // the rest dropped, as a full socket buffer drops.)
+                    if b.udp_held[t as usize].is_none() {
+                        b.udp_held[t as usize] = Some((src, data));
+                        Self::fill_udp(b, io, t, None);
+                    }
+                }
+                self.udp_groups.get_mut(&port)?.members.push((to, t));
+                self.note_moved_udp(from, slot, gen, port, g, sock, local);
+                return Some(t);
+            }
+        };
+        let b = self.apps.get_mut(&to)?;
+        let t = Self::alloc_udp(b, group, sock, local, &unread)?;
+        b.udp_held[t as usize] = held;
+        Self::fill_udp(b, io, t, None);
+        self.udp_groups.get_mut(&port)?.members.push((to, t));
+        self.note_moved_udp(from, slot, gen, port, group, sock, local);
+        Some(t)
+    }
+
+    /// A UDP socket of `app` (which has a free slot) on group socket `g`,
+    /// with the options of `like`, at packed address `local`, holding
+    /// the datagram records `unread` to read.
+    fn alloc_udp(
+        app: &mut AppState,
+        g: UdpHandle,
+        like: Sock,
+        local: u64,
+        unread: &[u8],
+    ) -> Option<u32> {
+        let t = app.alloc()?;
+        app.r.rx_write(t, 0, unread);
+        app.socks[t as usize] = Sock {
+            kind: Kind::Udp(g),
+            reuseport: true,
+            rx_tail: unread.len() as u64,
+            sent: 0,
+            acc_tail: 0,
+            ..like
+        };
+        let d = app.r.down_slot(t);
+        d.local.store(local, Ordering::Relaxed);
+        d.remote.store(like.peer, Ordering::Relaxed);
+        d.rx_tail.store(unread.len() as u64, Ordering::Release);
+        if like.peer != 0 {
+            d.state.store(state::ESTABLISHED, Ordering::Release);
+        }
+        app.changed(t);
+        Some(t)
+    }
+
+    /// Remember where UDP socket `slot` of app `from` went (its group on
+    /// `port`), for the other processes it was passed to, and turn their
+    /// waiting passes of it into joins.
+    #[allow(clippy::too_many_arguments)]
+    fn note_moved_udp(
+        &mut self,
+        from: u32,
+        slot: u32,
+        gen: u32,
+        port: u16,
+        g: UdpHandle,
+        sock: Sock,
+        local: u64,
+    ) {
+        let m = Moved {
+            port,
+            listens: false,
+            udp: true,
+            epoch: 0,
+            sock: Sock {
+                kind: Kind::Udp(g),
+                ..sock
+            },
+            local,
+        };
+        self.moved.insert((from, slot, gen), m);
+        for p in self.passes.values_mut().filter(|p| p.from == from) {
+            if matches!(p.what, Passed::Listener { slot: x, gen: y } if x == slot && y == gen) {
+                p.what = Passed::Join(m);
+            }
+        }
+    }
+
+    /// A UDP socket of app `to` (which has a free slot) in the group a UDP
+    /// socket moved to (see [`Service::move_udp`]); None if that group is
+    /// gone.
+    fn join_udp(&mut self, m: Moved, to: u32) -> Option<u32> {
+        let g = self.udp_groups.get(&m.port).map(|g| g.h)?;
+        if m.sock.kind != Kind::Udp(g) {
+            return None; // closed, or another group there now
+        }
+        let b = self.apps.get_mut(&to)?;
+        let t = Self::alloc_udp(b, g, m.sock, m.local, &[])?;
+        self.udp_groups.get_mut(&m.port)?.members.push((to, t));
+        Some(t)
     }
 
     /// The connections waiting in the accept queue of listener `slot` of
@@ -2103,6 +2279,9 @@ impl Service {
     /// or bound beside the bound socket that moved, with its options;
     /// None if that group is gone (or the port another's).
     fn join_listener(&mut self, m: Moved, to: u32) -> Option<u32> {
+        if m.udp {
+            return self.join_udp(m, to);
+        }
         if !m.listens {
             if self.port_taken(to, m.port, true) {
                 return None;

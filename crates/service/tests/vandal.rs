@@ -417,7 +417,9 @@ fn read_n(app: &RawApp, s: u32, n: usize) -> Vec<u8> {
 /// sender left unread is read by the receiver, and the receiver's writes
 /// reach the peer. Only a holder of the file claims it, once; one never
 /// claimed is reset after the timeout. A listener moves with the
-/// connection waiting in its queue; a UDP socket is refused.
+/// connection waiting in its queue; a bound socket and a UDP socket,
+/// each passed twice, move to the first claimant, and the second shares
+/// the port.
 #[test]
 fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     let rig = Rig::start("pass").unwrap();
@@ -579,12 +581,63 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
         .unwrap();
     assert_eq!(r.a, -i64::from(libc::ENOENT), "a cancelled pass is gone");
     a.close(c2);
-    // A UDP socket is not handed over.
+    // A UDP socket moves too, with the datagram it had not read; passed
+    // again, the next claimant joins its port's group (Node.js's cluster
+    // hands each worker the primary's UDP socket).
+    use ixora_channel::layout::{dgram_hdr, parse_dgram_hdr, DGRAM_HDR};
     let u = a.udp_socket(7301).unwrap();
-    let r = a
-        .request(Msg::new(op::PASS, u, file.as_raw_fd() as i64, gen(&a, u)))
-        .unwrap();
-    assert_eq!(r.a, -i64::from(libc::EOPNOTSUPP));
+    let dgram = |payload: &[u8]| {
+        let ip = u32::from(testkit::SERVICE_IP);
+        let mut v = dgram_hdr(payload.len() as u16, ip, 7301).to_vec();
+        v.extend_from_slice(payload);
+        v
+    };
+    let src = a.udp_socket(0).unwrap();
+    assert_eq!(a.write(src, &dgram(b"first")), DGRAM_HDR + 5);
+    unread(&a, u, (DGRAM_HDR + 5) as u64);
+    for _ in 0..2 {
+        let m = Msg::new(op::PASS, u, file.as_raw_fd() as i64, gen(&a, u));
+        assert_eq!(a.request(m).unwrap().a, 0, "PASS of a UDP socket");
+    }
+    let mut members = Vec::new();
+    for _ in 0..2 {
+        let r = b
+            .request(Msg::new(op::CLAIM, 0, dup.as_raw_fd() as i64, 0))
+            .unwrap();
+        assert!(r.a >= 0 && r.c & 1 == 0, "CLAIM of a UDP socket: {r:?}");
+        members.push(r.slot);
+    }
+    assert_eq!(
+        a.regions().down_slot(u).err.load(Ordering::Acquire),
+        libc::EINVAL,
+        "the sender's UDP socket moved"
+    );
+    let got = b.read(members[0], 100);
+    let mut hdr = [0u8; DGRAM_HDR];
+    hdr.copy_from_slice(&got[..DGRAM_HDR.min(got.len())]);
+    assert_eq!(
+        (parse_dgram_hdr(&hdr).0, &got[DGRAM_HDR..]),
+        (5, &b"first"[..]),
+        "the datagram the sender left unread"
+    );
+    // New datagrams, from several sources, reach the two members.
+    let sources: Vec<u32> = (0..8).map(|_| a.udp_socket(0).unwrap()).collect();
+    for &x in &sources {
+        assert_eq!(a.write(x, &dgram(b"next")), DGRAM_HDR + 4);
+    }
+    eventually("8 datagrams at the two members", || {
+        let n = |t: u32| b.regions().down_slot(t).rx_tail.load(Ordering::Acquire);
+        match (n(members[0]) - got.len() as u64 + n(members[1])) / (DGRAM_HDR as u64 + 4) {
+            8 => Ok(()),
+            k => Err(std::io::Error::other(format!("{k} arrived"))),
+        }
+    });
+    for x in sources.into_iter().chain([src, u]) {
+        a.close(x);
+    }
+    for t in members {
+        b.close(t);
+    }
     // One never claimed is reset after the timeout.
     let s2 = connected(&a);
     let r = a
@@ -601,7 +654,7 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
             p["expired"].as_u64(),
             p["waiting"].as_u64()
         ),
-        (Some(5), Some(4), Some(1), Some(0)),
+        (Some(7), Some(6), Some(1), Some(0)),
         "{p}"
     );
     let r = b
