@@ -2098,14 +2098,12 @@ impl Service {
         // then the one held for a full ring.
         let head = a.r.up_slot(slot).rx_head.load(Ordering::Acquire);
         let n = sock.rx_tail.wrapping_sub(head);
-        let mut unread = vec![
-            0;
-            if n <= a.r.layout().ring as u64 {
-                n as usize
-            } else {
-                0
-            }
-        ];
+        let n = if n <= a.r.layout().ring as u64 {
+            n as usize
+        } else {
+            0
+        };
+        let mut unread = vec![0; n];
         a.r.rx_read(slot, head, &mut unread);
         let held = a.udp_held[slot as usize].take();
         a.fail(slot, libc::EINVAL);
@@ -2113,10 +2111,10 @@ impl Service {
             a.release(slot); // its sender closed it while it waited
         }
         let port = h.port();
-        let group = match self.udp_groups.get_mut(&port) {
+        let (group, queued) = match self.udp_groups.get_mut(&port) {
             Some(g) if g.h == h => {
                 g.members.retain(|&m| m != (from, slot));
-                h
+                (h, Vec::new())
             }
             _ => {
                 // A socket with a port of its own: the group's stack socket
@@ -2129,35 +2127,23 @@ impl Service {
                 let _ = io.udp_close(h);
                 let g = io.udp_bind(port, udp_group_cookie(port)).ok()?;
                 let uid = self.apps.get(&to)?.uid;
-                (self.udp_groups).insert(
-                    port,
-                    UdpGroup {
-                        h: g,
-                        members: Vec::new(),
-                        uid,
-                    },
-                );
-                let b = self.apps.get_mut(&to)?;
-                let t = Self::alloc_udp(b, g, sock, local, &unread)?;
-                b.udp_held[t as usize] = held;
-                Self::fill_udp(b, io, t, None);
-                for (src, data) in queued {
-                    // (Into the ring while they fit; then one is held and
-                    // the rest dropped, as a full socket buffer drops.)
-                    if b.udp_held[t as usize].is_none() {
-                        b.udp_held[t as usize] = Some((src, data));
-                        Self::fill_udp(b, io, t, None);
-                    }
-                }
-                self.udp_groups.get_mut(&port)?.members.push((to, t));
-                self.note_moved_udp(from, slot, gen, port, g, sock, local);
-                return Some(t);
+                let members = Vec::new();
+                (self.udp_groups).insert(port, UdpGroup { h: g, members, uid });
+                (g, queued)
             }
         };
         let b = self.apps.get_mut(&to)?;
         let t = Self::alloc_udp(b, group, sock, local, &unread)?;
         b.udp_held[t as usize] = held;
         Self::fill_udp(b, io, t, None);
+        for d in queued {
+            // (Into the ring while they fit; then one is held and the rest
+            // dropped, as a full socket buffer drops.)
+            if b.udp_held[t as usize].is_none() {
+                b.udp_held[t as usize] = Some(d);
+                Self::fill_udp(b, io, t, None);
+            }
+        }
         self.udp_groups.get_mut(&port)?.members.push((to, t));
         self.note_moved_udp(from, slot, gen, port, group, sock, local);
         Some(t)
