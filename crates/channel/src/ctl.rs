@@ -53,7 +53,7 @@ pub mod op {
     /// cursor `b` (0: the first; `app id << 32 | slot`): at most
     /// a page of them, and the cursor of the next page (`null`: none).
     pub const SOCKETS: u32 = 11;
-    /// Hand connection `slot` (generation `b`) over: the requesting
+    /// Hand socket `slot` (generation `b`) over: the requesting
     /// process is about to pass its descriptor `a` to another process over
     /// a Unix socket (`SCM_RIGHTS`). The service takes the connection out
     /// of the application — the slot fails with `ECONNABORTED` — and keeps

@@ -38,9 +38,9 @@
 //! descriptors are plain unconnected kernel sockets, so the new program
 //! sees `ENOTCONN`/`EINVAL` on them (they are close-on-exec by default).
 //!
-//! A connection passed to another process over a Unix socket
-//! (`SCM_RIGHTS`) moves to the receiver's application through the
-//! service (see `handover`).
+//! A socket passed to another process over a Unix socket (`SCM_RIGHTS`)
+//! moves to the receiver's application through the service (see
+//! `handover`).
 
 #![allow(unsafe_code)]
 

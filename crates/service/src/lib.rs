@@ -578,7 +578,7 @@ pub struct Service {
     /// UDP sockets (app, slot) whose datagrams the stack's full transmit
     /// queue refused: offered again next cycle.
     udp_retry: Vec<(u32, u32)>,
-    /// Connections handed from one process to another over a Unix socket
+    /// Sockets handed from one process to another over a Unix socket
     /// (`PASS`) and not yet claimed, by the id in their cookie
     /// ([`pass_cookie`]).
     passes: HashMap<u32, Pass>,
@@ -623,7 +623,7 @@ struct Pass {
 /// its sender's close until it moves (or its pass ends unclaimed).
 fn passing(passes: &HashMap<u32, Pass>, id: u32, s: u32, gen: u32) -> bool {
     passes.values().any(|p| {
-        p.from == id && matches!(p.what, Passed::Listener { slot, gen: g } if slot == s && g == gen)
+        p.from == id && matches!(p.what, Passed::Held { slot, gen: g } if slot == s && g == gen)
     })
 }
 
@@ -631,32 +631,29 @@ fn passing(passes: &HashMap<u32, Pass>, id: u32, s: u32, gen: u32) -> bool {
 enum Passed {
     /// A connection, out of the sender's application since the `PASS`.
     Conn(ConnPass),
-    /// A listener, or a TCP socket merely bound (slot and generation in
-    /// the sender's application): it stays there until the claim moves
-    /// it, a listener with its accept queue.
-    Listener { slot: u32, gen: u32 },
-    /// A listener or bound socket passed again (one file sent to several
-    /// processes) that an earlier claim moved: the claimant joins its
-    /// port's group, which then spreads the connections over its members
-    /// by flow, as `SO_REUSEPORT` does; a bound socket's claimant gets a
+    /// A listener, a TCP socket merely bound or a UDP socket (slot and
+    /// generation in the sender's application): it stays there until the
+    /// claim moves it, a listener with its accept queue, a UDP socket with
+    /// its unread datagrams.
+    Held { slot: u32, gen: u32 },
+    /// A held socket passed again (one file sent to several processes)
+    /// that an earlier claim moved: the claimant joins its port's group,
+    /// which then spreads connections or datagrams over its members by
+    /// flow, as `SO_REUSEPORT` does; a bound socket's claimant gets a
     /// socket bound to the port beside it (Node.js's cluster with
     /// `SCHED_NONE` sends each worker the bound socket to listen on).
     Join(Moved),
 }
 
-/// Where a listener handed over went, and what a socket that joins it
-/// there takes.
+/// Where a held socket handed over went, and what a socket that joins
+/// it there takes.
 #[derive(Clone, Copy)]
 struct Moved {
     port: u16,
-    /// It listened (else it was bound only, or a UDP socket).
-    listens: bool,
-    /// A UDP socket: it moved into its port's group ([`UdpGroup`]), which
-    /// a claimant joins (`sock.kind` names the group's stack socket).
-    udp: bool,
     /// The group's [`Listener::epoch`] (a listener's).
     epoch: u64,
-    /// The listener's options.
+    /// The socket as it was, with its options: `Listen` or `Bound` for a
+    /// TCP socket, `Udp` naming its group's stack socket.
     sock: Sock,
     /// Its packed local address.
     local: u64,
@@ -686,7 +683,7 @@ struct ConnPass {
     err: Option<i32>,
 }
 
-/// Connections handed over, claimed, and reset unclaimed.
+/// Sockets handed over, claimed, and reset unclaimed.
 #[derive(Debug, Default, Clone, Copy)]
 struct PassCounts {
     passed: u64,
@@ -951,23 +948,18 @@ impl AppState {
         Some(s)
     }
 
-    /// A new socket listening on `port` at packed address `local`, with
-    /// the options of `like` (a listener handed over from another app);
-    /// its empty accept queue is the caller's to fill.
-    fn alloc_listener(&mut self, port: u16, listens: bool, like: Sock, local: u64) -> Option<u32> {
+    /// A new socket like `like` (a listener or bound socket handed over
+    /// from another app: its kind and options) at packed address `local`;
+    /// a listener's empty accept queue is the caller's to fill.
+    fn alloc_like(&mut self, like: Sock, local: u64) -> Option<u32> {
         let s = self.alloc()?;
         self.socks[s as usize] = Sock {
-            kind: if listens {
-                Kind::Listen(port)
-            } else {
-                Kind::Bound(port)
-            },
             acc_tail: 0,
             ..like
         };
         let d = self.r.down_slot(s);
         d.local.store(local, Ordering::Relaxed);
-        if listens {
+        if matches!(like.kind, Kind::Listen(_)) {
             d.state.store(state::LISTEN, Ordering::Release);
         }
         Some(s)
@@ -1892,9 +1884,9 @@ impl Service {
         }
         let sock = app.socks[s as usize];
         let what = match sock.kind {
-            Kind::Listen(_) => Passed::Listener { slot: s, gen },
-            Kind::Bound(_) if !sock.dgram => Passed::Listener { slot: s, gen },
-            Kind::Udp(_) => Passed::Listener { slot: s, gen },
+            Kind::Listen(_) => Passed::Held { slot: s, gen },
+            Kind::Bound(_) if !sock.dgram => Passed::Held { slot: s, gen },
+            Kind::Udp(_) => Passed::Held { slot: s, gen },
             Kind::Gone if self.moved.contains_key(&(id, s, gen)) => {
                 Passed::Join(self.moved[&(id, s, gen)])
             }
@@ -1958,12 +1950,12 @@ impl Service {
                 Self::take_in(app, io, id, s, c);
                 (s, false)
             }
-            Passed::Listener { slot, gen } => match self.move_listener(io, p.from, slot, gen, id) {
+            Passed::Held { slot, gen } => match self.move_held(io, p.from, slot, gen, id) {
                 Some(x) => x,
                 None => return bad(libc::ENOENT),
             },
-            Passed::Join(m) => match self.join_listener(m, id) {
-                Some(s) => (s, m.listens),
+            Passed::Join(m) => match self.join_moved(m, id) {
+                Some(s) => (s, matches!(m.sock.kind, Kind::Listen(_))),
                 None => return bad(libc::ENOENT),
             },
         };
@@ -1983,7 +1975,7 @@ impl Service {
     /// or is not bound) and the connections it had queued leave it
     /// unaccepted (their generations move on: an `accept` racing in the
     /// sender skips them).
-    fn move_listener(
+    fn move_held(
         &mut self,
         io: &mut Io,
         from: u32,
@@ -2018,9 +2010,7 @@ impl Service {
             a.release(slot); // its sender closed it while it waited
         }
         let b = self.apps.get_mut(&to).expect("the claimant's app");
-        let s = b
-            .alloc_listener(port, listens, lsock, local)
-            .expect("a free slot (checked)");
+        let s = b.alloc_like(lsock, local).expect("a free slot (checked)");
         for cp in queued {
             let Some(c) = b.alloc() else {
                 if cp.err.is_none() {
@@ -2049,27 +2039,13 @@ impl Service {
         // The same listener passed to other processes too, or passed again
         // later by its sender: they join.
         let epoch = self.listeners.get(&port).map_or(0, |l| l.epoch);
-        let apps = &self.apps;
-        self.moved.retain(|&(id, s, g), _| {
-            apps.get(&id).is_some_and(|a| {
-                a.socks[s as usize].kind == Kind::Gone
-                    && a.r.down_slot(s).gen.load(Ordering::Relaxed) == g
-            })
-        });
         let m = Moved {
             port,
-            listens,
-            udp: false,
             epoch,
             sock: lsock,
             local,
         };
-        self.moved.insert((from, slot, gen), m);
-        for p in self.passes.values_mut().filter(|p| p.from == from) {
-            if matches!(p.what, Passed::Listener { slot: x, gen: g } if x == slot && g == gen) {
-                p.what = Passed::Join(m);
-            }
-        }
+        self.note_moved((from, slot, gen), m);
         Some((s, listens))
     }
 
@@ -2145,7 +2121,17 @@ impl Service {
             }
         }
         self.udp_groups.get_mut(&port)?.members.push((to, t));
-        self.note_moved_udp(from, slot, gen, port, group, sock, local);
+        let sock = Sock {
+            kind: Kind::Udp(group),
+            ..sock
+        };
+        let m = Moved {
+            port,
+            epoch: 0,
+            sock,
+            local,
+        };
+        self.note_moved((from, slot, gen), m);
         Some(t)
     }
 
@@ -2180,34 +2166,21 @@ impl Service {
         Some(t)
     }
 
-    /// Remember where UDP socket `slot` of app `from` went (its group on
-    /// `port`), for the other processes it was passed to, and turn their
-    /// waiting passes of it into joins.
-    #[allow(clippy::too_many_arguments)]
-    fn note_moved_udp(
-        &mut self,
-        from: u32,
-        slot: u32,
-        gen: u32,
-        port: u16,
-        g: UdpHandle,
-        sock: Sock,
-        local: u64,
-    ) {
-        let m = Moved {
-            port,
-            listens: false,
-            udp: true,
-            epoch: 0,
-            sock: Sock {
-                kind: Kind::Udp(g),
-                ..sock
-            },
-            local,
-        };
+    /// Remember where held socket `(app, slot, generation)` went (`m`),
+    /// for the other processes it was passed to, or its sender passing it
+    /// again: their waiting passes of it become joins. (Entries whose
+    /// sender's socket is gone are dropped first.)
+    fn note_moved(&mut self, (from, slot, gen): (u32, u32, u32), m: Moved) {
+        let apps = &self.apps;
+        self.moved.retain(|&(id, s, g), _| {
+            apps.get(&id).is_some_and(|a| {
+                a.socks[s as usize].kind == Kind::Gone
+                    && a.r.down_slot(s).gen.load(Ordering::Relaxed) == g
+            })
+        });
         self.moved.insert((from, slot, gen), m);
         for p in self.passes.values_mut().filter(|p| p.from == from) {
-            if matches!(p.what, Passed::Listener { slot: x, gen: y } if x == slot && y == gen) {
+            if matches!(p.what, Passed::Held { slot: x, gen: y } if x == slot && y == gen) {
                 p.what = Passed::Join(m);
             }
         }
@@ -2264,24 +2237,25 @@ impl Service {
     /// members of the group a listener moved to (see [`Passed::Join`]),
     /// or bound beside the bound socket that moved, with its options;
     /// None if that group is gone (or the port another's).
-    fn join_listener(&mut self, m: Moved, to: u32) -> Option<u32> {
-        if m.udp {
-            return self.join_udp(m, to);
-        }
-        if !m.listens {
-            if self.port_taken(to, m.port, true) {
-                return None;
+    fn join_moved(&mut self, m: Moved, to: u32) -> Option<u32> {
+        match m.sock.kind {
+            Kind::Udp(_) => return self.join_udp(m, to),
+            Kind::Bound(_) => {
+                if self.port_taken(to, m.port, true) {
+                    return None;
+                }
+                let b = self.apps.get_mut(&to)?;
+                let s = b.alloc_like(m.sock, m.local)?;
+                b.changed(s);
+                return Some(s);
             }
-            let b = self.apps.get_mut(&to)?;
-            let s = b.alloc_listener(m.port, false, m.sock, m.local)?;
-            b.changed(s);
-            return Some(s);
+            _ => {}
         }
         if self.listeners.get(&m.port).map(|l| l.epoch) != Some(m.epoch) {
             return None; // closed, or another group there now
         }
         let b = self.apps.get_mut(&to)?;
-        let s = b.alloc_listener(m.port, true, m.sock, m.local)?;
+        let s = b.alloc_like(m.sock, m.local)?;
         b.changed(s);
         self.listeners.get_mut(&m.port)?.members.push((to, s));
         Some(s)
@@ -2298,7 +2272,7 @@ impl Service {
             p.from == id
                 && match &p.what {
                     Passed::Conn(c) => c.slot == s && c.gen == gen,
-                    Passed::Listener { slot, gen: g } => *slot == s && *g == gen,
+                    Passed::Held { slot, gen: g } => *slot == s && *g == gen,
                     Passed::Join(_) => false,
                 }
         };
@@ -2483,7 +2457,7 @@ impl Service {
             self.pass_counts.expired += 1;
             let c = match p.what {
                 Passed::Conn(c) => c,
-                Passed::Listener { slot, .. } => {
+                Passed::Held { slot, .. } => {
                     // It stays where it was; closed meanwhile, it closes now.
                     self.activity(io, p.from, slot);
                     continue;
