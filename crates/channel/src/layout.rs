@@ -612,6 +612,30 @@ impl Regions {
         copy_in(self.up, base, self.layout.ring, pos, src);
     }
 
+    /// Where `len` bytes from `pos` of socket `i`'s transmit ring (up)
+    /// lie: up to two spans, the second non-empty when the ring wraps. For
+    /// an app that has the kernel read straight into its ring (sendfile);
+    /// it may write them only while they are free (past the tail it
+    /// publishes). App only.
+    pub fn tx_spans(&self, i: u32, pos: u64, len: usize) -> [(*mut u8, usize); 2] {
+        assert!(i < self.layout.slots, "socket out of range");
+        let ring = self.layout.ring as usize;
+        assert!(len <= ring, "span longer than the ring");
+        let base = self.layout.tx_ring(i);
+        let off = (pos % ring as u64) as usize;
+        let first = len.min(ring - off);
+        // SAFETY: `base + off + first` and `base + len - first` are within
+        // socket i's transmit ring (i checked, off < ring, first <= ring -
+        // off, len <= ring), inside the up region's mapping; no memory is
+        // read or written here.
+        unsafe {
+            [
+                (self.up.add(base + off), first),
+                (self.up.add(base), len - first),
+            ]
+        }
+    }
+
     /// Accept-queue entry `k` of listening socket `i` (in its receive
     /// ring).
     pub fn acc_entry(&self, i: u32, k: u32) -> &AtomicU64 {
@@ -743,6 +767,21 @@ mod tests {
         assert_eq!(r.tx_take(3, 2000, 3000), src);
         assert_eq!(r.tx_take(3, 4096 + 2000, 1000), src[..1000].to_vec());
         assert!(r.tx_take(3, 2000, 0).is_empty());
+        // The spans a read(2) fills in place: what tx_write would write.
+        let [(p0, n0), (p1, n1)] = r.tx_spans(4, 4096 * 2 + 3000, 3000);
+        assert_eq!((n0, n1), (1096, 1904));
+        // SAFETY: the spans lie in `up` (socket 4's ring), which outlives
+        // this; nothing else touches it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), p0, n0);
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(n0), p1, n1);
+        }
+        assert_eq!(r.tx_take(4, 3000, 3000), src);
+        assert_eq!(
+            r.tx_spans(4, 4096, 4096)[1].1,
+            0,
+            "no wrap from the ring's start"
+        );
         r.rx_write(63, 4095, &src[..10]);
         let mut d2 = [0u8; 10];
         r.rx_read(63, 4095, &mut d2);

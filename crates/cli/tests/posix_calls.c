@@ -476,6 +476,37 @@ static void client(const char *ip, int port) {
           (long)offs);
     check(read_full(s, buf, want) == 0 && memcmp(buf, fbuf + 1000, want) == 0, "sendfile_bytes",
           "-");
+    /* At the file's own position (no offset given): it moves by what was sent. */
+    off_t at = lseek(f, 500, SEEK_SET);
+    ssize_t k3 = sendfile(s, f, NULL, 2000);
+    off_t pos = lseek(f, 0, SEEK_CUR);
+    check(at == 500 && k3 > 0 && pos == 500 + k3 && read_full(s, buf, (size_t)k3) == 0 &&
+              memcmp(buf, fbuf + 500, (size_t)k3) == 0,
+          "sendfile_file_position", "k %zd pos %ld", k3, (long)pos);
+    /* A non-blocking connection whose peer's echo nobody reads: sendfile
+       sends while there is room, then fails with EAGAIN; never 0, which
+       would say the file had ended (nginx: "sendfile() reported that ...
+       was truncated"). Bounded in calls and time. */
+    int s2 = socket(AF_INET, SOCK_STREAM, 0);
+    r = connect(s2, (struct sockaddr *)&sa, sizeof sa);
+    size_t total = 0;
+    ssize_t k4 = 0;
+    int e4 = 0;
+    if (r == 0 && set_blocking(s2, 0) == 0) {
+        double t4 = now_ms();
+        for (int i = 0; i < 100000 && now_ms() - t4 < 10000; i++) {
+            off_t o4 = 0;
+            k4 = sendfile(s2, f, &o4, sizeof fbuf);
+            e4 = errno;
+            if (k4 <= 0) {
+                break;
+            }
+            total += (size_t)k4;
+        }
+    }
+    check(r == 0 && k4 == -1 && e4 == EAGAIN && total > 0, "sendfile_nonblocking_full",
+          "r %d last %zd errno %d after %zu bytes", r, k4, e4, total);
+    close(s2);
     close(f);
 
     /* TCP_INFO: an established connection. */

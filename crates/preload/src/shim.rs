@@ -2549,8 +2549,13 @@ pub unsafe extern "C" fn recvmmsg(
     n as c_int
 }
 
-/// sendfile(2) into an Ixora socket: the file is read (one copy) into the
-/// transmit ring.
+/// sendfile(2) into an Ixora socket: the kernel reads the file straight
+/// into the transmit ring (the one copy), `readv` at the file's position
+/// or `preadv` at `*offset`. As on Linux: a blocking socket waits for room
+/// before the first byte (honouring SO_SNDTIMEO and signals), a
+/// non-blocking one fails with EAGAIN when its ring is full, and what was
+/// sent is returned once some was (the file's position or `*offset`
+/// advanced by exactly that).
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(
     out: c_int,
@@ -2563,64 +2568,102 @@ pub unsafe extern "C" fn sendfile(
             real!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t)(out, inf, offset, n)
         });
     };
+    // It reads the file: a system call whatever the ring holds.
+    count(sk.a, call("sendfile"), false);
+    if sk.dgram() {
+        // Each read goes out as one datagram, as through write(2).
+        return sendfile_dgram(sk, inf, offset, n);
+    }
+    let (mut start, mut user) = (None, false);
     let mut sent = 0usize;
-    let mut buf = vec![0u8; 64 * 1024];
     while sent < n {
-        let mut room = sk.writable() as usize;
-        if room == 0 {
-            if sk.nonblock() || sent > 0 {
-                break;
-            }
-            state::block_until(sk.a, -1, &mut [], None, &[], &[sk.s], &mut || {
-                sk.writable() > 0 || sk.error() != 0
-            });
-            room = sk.writable() as usize;
-            if room == 0 {
-                break;
-            }
-        }
-        let k = (n - sent).min(room).min(buf.len());
-        // SAFETY: reads at most `k` bytes into our buffer; `offset` is the
-        // caller's (valid or null, as sendfile(2) requires).
-        let got = unsafe {
-            if offset.is_null() {
-                libc::read(inf, buf.as_mut_ptr() as *mut c_void, k)
-            } else {
-                libc::pread(inf, buf.as_mut_ptr() as *mut c_void, k, *offset)
-            }
+        let at = if offset.is_null() {
+            None
+        } else {
+            // SAFETY: sendfile(2)'s contract: a non-null `offset` is valid.
+            Some(unsafe { *offset } + sent as off_t)
         };
-        if got < 0 {
-            if sent == 0 {
-                return -1;
+        let r = sk.send_with(n - sent, |spans| {
+            let iov = spans.map(|(p, len)| libc::iovec {
+                iov_base: p as *mut c_void,
+                iov_len: len,
+            });
+            let k = if iov[1].iov_len > 0 { 2 } else { 1 };
+            // SAFETY: the spans are free bytes of our transmit ring, in our
+            // writable mapping, which the service reads only once the tail
+            // is published past them (after this call).
+            let got = unsafe {
+                match at {
+                    None => libc::readv(inf, iov.as_ptr(), k),
+                    Some(o) => libc::preadv(inf, iov.as_ptr(), k, o),
+                }
+            };
+            if got < 0 {
+                Err(errno())
+            } else {
+                Ok(got as usize)
             }
-            break;
-        }
-        if got == 0 {
-            break;
-        }
-        let w = do_send(sk, &[&buf[..got as usize]], libc::MSG_DONTWAIT);
-        if w < 0 {
-            if sent == 0 {
-                return -1;
+        });
+        match r {
+            Ok(Ok(0)) => break, // the end of the file
+            Ok(Ok(w)) => {
+                sent += w;
+                state::signal(sk.a, sk.s);
             }
-            break;
-        }
-        sent += w as usize;
-        if !offset.is_null() {
-            // SAFETY: as above.
-            unsafe { *offset += w as off_t };
-        }
-        if (w as usize) < got as usize {
-            if offset.is_null() {
-                // Give back what the ring did not take.
-                // SAFETY: lseek has no memory arguments.
-                unsafe { libc::lseek(inf, w as off_t - got as off_t, libc::SEEK_CUR) };
+            Ok(Err(_)) | Err(_) if sent > 0 => break,
+            Ok(Err(e)) => return fail(e),
+            Err(libc::EAGAIN) if !sk.nonblock() => {
+                let ready =
+                    &mut || sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED;
+                if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
+                    return r;
+                }
             }
-            break;
+            Err(e) => {
+                if e == libc::EPIPE {
+                    // SAFETY: raise(3) has no memory arguments.
+                    unsafe {
+                        libc::raise(libc::SIGPIPE);
+                    }
+                }
+                return fail(e);
+            }
         }
     }
-    count(sk.a, call("sendfile"), false);
+    if !offset.is_null() {
+        // SAFETY: as above.
+        unsafe { *offset += sent as off_t };
+    }
     sent as ssize_t
+}
+
+/// sendfile(2) into an Ixora UDP socket: one read of at most the largest
+/// IPv4 datagram, sent as one datagram through [`do_send`].
+fn sendfile_dgram(sk: Sock, inf: c_int, offset: *mut off_t, n: size_t) -> ssize_t {
+    let mut buf = vec![0u8; n.min(65_507)];
+    // SAFETY: reads at most `buf.len()` bytes into our buffer; `offset` is
+    // the caller's (valid or null, as sendfile(2) requires).
+    let got = unsafe {
+        if offset.is_null() {
+            libc::read(inf, buf.as_mut_ptr() as *mut c_void, buf.len())
+        } else {
+            libc::pread(inf, buf.as_mut_ptr() as *mut c_void, buf.len(), *offset)
+        }
+    };
+    if got <= 0 {
+        return got;
+    }
+    let w = do_send(sk, &[&buf[..got as usize]], 0);
+    if w > 0 && !offset.is_null() {
+        // SAFETY: as above.
+        unsafe { *offset += w as off_t };
+    }
+    if w < 0 && offset.is_null() {
+        // Give back what was not sent.
+        // SAFETY: lseek has no memory arguments.
+        unsafe { libc::lseek(inf, -got as off_t, libc::SEEK_CUR) };
+    }
+    w
 }
 
 /// sendfile64 (the same on 64-bit Linux).

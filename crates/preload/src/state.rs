@@ -1618,25 +1618,7 @@ impl Sock {
 
     /// Copy as much of `bufs` as fits into the transmit ring.
     pub fn send(&self, bufs: &[&[u8]]) -> Result<usize, c_int> {
-        let e = self.error();
-        if e != 0 {
-            return Err(e);
-        }
-        match self.state() {
-            state::ESTABLISHED => {}
-            state::CONNECTING => return Err(libc::EAGAIN),
-            _ => return Err(libc::EPIPE),
-        }
-        // After shutdown(SHUT_WR) (by any descriptor of the socket):
-        // EPIPE, as Linux (RFC 9293 §3.10.2: SEND after CLOSE is "connection
-        // closing").
-        if self.a.r.up_slot(self.s).req.load(Ordering::Acquire) & layout::req::SHUT_WR != 0 {
-            return Err(libc::EPIPE);
-        }
-        let room = self.writable();
-        if room == 0 {
-            return Err(libc::EAGAIN);
-        }
+        let room = self.send_room()?;
         let tail = self.a.r.up_slot(self.s).tx_tail.load(Ordering::Relaxed);
         let mut n = 0u64;
         for b in bufs {
@@ -1655,6 +1637,58 @@ impl Sock {
                 .store(tail + n, Ordering::Release);
         }
         Ok(n as usize)
+    }
+
+    /// Room for sending: bytes free in the transmit ring (at least one),
+    /// or why nothing can be sent now (EAGAIN: the ring is full or the
+    /// connection not yet up).
+    fn send_room(&self) -> Result<u64, c_int> {
+        let e = self.error();
+        if e != 0 {
+            return Err(e);
+        }
+        match self.state() {
+            state::ESTABLISHED => {}
+            state::CONNECTING => return Err(libc::EAGAIN),
+            _ => return Err(libc::EPIPE),
+        }
+        // After shutdown(SHUT_WR) (by any descriptor of the socket):
+        // EPIPE, as Linux (RFC 9293 §3.10.2: SEND after CLOSE is "connection
+        // closing").
+        if self.a.r.up_slot(self.s).req.load(Ordering::Acquire) & layout::req::SHUT_WR != 0 {
+            return Err(libc::EPIPE);
+        }
+        match self.writable() {
+            0 => Err(libc::EAGAIN),
+            room => Ok(room),
+        }
+    }
+
+    /// Send up to `max` bytes that `fill` writes straight into the
+    /// transmit ring (the free spans it is given, in order) and counts:
+    /// `Ok(Ok(n))` the bytes sent (0 when `fill` had none), `Ok(Err(e))`
+    /// `fill`'s error (nothing sent), `Err(e)` why nothing can be sent now,
+    /// as [`Sock::send`].
+    pub fn send_with(
+        &self,
+        max: usize,
+        fill: impl FnOnce(&[(*mut u8, usize); 2]) -> Result<usize, c_int>,
+    ) -> Result<Result<usize, c_int>, c_int> {
+        let room = self.send_room()?;
+        let k = (max as u64).min(room) as usize;
+        let tail = self.a.r.up_slot(self.s).tx_tail.load(Ordering::Relaxed);
+        let spans = self.a.r.tx_spans(self.s, tail, k);
+        Ok(fill(&spans).map(|n| {
+            let n = n.min(k);
+            if n > 0 {
+                self.a
+                    .r
+                    .up_slot(self.s)
+                    .tx_tail
+                    .store(tail + n as u64, Ordering::Release);
+            }
+            n
+        }))
     }
 }
 
