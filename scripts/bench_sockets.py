@@ -495,6 +495,9 @@ def write_md(name, lines):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print(f"matplotlib missing in {sys.executable}: {name}.png not written "
+              "(run the benchmark with a python3 that has it, e.g. Debian's python3-matplotlib)",
+              file=sys.stderr)
         return None
     return plt
 

@@ -83,7 +83,8 @@ enum Cmd {
     Run(sockets::RunArgs),
     /// What the service and its applications are doing: socket calls
     /// resolved in user space versus calls that entered the kernel, per
-    /// call type, and the stack's counters.
+    /// call type; the stack's counters and the frames it dropped, by reason; and the interface's
+    /// own counters (for AF_XDP, frames the kernel dropped before the stack saw them).
     Stats(sockets::StatsArgs),
     /// Show what this build is: version, sizes, defaults, drop reasons.
     Info(InfoArgs),

@@ -124,6 +124,8 @@ pub fn serve(a: ServeArgs) -> ExitCode {
         a.socket.display(),
         a.socket.display(),
     );
+    let mut svc = svc;
+    svc.report_port(port.clone());
     let svc = std::sync::Mutex::new(Some(svc));
     let keep = port.clone();
     let r = ixora_engine::run(
@@ -385,6 +387,21 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         out!("\nstack counters:");
         for (k, c) in st {
             out!("  {k:<28} {c}");
+        }
+    }
+    if let Some(d) = v["drops"].as_object().filter(|d| !d.is_empty()) {
+        out!("\nframes the stack dropped, by reason:");
+        for (k, c) in d {
+            out!("  {k:<28} {c}");
+        }
+    }
+    if let Some(c) = v["interface"]["counters"].as_object() {
+        out!(
+            "\ninterface ({}; kernel_*: what the kernel counted on its side):",
+            v["interface"]["backend"].as_str().unwrap_or("?")
+        );
+        for (k, n) in c {
+            out!("  {k:<28} {n}");
         }
     }
     ExitCode::SUCCESS

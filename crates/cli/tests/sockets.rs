@@ -631,6 +631,16 @@ fn memcached_redis_and_a_killed_app() {
         text.contains("in user space") && text.contains("blocking waits"),
         "ixora stats:\n{text}"
     );
+    // The interface's own counters (what it received; its kernel's drops
+    // when there are any).
+    let rx = st["interface"]["counters"]["rx_frames"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        st["interface"]["backend"] == "af_xdp" && rx > 0,
+        "interface counters: {st}"
+    );
+    assert!(text.contains("interface (af_xdp"), "ixora stats:\n{text}");
     drop(rd);
     drop(mc);
 }

@@ -458,6 +458,9 @@ where
     // of this core's sockets): received next cycle, never on the wire.
     let mut looped: Vec<PacketBuf> = Vec::new();
 
+    // Most frames sent in one cycle: a bulk sender's cycle ends there, so
+    // that the application's rings and the timers are looked at again.
+    let tx_cap = cfg.batch.saturating_mul(TX_CYCLE_BATCHES);
     while !stop.load(Ordering::Relaxed) && !local_stop {
         rep.cycles += 1;
         let mut work = false;
@@ -470,26 +473,8 @@ where
         }
         rep.rx_frames += n as u64;
         rep.max_batch = rep.max_batch.max(n);
-        for f in rx.drain(..) {
-            work = true;
-            match steer::target(f.as_slice(), i, cores) {
-                steer::Target::Core(c) if c == i => stack.handle_frame(now, f),
-                steer::Target::Core(c) => {
-                    rep.steered_out += 1;
-                    if !mail.post(c, f.as_slice().to_vec()) {
-                        rep.steer_drops += 1;
-                    }
-                }
-                steer::Target::All => {
-                    for c in (0..cores).filter(|&c| c != i) {
-                        if !mail.post(c, f.as_slice().to_vec()) {
-                            rep.steer_drops += 1;
-                        }
-                    }
-                    stack.handle_frame(now, f);
-                }
-            }
-        }
+        work |= n > 0;
+        deliver(&mut rx, now, i, &mut stack, mail, &mut rep);
         for f in looped.drain(..) {
             work = true;
             stack.handle_local(now, f);
@@ -538,8 +523,13 @@ where
             }
         }
 
-        // (6) transmit: frames built straight into pool buffers.
+        // (6) transmit: frames built straight into pool buffers, at most
+        // `tx_cap` (work is left: the core does not sleep).
+        let mut sent_now = 0usize;
         loop {
+            if sent_now >= tx_cap {
+                break;
+            }
             // At most a batch of frames to ourselves per cycle, as of
             // frames from the wire.
             if looped.len() >= cfg.batch {
@@ -549,6 +539,17 @@ where
                 queue.tx_burst(&mut tx)?;
                 if !tx.is_empty() {
                     break; // the device is full; retry next cycle
+                }
+                // Between two bursts of a long transmit, take what came
+                // in (a bulk sender's ACKs, at the time they are seen):
+                // the kernel fills the receive ring meanwhile, and one
+                // cycle's transmit can outlast its 2,048 entries (then
+                // frames are dropped at the ring, ACKs first).
+                let k = queue.rx_burst(&mut rx, cfg.batch)?;
+                if k > 0 {
+                    now = clock(start);
+                    rep.rx_frames += k as u64;
+                    deliver(&mut rx, now, i, &mut stack, mail, &mut rep);
                 }
             }
             let Some(mut b) = spare.take().or_else(|| pool.alloc()) else {
@@ -571,6 +572,7 @@ where
                         continue;
                     }
                     tx.push(b);
+                    sent_now += 1;
                     rep.tx_frames += 1;
                 }
                 None => {
@@ -666,6 +668,41 @@ where
     rep.counters = stack.counters().clone();
     rep.cpu_seconds = thread_cpu_seconds();
     Ok(rep)
+}
+
+/// Frames sent in one engine cycle: at most this many batches.
+const TX_CYCLE_BATCHES: usize = 64;
+
+/// Hand the frames in `rx` (emptied) to core `i`'s stack, or to the core
+/// each is steered to (a copy to every other core for a frame all need).
+fn deliver(
+    rx: &mut Vec<PacketBuf>,
+    now: Instant,
+    i: usize,
+    stack: &mut CoreStack,
+    mail: &Mailboxes,
+    rep: &mut CoreReport,
+) {
+    let cores = mail.boxes.len();
+    for f in rx.drain(..) {
+        match steer::target(f.as_slice(), i, cores) {
+            steer::Target::Core(c) if c == i => stack.handle_frame(now, f),
+            steer::Target::Core(c) => {
+                rep.steered_out += 1;
+                if !mail.post(c, f.as_slice().to_vec()) {
+                    rep.steer_drops += 1;
+                }
+            }
+            steer::Target::All => {
+                for c in (0..cores).filter(|&c| c != i) {
+                    if !mail.post(c, f.as_slice().to_vec()) {
+                        rep.steer_drops += 1;
+                    }
+                }
+                stack.handle_frame(now, f);
+            }
+        }
+    }
 }
 
 /// Connections reset per round when a core stops.

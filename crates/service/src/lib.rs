@@ -242,6 +242,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         next_epoch: 0,
         moved: HashMap::new(),
         pass_counts: PassCounts::default(),
+        port: None,
     };
     Ok((
         service,
@@ -596,6 +597,9 @@ pub struct Service {
     /// the descriptor, they are joined, as the same socket would be.
     moved: HashMap<(u32, u32, u32), Moved>,
     pass_counts: PassCounts,
+    /// The port the engine runs the service on, for its counters in
+    /// `ixora stats` ([`Service::report_port`]).
+    port: Option<Arc<dyn ixora_io::Port>>,
 }
 
 /// A socket a program handed to another process over a Unix socket
@@ -1037,6 +1041,12 @@ impl AppState {
 }
 
 impl Service {
+    /// Show `port`'s counters (and the kernel's drops on it) in
+    /// `ixora stats`: the port the engine runs this service on.
+    pub fn report_port(&mut self, port: Arc<dyn ixora_io::Port>) {
+        self.port = Some(port);
+    }
+
     /// Yield the CPU to an app thread just woken on it, unless recent
     /// yields showed another thread competing for the CPU (see
     /// [`YieldPacer`]).
@@ -1057,6 +1067,22 @@ impl Service {
                 counters.insert(name.to_string(), v.into());
             }
         }
+        let drops: serde_json::Map<_, _> = io
+            .stack()
+            .counters()
+            .drop_iter()
+            .filter(|d| d.1 > 0)
+            .map(|(r, n)| (r.name().to_string(), n.into()))
+            .collect();
+        let interface = self.port.as_ref().map(|p| {
+            let c: serde_json::Map<_, _> = p
+                .stats()
+                .into_iter()
+                .filter(|d| d.1 > 0)
+                .map(|(name, n)| (name.to_string(), n.into()))
+                .collect();
+            serde_json::json!({"backend": p.caps().backend, "counters": c})
+        });
         let mut apps = Vec::new();
         let mut ids: Vec<_> = self.apps.keys().copied().collect();
         ids.sort_unstable();
@@ -1131,6 +1157,11 @@ impl Service {
             // Descriptors waiting for the closer thread (see `Closer`).
             "pending_closes": self.closer.pending.load(Ordering::Relaxed),
             "stack": counters,
+            // Frames the stack dropped, by reason.
+            "drops": drops,
+            // The port's own counters (AF_XDP: what the kernel dropped
+            // before the stack saw it, and why).
+            "interface": interface,
         })
         .to_string()
     }
