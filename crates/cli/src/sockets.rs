@@ -16,8 +16,11 @@ pub struct ServeArgs {
     /// Control socket that applications attach to (`ixora run --socket`).
     #[arg(long, env = "IXORA_SOCKET", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
-    /// Sockets per application (a multiple of 64).
-    #[arg(long, default_value_t = 1024)]
+    /// Sockets per application (a multiple of 64, at most 65536), all its
+    /// processes together: a connection beyond them is reset unaccepted,
+    /// and said. Each takes a receive and a transmit ring of shared memory
+    /// (`--ring`), touched only once used.
+    #[arg(long, default_value_t = 4096)]
     pub slots: u32,
     /// Bytes of each socket's receive ring and of its transmit ring (a
     /// power of two, 4 KiB to 16 MiB). The receive ring bounds the TCP

@@ -99,11 +99,11 @@ pub struct ServiceConfig {
 }
 
 impl ServiceConfig {
-    /// Defaults: 1024 sockets per application, 64 KiB rings.
+    /// Defaults: 4096 sockets per application, 64 KiB rings.
     pub fn new(socket: PathBuf) -> ServiceConfig {
         ServiceConfig {
             socket,
-            slots: 1024,
+            slots: 4096,
             ring: 64 * 1024,
             ifindex: 0,
             pass_timeout: Duration::from_secs(PASS_TIMEOUT_S),
@@ -228,6 +228,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         next_bind_port: 0,
         udp_groups: HashMap::new(),
         active: Vec::new(),
+        marked: Vec::new(),
         started: Instant::now(),
         rejected: 0,
         yields: YieldPacer::default(),
@@ -566,6 +567,9 @@ pub struct Service {
     udp_groups: HashMap<u16, UdpGroup>,
     /// Applications with activity this cycle (reused buffer).
     active: Vec<u32>,
+    /// An active application's marked bitmap words: (index, bits) (reused
+    /// buffer).
+    marked: Vec<(u32, u64)>,
     started: Instant,
     rejected: u64,
     /// When to yield the CPU to a woken thread of an app on it.
@@ -3219,18 +3223,21 @@ impl App for Service {
                 ids.push(*id);
             }
         }
+        let mut marked = std::mem::take(&mut self.marked);
         for &id in &ids {
             work = true;
-            let words = self.layout.slots / 64;
-            for w in 0..words {
-                let Some(app) = self.apps.get(&id) else {
-                    break;
-                };
-                let word = app.r.bitmap_word(w);
-                if word.load(Ordering::Relaxed) == 0 {
-                    continue;
+            // The marked words first (one look-up of the app), then the
+            // sockets they name.
+            marked.clear();
+            if let Some(app) = self.apps.get(&id) {
+                for w in 0..self.layout.slots / 64 {
+                    let word = app.r.bitmap_word(w);
+                    if word.load(Ordering::Relaxed) != 0 {
+                        marked.push((w, word.swap(0, Ordering::AcqRel)));
+                    }
                 }
-                let mut bits = word.swap(0, Ordering::AcqRel);
+            }
+            for &(w, mut bits) in &marked {
                 while bits != 0 {
                     let b = bits.trailing_zeros();
                     bits &= bits - 1;
@@ -3239,6 +3246,7 @@ impl App for Service {
             }
         }
         self.active = ids;
+        self.marked = marked;
         work
     }
 
