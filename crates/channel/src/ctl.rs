@@ -27,7 +27,11 @@ pub mod op {
     /// sent with the request is ignored.
     pub const WAITER: u32 = 3;
     /// Create a socket: `a` = 0 a TCP socket, 1 a UDP socket. Reply: `a`
-    /// = slot, `b` = generation.
+    /// = slot, `b` = generation. With `c` non-zero, then bind or connect
+    /// it in the same round trip: `c`'s low 32 bits are [`BIND`] or
+    /// [`CONNECT`], its high 32 bits that request's `b`, and `b` its `a`;
+    /// the reply's `c` is that request's reply `b`. If that request
+    /// fails, the new socket is closed and the reply is its error.
     pub const SOCKET: u32 = 4;
     /// Bind socket `slot` to the packed address `a` (a UDP socket: port 0
     /// picks a free one; the reply's `b` is the port bound). `b` bit 0: the

@@ -688,10 +688,7 @@ unsafe fn dgram_first_send(fd: c_int, addr: *const sockaddr, alen: socklen_t) ->
         }
         return None;
     }
-    become_ixora(fd, a, |s| {
-        state::request(a, Msg::new(op::BIND, s, pack(0, 0) as i64, 0), &[])
-    })
-    .ok()?;
+    become_ixora(fd, a, (op::BIND, pack(0, 0) as i64, 0)).ok()?;
     if let Some(e) = state::entry(fd) {
         e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
     }
@@ -769,51 +766,67 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     }
 }
 
-/// Make a MAYBE socket an Ixora one: create the slot, then `then` (bind
-/// or connect) on it. Returns the reply of `then`, or None when the
-/// service is unavailable.
-fn become_ixora(
-    fd: c_int,
-    a: &'static Attached,
-    then: impl FnOnce(u32) -> Msg,
-) -> Result<(), c_int> {
+/// Make a MAYBE socket an Ixora one: create the slot, then bind or
+/// connect it (`then`: the request's op, `a` and `b`). Without options to
+/// hand over first, both go in one round trip (`op::SOCKET` with a
+/// follow-up); else the socket is made, its options set, then bound or
+/// connected. Err: why it stays a kernel socket.
+fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Result<(), c_int> {
     let e = state::entry(fd).ok_or(libc::EBADF)?;
     let dgram = e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0;
-    let r = state::request(a, Msg::new(op::SOCKET, 0, dgram as i64, 0), &[]);
-    if r.a < 0 {
-        return Err(-r.a as c_int);
-    }
-    let (s, gen) = (r.a as u32, r.b as u32);
     let flags = e.flags.load(Ordering::Relaxed);
-    state::hold(a, s);
-    state::install(fd, s, gen, flags);
     // Options the stack acts on, set while the socket was undecided: the
     // service holds them for the connection (or the listener's).
-    let set = |o: u64, v: u64| {
-        state::request(a, Msg::new(op::SETOPT, s, o as i64, v), &[]);
-    };
+    let mut opts: Vec<(u64, u64)> = Vec::new();
     if flags & fl::NAGLE != 0 {
-        set(opt::NODELAY, 0);
+        opts.push((opt::NODELAY, 0));
     }
     if flags & fl::KEEPALIVE != 0 {
-        set(opt::KEEPALIVE, 1);
+        opts.push((opt::KEEPALIVE, 1));
     }
     for name in [libc::TCP_KEEPIDLE, libc::TCP_KEEPINTVL, libc::TCP_KEEPCNT] {
         if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, name)) {
-            set(keep_code(name), v.max(0) as u64);
+            opts.push((keep_code(name), v.max(0) as u64));
         }
     }
-    let r = then(s);
-    if r.a < 0 {
-        // Undo: the descriptor stays a kernel socket.
-        state::unhold(a, s);
-        a.r.up_slot(s)
-            .req
-            .fetch_or(layout::req::CLOSE, Ordering::Release);
-        state::signal(a, s);
-        e.kind.store(kind::MAYBE, Ordering::Release);
-        return Err(-r.a as c_int);
-    }
+    let (op_then, ta, tb) = then;
+    let (s, gen) = if opts.is_empty() {
+        let m = Msg {
+            c: u64::from(op_then) | tb << 32,
+            ..Msg::new(op::SOCKET, 0, dgram as i64, ta as u64)
+        };
+        let r = state::request(a, m, &[]);
+        if r.a < 0 {
+            return Err(-r.a as c_int);
+        }
+        let (s, gen) = (r.a as u32, r.b as u32);
+        state::hold(a, s);
+        state::install(fd, s, gen, flags);
+        (s, gen)
+    } else {
+        let r = state::request(a, Msg::new(op::SOCKET, 0, dgram as i64, 0), &[]);
+        if r.a < 0 {
+            return Err(-r.a as c_int);
+        }
+        let (s, gen) = (r.a as u32, r.b as u32);
+        state::hold(a, s);
+        state::install(fd, s, gen, flags);
+        for (o, v) in opts {
+            state::request(a, Msg::new(op::SETOPT, s, o as i64, v), &[]);
+        }
+        let r = state::request(a, Msg::new(op_then, s, ta, tb), &[]);
+        if r.a < 0 {
+            // Undo: the descriptor stays a kernel socket.
+            state::unhold(a, s);
+            a.r.up_slot(s)
+                .req
+                .fetch_or(layout::req::CLOSE, Ordering::Release);
+            state::signal(a, s);
+            e.kind.store(kind::MAYBE, Ordering::Release);
+            return Err(-r.a as c_int);
+        }
+        (s, gen)
+    };
     // Options set while undecided now belong to the Ixora socket (on
     // failure above they stay with the descriptor, for its next try).
     state::take_pending(fd, Some((a, s, gen)));
@@ -938,13 +951,11 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         f & fl::REUSEPORT != 0 || f & (fl::DGRAM | fl::REUSEADDR) == fl::DGRAM | fl::REUSEADDR
     };
     let reuseport = state::entry(fd).is_some_and(|e| share(e.flags.load(Ordering::Relaxed)));
-    match become_ixora(fd, a, |s| {
-        state::request(
-            a,
-            Msg::new(op::BIND, s, pack(ip, port) as i64, u64::from(reuseport)),
-            &[],
-        )
-    }) {
+    match become_ixora(
+        fd,
+        a,
+        (op::BIND, pack(ip, port) as i64, u64::from(reuseport)),
+    ) {
         Ok(()) => {
             if ip == 0 {
                 if let Some(e) = state::entry(fd) {
@@ -1113,13 +1124,7 @@ fn auto_bind(fd: c_int) {
     }
     let Some(a) = state::attach() else { return };
     let reuseport = flags & fl::REUSEPORT != 0;
-    let bound = become_ixora(fd, a, |s| {
-        state::request(
-            a,
-            Msg::new(op::BIND, s, pack(0, 0) as i64, u64::from(reuseport)),
-            &[],
-        )
-    });
+    let bound = become_ixora(fd, a, (op::BIND, pack(0, 0) as i64, u64::from(reuseport)));
     if bound.is_ok() {
         e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
     }
@@ -1551,9 +1556,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     {
         return fail(libc::EINVAL);
     }
-    if let Err(e) = become_ixora(fd, a, |s| {
-        state::request(a, Msg::new(op::CONNECT, s, pack(ip, port) as i64, 0), &[])
-    }) {
+    if let Err(e) = become_ixora(fd, a, (op::CONNECT, pack(ip, port) as i64, 0)) {
         return fail(e);
     }
     let sk = state::sock(fd).unwrap();

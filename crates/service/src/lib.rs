@@ -1546,6 +1546,38 @@ impl Service {
         out: &mut Vec<OwnedFd>,
     ) -> Msg {
         let bad = |e: i32| Msg::reply(-(e as i64));
+        if msg.op == op::SOCKET && msg.c != 0 {
+            // A socket and its bind or connect in one round trip (see
+            // `op::SOCKET`).
+            let then = msg.c as u32;
+            if then != op::BIND && then != op::CONNECT {
+                return bad(libc::EINVAL);
+            }
+            let r = self.app_request(io, conn, pid, Msg::new(op::SOCKET, 0, msg.a, 0), out);
+            if r.a < 0 {
+                return r;
+            }
+            let s = r.a as u32;
+            let t = self.app_request(
+                io,
+                conn,
+                pid,
+                Msg::new(then, s, msg.b as i64, msg.c >> 32),
+                out,
+            );
+            if t.a < 0 {
+                // Closed as the shim closes a socket whose bind or connect
+                // failed (no process holds it yet).
+                if let Some(&id) = self.conn_app.get(&conn) {
+                    if let Some(app) = self.apps.get(&id) {
+                        app.r.up_slot(s).req.fetch_or(req::CLOSE, Ordering::Release);
+                        self.activity(io, id, s);
+                    }
+                }
+                return t;
+            }
+            return Msg { c: t.b, ..r };
+        }
         if msg.op == op::JOIN {
             let id = msg.a as u32;
             let Some(app) = self.apps.get_mut(&id) else {
