@@ -790,27 +790,23 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
         }
     }
     let (op_then, ta, tb) = then;
-    let (s, gen) = if opts.is_empty() {
-        let m = Msg {
+    let fused = opts.is_empty();
+    let first = if fused {
+        Msg {
             c: u64::from(op_then) | tb << 32,
             ..Msg::new(op::SOCKET, 0, dgram as i64, ta as u64)
-        };
-        let r = state::request(a, m, &[]);
-        if r.a < 0 {
-            return Err(-r.a as c_int);
         }
-        let (s, gen) = (r.a as u32, r.b as u32);
-        state::hold(a, s);
-        state::install(fd, s, gen, flags);
-        (s, gen)
     } else {
-        let r = state::request(a, Msg::new(op::SOCKET, 0, dgram as i64, 0), &[]);
-        if r.a < 0 {
-            return Err(-r.a as c_int);
-        }
-        let (s, gen) = (r.a as u32, r.b as u32);
-        state::hold(a, s);
-        state::install(fd, s, gen, flags);
+        Msg::new(op::SOCKET, 0, dgram as i64, 0)
+    };
+    let r = state::request(a, first, &[]);
+    if r.a < 0 {
+        return Err(-r.a as c_int);
+    }
+    let (s, gen) = (r.a as u32, r.b as u32);
+    state::hold(a, s);
+    state::install(fd, s, gen, flags);
+    if !fused {
         for (o, v) in opts {
             state::request(a, Msg::new(op::SETOPT, s, o as i64, v), &[]);
         }
@@ -825,8 +821,7 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
             e.kind.store(kind::MAYBE, Ordering::Release);
             return Err(-r.a as c_int);
         }
-        (s, gen)
-    };
+    }
     // Options set while undecided now belong to the Ixora socket (on
     // failure above they stay with the descriptor, for its next try).
     state::take_pending(fd, Some((a, s, gen)));
