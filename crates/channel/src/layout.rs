@@ -57,7 +57,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 13;
+pub const VERSION: u32 = 14;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -102,6 +102,25 @@ pub mod req {
     pub const SHUT_WR: u32 = 2;
     /// Reset the connection now (close with `SO_LINGER` 0).
     pub const ABORT: u32 = 4;
+    /// Connect to [`UpSlot::dest`](super::UpSlot::dest): set on a spare
+    /// socket the app took ([`UpHeader::spares`](super::UpHeader::spares));
+    /// the service clears it once the socket is connecting (or failed).
+    pub const CONNECT: u32 = 8;
+}
+
+/// Spare TCP sockets the service keeps ready for each app
+/// ([`UpHeader::spares`]).
+pub const SPARES: usize = 8;
+
+/// A [`UpHeader::spares`] entry for socket `slot` (never 0, which means
+/// empty; the socket's generation is its down slot's).
+pub fn spare_entry(slot: u32) -> u64 {
+    1 << 63 | u64::from(slot)
+}
+
+/// The socket a [`UpHeader::spares`] entry names, if it names one.
+pub fn spare_of(v: u64) -> Option<u32> {
+    (v >> 63 == 1 && v >> 32 == 1 << 31).then_some(v as u32)
 }
 
 /// The calls the shim counts, in the order of [`UpHeader::counters`].
@@ -271,6 +290,11 @@ pub struct UpHeader {
     /// unknown). A hint only: the service yields its CPU after ringing a
     /// waiter that sleeps on that same CPU, so the woken thread runs now.
     pub waiter_cpu: [AtomicU16; MAX_WAITERS],
+    /// Spare TCP sockets, made by the service ([`spare_entry`]; 0:
+    /// none): the app takes one by swapping its entry to 0, sets the
+    /// destination and [`req::CONNECT`], and its connect needs no
+    /// request. The service makes new ones as they are taken.
+    pub spares: [AtomicU64; SPARES],
 }
 
 /// A socket as the app drives it.
@@ -288,6 +312,8 @@ pub struct UpSlot {
     pub refs: AtomicU32,
     /// Options set by the app that the service applies (bit 0: Nagle on).
     pub opts: AtomicU32,
+    /// Where [`req::CONNECT`] connects (packed, [`pack`]).
+    pub dest: AtomicU64,
 }
 
 /// Bytes of a datagram's header in a UDP socket's ring.

@@ -767,11 +767,14 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
 }
 
 /// Make a MAYBE socket an Ixora one: create the slot, then bind or
-/// connect it (`then`: the request's op, `a` and `b`). Without options to
-/// hand over first, both go in one round trip (`op::SOCKET` with a
-/// follow-up); else the socket is made, its options set, then bound or
-/// connected. Err: why it stays a kernel socket.
-fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Result<(), c_int> {
+/// connect it (`then`: the request's op, `a` and `b`). A TCP connect
+/// without options to hand over takes one of the service's spare sockets
+/// and asks for the connect in shared memory (`req::CONNECT`): no request
+/// at all. Else, without options, both go in one round trip (`op::SOCKET`
+/// with a follow-up); else the socket is made, its options set, then
+/// bound or connected. Ok: whether a request was made (the call entered
+/// the kernel); Err: why it stays a kernel socket.
+fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Result<bool, c_int> {
     let e = state::entry(fd).ok_or(libc::EBADF)?;
     let dgram = e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0;
     let flags = e.flags.load(Ordering::Relaxed);
@@ -791,6 +794,21 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     }
     let (op_then, ta, tb) = then;
     let fused = opts.is_empty();
+    if fused && op_then == op::CONNECT && !dgram {
+        if let Some((s, gen)) = state::take_spare(a) {
+            state::hold(a, s);
+            state::install(fd, s, gen, flags);
+            let u = a.r.up_slot(s);
+            u.dest.store(ta as u64, Ordering::Relaxed);
+            u.req.fetch_or(layout::req::CONNECT, Ordering::Release);
+            state::signal(a, s);
+            state::take_pending(fd, Some((a, s, gen)));
+            if let Some(sk) = state::sock(fd) {
+                state::adopt_undecided(fd, sk, &mut |epfd| kernel_epoll_del(epfd, fd));
+            }
+            return Ok(false);
+        }
+    }
     let first = if fused {
         Msg {
             c: u64::from(op_then) | tb << 32,
@@ -828,7 +846,7 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     if let Some(sk) = state::sock(fd) {
         state::adopt_undecided(fd, sk, &mut |epfd| kernel_epoll_del(epfd, fd));
     }
-    Ok(())
+    Ok(true)
 }
 
 // ----------------------------------------------------------------- sockets
@@ -951,7 +969,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         a,
         (op::BIND, pack(ip, port) as i64, u64::from(reuseport)),
     ) {
-        Ok(()) => {
+        Ok(_) => {
             if ip == 0 {
                 if let Some(e) = state::entry(fd) {
                     e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
@@ -1545,14 +1563,18 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         }
         return real_connect();
     }
-    count(a, call("connect"), false);
     if port == 0
         && state::entry(fd).is_some_and(|e| e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0)
     {
+        count(a, call("connect"), false);
         return fail(libc::EINVAL);
     }
-    if let Err(e) = become_ixora(fd, a, (op::CONNECT, pack(ip, port) as i64, 0)) {
-        return fail(e);
+    match become_ixora(fd, a, (op::CONNECT, pack(ip, port) as i64, 0)) {
+        Ok(asked) => count(a, call("connect"), !asked),
+        Err(e) => {
+            count(a, call("connect"), false);
+            return fail(e);
+        }
     }
     let sk = state::sock(fd).unwrap();
     if sk.dgram() {

@@ -458,6 +458,28 @@ pub fn hold(a: &Attached, s: u32) {
     }
 }
 
+/// A spare TCP socket of the service's (`UpHeader::spares`), taken: its
+/// slot and generation, or None when there is none (or the service is
+/// known gone).
+pub fn take_spare(a: &Attached) -> Option<(u32, u32)> {
+    if GONE.is_completed() || SVC_EXITED.load(Ordering::Relaxed) {
+        return None;
+    }
+    for e in &a.r.up_header().spares {
+        if e.load(Ordering::Relaxed) == 0 {
+            continue;
+        }
+        let v = e.swap(0, Ordering::AcqRel);
+        match layout::spare_of(v) {
+            Some(s) if s < a.r.layout().slots => {
+                return Some((s, a.r.down_slot(s).gen.load(Ordering::Acquire)));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// One descriptor fewer refers to `s`: our row first, then the total.
 /// Returns the total before.
 pub fn unhold(a: &Attached, s: u32) -> u32 {
@@ -898,10 +920,12 @@ fn service_gone(a: &Attached) {
         let mut aborted = 0;
         for s in 0..a.r.layout().slots {
             let d = a.r.down_slot(s);
+            let pending = a.r.up_slot(s).req.load(Ordering::Acquire) & layout::req::CONNECT != 0;
             if matches!(
                 d.state.load(Ordering::Acquire),
                 layout::state::CONNECTING | layout::state::ESTABLISHED
-            ) {
+            ) || (pending && d.state.load(Ordering::Acquire) == layout::state::OPEN)
+            {
                 d.err.store(libc::ECONNABORTED, Ordering::Relaxed);
                 d.flags.fetch_or(layout::flag::ERROR, Ordering::Release);
                 d.state.store(layout::state::CLOSED, Ordering::Release);
@@ -1350,7 +1374,17 @@ impl Sock {
         if !self.live() {
             return state::CLOSED;
         }
-        self.a.r.down_slot(self.s).state.load(Ordering::Acquire)
+        match self.a.r.down_slot(self.s).state.load(Ordering::Acquire) {
+            // A spare socket whose connect the service has not yet taken
+            // up (it clears the request once the socket is connecting).
+            state::OPEN
+                if self.a.r.up_slot(self.s).req.load(Ordering::Acquire) & layout::req::CONNECT
+                    != 0 =>
+            {
+                state::CONNECTING
+            }
+            st => st,
+        }
     }
 
     /// Flags.

@@ -405,12 +405,16 @@ struct Sock {
     /// Bound to port 0: the port was ours to pick, so a connect may move
     /// it to another if that 4-tuple is taken.
     auto_port: bool,
+    /// A spare TCP socket not yet taken by the app ([`AppState::spares`]):
+    /// not counted or listed as one of its sockets.
+    spare: bool,
 }
 
 impl Sock {
     fn free() -> Sock {
         Sock {
             kind: Kind::Free,
+            spare: false,
             dgram: false,
             peer: 0,
             reuseport: false,
@@ -475,6 +479,9 @@ struct AppState {
     udp_held: Vec<Option<(SocketAddrV4, Bytes)>>,
     /// When it was last said that all its sockets were in use.
     full_said: Option<std::time::Instant>,
+    /// The spare socket put in each entry of its up header's `spares`
+    /// (`None`: none), as we wrote it: the app may have taken it since.
+    spares: [Option<u32>; layout::SPARES],
 }
 
 /// The sockets listening on one port. The stack holds one listener per
@@ -925,7 +932,12 @@ impl AppState {
     }
 
     fn alloc(&mut self) -> Option<u32> {
-        let s = self.free.pop()?;
+        let Some(s) = self.free.pop() else {
+            // The last slots: a spare the app has not taken comes back.
+            let s = self.reclaim_spare()?;
+            self.release(s);
+            return self.alloc();
+        };
         let d = self.r.down_slot(s);
         let u = self.r.up_slot(s);
         // The service owns a free slot's up half too: reset it before the
@@ -941,6 +953,7 @@ impl AppState {
             self.r.held(row, s).store(0, Ordering::Relaxed);
         }
         u.opts.store(0, Ordering::Relaxed);
+        u.dest.store(0, Ordering::Relaxed);
         d.rx_tail.store(0, Ordering::Relaxed);
         d.tx_head.store(0, Ordering::Relaxed);
         d.flags.store(0, Ordering::Relaxed);
@@ -971,6 +984,53 @@ impl AppState {
             d.state.store(state::LISTEN, Ordering::Release);
         }
         Some(s)
+    }
+
+    /// Spare TCP sockets in every empty entry of the app's `spares`, and
+    /// those it took since become its own (its connect on one is a
+    /// [`req::CONNECT`], see [`Service::activity`]). Only while it has
+    /// more free slots than entries: the last ones stay for its requests.
+    fn refill_spares(&mut self) {
+        for i in 0..layout::SPARES {
+            let entry = |app: &AppState| app.r.up_header().spares[i].load(Ordering::Acquire);
+            if let Some(s) = self.spares[i] {
+                if entry(self) == layout::spare_entry(s) {
+                    continue; // still there
+                }
+                // Taken (or overwritten: the app's own loss).
+                self.socks[s as usize].spare = false;
+                self.spares[i] = None;
+            }
+            if entry(self) != 0 || self.free.len() <= layout::SPARES {
+                continue;
+            }
+            let Some(s) = self.alloc() else { return };
+            self.socks[s as usize].spare = true;
+            self.spares[i] = Some(s);
+            self.r.up_header().spares[i].store(layout::spare_entry(s), Ordering::Release);
+        }
+    }
+
+    /// A spare socket taken back from the app's up header before it took
+    /// it (None: it took them all).
+    fn reclaim_spare(&mut self) -> Option<u32> {
+        for i in 0..layout::SPARES {
+            let Some(s) = self.spares[i] else { continue };
+            self.spares[i] = None;
+            self.socks[s as usize].spare = false;
+            let e = &self.r.up_header().spares[i];
+            if e.compare_exchange(
+                layout::spare_entry(s),
+                0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+            {
+                return Some(s);
+            }
+        }
+        None
     }
 
     /// The reply that gives the app socket `s`: its slot and generation.
@@ -1113,7 +1173,7 @@ impl Service {
             let open = a
                 .socks
                 .iter()
-                .filter(|s| !matches!(s.kind, Kind::Free))
+                .filter(|s| !matches!(s.kind, Kind::Free) && !s.spare)
                 .count();
             let udp = a.socks.iter().filter(|s| s.dgram).count();
             let mut pids: Vec<_> = a.procs.values().map(|p| p.pid).collect();
@@ -1199,7 +1259,7 @@ impl Service {
             };
             for s in first..a.socks.len() as u32 {
                 let sock = &a.socks[s as usize];
-                if matches!(sock.kind, Kind::Free) {
+                if matches!(sock.kind, Kind::Free) || sock.spare {
                     continue;
                 }
                 if list.len() == Self::SOCKETS_PAGE {
@@ -1369,8 +1429,12 @@ impl Service {
             rows: std::array::from_fn(|w| u64::from(w == 0)),
             udp_held: vec![None; l.slots as usize],
             full_said: None,
+            spares: [None; layout::SPARES],
         };
         self.apps.insert(id, app);
+        if let Some(app) = self.apps.get_mut(&id) {
+            app.refill_spares();
+        }
         self.conn_app.insert(conn, id);
         self.next_app += 1;
         Ok(Reply {
@@ -1848,44 +1912,10 @@ impl Service {
                 app.changed(slot);
                 Msg::reply(0)
             }
-            op::CONNECT if valid => {
-                if !matches!(app.socks[slot as usize].kind, Kind::Open | Kind::Bound(_)) {
-                    return bad(libc::EISCONN);
-                }
-                let (dip, dport) = layout::unpack(msg.a as u64);
-                let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
-                // A socket bound first connects from its port.
-                let opened = match app.socks[slot as usize].kind {
-                    Kind::Bound(p) => match io.connect_from(cookie(id, slot), dst, p) {
-                        // The bind picked a port a connection to `dst`
-                        // holds (bind(0) knows only the sockets' ports):
-                        // the stack picks another.
-                        Err(Error::AddrInUse) if app.socks[slot as usize].auto_port => {
-                            io.connect(cookie(id, slot), dst)
-                        }
-                        r => r,
-                    },
-                    _ => io.connect(cookie(id, slot), dst),
-                };
-                match opened {
-                    Ok(h) => {
-                        app.socks[slot as usize].kind = Kind::Conn(h);
-                        // Options set before the connect (TCP_NODELAY off,
-                        // keep-alive) take effect now.
-                        app.socks[slot as usize].apply(io, h);
-                        let d = app.r.down_slot(slot);
-                        if let Ok((l, _)) = io.stack().tcp_addrs(h) {
-                            d.local
-                                .store(pack(u32::from(*l.ip()), l.port()), Ordering::Relaxed);
-                        }
-                        d.remote.store(pack(dip, dport), Ordering::Relaxed);
-                        d.state.store(state::CONNECTING, Ordering::Release);
-                        app.changed(slot);
-                        Msg::reply(0)
-                    }
-                    Err(e) => Msg::reply(errno_of(e)),
-                }
-            }
+            op::CONNECT if valid => match Self::tcp_connect(app, io, id, slot, msg.a as u64) {
+                Ok(()) => Msg::reply(0),
+                Err(e) => Msg::reply(e),
+            },
             op::SETOPT if valid => {
                 let on = msg.b != 0;
                 let s = &mut app.socks[slot as usize];
@@ -2816,6 +2846,50 @@ impl Service {
         app.fail(s, libc::EPROTO);
     }
 
+    /// Connect TCP socket `slot` of app `id` to packed `dest`: the
+    /// stack's connection opened, the socket connecting. Err: the negative
+    /// errno.
+    fn tcp_connect(
+        app: &mut AppState,
+        io: &mut Io,
+        id: u32,
+        slot: u32,
+        dest: u64,
+    ) -> Result<(), i64> {
+        if !matches!(app.socks[slot as usize].kind, Kind::Open | Kind::Bound(_)) {
+            return Err(-i64::from(libc::EISCONN));
+        }
+        let (dip, dport) = layout::unpack(dest);
+        let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
+        // A socket bound first connects from its port.
+        let opened = match app.socks[slot as usize].kind {
+            Kind::Bound(p) => match io.connect_from(cookie(id, slot), dst, p) {
+                // The bind picked a port a connection to `dst` holds
+                // (bind(0) knows only the sockets' ports): the stack picks
+                // another.
+                Err(Error::AddrInUse) if app.socks[slot as usize].auto_port => {
+                    io.connect(cookie(id, slot), dst)
+                }
+                r => r,
+            },
+            _ => io.connect(cookie(id, slot), dst),
+        };
+        let h = opened.map_err(errno_of)?;
+        app.socks[slot as usize].kind = Kind::Conn(h);
+        // Options set before the connect (TCP_NODELAY off, keep-alive)
+        // take effect now.
+        app.socks[slot as usize].apply(io, h);
+        let d = app.r.down_slot(slot);
+        if let Ok((l, _)) = io.stack().tcp_addrs(h) {
+            d.local
+                .store(pack(u32::from(*l.ip()), l.port()), Ordering::Relaxed);
+        }
+        d.remote.store(dest, Ordering::Relaxed);
+        d.state.store(state::CONNECTING, Ordering::Release);
+        app.changed(slot);
+        Ok(())
+    }
+
     /// Socket `s` of `app` had activity.
     fn activity(&mut self, io: &mut Io, id: u32, s: u32) {
         let Some(app) = self.apps.get_mut(&id) else {
@@ -2875,6 +2949,23 @@ impl Service {
                 let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
                 if rq & (req::CLOSE | req::ABORT) != 0 && !passing(&self.passes, id, s, gen) {
                     app.release(s);
+                } else if rq & req::CONNECT != 0 {
+                    // A spare socket the app took, to connect: as
+                    // `op::CONNECT` would, the error (refused at once)
+                    // left on the socket. Then spares for its next ones.
+                    let sk = app.socks[s as usize];
+                    if sk.kind == Kind::Open && !sk.dgram {
+                        let dest = app.r.up_slot(s).dest.load(Ordering::Acquire);
+                        app.socks[s as usize].spare = false;
+                        if let Err(e) = Self::tcp_connect(app, io, id, s, dest) {
+                            app.fail(s, -e as i32);
+                        }
+                    }
+                    app.r
+                        .up_slot(s)
+                        .req
+                        .fetch_and(!req::CONNECT, Ordering::AcqRel);
+                    app.refill_spares();
                 }
             }
             Kind::Free => {}

@@ -365,6 +365,17 @@ impl RawApp {
         Ok(())
     }
 
+    /// Read `n` bytes from socket `s` (what came within 5 s).
+    pub fn read_n(&self, s: u32, n: usize) -> Vec<u8> {
+        let t0 = Instant::now();
+        let mut got = Vec::new();
+        while got.len() < n && t0.elapsed() < Duration::from_secs(5) {
+            got.extend(self.read(s, n - got.len()));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        got
+    }
+
     /// Write as much of `data` as the transmit ring of `s` takes; bytes
     /// written.
     pub fn write(&self, s: u32, data: &[u8]) -> usize {

@@ -2,9 +2,80 @@
 //! process (the testkit's loopback wire and echo peer).
 
 use ixora_channel::ctl::{op, Msg};
-use ixora_channel::layout::pack;
+use ixora_channel::layout::{self, pack, req};
 use ixora_service::testkit::{RawApp, Rig, ECHO_PORT, PEER_IP};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The service keeps spare TCP sockets in each app's up header: the app
+/// takes one and asks for its connect in shared memory (`req::CONNECT`
+/// and the destination), with no request; the service connects it, and
+/// puts a new spare in the empty entry. Spares are not the app's sockets
+/// until taken (not counted). A connect the stack refuses at once is left
+/// on the socket as its error.
+#[test]
+fn a_spare_socket_connects_without_a_request() {
+    let rig = Rig::start("spare").unwrap();
+    let app = RawApp::attach(&rig).unwrap();
+    let h = app.regions().up_header();
+    let sockets = || {
+        app.sync().unwrap();
+        app.stats().unwrap()["apps"][0]["sockets"].as_u64().unwrap()
+    };
+    let entries = || {
+        h.spares
+            .iter()
+            .map(|e| e.load(Ordering::Acquire))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        entries().iter().all(|&e| layout::spare_of(e).is_some()),
+        "{:?}",
+        entries()
+    );
+    assert_eq!(sockets(), 0, "spares are not the app's sockets");
+
+    let take = |dest: u64| {
+        let s = layout::spare_of(h.spares[0].swap(0, Ordering::AcqRel)).expect("a spare");
+        let u = app.regions().up_slot(s);
+        u.dest.store(dest, Ordering::Relaxed);
+        u.req.fetch_or(req::CONNECT, Ordering::Release);
+        app.kick(s);
+        s
+    };
+    let s = take(pack(u32::from(PEER_IP), ECHO_PORT));
+    app.wait_established(s, Duration::from_secs(5)).unwrap();
+    assert_eq!(app.write(s, b"spare"), 5);
+    assert_eq!(app.read_n(s, 5), b"spare");
+    assert_eq!(sockets(), 1);
+    let e = entries();
+    assert!(
+        e.iter().all(|&e| layout::spare_of(e).is_some()),
+        "refilled: {e:?}"
+    );
+    assert!(
+        !e.contains(&layout::spare_entry(s)),
+        "{s} is no spare now: {e:?}"
+    );
+
+    // Port 0: refused by the stack at once; the socket carries the error.
+    let s2 = take(pack(u32::from(PEER_IP), 0));
+    app.sync().unwrap();
+    let d = app.regions().down_slot(s2);
+    assert_eq!(d.state.load(Ordering::Acquire), layout::state::CLOSED);
+    assert_ne!(
+        d.err.load(Ordering::Acquire),
+        0,
+        "an error is left on the socket"
+    );
+    assert_eq!(
+        app.regions().up_slot(s2).req.load(Ordering::Acquire) & req::CONNECT,
+        0
+    );
+    assert!(rig.alive());
+    drop(app);
+    rig.finish().unwrap();
+}
 
 /// `SOCKET` with a follow-up (`c`): the socket and its connect or bind in
 /// one round trip, which is how the shim makes a socket Ixora's. A
@@ -33,13 +104,7 @@ fn a_socket_is_made_and_connected_or_bound_in_one_request() {
     let s = r.slot;
     app.wait_established(s, Duration::from_secs(5)).unwrap();
     assert_eq!(app.write(s, b"ping"), 4);
-    let t = Instant::now();
-    let mut got = Vec::new();
-    while got.len() < 4 && t.elapsed() < Duration::from_secs(5) {
-        got.extend(app.read(s, 4 - got.len()));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert_eq!(got, b"ping");
+    assert_eq!(app.read_n(s, 4), b"ping");
 
     // A bind that fails: its error, and no socket left open.
     let l = app.socket().unwrap();

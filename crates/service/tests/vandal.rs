@@ -401,17 +401,6 @@ fn unread(app: &RawApp, s: u32, n: u64) {
     });
 }
 
-/// Read `n` bytes from socket `s` of `app` (what came within 5 s).
-fn read_n(app: &RawApp, s: u32, n: usize) -> Vec<u8> {
-    let t0 = Instant::now();
-    let mut got = Vec::new();
-    while got.len() < n && t0.elapsed() < Duration::from_secs(5) {
-        got.extend(app.read(s, n - got.len()));
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    got
-}
-
 /// A connection handed from one application to another (`PASS`, then
 /// `CLAIM` by a holder of the same file) keeps its bytes: what the
 /// sender left unread is read by the receiver, and the receiver's writes
@@ -462,7 +451,7 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     assert_eq!(r.b, gen(&b, t));
     assert_eq!(b.read(t, 100), b"unread by a", "the bytes a left unread");
     assert_eq!(b.write(t, b"from b"), 6);
-    assert_eq!(read_n(&b, t, 6), b"from b", "b's echo");
+    assert_eq!(b.read_n(t, 6), b"from b", "b's echo");
     let r = b
         .request(Msg::new(op::CLAIM, 0, file.as_raw_fd() as i64, 0))
         .unwrap();
@@ -575,7 +564,7 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
         "the unread bytes, where they were"
     );
     assert_eq!(a.write(c2, b"again"), 5);
-    assert_eq!(read_n(&a, c2, 5), b"again", "the connection carries on");
+    assert_eq!(a.read_n(c2, 5), b"again", "the connection carries on");
     let r = b
         .request(Msg::new(op::CLAIM, 0, file.as_raw_fd() as i64, 0))
         .unwrap();
