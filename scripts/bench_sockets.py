@@ -84,8 +84,12 @@ def xdp_args(side="server"):
     skb = RX == "softirq" or (RX == "client-native" and side == "server")
     return ["--xdp-mode", "skb"] if skb else []
 # Web servers the web tables and plots know, in their order (node and
-# node-cluster and node-cluster-none run with `--only node`).
-WEB_SERVERS = ("nginx", "lighttpd", "node", "node-cluster", "node-cluster-none")
+# node-cluster and node-cluster-none run with `--only node`; the nginx
+# reverse proxies with `--only proxy`).
+WEB_SERVERS = ("nginx", "lighttpd", "node", "node-cluster", "node-cluster-none",
+               "nginx-proxy", "nginx-proxy-keepalive")
+# The port of the proxies' backend: a kernel nginx in the client namespace.
+BACKEND_PORT = 8081
 # A Node.js server of the 20 B file: argv[2] workers (0: one process; else
 # a cluster whose primary hands each connection to a worker), argv[3] the
 # file, argv[4] the address, argv[5] the port.
@@ -398,6 +402,23 @@ def web(args, prog, www, tmp, prog_bar, results):
     port = 8080
 
     def argv_of(ixora):
+        if prog.startswith("nginx-proxy"):
+            # A reverse proxy to the backend (the client's namespace, the
+            # kernel's TCP): each request crosses the proxy's stack twice,
+            # and without upstream keep-alive every request opens an
+            # upstream connection from the proxy.
+            ka = prog.endswith("keepalive")
+            conf = tmp / f"{prog}-{ixora}.conf"
+            conf.write_text(
+                "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                f"error_log {tmp}/{prog}-error-{ixora}.log;\npid {tmp}/{prog}-{ixora}.pid;\n"
+                "events { worker_connections 4096; }\n"
+                f"http {{ access_log off; upstream be {{ server {CLI}:{BACKEND_PORT};"
+                + (" keepalive 32;" if ka else "") + " }\n"
+                f"server {{ listen {SRV}:{port}; location / {{ proxy_pass http://be;"
+                + (' proxy_http_version 1.1; proxy_set_header Connection "";' if ka else "")
+                + " } } }\n")
+            return ["nginx", "-c", str(conf)]
         if prog == "nginx":
             conf = tmp / f"nginx-{ixora}.conf"
             conf.write_text(
@@ -424,8 +445,11 @@ def web(args, prog, www, tmp, prog_bar, results):
             'server.max-connections = 4096\n')
         return ["lighttpd", "-D", "-f", str(conf)]
 
-    with side_by_side(prog, argv_of, port) as nets:
-        for client in CLIENTS:
+    # A proxy's backend listens on the client's kernel address, which the
+    # load generator's XDP program would take for itself: wrk only.
+    clients = [c for c in CLIENTS if c == "wrk"] if prog.startswith("nginx-proxy") else CLIENTS
+    with side_by_side(prog, argv_of, port) as nets, backends(prog, nets, www, tmp):
+        for client in clients:
             for mode, per_conn in (("keepalive", 0), ("10_per_conn", 10)):
                 best = alternate(args.repeat, lambda ixora: web_run(
                     nets[ixora], port, args.duration, per_conn, client), lambda r: r["rps"])
@@ -440,6 +464,33 @@ def web(args, prog, www, tmp, prog_bar, results):
                           + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None
                              else "")
                           + (f"  ERRORS {r['errors']}" if r["errors"] else ""), flush=True)
+
+
+@contextlib.contextmanager
+def backends(prog, nets, www, tmp):
+    """For a reverse proxy `prog`: the backend it proxies to in each
+    net's client namespace (a kernel nginx on CPU 1, with the client),
+    stopped when the block ends; nothing for another server."""
+    procs = []
+    try:
+        if prog.startswith("nginx-proxy"):
+            for ixora, net in nets.items():
+                conf = tmp / f"backend-{ixora}.conf"
+                conf.write_text(
+                    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                    f"error_log {tmp}/backend-error-{ixora}.log;\npid {tmp}/backend-{ixora}.pid;\n"
+                    "events { worker_connections 4096; }\n"
+                    f"http {{ access_log off; server {{ listen {CLI}:{BACKEND_PORT}; "
+                    f"root {www}; }} }}\n")
+                p = be.start(be.pinned(1, *be.in_ns(net.cl, "nginx", "-c", str(conf))),
+                             f"/tmp/ixb-{PID}-backend-{ixora}.log")
+                procs.append(p)
+                if not be.wait_tcp(net.cl, CLI, BACKEND_PORT):
+                    raise RuntimeError("the backend nginx did not start:\n" + be.stop_proc(p))
+        yield
+    finally:
+        for p in procs:
+            be.stop_proc(p)
 
 
 def bulk_run(net, port, secs, reverse):
@@ -1100,6 +1151,14 @@ def write(results, args, cmdline):
                  "shared socket; under `ixora run` each worker's socket is a member of the port's "
                  "group).", ""]
                 if any(r["server"].startswith("node") for r in web_rows) else []),
+              *(["nginx-proxy: nginx as a reverse proxy (`proxy_pass`) to a backend nginx on the "
+                 "client's side (the kernel's TCP, on CPU 1 with the client), each request opening "
+                 "an upstream connection from the proxy (under `ixora run` a connection Ixora "
+                 "makes: one control round trip each); nginx-proxy-keepalive: the same with "
+                 "upstream keep-alive (`keepalive 32`), the upstream connections reused. wrk is "
+                 "their only client: the load generator's XDP program would take the backend's "
+                 "frames on the client's interface.", ""]
+                if any(r["server"].startswith("nginx-proxy") for r in web_rows) else []),
               *(["The servers listen on any address (`--listen-any`: nginx `listen PORT`, lighttpd "
                  "without `server.bind`), not on the server's address: under `ixora run` such a "
                  "listener also listens in the kernel, for 127.0.0.1 and the kernel's other "
@@ -1251,7 +1310,7 @@ def main():
     ap.add_argument("--udp-sizes", default="64,8000",
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
-    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node"],
+    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node", "proxy"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
@@ -1259,7 +1318,9 @@ def main():
                          "local: redis-benchmark to redis-server on one host, sockets-local.*; "
                          "udp: sockperf's UDP server, sockets-udp.*; "
                          "node: a Node.js HTTP server alone and as a two-worker cluster, whose "
-                         "primary hands each connection to a worker, sockets-node.*)")
+                         "primary hands each connection to a worker, sockets-node.*; "
+                         "proxy: nginx as a reverse proxy to a backend on the client's side, "
+                         "with and without upstream keep-alive, sockets-proxy.*)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -1323,7 +1384,7 @@ def main():
         NAME += f"-ring{args.ring}"
     if LISTEN_ANY:
         NAME += "-listen-any"
-    if args.only in ("web", "memcached", "node") and SERVICE_CPU == 0 and not args.serve_poll:
+    if args.only in ("web", "memcached", "node", "proxy") and SERVICE_CPU == 0 and not args.serve_poll:
         # A part alone does not overwrite the whole comparison's files (the
         # service-placement experiments have files of their own already).
         NAME += f"-{args.only}"
@@ -1344,6 +1405,7 @@ def main():
     (tmp / "ten.lua").write_text(LUA_10)
     steps = ((4 * len(CLIENTS) if args.only in (None, "web") else 0)
              + (6 * len(CLIENTS) if args.only == "node" else 0)
+             + (4 if args.only == "proxy" and "wrk" in CLIENTS else 0)
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
              + (1 if args.only in (None, "local") else 0)
@@ -1363,6 +1425,9 @@ def main():
         if args.only in (None, "web"):
             web(args, "nginx", www, tmp, bar, results)
             web(args, "lighttpd", www, tmp, bar, results)
+        if args.only == "proxy":
+            web(args, "nginx-proxy", www, tmp, bar, results)
+            web(args, "nginx-proxy-keepalive", www, tmp, bar, results)
         if args.only == "node":
             web(args, "node", www, tmp, bar, results)
             web(args, "node-cluster", www, tmp, bar, results)
