@@ -113,6 +113,13 @@ static void client(const char *ip, int port) {
 
     int r = connect(s, (struct sockaddr *)&sa, sizeof sa);
     check(r == 0 || errno == EINPROGRESS, "connect_nonblocking", "connect = %d", r);
+    /* Connecting already has a local port (Linux picks it at connect). */
+    struct sockaddr_in early;
+    socklen_t elen = sizeof early;
+    memset(&early, 0, sizeof early);
+    r = getsockname(s, (struct sockaddr *)&early, &elen);
+    check(r == 0 && early.sin_port != 0, "getsockname_connecting", "r %d port %d", r,
+          ntohs(early.sin_port));
     short ev = wait_for(s, POLLOUT, 5000);
     check((ev & POLLOUT) != 0, "poll_connected", "revents %#x", ev);
     int err = -1;

@@ -4073,10 +4073,18 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
             real!(getsockname: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(fd, addr, len)
         });
     };
-    count(sk.a, call("getsockname"), true);
     if addr.is_null() || len.is_null() {
+        count(sk.a, call("getsockname"), true);
         return fail(libc::EFAULT);
     }
+    // A connect on a spare socket that the service has not taken up yet
+    // has no local port: wait for it (Linux gives the port at once).
+    let pending = || sk.a.r.up_slot(sk.s).req.load(Ordering::Acquire) & layout::req::CONNECT != 0;
+    let waited = pending() && {
+        state::block_until(sk.a, 1000, &mut [], None, &[sk.s], &[], &mut || !pending());
+        true
+    };
+    count(sk.a, call("getsockname"), !waited);
     // SAFETY: getsockname(2)'s contract.
     unsafe {
         let mut local = sk.a.r.down_slot(sk.s).local.load(Ordering::Relaxed);
