@@ -749,21 +749,32 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
                 if done > 0 {
                     return done as ssize_t;
                 }
-                if e == libc::EPIPE && flags & libc::MSG_NOSIGNAL == 0 {
-                    // SAFETY: raise(3) has no memory arguments.
-                    unsafe {
-                        libc::raise(libc::SIGPIPE);
-                    }
-                }
-                return fail(e);
+                return send_failed(e, flags & libc::MSG_NOSIGNAL != 0);
             }
         }
         // SO_SNDTIMEO: what was sent so far, or EAGAIN, once it has passed.
-        let ready = &mut || sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED;
-        if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
+        if let Err(r) = wait_ring(sk, true, &mut start, &mut user, &mut || can_send(sk)) {
             return if done > 0 { done as ssize_t } else { r };
         }
     }
+}
+
+/// What a blocked send waits for on a TCP socket: room in its ring, an
+/// error, or a state in which sending fails at once.
+fn can_send(sk: Sock) -> bool {
+    sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED
+}
+
+/// A send that failed with `e`: EPIPE raises SIGPIPE unless `nosignal`
+/// (MSG_NOSIGNAL), as Linux does; -1 with errno `e`.
+fn send_failed(e: c_int, nosignal: bool) -> ssize_t {
+    if e == libc::EPIPE && !nosignal {
+        // SAFETY: raise(3) has no memory arguments.
+        unsafe {
+            libc::raise(libc::SIGPIPE);
+        }
+    }
+    fail(e)
 }
 
 /// Make a MAYBE socket an Ixora one: create the slot, then bind or
@@ -2633,21 +2644,11 @@ pub unsafe extern "C" fn sendfile(
             Ok(Err(_)) | Err(_) if sent > 0 => break,
             Ok(Err(e)) => return fail(e),
             Err(libc::EAGAIN) if !sk.nonblock() => {
-                let ready =
-                    &mut || sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED;
-                if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
+                if let Err(r) = wait_ring(sk, true, &mut start, &mut user, &mut || can_send(sk)) {
                     return r;
                 }
             }
-            Err(e) => {
-                if e == libc::EPIPE {
-                    // SAFETY: raise(3) has no memory arguments.
-                    unsafe {
-                        libc::raise(libc::SIGPIPE);
-                    }
-                }
-                return fail(e);
-            }
+            Err(e) => return send_failed(e, false),
         }
     }
     if !offset.is_null() {

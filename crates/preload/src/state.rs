@@ -920,12 +920,15 @@ fn service_gone(a: &Attached) {
         let mut aborted = 0;
         for s in 0..a.r.layout().slots {
             let d = a.r.down_slot(s);
-            let pending = a.r.up_slot(s).req.load(Ordering::Acquire) & layout::req::CONNECT != 0;
-            if matches!(
-                d.state.load(Ordering::Acquire),
-                layout::state::CONNECTING | layout::state::ESTABLISHED
-            ) || (pending && d.state.load(Ordering::Acquire) == layout::state::OPEN)
-            {
+            let live = match d.state.load(Ordering::Acquire) {
+                layout::state::CONNECTING | layout::state::ESTABLISHED => true,
+                // A spare's connect asked for and not yet taken up.
+                layout::state::OPEN => {
+                    a.r.up_slot(s).req.load(Ordering::Acquire) & layout::req::CONNECT != 0
+                }
+                _ => false,
+            };
+            if live {
                 d.err.store(libc::ECONNABORTED, Ordering::Relaxed);
                 d.flags.fetch_or(layout::flag::ERROR, Ordering::Release);
                 d.state.store(layout::state::CLOSED, Ordering::Release);

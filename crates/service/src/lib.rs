@@ -992,16 +992,16 @@ impl AppState {
     /// more free slots than entries: the last ones stay for its requests.
     fn refill_spares(&mut self) {
         for i in 0..layout::SPARES {
-            let entry = |app: &AppState| app.r.up_header().spares[i].load(Ordering::Acquire);
+            let e = self.r.up_header().spares[i].load(Ordering::Acquire);
             if let Some(s) = self.spares[i] {
-                if entry(self) == layout::spare_entry(s) {
+                if e == layout::spare_entry(s) {
                     continue; // still there
                 }
                 // Taken (or overwritten: the app's own loss).
                 self.socks[s as usize].spare = false;
                 self.spares[i] = None;
             }
-            if entry(self) != 0 || self.free.len() <= layout::SPARES {
+            if e != 0 || self.free.len() <= layout::SPARES {
                 continue;
             }
             let Some(s) = self.alloc() else { return };
@@ -1630,13 +1630,13 @@ impl Service {
                 out,
             );
             if t.a < 0 {
-                // Closed as the shim closes a socket whose bind or connect
-                // failed (no process holds it yet).
-                if let Some(&id) = self.conn_app.get(&conn) {
-                    if let Some(app) = self.apps.get(&id) {
-                        app.r.up_slot(s).req.fetch_or(req::CLOSE, Ordering::Release);
-                        self.activity(io, id, s);
-                    }
+                // No process holds it yet, and it is still just made.
+                if let Some(app) = self
+                    .conn_app
+                    .get(&conn)
+                    .and_then(|id| self.apps.get_mut(id))
+                {
+                    app.release(s);
                 }
                 return t;
             }

@@ -419,6 +419,30 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     let dup = file.try_clone().unwrap(); // the same file under another number
     let gen =
         |app: &RawApp, s: u32| u64::from(app.regions().down_slot(s).gen.load(Ordering::Acquire));
+    // Socket `s` of a passed twice (PASS's `b` beyond the generation:
+    // `bits`) and claimed twice by b: the claims' replies, once the
+    // sender's socket moved (its error EINVAL).
+    let pass_twice = |s: u32, bits: u64, what: &str| -> Vec<Msg> {
+        for _ in 0..2 {
+            let m = Msg::new(op::PASS, s, file.as_raw_fd() as i64, gen(&a, s) | bits);
+            assert_eq!(a.request(m).unwrap().a, 0, "PASS of {what}");
+        }
+        let claims: Vec<Msg> = (0..2)
+            .map(|_| {
+                let r = b
+                    .request(Msg::new(op::CLAIM, 0, dup.as_raw_fd() as i64, 0))
+                    .unwrap();
+                assert!(r.a >= 0 && r.c & 1 == 0, "CLAIM of {what}: {r:?}");
+                r
+            })
+            .collect();
+        assert_eq!(
+            a.regions().down_slot(s).err.load(Ordering::Acquire),
+            libc::EINVAL,
+            "the sender's {what} moved"
+        );
+        claims
+    };
     let connected = |app: &RawApp| {
         let s = app.socket().unwrap();
         app.connect(s, testkit::PEER_IP, testkit::ECHO_PORT)
@@ -497,27 +521,10 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     let bs = a.socket().unwrap();
     let port = ixora_channel::layout::pack(0, 7302) as i64;
     assert_eq!(a.request(Msg::new(op::BIND, bs, port, 0)).unwrap().a, 0);
-    for _ in 0..2 {
-        let any = 1 << 33; // bound to any address, said to the claimant
-        let m = Msg::new(op::PASS, bs, file.as_raw_fd() as i64, gen(&a, bs) | any);
-        assert_eq!(a.request(m).unwrap().a, 0, "PASS of a bound socket");
-    }
-    let mut bound = Vec::new();
-    for _ in 0..2 {
-        let r = b
-            .request(Msg::new(op::CLAIM, 0, dup.as_raw_fd() as i64, 0))
-            .unwrap();
-        assert!(
-            r.a >= 0 && r.c & 1 == 0 && r.c & 4 == 4,
-            "CLAIM of a bound socket: {r:?}"
-        );
-        bound.push(r.slot);
-    }
-    assert_eq!(
-        a.regions().down_slot(bs).err.load(Ordering::Acquire),
-        libc::EINVAL,
-        "the sender's bound socket moved"
-    );
+    // (Bit 33: bound to any address, said to the claimant as c bit 2.)
+    let claims = pass_twice(bs, 1 << 33, "a bound socket");
+    assert!(claims.iter().all(|r| r.c & 4 == 4), "{claims:?}");
+    let bound: Vec<u32> = claims.iter().map(|r| r.slot).collect();
     for &t in &bound {
         let r = b.request(Msg::new(op::LISTEN, t, 16, 0)).unwrap();
         assert_eq!(r.a, 0, "each claimant's socket listens on the port");
@@ -584,23 +591,10 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     let src = a.udp_socket(0).unwrap();
     assert_eq!(a.write(src, &dgram(b"first")), DGRAM_HDR + 5);
     unread(&a, u, (DGRAM_HDR + 5) as u64);
-    for _ in 0..2 {
-        let m = Msg::new(op::PASS, u, file.as_raw_fd() as i64, gen(&a, u));
-        assert_eq!(a.request(m).unwrap().a, 0, "PASS of a UDP socket");
-    }
-    let mut members = Vec::new();
-    for _ in 0..2 {
-        let r = b
-            .request(Msg::new(op::CLAIM, 0, dup.as_raw_fd() as i64, 0))
-            .unwrap();
-        assert!(r.a >= 0 && r.c & 1 == 0, "CLAIM of a UDP socket: {r:?}");
-        members.push(r.slot);
-    }
-    assert_eq!(
-        a.regions().down_slot(u).err.load(Ordering::Acquire),
-        libc::EINVAL,
-        "the sender's UDP socket moved"
-    );
+    let members: Vec<u32> = pass_twice(u, 0, "a UDP socket")
+        .iter()
+        .map(|r| r.slot)
+        .collect();
     let got = b.read(members[0], 100);
     let mut hdr = [0u8; DGRAM_HDR];
     hdr.copy_from_slice(&got[..DGRAM_HDR.min(got.len())]);
