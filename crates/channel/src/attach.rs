@@ -34,7 +34,17 @@ fn context(what: &str) -> impl Fn(io::Error) -> io::Error + '_ {
 /// Attach as process `pid` over control connection `ctl` (one that has
 /// not attached yet), waiting for the service until `deadline`.
 pub fn attach(ctl: BorrowedFd<'_>, pid: u32, deadline: Instant) -> io::Result<Granted> {
-    let ask = Msg::new(op::ATTACH, 0, i64::from(pid), 0);
+    grant(ctl, Msg::new(op::ATTACH, 0, i64::from(pid), 0), deadline)
+}
+
+/// The regions and doorbell of the application that control connection
+/// `ctl` already belongs to ([`op::REMAP`]: an `exec`ed image of one of
+/// its processes), mapped and checked as [`attach`] does.
+pub fn remap(ctl: BorrowedFd<'_>, deadline: Instant) -> io::Result<Granted> {
+    grant(ctl, Msg::new(op::REMAP, 0, 0, 0), deadline)
+}
+
+fn grant(ctl: BorrowedFd<'_>, ask: Msg, deadline: Instant) -> io::Result<Granted> {
     os::send_msg(ctl, &ask.encode(), &[], deadline).map_err(context("attach"))?;
     let mut buf = [0u8; 64];
     let (n, mut fds) = os::recv_msg(ctl, &mut buf, deadline).map_err(context("attach"))?;

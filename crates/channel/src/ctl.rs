@@ -86,6 +86,13 @@ pub mod op {
     /// passed just before, did not go: take the newest such pass back (a
     /// connection returns to its slot as it was). `ENOENT`: none.
     pub const CANCEL: u32 = 14;
+    /// The application's regions and doorbell again, for a program that
+    /// this process `exec`ed with Ixora sockets open (its mappings went
+    /// with the old image; its control connection, rows and sockets did
+    /// not). Asked on the control connection the old image left open for
+    /// it; the reply is `ATTACH`'s (`a` = app id, `b` = slots, `c` = ring
+    /// bytes; descriptors: down memfd, up memfd, doorbell).
+    pub const REMAP: u32 = 15;
     /// A reply.
     pub const REPLY: u32 = 100;
 }

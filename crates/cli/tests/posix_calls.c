@@ -11,8 +11,10 @@
  * dual-stack AF_INET6 socket (v4-mapped addresses). Server part: listens
  * on LISTEN_PORT (any address), accepts one connection, echoes a line, and
  * expects EOF; then listens on LISTEN_PORT+1 with a dual-stack AF_INET6
- * socket bound to :: and echoes one line. Prints "ok NAME" or "FAIL NAME: why" per check; exits 0 only
- * when every check passed.
+ * socket bound to :: and echoes one line. With SELF_IP: UDP, bind-then-
+ * connect, and sockets across exec (the program runs itself again as
+ * `posix_calls --exec-child KEPT GONE LISTENER`). Prints "ok NAME" or
+ * "FAIL NAME: why" per check; exits 0 only when every check passed.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -32,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -943,6 +946,99 @@ static void bound_client(const char *echo_ip, int echo_port, const char *self_ip
     }
 }
 
+/* Echo 5 bytes through connection `c`: 0 if they come back. */
+static int echo5(int c, const char *what) {
+    char b[5] = {0};
+    if (send(c, what, 5, 0) != 5 || !(wait_for(c, POLLIN, 10000) & POLLIN) ||
+        read_full(c, b, 5) != 0) {
+        return -1;
+    }
+    return memcmp(b, what, 5) == 0 ? 0 : -1;
+}
+
+/* The program exec'd by exec_keeps_sockets: descriptor `kept` is a
+ * connection to the echo server, `gone` was one with close-on-exec, `l`
+ * a listener whose queue holds a connection of the parent's. */
+static int exec_child(int kept, int gone, int l) {
+    errno = 0;
+    int closed = fcntl(gone, F_GETFD) == -1 && errno == EBADF;
+    check(closed, "exec_closes_cloexec", "descriptor %d still open", gone);
+    int echoed = echo5(kept, "exec\n") == 0;
+    check(echoed, "exec_keeps_connection", "no echo on descriptor %d", kept);
+    short ev = wait_for(l, POLLIN, 10000);
+    int a = accept(l, NULL, NULL);
+    char b[5] = {0};
+    int served = (ev & POLLIN) && a >= 0 && (wait_for(a, POLLIN, 10000) & POLLIN) &&
+                 read_full(a, b, 5) == 0 && memcmp(b, "lstn\n", 5) == 0 &&
+                 send(a, b, 5, 0) == 5;
+    check(served, "exec_keeps_listener", "revents %#x accept %d", ev, a);
+    close(a);
+    return failures ? 1 : 0;
+}
+
+/* Across exec a socket without close-on-exec stays open and one with it
+ * is closed, as inetd-style servers need (socat EXEC:...,nofork, sshd,
+ * tcpserver); the parent's own copies are unaffected. The child execs
+ * twice: a path that does not exist first (the exec fails and nothing
+ * is lost), then this program again, with execl. */
+static void exec_keeps_sockets(const char *echo_ip, int echo_port, const char *self_ip,
+                               int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(echo_port)};
+    inet_pton(AF_INET, echo_ip, &sa.sin_addr);
+    int kept = socket(AF_INET, SOCK_STREAM, 0);
+    int gone = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int r1 = connect(kept, (struct sockaddr *)&sa, sizeof sa);
+    int r2 = connect(gone, (struct sockaddr *)&sa, sizeof sa);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &me.sin_addr);
+    int r3 = bind(l, (struct sockaddr *)&me, sizeof me);
+    int r4 = listen(l, 4);
+    check(kept >= 0 && gone >= 0 && r1 == 0 && r2 == 0 && r3 == 0 && r4 == 0, "exec_setup",
+          "%d %d %d %d", r1, r2, r3, r4);
+    /* The parent's connection waits in the listener's queue across the
+     * exec. */
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    int rc = connect(c, (struct sockaddr *)&me, sizeof me);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *argv[] = {"posix_calls", NULL};
+        errno = 0;
+        int r = execv("/nonexistent/ixora-posix-calls", argv);
+        if (r != -1 || errno != ENOENT) {
+            printf("FAIL exec_missing: r %d errno %d\n", r, errno);
+            fflush(stdout);
+        }
+        char a[16], b[16], d[16];
+        snprintf(a, sizeof a, "%d", kept);
+        snprintf(b, sizeof b, "%d", gone);
+        snprintf(d, sizeof d, "%d", l);
+        execl("/proc/self/exe", "posix_calls", "--exec-child", a, b, d, (char *)NULL);
+        printf("FAIL exec: %s\n", strerror(errno));
+        fflush(stdout);
+        _exit(3);
+    }
+    int sent = rc == 0 && send(c, "lstn\n", 5, 0) == 5;
+    char back[5] = {0};
+    int answered = sent && (wait_for(c, POLLIN, 20000) & POLLIN) && read_full(c, back, 5) == 0 &&
+                   memcmp(back, "lstn\n", 5) == 0;
+    int st = -1;
+    waitpid(pid, &st, 0);
+    check(pid > 0 && answered && WIFEXITED(st) && WEXITSTATUS(st) == 0, "exec_child",
+          "connect %d answered %d status %#x", rc, answered, st);
+    /* The child's exec closed its copy of `gone`, and its exit its copy
+     * of `kept`: both are still the parent's. */
+    int both = echo5(kept, "kept\n") == 0 && echo5(gone, "gone\n") == 0;
+    check(both, "exec_parent_keeps_its_copies", "-");
+    close(c);
+    close(l);
+    close(kept);
+    close(gone);
+}
+
 /* nginx's upstream pattern: the environment emptied (nginx keeps only
  * TZ), then a non-blocking socket registered in epoll before it
  * connects. The connection is made (the socket is still the shim's), and
@@ -983,6 +1079,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    if (argc == 5 && strcmp(argv[1], "--exec-child") == 0) {
+        return exec_child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+    }
     client(argv[1], atoi(argv[2]));
     dual_stack_client(argv[1], atoi(argv[2]));
     lowest_fd(argv[1], atoi(argv[2]));
@@ -995,6 +1094,7 @@ int main(int argc, char **argv) {
         udp_calls(argv[4], atoi(argv[3]) + 2);
         ephemeral_listener(argv[4]);
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
+        exec_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 4);
     }
     epoll_before_connect(argv[1], atoi(argv[2]));
     printf("%d failure(s)\n", failures);

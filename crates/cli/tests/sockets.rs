@@ -1175,29 +1175,43 @@ fn udp_reuseport_sockets_split_datagrams_by_source() {
 }
 
 /// inetd style: socat accepts, forks a child per connection, and the child
-/// runs `cat` behind a socketpair (fork, then fork + exec in the child).
+/// runs `cat` behind a socketpair (fork, then fork + exec in the child);
+/// with `nofork` the child execs `cat` itself with the connection as its
+/// standard input and output (the socket crosses `exec`, as under inetd,
+/// tcpserver or sshd).
 #[test]
 fn socat_fork_exec_echo() {
     let Some((_g, net)) = begin(&["socat"]) else {
         return;
     };
-    let mut sc = net.run(
-        "socat",
-        &["socat", "TCP-LISTEN:7002,fork,reuseaddr", "EXEC:cat"],
-    );
-    net.wait_port(&mut sc, 7002);
-    for round in 0..3u8 {
-        net.lx.run(|| {
-            let mut c = TcpStream::connect(format!("{IX}:7002")).unwrap();
-            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let msg: Vec<u8> = (0..5000u32).map(|i| (i as u8) ^ round).collect();
-            c.write_all(&msg).unwrap();
-            let mut got = vec![0u8; msg.len()];
-            c.read_exact(&mut got).unwrap();
-            assert!(got == msg, "round {round}: echo differs");
-        });
+    for (port, exec) in [(7002, "EXEC:cat"), (7004, "EXEC:cat,nofork")] {
+        let mut sc = net.run(
+            "socat",
+            &["socat", &format!("TCP-LISTEN:{port},fork,reuseaddr"), exec],
+        );
+        net.wait_port(&mut sc, port);
+        for round in 0..3u8 {
+            net.lx.run(|| {
+                let mut c = TcpStream::connect(format!("{IX}:{port}")).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let msg: Vec<u8> = (0..5000u32).map(|i| (i as u8) ^ round).collect();
+                c.write_all(&msg).unwrap();
+                let mut got = vec![0u8; msg.len()];
+                c.read_exact(&mut got)
+                    .unwrap_or_else(|e| panic!("{exec} round {round}: {e}:\n{}", sc.log()));
+                assert!(got == msg, "{exec} round {round}: echo differs");
+                // cat ends at EOF, and with it the connection.
+                c.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut rest = Vec::new();
+                c.read_to_end(&mut rest).unwrap();
+                assert!(
+                    rest.is_empty(),
+                    "{exec} round {round}: bytes after the echo"
+                );
+            });
+        }
+        drop(sc);
     }
-    drop(sc);
 }
 
 /// wrk under `ixora run` as a client (its TCP on Ixora) against a
@@ -1427,6 +1441,10 @@ fn posix_calls_behave_as_on_linux() {
                 && text.contains("ok bound_connect")
                 && text.contains("ok bound_port_0_connect"),
             "{what}: bind-then-connect part missing:\n{text}"
+        );
+        assert!(
+            text.contains("ok exec_keeps_listener") && text.contains("ok exec_child"),
+            "{what}: exec part missing:\n{text}"
         );
         text
     };

@@ -34,9 +34,9 @@
 //! Behaviour across `fork`: the child keeps every Ixora socket (the
 //! regions are shared mappings; a reference count in shared memory makes
 //! the last `close` in any process close the socket) and opens its own
-//! control connection. Across `exec`: the regions are gone; the inherited
-//! descriptors are plain unconnected kernel sockets, so the new program
-//! sees `ENOTCONN`/`EINVAL` on them (they are close-on-exec by default).
+//! control connection. Across `exec`, as on Linux, a descriptor without
+//! close-on-exec stays open and one with it is closed: the new program,
+//! under the shim too, takes up the application again (see `exec`).
 //!
 //! A socket passed to another process over a Unix socket (`SCM_RIGHTS`)
 //! moves to the receiver's application through the service (see
@@ -44,6 +44,7 @@
 
 #![allow(unsafe_code)]
 
+mod exec;
 mod handover;
 mod kwatch;
 mod real;

@@ -379,6 +379,7 @@ pub fn env() -> &'static Env {
 extern "C" fn at_load() {
     let _ = env();
     let _ = crate::real::syscall_fn();
+    crate::exec::adopt();
 }
 
 /// Read the environment when the dynamic loader runs the library's
@@ -399,6 +400,12 @@ fn try_attach() -> Result<Attached, String> {
     mark_internal(sock.as_raw_fd());
     let g = ixora_channel::attach::attach(sock.as_fd(), std::process::id(), deadline())
         .map_err(|e| e.to_string())?;
+    Ok(attached_on(sock, g))
+}
+
+/// The attachment of this process over control connection `sock`, with
+/// what the service granted on it (`ATTACH`, or `REMAP` after an exec).
+fn attached_on(sock: OwnedFd, g: ixora_channel::attach::Granted) -> Attached {
     // SAFETY: the mappings are leaked below: they stay mapped, at the
     // layout's lengths, for the life of the process.
     let r = unsafe { Regions::new(g.down.as_ptr(), g.up.as_ptr(), g.layout) };
@@ -428,7 +435,7 @@ fn try_attach() -> Result<Attached, String> {
         );
         libc::atexit(kick_at_exit);
     }
-    Ok(Attached {
+    Attached {
         ctl: Mutex::new(sock),
         r,
         bell: bell_fd,
@@ -441,7 +448,53 @@ fn try_attach() -> Result<Attached, String> {
         spin: Duration::from_micros(spin),
         opts: Mutex::new(std::collections::HashMap::new()),
         timeouts: AtomicBool::new(false),
-    })
+    }
+}
+
+/// In a program just `exec`ed by a process of an application, with
+/// Ixora sockets open (see `exec`): take up the application again on the
+/// control connection `sock` the old image left open, as holders-table
+/// row `row` (the process's, which the old image held its descriptors
+/// in). The regions are mapped again (`REMAP`).
+pub fn attach_after_exec(sock: OwnedFd, row: u32) -> Result<&'static Attached, String> {
+    mark_internal(sock.as_raw_fd());
+    let g = ixora_channel::attach::remap(sock.as_fd(), deadline()).map_err(|e| e.to_string())?;
+    let a = attached_on(sock, g);
+    ROW.store(row, Ordering::SeqCst);
+    ATTACHED
+        .set(Some(a))
+        .map_err(|_| "already attached".to_string())?;
+    attached().ok_or_else(|| "not attached".to_string())
+}
+
+/// This process's row of the holders table ([`layout::NO_ROW`]: none).
+pub fn row() -> u32 {
+    ROW.load(Ordering::Relaxed)
+}
+
+/// Whether this process has a control connection of its own (a forked
+/// child whose parent could not reach the service has none).
+pub fn has_ctl() -> bool {
+    !CTL_LOST.load(Ordering::Relaxed)
+}
+
+/// The Ixora sockets in this process's descriptor table: descriptor,
+/// slot, generation and [`fl`] bits of each.
+pub fn ixora_fds() -> Vec<(c_int, u32, u32, u32)> {
+    let mut v = Vec::new();
+    if let Some(t) = TABLE.get() {
+        for (fd, e) in t.iter().enumerate() {
+            if e.kind.load(Ordering::Acquire) == kind::IXORA {
+                v.push((
+                    fd as c_int,
+                    e.slot.load(Ordering::Relaxed),
+                    e.gen.load(Ordering::Relaxed),
+                    e.flags.load(Ordering::Relaxed),
+                ));
+            }
+        }
+    }
+    v
 }
 
 /// This process's row in the holders table ([`layout::NO_ROW`]: none).
@@ -1138,6 +1191,30 @@ impl Drop for ThreadWaiter {
 
 thread_local! {
     static THREAD_WAITER: std::cell::RefCell<ThreadWaiter> = const { std::cell::RefCell::new(ThreadWaiter(None)) };
+}
+
+/// Give back the calling thread's waiter (its index and wait end) now:
+/// the thread's image is about to go (`exec`). A later wait, if the exec
+/// fails, makes a new one.
+pub fn release_thread_waiter() {
+    let w = THREAD_WAITER.with(|tw| tw.borrow_mut().0.take());
+    if let (Some(w), Some(a)) = (w, attached()) {
+        if w.current() {
+            w.release(a);
+        }
+    }
+}
+
+/// One reference to socket `s` went with no descriptor of ours to
+/// release (a close-on-exec descriptor the kernel closed at `exec`): as
+/// [`release_sock`], the last one asks the service to close it.
+pub fn drop_ref(a: &Attached, s: u32) {
+    if unhold(a, s) <= 1 {
+        a.r.up_slot(s)
+            .req
+            .fetch_or(layout::req::CLOSE, Ordering::Release);
+        signal(a, s);
+    }
 }
 
 thread_local! {

@@ -449,6 +449,9 @@ impl Sock {
 struct AppState {
     _down: Mapping,
     _up: Mapping,
+    /// The memfds of both regions (down, up), for `REMAP`: a process of
+    /// the app that `exec`s another program maps them again.
+    memfds: [OwnedFd; 2],
     r: Regions,
     /// Its join key (in its down header): `JOIN` must present it.
     key: u64,
@@ -1410,9 +1413,11 @@ impl Service {
         let bell = os::eventfd(0)?;
         os::watch_edges(self.bells.as_fd(), bell.as_raw_fd(), u64::from(id))?;
         let app_bell = bell.try_clone()?;
+        let sent = vec![down_fd.try_clone()?, up_fd.try_clone()?, bell];
         let app = AppState {
             _down: down,
             _up: up,
+            memfds: [down_fd, up_fd],
             r,
             key,
             uid,
@@ -1445,7 +1450,7 @@ impl Service {
                 b: l.slots as u64,
                 c: l.ring as u64,
             },
-            fds: vec![down_fd, up_fd, bell],
+            fds: sent,
             text: None,
         })
     }
@@ -1723,6 +1728,27 @@ impl Service {
         let slot = msg.slot;
         let valid = slot < slots;
         match msg.op {
+            op::REMAP => {
+                // The regions are sealed as at attach (the down one against
+                // writable mappings): mapping them again grants nothing new.
+                let fds: io::Result<Vec<OwnedFd>> = (app.memfds.iter())
+                    .chain([&app.bell])
+                    .map(|f| f.try_clone())
+                    .collect();
+                match fds {
+                    Ok(fds) => {
+                        out.extend(fds);
+                        Msg {
+                            op: op::REPLY,
+                            slot: 0,
+                            a: i64::from(id),
+                            b: u64::from(slots),
+                            c: u64::from(self.layout.ring),
+                        }
+                    }
+                    Err(e) => bad(e.raw_os_error().unwrap_or(libc::ENOMEM)),
+                }
+            }
             op::HELLO => {
                 if let Some(p) = app.procs.get_mut(&conn) {
                     p.pid = u32::try_from(msg.a).unwrap_or(0);

@@ -162,11 +162,15 @@ impl RawApp {
     pub fn attach(rig: &Rig) -> io::Result<RawApp> {
         let ctl = os::connect_once(&rig.socket)?;
         let g = ixora_channel::attach::attach(ctl.as_fd(), std::process::id(), deadline())?;
+        Ok(RawApp::granted(ctl, g))
+    }
+
+    fn granted(ctl: OwnedFd, g: ixora_channel::attach::Granted) -> RawApp {
         // SAFETY: `down` and `up` are page-aligned mappings of the layout's
         // lengths, owned by the RawApp built below, which drops them only
         // after its last use of `r`.
         let r = unsafe { Regions::new(g.down.as_ptr(), g.up.as_ptr(), g.layout) };
-        Ok(RawApp {
+        RawApp {
             ctl,
             r,
             bell: g.bell,
@@ -174,7 +178,16 @@ impl RawApp {
             id: g.id,
             _down: g.down,
             up: g.up,
-        })
+        }
+    }
+
+    /// The same application seen afresh, as a program this process
+    /// `exec`ed sees it: its regions mapped again (`REMAP`) on a copy of
+    /// this control connection (the service sees one connection).
+    pub fn remap(&self) -> io::Result<RawApp> {
+        let ctl = self.ctl.try_clone()?;
+        let g = ixora_channel::attach::remap(ctl.as_fd(), deadline())?;
+        Ok(RawApp::granted(ctl, g))
     }
 
     /// The regions, as the shim would use them.

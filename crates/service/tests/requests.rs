@@ -129,3 +129,41 @@ fn a_socket_is_made_and_connected_or_bound_in_one_request() {
     drop(app);
     rig.finish().unwrap();
 }
+
+/// `REMAP` (what a program `exec`ed with Ixora sockets open asks): the
+/// application's regions again, on its own control connection — the same
+/// app, its sockets and unread bytes as they were, both ways. A
+/// connection that attached nothing gets `ENOTCONN`.
+#[test]
+fn an_execed_image_maps_its_application_again() {
+    let rig = Rig::start("remap").unwrap();
+    let app = RawApp::attach(&rig).unwrap();
+    let s = app.socket().unwrap();
+    app.connect(s, PEER_IP, ECHO_PORT).unwrap();
+    app.wait_established(s, Duration::from_secs(5)).unwrap();
+    assert_eq!(app.write(s, b"before"), 6);
+    // Echoed, and left unread in the ring by the old image.
+    let again = app.remap().unwrap();
+    assert_eq!(again.id, app.id);
+    assert_eq!(again.read_n(s, 6), b"before");
+    assert_eq!(again.write(s, b"after"), 5);
+    assert_eq!(again.read_n(s, 5), b"after");
+    assert_eq!(
+        app.regions().up_slot(s).rx_head.load(Ordering::Acquire),
+        11,
+        "one application: the first mapping sees the reads of the second"
+    );
+    drop(app);
+
+    let stranger = ixora_channel::os::connect_once(&rig.socket).unwrap();
+    let err = ixora_channel::attach::remap(
+        std::os::fd::AsFd::as_fd(&stranger),
+        std::time::Instant::now() + Duration::from_secs(5),
+    )
+    .err()
+    .expect("refused");
+    assert_eq!(err.kind(), std::io::ErrorKind::NotConnected, "{err}");
+    assert!(rig.alive());
+    drop(again);
+    rig.finish().unwrap();
+}

@@ -1,0 +1,449 @@
+//! Ixora sockets across `exec`, as the kernel's sockets cross it: a
+//! descriptor without close-on-exec stays open in the new program, and
+//! one with it is closed.
+//!
+//! inetd-style servers depend on it: `socat ... EXEC:prog,nofork`,
+//! `tcpserver`, `sshd` (which re-executes itself for each connection),
+//! `ncat -e` accept a connection, put it on the child's standard input
+//! and output, and `exec` the program that serves it. Without this the
+//! new program got the placeholder, a kernel socket that carries nothing.
+//!
+//! The new image is the same process of the same application, so nothing
+//! moves: the old image leaves its control connection open across the
+//! `exec` (close-on-exec cleared just before, set again if the `exec`
+//! fails) and tells the new one, in `IXORA_EXEC`, that connection, its
+//! row of the holders table, and which descriptors carry which sockets.
+//! When the library loads in the new image (before `main`), it asks the
+//! service for the application's regions again on that connection
+//! (`REMAP`), maps them, installs the descriptors, and drops the
+//! references of the descriptors that `exec` closed (a socket that no
+//! other process holds is then closed, as on Linux). A listener keeps its
+//! accept queue, a connection its unread bytes.
+//!
+//! Carried only when the environment given to `exec` still runs the new
+//! program under `ixora run` (`LD_PRELOAD` names the library and
+//! `IXORA_SOCKET` is set): otherwise the old behaviour, said once on
+//! standard error. Not carried: the shim's own state of the old image —
+//! its epoll sets' Ixora items (an epoll descriptor that survives keeps
+//! only its kernel descriptors), options it keeps for a socket
+//! (`SO_RCVTIMEO`, `SO_SNDTIMEO`, values read back by `getsockopt`), and
+//! sockets not yet bound or connected (they stay the kernel's).
+//! `posix_spawn` runs its child's `exec` inside the C library, where the
+//! shim is not called: a socket it passes carries nothing.
+
+use crate::handover::int_opt;
+use crate::real::{self, errno, real, set_errno, sys_write};
+use crate::state;
+use libc::{c_char, c_int};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The variable that tells a new image what it inherits:
+/// `IXORA_EXEC=<ctl>:<row>:<app>:<fd>.<slot>.<gen>.<flags>,...:<slot>.<gen>,...`
+/// — the control connection's descriptor, the process's holders-table
+/// row, the application's id, the descriptors kept, and the sockets of
+/// the descriptors that `exec` closes (one entry per descriptor).
+const VAR: &str = "IXORA_EXEC";
+
+/// The environment of an `exec` that carries Ixora sockets.
+pub struct Carry {
+    ctl: c_int,
+    _var: CString,
+    envp: Vec<*const c_char>,
+}
+
+impl Carry {
+    /// The environment to give the new image.
+    pub fn envp(&self) -> *const *const c_char {
+        self.envp.as_ptr()
+    }
+
+    /// The `exec` failed: the control connection is close-on-exec again
+    /// (errno kept).
+    pub fn undo(self) {
+        let e = errno();
+        set_cloexec(self.ctl, true);
+        set_errno(e);
+    }
+}
+
+/// Descriptor flags of `fd` (`F_GETFD`, raw); None if it is not open.
+fn fd_flags(fd: c_int) -> Option<c_int> {
+    let r = real::sys3(libc::SYS_fcntl, fd.into(), libc::F_GETFD.into(), 0);
+    (r >= 0).then_some(r as c_int)
+}
+
+fn set_cloexec(fd: c_int, on: bool) -> bool {
+    let v = if on { libc::FD_CLOEXEC } else { 0 };
+    real::sys3(libc::SYS_fcntl, fd.into(), libc::F_SETFD.into(), v.into()) == 0
+}
+
+/// The entries of the NULL-terminated `envp` (none if it is NULL).
+fn entries(envp: *const *const c_char) -> Vec<*const c_char> {
+    let mut v = Vec::new();
+    if envp.is_null() {
+        return v;
+    }
+    // SAFETY: `envp` is the program's NULL-terminated array for `exec`
+    // (the kernel reads it the same way); we stop at its NULL.
+    unsafe {
+        let mut p = envp;
+        while !(*p).is_null() {
+            v.push(*p);
+            p = p.add(1);
+        }
+    }
+    v
+}
+
+/// The value of entry `e` if it is `name=...`.
+fn value<'a>(e: *const c_char, name: &str) -> Option<&'a [u8]> {
+    // SAFETY: an environment entry is a NUL-terminated string that lives
+    // at least as long as the `exec` call we are in.
+    let b = unsafe { std::ffi::CStr::from_ptr(e) }.to_bytes();
+    b.strip_prefix(name.as_bytes())?.strip_prefix(b"=")
+}
+
+/// Whether environment `env` runs a program under `ixora run`.
+fn under_shim(env: &[*const c_char]) -> bool {
+    let has =
+        |name: &str, f: &dyn Fn(&[u8]) -> bool| env.iter().any(|&e| value(e, name).is_some_and(f));
+    has("IXORA_SOCKET", &|v| !v.is_empty())
+        && has("LD_PRELOAD", &|v| {
+            v.windows(16).any(|w| w == b"libixora_preload")
+        })
+}
+
+/// Before an `exec` with environment `envp`: if Ixora sockets stay open
+/// across it and the new program runs under the shim, leave the control
+/// connection open for it and return the environment that tells it what
+/// it inherits. None: the `exec` goes as it is.
+pub fn prepare(envp: *const *const c_char) -> Option<Carry> {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let a = state::attached()?;
+    if !state::has_ctl() || state::gone(a) {
+        return None;
+    }
+    let (mut kept, mut closed) = (Vec::new(), Vec::new());
+    for (fd, s, gen, flags) in state::ixora_fds() {
+        match fd_flags(fd) {
+            Some(f) if f & libc::FD_CLOEXEC == 0 => kept.push(format!("{fd}.{s}.{gen}.{flags}")),
+            _ => closed.push(format!("{s}.{gen}")),
+        }
+    }
+    if kept.is_empty() {
+        return None;
+    }
+    let env = entries(envp);
+    if !under_shim(&env) {
+        if !SAID.swap(true, Ordering::Relaxed) {
+            let m = format!(
+                "ixora-preload: {} Ixora socket descriptor(s) stay open across exec, but the \
+                 new program's environment does not run it under `ixora run` (no LD_PRELOAD of \
+                 libixora_preload.so or no IXORA_SOCKET): it gets kernel sockets that carry \
+                 nothing\n",
+                kept.len()
+            );
+            sys_write(2, m.as_bytes());
+        }
+        return None;
+    }
+    let ctl = a.ctl.lock().unwrap_or_else(|e| e.into_inner()).as_raw_fd();
+    let var = format!(
+        "{VAR}={ctl}:{}:{}:{}:{}",
+        state::row(),
+        a.app_id,
+        kept.join(","),
+        closed.join(",")
+    );
+    // The kernel refuses a single string over 128 KiB (E2BIG).
+    if var.len() > 120 * 1024 || !set_cloexec(ctl, false) {
+        return None;
+    }
+    let var = CString::new(var).ok()?;
+    // What the program wrote and asked is seen before its image goes, as
+    // at exit; this thread's waiter is given back.
+    state::kick(a);
+    state::release_thread_waiter();
+    let mut envp: Vec<*const c_char> = env
+        .into_iter()
+        .filter(|&e| value(e, VAR).is_none())
+        .collect();
+    envp.push(var.as_ptr());
+    envp.push(std::ptr::null());
+    Some(Carry {
+        ctl,
+        _var: var,
+        envp,
+    })
+}
+
+/// A parsed `IXORA_EXEC`.
+struct Inherited {
+    ctl: c_int,
+    row: u32,
+    app: u32,
+    kept: Vec<(c_int, u32, u32, u32)>,
+    closed: Vec<(u32, u32)>,
+}
+
+fn parse(v: &str) -> Option<Inherited> {
+    let mut f = v.split(':');
+    let ctl = f.next()?.parse().ok()?;
+    let row = f.next()?.parse().ok()?;
+    let app = f.next()?.parse().ok()?;
+    let nums = |s: &str| -> Option<Vec<u32>> { s.split('.').map(|n| n.parse().ok()).collect() };
+    fn list(s: Option<&str>) -> impl Iterator<Item = &str> {
+        s.unwrap_or("").split(',').filter(|e| !e.is_empty())
+    }
+    let mut kept = Vec::new();
+    for e in list(f.next()) {
+        match nums(e)?[..] {
+            [fd, s, gen, flags] => kept.push((c_int::try_from(fd).ok()?, s, gen, flags)),
+            _ => return None,
+        }
+    }
+    let mut closed = Vec::new();
+    for e in list(f.next()) {
+        match nums(e)?[..] {
+            [s, gen] => closed.push((s, gen)),
+            _ => return None,
+        }
+    }
+    (f.next().is_none()).then_some(Inherited {
+        ctl,
+        row,
+        app,
+        kept,
+        closed,
+    })
+}
+
+fn say(what: &str) {
+    let m = format!(
+        "ixora-preload: the Ixora sockets this program inherited across exec carry nothing \
+         ({what})\n"
+    );
+    sys_write(2, m.as_bytes());
+}
+
+/// As the library loads in a new image: take up the Ixora sockets the
+/// old image left open across `exec` (see the module's documentation).
+pub fn adopt() {
+    let Some(v) = std::env::var_os(VAR) else {
+        return;
+    };
+    // Not passed on to the programs this one starts.
+    // SAFETY: the library's constructor runs before `main`, while the
+    // program has no other thread to read the environment meanwhile.
+    unsafe { libc::unsetenv(c"IXORA_EXEC".as_ptr()) };
+    let Some(inh) = v.to_str().and_then(parse) else {
+        say("malformed IXORA_EXEC");
+        return;
+    };
+    // Only our control connection is ever named there: a Unix socket.
+    if int_opt(inh.ctl, libc::SO_DOMAIN) != Some(libc::AF_UNIX) {
+        say("its control connection is not open");
+        return;
+    }
+    set_cloexec(inh.ctl, true);
+    // SAFETY: the old image left this descriptor, its control connection,
+    // open for us; nothing else in this image knows it.
+    let sock = unsafe { OwnedFd::from_raw_fd(inh.ctl) };
+    if state::env().socket.is_none() {
+        return; // not under `ixora run` after all: the connection ends
+    }
+    // On failure the connection is closed: the service then drops the
+    // process's references, as at its exit.
+    let a = match state::attach_after_exec(sock, inh.row) {
+        Ok(a) => a,
+        Err(e) => return say(&e),
+    };
+    if a.app_id != inh.app {
+        return say("another application's control connection");
+    }
+    let slots = a.r.layout().slots;
+    let live = |s: u32, gen: u32| s < slots && a.r.down_slot(s).gen.load(Ordering::Acquire) == gen;
+    for &(fd, s, gen, flags) in &inh.kept {
+        // The descriptor is still the socket's placeholder (nothing ran
+        // in between); a socket closed meanwhile leaves a kernel socket.
+        if live(s, gen) && fd_flags(fd).is_some() && int_opt(fd, libc::SO_TYPE).is_some() {
+            state::install(fd, s, gen, flags);
+        }
+    }
+    for &(s, gen) in &inh.closed {
+        if live(s, gen) {
+            state::drop_ref(a, s);
+        }
+    }
+    state::kick(a);
+}
+
+/// Call `exec` (one of the C library's) with `envp`, or with the
+/// environment that carries our sockets if any stay open ([`prepare`]);
+/// if it returns (it failed), the carry is undone.
+fn carrying(envp: *const *const c_char, exec: impl FnOnce(*const *const c_char) -> c_int) -> c_int {
+    let carry = prepare(envp);
+    let r = exec(carry.as_ref().map_or(envp, Carry::envp));
+    if let Some(c) = carry {
+        c.undo();
+    }
+    r
+}
+
+/// `execve` after [`prepare`]; the C library's execl family (variadic,
+/// `execl.c`) ends here too.
+#[no_mangle]
+pub extern "C" fn ixora_execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    carrying(envp, |env| {
+        real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
+            path, argv, env,
+        )
+    })
+}
+
+/// `execvpe` after [`prepare`] (the C library searches `PATH`).
+#[no_mangle]
+pub extern "C" fn ixora_execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    carrying(envp, |env| {
+        real!(execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
+            file, argv, env,
+        )
+    })
+}
+
+extern "C" {
+    static environ: *const *const c_char;
+}
+
+/// The process's environment (`environ`).
+fn environment() -> *const *const c_char {
+    // SAFETY: `environ` is the C library's; reading the pointer is what
+    // execv and execvp do themselves.
+    unsafe { environ }
+}
+
+/// execve(2).
+#[no_mangle]
+pub extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    ixora_execve(path, argv, envp)
+}
+
+/// execv(3).
+#[no_mangle]
+pub extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    ixora_execve(path, argv, environment())
+}
+
+/// execvp(3).
+#[no_mangle]
+pub extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    ixora_execvpe(file, argv, environment())
+}
+
+/// execvpe(3).
+#[no_mangle]
+pub extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    ixora_execvpe(file, argv, envp)
+}
+
+/// fexecve(3).
+#[no_mangle]
+pub extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    carrying(envp, |env| {
+        real!(fexecve: fn(c_int, *const *const c_char, *const *const c_char) -> c_int)(
+            fd, argv, env,
+        )
+    })
+}
+
+/// execveat(2).
+#[no_mangle]
+pub extern "C" fn execveat(
+    dirfd: c_int,
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    flags: c_int,
+) -> c_int {
+    carrying(envp, |env| {
+        real!(
+            execveat: fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int
+        )(dirfd, path, argv, env, flags)
+    })
+}
+
+// execl, execlp and execle are variadic: `execl.c` collects their
+// arguments (as the C library does) and calls `ixora_execve` or
+// `ixora_execvpe`. Rust cannot define a variadic function, and the
+// cdylib exports only Rust's symbols, so each is a naked function here
+// whose only instruction jumps to the C one: the C function receives the
+// caller's registers and stack exactly as they were.
+macro_rules! to_c {
+    ($name:ident, $c:ident) => {
+        extern "C" {
+            fn $c();
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[no_mangle]
+        #[unsafe(naked)]
+        pub extern "C" fn $name() {
+            core::arch::naked_asm!("jmp {f}@PLT", f = sym $c)
+        }
+        #[cfg(target_arch = "aarch64")]
+        #[no_mangle]
+        #[unsafe(naked)]
+        pub extern "C" fn $name() {
+            core::arch::naked_asm!("b {f}", f = sym $c)
+        }
+    };
+}
+to_c!(execl, ixora_c_execl);
+to_c!(execlp, ixora_c_execlp);
+to_c!(execle, ixora_c_execle);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_variable_reads_back_what_was_written() {
+        let i = parse("7:3:12:0.5.9.1024,4.5.9.1024:6.2").expect("parses");
+        assert_eq!((i.ctl, i.row, i.app), (7, 3, 12));
+        assert_eq!(i.kept, vec![(0, 5, 9, 1024), (4, 5, 9, 1024)]);
+        assert_eq!(i.closed, vec![(6, 2)]);
+        let none = parse("7:3:12:1.2.3.4:").expect("parses");
+        assert!(none.closed.is_empty());
+        for bad in [
+            "",
+            "7:3",
+            "7:3:12:1.2.3:",
+            "7:3:12:1.2.3.4:5",
+            "x:3:12::",
+            "7:3:12:::",
+        ] {
+            assert!(parse(bad).is_none(), "{bad:?} accepted");
+        }
+    }
+}
