@@ -1174,6 +1174,185 @@ fn udp_reuseport_sockets_split_datagrams_by_source() {
     assert_eq!(st["udp_group_drops"], 0, "{st}");
 }
 
+/// Two programs on one service, the reader slow: the writer fills the
+/// reader's receive ring (the reader's stack acknowledges everything with
+/// a zero window) and its own transmit ring, and sleeps; the reader then
+/// reads, and its window opens by pure window updates. Every byte must
+/// arrive: the service used to miss those updates (nothing newly
+/// acknowledged, so no `Sent` event unless the stack knew the writer was
+/// held back) and the writer waited for ever.
+#[test]
+fn a_slow_reader_on_the_same_service_gets_every_byte() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let reader = py_sessions(
+        7020,
+        "slow",
+        "    time.sleep(1)\n\
+         \x20   n = 0\n\
+         \x20   while True:\n\
+         \x20       b = c.recv(65536)\n\
+         \x20       if not b: break\n\
+         \x20       n += len(b)\n\
+         \x20   os.write(2, b'got %d\\n' % n)\n",
+    );
+    let mut r = net.run("reader", &["python3", "-c", &reader]);
+    net.wait_port(&mut r, 7020);
+    let writer = format!(
+        "import socket\n\
+         c = socket.create_connection(('{IX}', 7020))\n\
+         c.sendall(b'slow\\n' + bytes(4 << 20))\n\
+         c.close()\n"
+    );
+    let out = succeed(
+        net.ix.command("timeout").args([
+            "30",
+            BIN,
+            "run",
+            "--socket",
+            &net.socket,
+            "--",
+            "python3",
+            "-c",
+            &writer,
+        ]),
+        "the writer",
+    );
+    assert!(out.status.success());
+    wait_log(&r, &format!("got {}", 4 << 20), 20);
+}
+
+/// Redis replication between two programs on one service (the connection
+/// loops inside its stack): a replica of a master holding ~30 MB gets the
+/// whole data set — streamed by the master's fork child through a pipe to
+/// the master, which writes it to the replica (Redis 7's diskless sync) —
+/// and then every write as it is made. Each program's receive ring (64
+/// KiB) fills long before the data set is through, so the sender meets a
+/// zero window again and again, opened by pure window updates: the
+/// service waited for ever there until it told the stack it holds data
+/// back (`Stack::tcp_send_blocked`).
+#[test]
+fn redis_replicates_between_two_programs_on_one_service() {
+    let Some((_g, net)) = begin(&["redis-server", "redis-cli", "redis-benchmark"]) else {
+        return;
+    };
+    let (dm, dr) = (Scratch::new("redis-master"), Scratch::new("redis-replica"));
+    let server = |port: &str, dir: &Scratch, extra: &[&str]| {
+        let mut a = vec![
+            "redis-server".to_string(),
+            "--port".into(),
+            port.into(),
+            "--bind".into(),
+            IX.into(),
+            "--dir".into(),
+            dir.path().to_str().unwrap().into(),
+            "--save".into(),
+            "".into(),
+            "--appendonly".into(),
+            "no".into(),
+            "--protected-mode".into(),
+            "no".into(),
+            "--repl-diskless-sync-delay".into(),
+            "0".into(),
+        ];
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a
+    };
+    let args = server("6390", &dm, &[]);
+    let mut master = net.run(
+        "redis-master",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    net.wait_port(&mut master, 6390);
+    let fill = net.client(
+        &[
+            "redis-benchmark",
+            "-h",
+            IX,
+            "-p",
+            "6390",
+            "-q",
+            "-t",
+            "set",
+            "-n",
+            "200000",
+            "-r",
+            "100000",
+            "-d",
+            "200",
+        ],
+        60,
+    );
+    assert!(fill.status.success(), "redis-benchmark: {fill:?}");
+    let dbsize = |port: &str| {
+        let o = net.client(&["redis-cli", "-h", IX, "-p", port, "dbsize"], 10);
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0)
+    };
+    let keys = dbsize("6390");
+    assert!(keys > 50_000, "the master holds only {keys} keys");
+
+    let args = server("6391", &dr, &["--replicaof", IX, "6390"]);
+    let mut replica = net.run(
+        "redis-replica",
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    net.wait_port(&mut replica, 6391);
+    let t = Instant::now();
+    loop {
+        let o = net.client(
+            &["redis-cli", "-h", IX, "-p", "6391", "info", "replication"],
+            10,
+        );
+        if String::from_utf8_lossy(&o.stdout).contains("master_link_status:up") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the replica never synchronized:\n{}\n{}",
+            replica.log(),
+            master.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(dbsize("6391"), keys, "the replica's data set");
+    // A write to the master reaches the replica.
+    let o = net.client(
+        &[
+            "redis-cli",
+            "-h",
+            IX,
+            "-p",
+            "6390",
+            "set",
+            "after-sync",
+            "yes",
+        ],
+        10,
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "OK");
+    let t = Instant::now();
+    loop {
+        let o = net.client(
+            &["redis-cli", "-h", IX, "-p", "6391", "get", "after-sync"],
+            10,
+        );
+        if String::from_utf8_lossy(&o.stdout).trim() == "yes" {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the write never reached the replica"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(replica);
+    drop(master);
+}
+
 /// inetd style: socat accepts, forks a child per connection, and the child
 /// runs `cat` behind a socketpair (fork, then fork + exec in the child);
 /// with `nofork` the child execs `cat` itself with the connection as its

@@ -929,6 +929,22 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(self.lookup_handle(h)?.send_space(&self.cfg.tcp))
     }
 
+    /// The application has more to send than [`tcp_send_space`]
+    /// (Self::tcp_send_space) allows and holds it back rather than offer
+    /// it (a caller that asks the space first, as the sockets service
+    /// does): as after a short `tcp_send`, a `Sent` event follows when the
+    /// peer's window opens — also by a pure window update, which
+    /// acknowledges nothing new — and a zero window is probed meanwhile
+    /// (RFC 9293 §3.8.6.1). Without it a sender whose peer closed its
+    /// window with everything acknowledged waited for ever.
+    pub fn tcp_send_blocked(&mut self, now: Instant, h: ConnHandle) -> Result<(), Error> {
+        self.advance_clock(now);
+        self.lookup_handle(h)?;
+        self.with_tcb(h.idx, |tcb, _| tcb.mark_send_blocked());
+        self.after(h.idx);
+        Ok(())
+    }
+
     /// The readable bytes, in place in the frames that carried them (IX
     /// `recv`: read-only, zero-copy, valid until `tcp_recv_done`).
     pub fn tcp_recv_chunks(

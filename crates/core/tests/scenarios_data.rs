@@ -1248,6 +1248,52 @@ fn zero_window_probes_back_off_and_never_time_out() {
     assert_eq!(out[0].seq, ours(&c, 3000));
 }
 
+/// An application that asks the send space and holds back what does not
+/// fit (the sockets service) says so with `tcp_send_blocked`: the zero
+/// window is probed (RFC 9293 §3.8.6.1), and when the peer opens it by a
+/// pure window update — acknowledging nothing new, as a peer whose
+/// receive ring filled does once its program reads — a `Sent` event
+/// says so. Without the call nothing is probed and the update passes
+/// unseen: the sender waited for ever (redis replication and iperf3
+/// between two programs on one service stalled).
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.1
+//= type=test
+#[test]
+fn a_sender_holding_data_back_hears_of_the_window_opening() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    assert_eq!(app_send(&mut h, &c, vec![1; 3000]), 3000);
+    h.drain();
+    segs(&mut h);
+    h.send(ack(&c, 3000).win(0));
+    assert_eq!(h.events().len(), 1, "the acknowledgement's Sent");
+    assert_eq!(h.stack.tcp_send_space(c.h).unwrap(), 0);
+    // Unmarked: the opening is not reported.
+    h.send(ack(&c, 3000).win(1000));
+    assert!(h.events().is_empty());
+    h.send(ack(&c, 3000).win(0));
+    h.stack.tcp_send_blocked(h.now, c.h).unwrap();
+    let t = run_until_output(&mut h, Duration::from_secs(10)).expect("a zero-window probe");
+    assert!(t <= Duration::from_secs(2), "probed after {t:?}");
+    let p = h.expect_tcp();
+    assert!(p.payload.is_empty(), "{p:?}");
+    assert_eq!(p.seq, ours(&c, 3000).wrapping_sub(1));
+    h.send(ack(&c, 3000).win(0));
+    h.expect_silence();
+    h.send(ack(&c, 3000).win(5000));
+    assert_eq!(
+        h.events(),
+        [Event::Sent {
+            handle: c.h,
+            cookie: 5,
+            acked: 0,
+            window: 5000
+        }]
+    );
+    assert_eq!(app_send(&mut h, &c, vec![2; 5000]), 5000);
+    assert_eq!(bytes(&segs(&mut h)), 5000);
+}
+
 /// RFC 1122 §4.2.3.6: keepalive probes after idle; answered they keep, unanswered they kill.
 //= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.6
 //= type=test

@@ -152,6 +152,13 @@ impl Io<'_> {
         self.stack.tcp_send_space(h)
     }
 
+    /// More is waiting to be sent than `send_space` allowed (and was not
+    /// offered): a `Sent` event follows when the window opens
+    /// (`Stack::tcp_send_blocked`).
+    pub fn send_blocked(&mut self, h: ConnHandle) -> Result<(), Error> {
+        self.stack.tcp_send_blocked(self.now, h)
+    }
+
     /// The received bytes, in place in their frames (IX `recv`: read-only,
     /// zero-copy, valid until `recv_done`).
     pub fn recv(&self, h: ConnHandle) -> Result<impl Iterator<Item = &[u8]> + '_, Error> {

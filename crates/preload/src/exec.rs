@@ -149,7 +149,22 @@ pub fn prepare(envp: *const *const c_char) -> Option<Carry> {
         }
         return None;
     }
-    let ctl = a.ctl.lock().unwrap_or_else(|e| e.into_inner()).as_raw_fd();
+    // Another thread's request holds the lock for a round trip; a forked
+    // child whose parent's thread held it at the fork finds it held for
+    // ever: after 100 ms the exec goes as it is.
+    let mut ctl = None;
+    for _ in 0..1000 {
+        match a.ctl.try_lock() {
+            Ok(g) => ctl = Some(g.as_raw_fd()),
+            Err(std::sync::TryLockError::Poisoned(p)) => ctl = Some(p.into_inner().as_raw_fd()),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+                continue;
+            }
+        }
+        break;
+    }
+    let ctl = ctl?;
     let var = format!(
         "{VAR}={ctl}:{}:{}:{}:{}",
         state::row(),

@@ -2673,6 +2673,13 @@ impl Service {
         if avail > 0 {
             let space = io.send_space(h).unwrap_or(0);
             let n = avail.min(space);
+            if n < avail {
+                // The rest waits in the ring: the stack says when the
+                // window opens, also by a pure window update (a peer
+                // whose ring filled acknowledges everything with a zero
+                // window, and then only opens it).
+                let _ = io.send_blocked(h);
+            }
             if n > 0 {
                 let v = app.r.tx_take(s, sent, n);
                 let k = io.send(h, Bytes::from(v)).unwrap_or(0);

@@ -784,6 +784,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
     }
 
+    /// The application has more to send than [`Tcb::send_space`] allows,
+    /// and did not offer it: as after a short [`Tcb::send`], a `Sent`
+    /// event follows when the window opens, and a zero window is probed
+    /// meanwhile (RFC 9293 §3.8.6.1).
+    pub fn mark_send_blocked(&mut self) {
+        if matches!(self.state, State::Established | State::CloseWait) {
+            self.flags |= SEND_BLOCKED;
+        }
+    }
+
     /// Queue application data; returns the bytes accepted.
     pub fn send(&mut self, ctx: &mut Ctx, data: T) -> usize {
         let offered = data.as_ref().len();
