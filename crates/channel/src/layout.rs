@@ -368,7 +368,7 @@ impl Layout {
     /// A layout of `slots` sockets with rings of `ring` bytes; the error
     /// names the bad value.
     pub fn new(slots: u32, ring: u32) -> Result<Layout, String> {
-        if slots == 0 || slots % 64 != 0 || slots > Self::MAX_SLOTS {
+        if slots == 0 || !slots.is_multiple_of(64) || slots > Self::MAX_SLOTS {
             return Err(format!(
                 "slots: {slots} is not a multiple of 64 in 64..={}",
                 Self::MAX_SLOTS

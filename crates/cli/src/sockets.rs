@@ -350,6 +350,20 @@ pub fn stats(a: StatsArgs) -> ExitCode {
             passed["expired"]
         );
     }
+    let ended = &v["ended_with_program"];
+    let n = |k: &str| ended[k].as_u64().unwrap_or(0);
+    if n("finished") + n("reset") + n("expired") + n("sending") > 0 {
+        out!(
+            "connections still open when their program ended: {} ended gracefully (their \
+             unsent bytes sent, then a FIN), {} still sending {} byte(s), {} reset (bytes left \
+             unread, as Linux resets them), {} reset after their peer took nothing for 60 s",
+            n("finished"),
+            n("sending"),
+            n("bytes"),
+            n("reset"),
+            n("expired")
+        );
+    }
     for app in v["apps"].as_array().cloned().unwrap_or_default() {
         out!(
             "\napp {} (pids {}): {} socket(s) of {} (--slots), {} of them UDP; socket calls: {} in user space, {} entered the kernel ({:.2}% user); {} calls on kernel descriptors",

@@ -146,11 +146,13 @@ impl Setup {
         Proc::spawn(c, what)
     }
 
-    /// Run Python `prog` under `ixora run` to its end: it must succeed;
-    /// returns what it printed.
+    /// Run Python `prog` under `ixora run` to its end (killed after 60 s):
+    /// it must succeed; returns what it printed.
     fn python(&self, prog: &str, what: &str) -> String {
         let out = succeed(
-            self.ix.command(BIN).args([
+            self.ix.command("timeout").args([
+                "60",
+                BIN,
                 "run",
                 "--socket",
                 &self.socket,
@@ -1205,22 +1207,81 @@ fn a_slow_reader_on_the_same_service_gets_every_byte() {
          c.sendall(b'slow\\n' + bytes(4 << 20))\n\
          c.close()\n"
     );
-    let out = succeed(
-        net.ix.command("timeout").args([
-            "30",
-            BIN,
-            "run",
-            "--socket",
-            &net.socket,
-            "--",
-            "python3",
-            "-c",
-            &writer,
-        ]),
-        "the writer",
-    );
-    assert!(out.status.success());
+    net.python(&writer, "the writer");
     wait_log(&r, &format!("got {}", 4 << 20), 20);
+}
+
+/// A program's connections end at its exit as Linux ends them: what it
+/// wrote is delivered, then a FIN — also when it never closed them and the
+/// peer reads slowly (its bytes wait in the service, an orphan, after the
+/// program and its rings are gone) — unless bytes it was sent were never
+/// read, which resets the connection. Before, every connection still open
+/// when the program's last process ended was reset, and the peer lost what
+/// it had not read yet.
+#[test]
+fn a_program_that_exits_has_its_last_bytes_delivered() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    // The reader (Linux): a small receive buffer, reads after 1.5 s; with
+    // `hello`, it first sends bytes the writer never reads. (Connections
+    // that do not start with `hi`, as `wait_listen`'s probe, are closed.)
+    let reader = |port: u16, hello: bool| {
+        let script = format!(
+            "import socket, sys, time\n\
+             s = socket.socket()\n\
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)\n\
+             s.bind(('198.18.9.1', {port}))\n\
+             s.listen(1)\n\
+             while True:\n\
+             \x20   c, _ = s.accept()\n\
+             \x20   if c.recv(3) == b'hi\\n': break\n\
+             \x20   c.close()\n\
+             if {hello}: c.sendall(b'unread')\n\
+             time.sleep(1.5)\n\
+             n = 0\n\
+             try:\n\
+             \x20   while True:\n\
+             \x20       b = c.recv(4096)\n\
+             \x20       if not b: break\n\
+             \x20       n += len(b)\n\
+             \x20   print('got', n, 'eof', file=sys.stderr, flush=True)\n\
+             except ConnectionResetError:\n\
+             \x20   print('got', n, 'reset', file=sys.stderr, flush=True)\n",
+            hello = if hello { "True" } else { "False" }
+        );
+        let mut c = net.lx.command("python3");
+        c.args(["-c", &script]);
+        let mut p = Proc::spawn(c, "reader");
+        net.wait_listen(&mut p, &format!("198.18.9.1:{port}"));
+        p
+    };
+    // The writer (under `ixora run`): 60,000 bytes, then `os._exit`
+    // without a close, well before the reader reads.
+    let writer = |port: u16| {
+        let script = format!(
+            "import os, socket, time\n\
+             c = socket.create_connection(('198.18.9.1', {port}))\n\
+             c.sendall(b'hi\\n')\n\
+             time.sleep(0.2)\n\
+             c.sendall(bytes(60000))\n\
+             os._exit(0)\n"
+        );
+        net.python(&script, "the writer");
+    };
+    let r = reader(7031, false);
+    writer(7031);
+    wait_log(&r, "got 60000 eof", 20);
+    let r = reader(7032, true);
+    writer(7032);
+    wait_log(&r, "reset", 20);
+    let st = net.stats();
+    let ended = &st["ended_with_program"];
+    assert!(
+        ended["finished"].as_u64() >= Some(1) && ended["reset"].as_u64() >= Some(1),
+        "{ended}"
+    );
 }
 
 /// Redis replication between two programs on one service (the connection

@@ -140,7 +140,7 @@ impl Reassembly {
         let end = start + f.data.len();
         // RFC 791 §3.1: every fragment but the last carries a multiple of 8
         // bytes, and no datagram is longer than 65535.
-        if end > MAX_PAYLOAD || (f.more && (f.data.is_empty() || f.data.len() % 8 != 0)) {
+        if end > MAX_PAYLOAD || (f.more && (f.data.is_empty() || !f.data.len().is_multiple_of(8))) {
             return Outcome::Dropped(DropReason::Ipv4FragMalformed);
         }
         let qi = match self

@@ -43,7 +43,7 @@ fn states(h: &Harness) -> Vec<State> {
     h.stack
         .tcp_state_counts()
         .into_iter()
-        .flat_map(|(s, n)| std::iter::repeat(s).take(n))
+        .flat_map(|(s, n)| std::iter::repeat_n(s, n))
         .collect()
 }
 

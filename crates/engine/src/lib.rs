@@ -468,7 +468,7 @@ where
 
         // (1) receive at most `batch` frames, (2) run the protocols.
         let n = queue.rx_burst(&mut rx, cfg.batch)?;
-        if n > 0 || idle_cycles % IDLE_CLOCK_EVERY == 0 {
+        if n > 0 || idle_cycles.is_multiple_of(IDLE_CLOCK_EVERY) {
             now = clock(start);
         }
         rep.rx_frames += n as u64;

@@ -652,7 +652,7 @@ impl Ring {
     /// The 32-bit status word at `off` (a block descriptor's or a slot
     /// header's), shared with the kernel.
     fn status_at(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.geo.map_len());
+        assert!(off.is_multiple_of(4) && off + 4 <= self.geo.map_len());
         // SAFETY: the word is inside the mapping and 4-byte aligned (the
         // mapping is page aligned; checked above), and the mapping lives as
         // long as `self`. It is shared with the kernel, so our side only

@@ -620,7 +620,7 @@ impl Port for AfXdpPort {
         self.check_pool_shape(pool.chunk_size()).map_err(fail)?;
         // SAFETY: sysconf has no memory arguments.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        if pool.base() as usize % page != 0 {
+        if !(pool.base() as usize).is_multiple_of(page) {
             return Err(fail(invalid("the pool region is not page aligned".into())));
         }
         // The socket binds to the ifindex in the calling thread's namespace.
@@ -1130,7 +1130,9 @@ impl Queue for AfXdpQueue {
             // Reading the clock costs more than an empty poll: look only
             // every 64th time.
             self.idle_polls = self.idle_polls.wrapping_add(1);
-            if self.idle_polls % 64 == 0 && self.last_kernel_stats.elapsed() >= KERNEL_STATS_EVERY {
+            if self.idle_polls.is_multiple_of(64)
+                && self.last_kernel_stats.elapsed() >= KERNEL_STATS_EVERY
+            {
                 self.refresh_kernel_stats();
             }
         }

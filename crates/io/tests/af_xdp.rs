@@ -1274,7 +1274,7 @@ fn rx_rate() {
                     continue;
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 1024 == 0
+                if spins.is_multiple_of(1024)
                     && (start.elapsed() > Duration::from_secs(30)
                         || (done.load(Ordering::Relaxed)
                             && last.elapsed() > Duration::from_millis(300)))
@@ -1302,7 +1302,7 @@ fn rx_rate() {
             let mut sent = 0u64;
             let start = Instant::now();
             let mut rounds = 0u32;
-            while rounds % 256 != 0 || start.elapsed().as_secs_f64() < SECS {
+            while !rounds.is_multiple_of(256) || start.elapsed().as_secs_f64() < SECS {
                 rounds = rounds.wrapping_add(1);
                 while out.len() < 64 {
                     match pool.copy_in(&frame) {

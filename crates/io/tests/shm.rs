@@ -269,7 +269,7 @@ fn ping(q: &mut Box<dyn Queue>, pool: &Pool, seq: u64, rx: &mut Vec<PacketBuf>) 
         spins += 1;
         assert!(spins < 2_000_000_000, "no echo");
         q.rx_burst(rx, 1).unwrap();
-        if spins % 1_000_000 == 0 {
+        if spins.is_multiple_of(1_000_000) {
             assert!(t0.elapsed() < Duration::from_secs(10), "no echo for 10 s");
         }
     }
@@ -878,7 +878,7 @@ fn no_lost_wakeups_when_both_sides_sleep() {
                 sent += 1;
             }
             qa.tx_burst(&mut out).unwrap();
-            if out.is_empty() && rng.next() % 4 != 0 {
+            if out.is_empty() && !rng.next().is_multiple_of(4) {
                 continue;
             }
             // Nothing more we can do now (no buffer, or a full ring), or a
@@ -922,7 +922,7 @@ fn no_lost_wakeups_when_both_sides_sleep() {
             verify(&f, got, 5, frame_len(got));
             got += 1;
         }
-        if rng.next() % 64 == 0 {
+        if rng.next().is_multiple_of(64) {
             // Stall without returning: the producer runs dry.
             thread::sleep(Duration::from_micros(rng.next() % 300));
         }

@@ -694,7 +694,7 @@ extern "C" fn after_fork_child() {
     // Other threads' pending connections are not ours.
     for p in &PENDING_FDS {
         let fd = p.swap(-1, Ordering::AcqRel);
-        if fd >= 0 && mine.as_ref().map_or(true, |m| m.fd != fd) {
+        if fd >= 0 && mine.as_ref().is_none_or(|m| m.fd != fd) {
             forget_internal(fd);
             real::sys_close(fd);
         }
@@ -720,7 +720,7 @@ extern "C" fn after_fork_child() {
                 i += 1;
                 j += 1;
             }
-            (Some(&h), c) if c.map_or(true, |&c| h < c) => {
+            (Some(&h), c) if c.is_none_or(|&c| h < c) => {
                 hold(a, h);
                 i += 1;
             }

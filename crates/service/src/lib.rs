@@ -236,6 +236,11 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         closer: Closer::start()?,
         udp_retry: Vec::new(),
         passes: HashMap::new(),
+        orphans: HashMap::new(),
+        orphan_bytes: 0,
+        next_orphan: 0,
+        orphan_counts: OrphanCounts::default(),
+        orphan_check: Instant::now(),
         pass_bytes: 0,
         pass_timeout: cfg.pass_timeout,
         pass_check: Instant::now(),
@@ -611,6 +616,15 @@ pub struct Service {
     /// the descriptor, they are joined, as the same socket would be.
     moved: HashMap<(u32, u32, u32), Moved>,
     pass_counts: PassCounts,
+    /// Connections whose program ended with bytes still in their transmit
+    /// rings (see [`Service::orphan`]), by the id in their cookie.
+    orphans: HashMap<u32, Orphan>,
+    /// Bytes the orphans still hold.
+    orphan_bytes: usize,
+    next_orphan: u32,
+    orphan_counts: OrphanCounts,
+    /// When to look for orphans that waited too long next.
+    orphan_check: Instant,
     /// The port the engine runs the service on, for its counters in
     /// `ixora stats` ([`Service::report_port`]).
     port: Option<Arc<dyn ixora_io::Port>>,
@@ -635,6 +649,39 @@ struct Pass {
     since: Instant,
     what: Passed,
 }
+
+/// A connection whose program ended (its last process exited, was killed
+/// or execed away from it) while its transmit ring still held bytes the
+/// window had no room for: as the kernel keeps a closed socket's send
+/// buffer, the service keeps them and sends them as the window opens,
+/// then the FIN.
+struct Orphan {
+    h: ConnHandle,
+    /// What the stack has not taken yet.
+    tx: Bytes,
+    since: Instant,
+}
+
+/// What became of the connections still open when their program ended.
+#[derive(Default)]
+struct OrphanCounts {
+    /// Ended gracefully (what was left in the ring sent, then a FIN).
+    finished: u64,
+    /// Reset instead: unread bytes (as Linux resets a socket closed with
+    /// data unread), no room under [`MAX_ORPHAN_BYTES`], an impossible
+    /// ring, or data arriving after the end.
+    reset: u64,
+    /// Reset because the peer took nothing for [`ORPHAN_TIMEOUT`].
+    expired: u64,
+}
+
+/// The most bytes all orphans may hold (each up to a ring).
+const MAX_ORPHAN_BYTES: usize = 256 << 20;
+
+/// How long an orphan may wait for its peer's window before it is reset
+/// (Linux gives up on an orphaned socket's zero window after some
+/// minutes of probes: its `tcp_orphan_retries`).
+const ORPHAN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Whether socket `s` (generation `gen`) of app `id` waits in `passes`
 /// for its claim as a listener or bound socket: such a socket outlives
@@ -810,7 +857,7 @@ struct YieldPacer {
 impl YieldPacer {
     /// Whether a yield may be made at `now`.
     fn allowed(&self, now: Instant) -> bool {
-        !self.off_until.is_some_and(|t| now < t)
+        self.off_until.is_none_or(|t| now >= t)
     }
 
     /// Record a yield that took `took`, ending at `now`.
@@ -870,12 +917,36 @@ fn pass_cookie(id: u32) -> u64 {
 
 /// The id of a [`pass_cookie`], if `c` is one.
 fn pass_of(c: u64) -> Option<u32> {
-    (c >> 62 == 3).then_some(c as u32)
+    (c >> 61 == 6).then_some(c as u32)
+}
+
+/// The stack's cookie for orphan `id` (bits 63 to 61 set: never any
+/// other cookie; a [`pass_cookie`] leaves bit 61 clear).
+fn orphan_cookie(id: u32) -> u64 {
+    7 << 61 | u64::from(id)
+}
+
+/// The id of an [`orphan_cookie`], if `c` is one.
+fn orphan_of(c: u64) -> Option<u32> {
+    (c >> 61 == 7).then_some(c as u32)
 }
 
 /// The port of a [`udp_group_cookie`], if `c` is one.
 fn udp_group_of(c: u64) -> Option<u16> {
     (c >> 48 == 1 << 14).then_some(c as u16)
+}
+
+/// The connection and cookie an event of an established connection
+/// names.
+fn conn_of(ev: &Event) -> Option<(ConnHandle, u64)> {
+    match *ev {
+        Event::Recv { handle, cookie, .. }
+        | Event::Sent { handle, cookie, .. }
+        | Event::Connected { handle, cookie }
+        | Event::PeerClosed { handle, cookie }
+        | Event::Dead { handle, cookie, .. } => Some((handle, cookie)),
+        _ => None,
+    }
 }
 
 fn errno_of(e: Error) -> i64 {
@@ -1220,6 +1291,7 @@ impl Service {
             "udp_too_long": UDP_RX_TOO_LONG.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
             "passed_connections": {"passed": self.pass_counts.passed, "claimed": self.pass_counts.claimed, "expired": self.pass_counts.expired, "waiting": self.passes.len()},
+            "ended_with_program": {"finished": self.orphan_counts.finished, "reset": self.orphan_counts.reset, "expired": self.orphan_counts.expired, "sending": self.orphans.len(), "bytes": self.orphan_bytes},
             "yields": {"made": self.yields.made, "long": self.yields.long, "backoffs": self.yields.backoffs, "already_ran": self.yields.already_ran},
             // Descriptors waiting for the closer thread (see `Closer`).
             "pending_closes": self.closer.pending.load(Ordering::Relaxed),
@@ -1491,12 +1563,13 @@ impl Service {
         }
     }
 
-    /// Tear down an application: reset its connections, close its
+    /// Tear down an application: end its connections as Linux ends a
+    /// process's sockets at its exit ([`Service::orphan`]), close its
     /// listeners.
     fn detach_app(&mut self, io: &mut Io, id: u32) {
         // What the app asked before it went (writes, lazy closes whose
         // doorbell it never rang) is carried out: closed sockets end
-        // gracefully; the rest are reset below.
+        // gracefully; the rest end below.
         let slots = self.layout.slots;
         for s in 0..slots {
             self.activity(io, id, s);
@@ -1508,12 +1581,9 @@ impl Service {
         // wake-ups from it.
         os::unwatch(self.bells.as_fd(), app.bell.as_raw_fd());
         let mut last: Vec<OwnedFd> = app.waiters.drain(..).flatten().collect();
-        last.push(app.bell);
         for s in 0..app.socks.len() {
             match app.socks[s].kind {
-                Kind::Conn(h) => {
-                    let _ = io.abort(h);
-                }
+                Kind::Conn(h) => self.orphan(io, &mut app, s as u32, h),
                 Kind::Udp(h) if !app.socks[s].reuseport => {
                     let _ = io.udp_close(h);
                 }
@@ -1522,6 +1592,7 @@ impl Service {
             }
             app.socks[s] = Sock::free();
         }
+        last.push(app.bell);
         self.conn_app.retain(|_, a| *a != id);
         // Its shared ports lose their members of it (a UDP group's socket
         // and a listener close with their last; a listener of it that
@@ -2529,13 +2600,8 @@ impl Service {
     /// An event of a passed connection (true: it was one). Its data waits
     /// in the stack; a FIN or its end is remembered for the claimant.
     fn passed_event(&mut self, io: &mut Io, ev: &Event) -> bool {
-        let (h, c) = match *ev {
-            Event::Recv { handle, cookie, .. }
-            | Event::Sent { handle, cookie, .. }
-            | Event::Connected { handle, cookie }
-            | Event::PeerClosed { handle, cookie }
-            | Event::Dead { handle, cookie, .. } => (handle, cookie),
-            _ => return false,
+        let Some((h, c)) = conn_of(ev) else {
+            return false;
         };
         let Some(id) = pass_of(c) else {
             return false;
@@ -2601,6 +2667,117 @@ impl Service {
                 Ipv4Addr::from(ip),
                 limit
             );
+        }
+    }
+
+    /// Connection `s` of `app` (handle `h`), still open when the app's
+    /// last process went, ends as Linux ends a socket at its process's
+    /// exit: reset if bytes it received were never read (the program's
+    /// receive ring or the stack still holds some), else what its
+    /// transmit ring still holds is sent, then a FIN. What the window has
+    /// no room for now waits here, an [`Orphan`], sent as the window
+    /// opens (`Sent` events under its [`orphan_cookie`]). Before
+    /// 2026-11-26 every such connection was reset: a program that wrote
+    /// a reply and exited without closing, or whose peer read slowly,
+    /// lost the end of what it wrote.
+    fn orphan(&mut self, io: &mut Io, app: &mut AppState, s: u32, h: ConnHandle) {
+        let unread = app.r.down_slot(s).rx_tail.load(Ordering::Acquire)
+            != app.r.up_slot(s).rx_head.load(Ordering::Acquire)
+            || io.readable(h).unwrap_or(0) > 0;
+        // (An impossible tail resets the connection.)
+        let Some((_, sent, tail)) = Self::tx_pending(app, io, s) else {
+            self.orphan_counts.reset += 1;
+            return;
+        };
+        let n = (tail - sent) as usize;
+        if unread || self.orphan_bytes + n > MAX_ORPHAN_BYTES {
+            let _ = io.abort(h);
+            self.orphan_counts.reset += 1;
+            return;
+        }
+        let k = self.next_orphan;
+        self.next_orphan = k.wrapping_add(1);
+        let _ = io.set_cookie(h, orphan_cookie(k));
+        let o = Orphan {
+            h,
+            tx: Bytes::from(app.r.tx_take(s, sent, n)),
+            since: Instant::now(),
+        };
+        self.orphan_bytes += n;
+        self.orphans.insert(k, o);
+        self.pump_orphan(io, k);
+    }
+
+    /// Give orphan `k` to the stack as far as the window lets it; once all
+    /// is given, close the connection (the FIN follows its bytes).
+    fn pump_orphan(&mut self, io: &mut Io, k: u32) {
+        let Some(o) = self.orphans.get_mut(&k) else {
+            return;
+        };
+        let room = io.send_space(o.h).unwrap_or(0).min(o.tx.len());
+        if room > 0 {
+            let took = io.send(o.h, o.tx.slice(..room)).unwrap_or(0);
+            o.tx = o.tx.slice(took..);
+            self.orphan_bytes -= took;
+        }
+        if o.tx.is_empty() {
+            let _ = io.close(o.h);
+            self.orphans.remove(&k);
+            self.orphan_counts.finished += 1;
+        } else {
+            let _ = io.send_blocked(o.h);
+        }
+    }
+
+    /// An event of an orphan's connection: true if `ev` was one.
+    fn orphan_event(&mut self, io: &mut Io, ev: &Event) -> bool {
+        let Some((h, c)) = conn_of(ev) else {
+            return false;
+        };
+        let Some(k) = orphan_of(c) else {
+            return false;
+        };
+        if self.orphans.get(&k).is_none_or(|o| o.h != h) {
+            return true; // finished or reset already
+        }
+        match *ev {
+            Event::Sent { .. } => self.pump_orphan(io, k),
+            // Data for a program that is gone: Linux resets.
+            Event::Recv { .. } => self.drop_orphan(io, k, true),
+            Event::Dead { .. } => self.drop_orphan(io, k, false),
+            _ => {}
+        }
+        true
+    }
+
+    /// Orphan `k` ends without its bytes: reset (`abort`), or dead
+    /// already (its handle closed).
+    fn drop_orphan(&mut self, io: &mut Io, k: u32, abort: bool) {
+        if let Some(o) = self.orphans.remove(&k) {
+            self.orphan_bytes -= o.tx.len();
+            if abort {
+                let _ = io.abort(o.h);
+            } else {
+                let _ = io.close(o.h);
+            }
+            self.orphan_counts.reset += 1;
+        }
+    }
+
+    /// Reset the orphans whose peers took nothing for [`ORPHAN_TIMEOUT`].
+    fn expire_orphans(&mut self, io: &mut Io) {
+        let now = Instant::now();
+        if now < self.orphan_check {
+            return;
+        }
+        self.orphan_check = now + PASS_CHECK_EVERY;
+        let old: Vec<u32> = (self.orphans.iter())
+            .filter_map(|(&k, o)| (now.duration_since(o.since) > ORPHAN_TIMEOUT).then_some(k))
+            .collect();
+        for k in old {
+            self.drop_orphan(io, k, true);
+            self.orphan_counts.reset -= 1;
+            self.orphan_counts.expired += 1;
         }
     }
 
@@ -3276,7 +3453,7 @@ impl App for Service {
     }
 
     fn event(&mut self, io: &mut Io, ev: Event) {
-        if self.passed_event(io, &ev) {
+        if self.passed_event(io, &ev) || self.orphan_event(io, &ev) {
             return;
         }
         match ev {
@@ -3362,6 +3539,9 @@ impl App for Service {
         }
         if !self.passes.is_empty() {
             self.expire_passes(io);
+        }
+        if !self.orphans.is_empty() {
+            self.expire_orphans(io);
         }
         // UDP sockets the stack's full transmit queue held back.
         for (id, s) in std::mem::take(&mut self.udp_retry) {
@@ -3673,7 +3853,25 @@ mod tests {
         }
         for id in [0u32, 1, (1 << 30) - 1] {
             for slot in [0u32, 65535, u32::MAX] {
-                assert_eq!(udp_group_of(cookie(id, slot)), None, "app {id} slot {slot}");
+                let c = cookie(id, slot);
+                assert_eq!(udp_group_of(c), None, "app {id} slot {slot}");
+                assert_eq!((pass_of(c), orphan_of(c)), (None, None));
+            }
+        }
+        // Passes and orphans: each its own, none an app's, a listener's or
+        // a UDP group's.
+        for id in [0u32, 1, u32::MAX] {
+            let (p, o) = (pass_cookie(id), orphan_cookie(id));
+            assert_eq!((pass_of(p), orphan_of(p)), (Some(id), None));
+            assert_eq!((pass_of(o), orphan_of(o)), (None, Some(id)));
+            for c in [p, o] {
+                assert!(uncookie(c).0 >= 1 << 30);
+                assert_eq!(udp_group_of(c), None);
+            }
+        }
+        for port in [0u16, 80, 65535] {
+            for c in [listener_cookie(port), udp_group_cookie(port)] {
+                assert_eq!((pass_of(c), orphan_of(c)), (None, None));
             }
         }
     }

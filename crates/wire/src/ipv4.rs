@@ -256,7 +256,7 @@ impl Ipv4Repr {
     /// header's payload starts `offset` bytes into the datagram's (a
     /// multiple of 8, RFC 791 §3.1), and `more` says fragments follow.
     pub fn emit_fragment(&self, buf: &mut [u8], csum: Checksum, offset: usize, more: bool) {
-        debug_assert!(offset % 8 == 0 && offset < 65536);
+        debug_assert!(offset.is_multiple_of(8) && offset < 65536);
         buf[field::VER_IHL] = 0x45;
         buf[field::DSCP_ECN] = self.dscp_ecn;
         let total = (HEADER_LEN + self.payload_len).min(usize::from(u16::MAX)) as u16;

@@ -127,7 +127,7 @@ impl<T: Copy> Ring<T> {
             ("flags", off.flags, 4, 4),
             ("descriptors", off.desc, 0, std::mem::align_of::<T>() as u64),
         ] {
-            if at.checked_add(width).map_or(true, |end| end > len as u64) || at % align != 0 {
+            if at.checked_add(width).is_none_or(|end| end > len as u64) || at % align != 0 {
                 return Err(bad(what));
             }
         }

@@ -423,7 +423,7 @@ impl ShmQueue {
             // peer and drains a doorbell rung late by a peer that had taken
             // our flag before we went back to sleep. Timed, not counted, so
             // a busy poller makes no system calls for it while idle.
-            if self.idle_polls % 16 == 0 && self.armed_at.elapsed() >= REARM_EVERY {
+            if self.idle_polls.is_multiple_of(16) && self.armed_at.elapsed() >= REARM_EVERY {
                 return self.arm(out, max);
             }
             return Ok(0);
@@ -431,7 +431,7 @@ impl ShmQueue {
         if self.sleep_after.is_zero() {
             return self.arm(out, max);
         }
-        if self.idle_polls < SPIN_POLLS || self.idle_polls % 16 != 0 {
+        if self.idle_polls < SPIN_POLLS || !self.idle_polls.is_multiple_of(16) {
             return Ok(0);
         }
         let now = Instant::now();
@@ -483,7 +483,7 @@ impl Queue for ShmQueue {
         let n = (free as usize).min(frames.len());
         if n == 0 {
             self.full_polls = self.full_polls.wrapping_add(1);
-            if self.full_polls % CHECK_EVERY == 0 && !self.shared.check_peer() {
+            if self.full_polls.is_multiple_of(CHECK_EVERY) && !self.shared.check_peer() {
                 return Err(self.gone());
             }
             return Ok(0);
