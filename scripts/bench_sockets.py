@@ -641,10 +641,39 @@ def local_run(net, n, conns):
             "user_share": share(user_calls(st0), user_calls(st1)) if net.ixora else None}
 
 
+def local_bulk_run(net, port, secs):
+    """One iperf3 stream (`secs` seconds) from a client in the server's
+    own namespace (CPU 1; under `ixora run` with Ixora) to the iperf3
+    server of `net`: the kernel's loopback, or a connection looped inside
+    the service. Gbit/s received and both CPUs' busy seconds per GB."""
+    cmd = ["iperf3", "-c", SRV, "-p", str(port), "-t", str(secs), "--json"]
+    if net.ixora:
+        cmd = [str(BIN), "run", "--socket", net.sock, "--spin-us", str(SPIN_US), "--", *cmd]
+    # iperf3's server re-creates its listener after a connection that was
+    # no test (side_by_side's probe): a client right then is refused.
+    for _ in range(10):
+        c0 = cpu_busy(0) + cpu_busy(1)
+        r = subprocess.run(be.pinned(1, *be.in_ns(net.sv, *cmd)), capture_output=True,
+                           text=True, timeout=secs + 60)
+        cpu = cpu_busy(0) + cpu_busy(1) - c0
+        if "Connection refused" not in r.stdout:
+            break
+        time.sleep(0.3)
+    try:
+        j = json.loads(r.stdout)
+        got = j["end"]["sum_received"]["bytes"]
+        gbps = j["end"]["sum_received"]["bits_per_second"] / 1e9
+    except (json.JSONDecodeError, KeyError):
+        raise RuntimeError(f"iperf3 ({'ixora' if net.ixora else 'kernel'}) printed no report:\n"
+                           f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return {"gbps": gbps, "bytes": got, "cpu_s_per_gb": cpu / (got / 1e9) if got else None}
+
+
 def local(args, prog_bar):
     """redis-server and redis-benchmark on one host, kernel loopback
-    against one Ixora service (`ixora run` for both programs); runs
-    alternate `--repeat` times, the run of median GET requests/s kept."""
+    against one Ixora service (`ixora run` for both programs), then one
+    iperf3 stream the same way; runs alternate `--repeat` times, the run
+    of median GET requests/s (Gbit/s) kept."""
     results = []
     n = 200_000 if args.duration >= 5 else 50_000
     redis = ["redis-server", "--port", "6379", "--bind", SRV, "--save", "", "--appendonly", "no",
@@ -661,6 +690,17 @@ def local(args, prog_bar):
                   f"  GET {r['rps']['get'] / 1000:6.1f} k/s  {r['cpu_us_per_req']:5.1f} us CPU/req"
                   + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else ""),
                   flush=True)
+    port = 5201
+    with side_by_side("iperf3", lambda _: ["iperf3", "-s", "-p", str(port)], port) as nets:
+        best = alternate(args.repeat, lambda ixora: local_bulk_run(nets[ixora], port, args.duration),
+                         lambda r: r["gbps"])
+        prog_bar.step("iperf3 on one host\n")
+        for ixora in (False, True):
+            r = best[ixora]
+            r.update(server="iperf3-local", all_gbps=r.pop("all"))
+            results.append(r)
+            print(f"  iperf3 local {r['stack']:7s} {r['gbps']:6.2f} Gbit/s"
+                  f"  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB", flush=True)
     return results
 
 
@@ -669,9 +709,11 @@ def write_local(results, args, cmdline):
     name = NAME.replace("sockets", "sockets-local", 1)
     meta = meta_of(args, cmdline)
     (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    k = next(r for r in results if r["stack"] == "kernel")
-    i = next(r for r in results if r["stack"] == "ixora")
-    L = ["# Two programs on one host: redis-benchmark to redis-server, kernel loopback vs one Ixora service", "",
+    k = next(r for r in results if r["stack"] == "kernel" and r["server"] == "redis-local")
+    i = next(r for r in results if r["stack"] == "ixora" and r["server"] == "redis-local")
+    bk = next((r for r in results if r["stack"] == "kernel" and r["server"] == "iperf3-local"), None)
+    bi = next((r for r in results if r["stack"] == "ixora" and r["server"] == "iperf3-local"), None)
+    L = ["# Two programs on one host, kernel loopback vs one Ixora service: redis-benchmark to redis-server, and iperf3", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
          f"redis-server on CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), redis-benchmark "
          f"(50 connections, {k['requests']} SETs then as many GETs) on CPU 1, both in the server's "
@@ -687,12 +729,35 @@ def write_local(results, args, cmdline):
                  f"{i['cpu_us_per_req']:.1f} | {(i['user_share'] or 0) * 100:.2f}% |")
     L += ["", "GET runs, req/s (kernel / Ixora): "
           + ", ".join(f"{x / 1000:.1f} k" for x in k["all_get_rps"]) + " / "
-          + ", ".join(f"{x / 1000:.1f} k" for x in i["all_get_rps"]), "",
-          f"Plot: `{name}.png`.", ""]
+          + ", ".join(f"{x / 1000:.1f} k" for x in i["all_get_rps"]), ""]
+    if bk and bi:
+        L += ["## Bulk: one iperf3 stream on one host", "",
+              f"iperf3 server on CPU 0, client on CPU 1 in the same namespace, {args.duration} s per "
+              "run, to the server's address: the kernel's loopback, or (both under `ixora run`) a "
+              "connection looped inside the service, each end's window bounded by its 64 KiB "
+              "socket rings. CPU s/GB: both CPUs' busy time per GB received. (Before 2026-11-26 "
+              "this ran at 4 Mbit/s under Ixora: the service missed the receiver's window "
+              "updates; see `Stack::tcp_send_blocked` in docs/ARCHITECTURE.md.)", "",
+              "| | kernel Gbit/s | Ixora Gbit/s | ratio | kernel CPU s/GB | Ixora CPU s/GB | "
+              "runs, Gbit/s (k / i) |", "|---|---:|---:|---:|---:|---:|---|",
+              f"| iperf3, one stream | {bk['gbps']:.2f} | {bi['gbps']:.2f} | "
+              f"**{bi['gbps'] / bk['gbps']:.2f}×** | {bk['cpu_s_per_gb'] or 0:.3f} | "
+              f"{bi['cpu_s_per_gb'] or 0:.3f} | "
+              + " / ".join(", ".join(f"{g:.2f}" for g in x["all_gbps"]) for x in (bk, bi)) + " |", ""]
+    L += [f"Plot: `{name}.png`.", ""]
     plt = write_md(name, L)
     if plt is None:
         return
-    fig, ax = plt.subplots(figsize=(6, 4))
+    bulk = bool(bk and bi)
+    fig, axes = plt.subplots(1, 2 if bulk else 1, figsize=(10 if bulk else 6, 4), squeeze=False)
+    ax = axes[0][0]
+    if bulk:
+        bx = axes[0][1]
+        bx.bar([0, 1], [bk["gbps"], bi["gbps"]], 0.5, color=["C0", "C1"])
+        bx.set_xticks([0, 1])
+        bx.set_xticklabels(["kernel loopback", "ixora run (looped)"])
+        bx.set_ylabel("Gbit/s")
+        bx.set_title("iperf3, one stream, on one host")
     for j, (r, lab) in enumerate(((k, "kernel loopback"), (i, "ixora run (looped in the service)"))):
         ax.bar([x + (j - 0.5) * 0.4 for x in range(2)], [r["rps"]["set"] / 1000, r["rps"]["get"] / 1000],
                0.4, label=lab)
@@ -1408,7 +1473,7 @@ def main():
              + (4 if args.only == "proxy" and "wrk" in CLIENTS else 0)
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
-             + (1 if args.only in (None, "local") else 0)
+             + (2 if args.only in (None, "local") else 0)
              + (len(args.udp_sizes.split(",")) + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []

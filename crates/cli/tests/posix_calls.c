@@ -946,6 +946,34 @@ static void bound_client(const char *echo_ip, int echo_port, const char *self_ip
     }
 }
 
+/* A server that closes its listener and at once listens again on the
+ * same port (iperf3 after every test): each bind succeeds, and the last
+ * listener takes a connection. */
+static void listener_rebind(const char *self_ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    int one = 1, ok = 0, l = -1;
+    for (int i = 0; i < 10; i++) {
+        l = socket(AF_INET, SOCK_STREAM, 0);
+        setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, 4) != 0) {
+            break;
+        }
+        ok++;
+        if (i < 9) {
+            close(l);
+        }
+    }
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    int r = ok == 10 ? connect(c, (struct sockaddr *)&sa, sizeof sa) : -1;
+    int a = r == 0 && (wait_for(l, POLLIN, 10000) & POLLIN) ? accept(l, NULL, NULL) : -1;
+    check(ok == 10 && r == 0 && a >= 0, "listener_rebind", "%d of 10 listened, connect %d accept %d",
+          ok, r, a);
+    close(a);
+    close(c);
+    close(l);
+}
+
 /* Echo 5 bytes through connection `c`: 0 if they come back. */
 static int echo5(int c, const char *what) {
     char b[5] = {0};
@@ -1095,6 +1123,7 @@ int main(int argc, char **argv) {
         ephemeral_listener(argv[4]);
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
         exec_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 4);
+        listener_rebind(argv[4], atoi(argv[3]) + 5);
     }
     epoll_before_connect(argv[1], atoi(argv[2]));
     printf("%d failure(s)\n", failures);

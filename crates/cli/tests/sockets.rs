@@ -1686,6 +1686,10 @@ fn posix_calls_behave_as_on_linux() {
             text.contains("ok exec_keeps_listener") && text.contains("ok exec_child"),
             "{what}: exec part missing:\n{text}"
         );
+        assert!(
+            text.contains("ok listener_rebind"),
+            "{what}: rebind part missing:\n{text}"
+        );
         text
     };
     let mut k = net.lx.command("timeout");

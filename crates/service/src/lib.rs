@@ -1745,6 +1745,16 @@ impl Service {
         let Some(&id) = self.conn_app.get(&conn) else {
             return bad(libc::ENOTCONN);
         };
+        if matches!(msg.op, op::BIND | op::LISTEN) {
+            // What the program did before it asked comes first: a server
+            // that closes its listener and at once binds a new one to
+            // the port (iperf3 after each test) found the port still
+            // taken by the old one, whose close waited in the bitmap for
+            // the cycle's scan (EADDRINUSE; iperf3 exited).
+            let mut marked = std::mem::take(&mut self.marked);
+            self.scan_app(io, id, &mut marked);
+            self.marked = marked;
+        }
         let ip = self.ip(io);
         let slots = self.layout.slots;
         // A TCP bind's port (port 0: a free one) and whether it is taken
@@ -3421,6 +3431,28 @@ impl Service {
         })
     }
 
+    /// Take up what app `id` marked in its bitmap: the marked words first
+    /// (one look-up of the app; `marked` is scratch), then the sockets
+    /// they name.
+    fn scan_app(&mut self, io: &mut Io, id: u32, marked: &mut Vec<(u32, u64)>) {
+        marked.clear();
+        if let Some(app) = self.apps.get(&id) {
+            for w in 0..self.layout.slots / 64 {
+                let word = app.r.bitmap_word(w);
+                if word.load(Ordering::Relaxed) != 0 {
+                    marked.push((w, word.swap(0, Ordering::AcqRel)));
+                }
+            }
+        }
+        for &(w, mut bits) in marked.iter() {
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                self.activity(io, id, w * 64 + b);
+            }
+        }
+    }
+
     fn with_conn(&mut self, cookie: u64, h: ConnHandle) -> Option<(&mut AppState, u32)> {
         let (id, s) = uncookie(cookie);
         let app = self.apps.get_mut(&id)?;
@@ -3562,24 +3594,7 @@ impl App for Service {
         let mut marked = std::mem::take(&mut self.marked);
         for &id in &ids {
             work = true;
-            // The marked words first (one look-up of the app), then the
-            // sockets they name.
-            marked.clear();
-            if let Some(app) = self.apps.get(&id) {
-                for w in 0..self.layout.slots / 64 {
-                    let word = app.r.bitmap_word(w);
-                    if word.load(Ordering::Relaxed) != 0 {
-                        marked.push((w, word.swap(0, Ordering::AcqRel)));
-                    }
-                }
-            }
-            for &(w, mut bits) in &marked {
-                while bits != 0 {
-                    let b = bits.trailing_zeros();
-                    bits &= bits - 1;
-                    self.activity(io, id, w * 64 + b);
-                }
-            }
+            self.scan_app(io, id, &mut marked);
         }
         self.active = ids;
         self.marked = marked;
