@@ -2705,6 +2705,11 @@ impl Service {
             self.orphan_counts.reset += 1;
             return;
         }
+        if n == 0 {
+            let _ = io.close(h); // the stack sends what it holds, then a FIN
+            self.orphan_counts.finished += 1;
+            return;
+        }
         let k = self.next_orphan;
         self.next_orphan = k.wrapping_add(1);
         let _ = io.set_cookie(h, orphan_cookie(k));
