@@ -493,6 +493,20 @@ def backends(prog, nets, www, tmp):
             be.stop_proc(p)
 
 
+def iperf3_report(r, net):
+    """The JSON report of iperf3 run `r` against `net`'s server; raises
+    with what it printed when there is none or it is an error."""
+    try:
+        j = json.loads(r.stdout)
+        if "error" not in j:
+            j["end"]["sum_received"]["bytes"]
+            return j
+    except (json.JSONDecodeError, KeyError):
+        pass
+    raise RuntimeError(f"iperf3 ({'ixora' if net.ixora else 'kernel'}) printed no report:\n"
+                       f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+
+
 def bulk_run(net, port, secs, reverse):
     """One iperf3 test (one TCP stream, `secs` seconds) from the Linux
     client against the iperf3 server of `net`; `reverse`: the server
@@ -501,12 +515,7 @@ def bulk_run(net, port, secs, reverse):
     if reverse:
         cmd.append("-R")
     r, cpu, client_busy = client_run(net, cmd, secs)
-    try:
-        j = json.loads(r.stdout)
-    except json.JSONDecodeError:
-        raise RuntimeError(f"iperf3 printed no report:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    if "error" in j:
-        raise RuntimeError(f"iperf3: {j['error']}")
+    j = iperf3_report(r, net)
     got = j["end"]["sum_received"]["bytes"]
     sent = j["end"]["sum_sent"]["bytes"]
     gbps = j["end"]["sum_received"]["bits_per_second"] / 1e9
@@ -649,23 +658,13 @@ def local_bulk_run(net, port, secs):
     cmd = ["iperf3", "-c", SRV, "-p", str(port), "-t", str(secs), "--json"]
     if net.ixora:
         cmd = [str(BIN), "run", "--socket", net.sock, "--spin-us", str(SPIN_US), "--", *cmd]
-    # iperf3's server re-creates its listener after a connection that was
-    # no test (side_by_side's probe): a client right then is refused.
-    for _ in range(10):
-        c0 = cpu_busy(0) + cpu_busy(1)
-        r = subprocess.run(be.pinned(1, *be.in_ns(net.sv, *cmd)), capture_output=True,
-                           text=True, timeout=secs + 60)
-        cpu = cpu_busy(0) + cpu_busy(1) - c0
-        if "Connection refused" not in r.stdout:
-            break
-        time.sleep(0.3)
-    try:
-        j = json.loads(r.stdout)
-        got = j["end"]["sum_received"]["bytes"]
-        gbps = j["end"]["sum_received"]["bits_per_second"] / 1e9
-    except (json.JSONDecodeError, KeyError):
-        raise RuntimeError(f"iperf3 ({'ixora' if net.ixora else 'kernel'}) printed no report:\n"
-                           f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    c0 = cpu_busy(0) + cpu_busy(1)
+    r = subprocess.run(be.pinned(1, *be.in_ns(net.sv, *cmd)), capture_output=True, text=True,
+                       timeout=secs + 60)
+    cpu = cpu_busy(0) + cpu_busy(1) - c0
+    j = iperf3_report(r, net)
+    got = j["end"]["sum_received"]["bytes"]
+    gbps = j["end"]["sum_received"]["bits_per_second"] / 1e9
     return {"gbps": gbps, "bytes": got, "cpu_s_per_gb": cpu / (got / 1e9) if got else None}
 
 

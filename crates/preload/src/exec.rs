@@ -289,7 +289,7 @@ pub fn adopt() {
     }
     for &(s, gen) in &inh.closed {
         if live(s, gen) {
-            state::drop_ref(a, s);
+            state::drop_ref(a, s, false);
         }
     }
     state::kick(a);

@@ -805,48 +805,45 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     }
     let (op_then, ta, tb) = then;
     let fused = opts.is_empty();
-    if fused && op_then == op::CONNECT && !dgram {
-        if let Some((s, gen)) = state::take_spare(a) {
-            state::hold(a, s);
-            state::install(fd, s, gen, flags);
-            let u = a.r.up_slot(s);
-            u.dest.store(ta as u64, Ordering::Relaxed);
-            u.req.fetch_or(layout::req::CONNECT, Ordering::Release);
-            state::signal(a, s);
-            state::take_pending(fd, Some((a, s, gen)));
-            if let Some(sk) = state::sock(fd) {
-                state::adopt_undecided(fd, sk, &mut |epfd| kernel_epoll_del(epfd, fd));
-            }
-            return Ok(false);
-        }
-    }
-    let first = if fused {
-        Msg {
-            c: u64::from(op_then) | tb << 32,
-            ..Msg::new(op::SOCKET, 0, dgram as i64, ta as u64)
-        }
+    let spare = if fused && op_then == op::CONNECT && !dgram {
+        state::take_spare(a)
     } else {
-        Msg::new(op::SOCKET, 0, dgram as i64, 0)
+        None
     };
-    let r = state::request(a, first, &[]);
-    if r.a < 0 {
-        return Err(-r.a as c_int);
-    }
-    let (s, gen) = (r.a as u32, r.b as u32);
+    let (s, gen) = match spare {
+        Some(sg) => sg,
+        None => {
+            let first = if fused {
+                Msg {
+                    c: u64::from(op_then) | tb << 32,
+                    ..Msg::new(op::SOCKET, 0, dgram as i64, ta as u64)
+                }
+            } else {
+                Msg::new(op::SOCKET, 0, dgram as i64, 0)
+            };
+            let r = state::request(a, first, &[]);
+            if r.a < 0 {
+                return Err(-r.a as c_int);
+            }
+            (r.a as u32, r.b as u32)
+        }
+    };
     state::hold(a, s);
     state::install(fd, s, gen, flags);
-    if !fused {
+    if spare.is_some() {
+        // The connect, asked in shared memory.
+        let u = a.r.up_slot(s);
+        u.dest.store(ta as u64, Ordering::Relaxed);
+        u.req.fetch_or(layout::req::CONNECT, Ordering::Release);
+        state::signal(a, s);
+    } else if !fused {
         for (o, v) in opts {
             state::request(a, Msg::new(op::SETOPT, s, o as i64, v), &[]);
         }
         let r = state::request(a, Msg::new(op_then, s, ta, tb), &[]);
         if r.a < 0 {
             // Undo: the descriptor stays a kernel socket.
-            state::unhold(a, s);
-            a.r.up_slot(s)
-                .req
-                .fetch_or(layout::req::CLOSE, Ordering::Release);
-            state::signal(a, s);
+            state::drop_ref(a, s, false);
             e.kind.store(kind::MAYBE, Ordering::Release);
             return Err(-r.a as c_int);
         }
@@ -857,7 +854,7 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     if let Some(sk) = state::sock(fd) {
         state::adopt_undecided(fd, sk, &mut |epfd| kernel_epoll_del(epfd, fd));
     }
-    Ok(true)
+    Ok(spare.is_none())
 }
 
 // ----------------------------------------------------------------- sockets

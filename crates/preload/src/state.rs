@@ -535,7 +535,7 @@ pub fn take_spare(a: &Attached) -> Option<(u32, u32)> {
 
 /// One descriptor fewer refers to `s`: our row first, then the total.
 /// Returns the total before.
-pub fn unhold(a: &Attached, s: u32) -> u32 {
+fn unhold(a: &Attached, s: u32) -> u32 {
     let row = ROW.load(Ordering::Relaxed);
     if row < layout::MAX_PROCS {
         let h = a.r.held(row, s);
@@ -569,15 +569,7 @@ static PENDING_FDS: [std::sync::atomic::AtomicI32; 16] =
 /// The Ixora sockets in this process's descriptor table, one entry per
 /// descriptor.
 fn ixora_slots() -> Vec<u32> {
-    let mut v = Vec::new();
-    if let Some(t) = TABLE.get() {
-        for e in t.iter() {
-            if e.kind.load(Ordering::Relaxed) == kind::IXORA {
-                v.push(e.slot.load(Ordering::Relaxed));
-            }
-        }
-    }
-    v
+    ixora_fds().into_iter().map(|(_, s, _, _)| s).collect()
 }
 
 /// A new control connection on which the service reserves a row for a
@@ -1205,16 +1197,21 @@ pub fn release_thread_waiter() {
     }
 }
 
-/// One reference to socket `s` went with no descriptor of ours to
-/// release (a close-on-exec descriptor the kernel closed at `exec`): as
-/// [`release_sock`], the last one asks the service to close it.
-pub fn drop_ref(a: &Attached, s: u32) {
-    if unhold(a, s) <= 1 {
-        a.r.up_slot(s)
-            .req
-            .fetch_or(layout::req::CLOSE, Ordering::Release);
-        signal(a, s);
+/// One reference to socket `s` went (a descriptor closed, or one the
+/// kernel closed at `exec` for being close-on-exec): the last one asks
+/// the service to close the socket (`abort`: reset it, SO_LINGER 0).
+/// True if that took a system call.
+pub fn drop_ref(a: &Attached, s: u32, abort: bool) -> bool {
+    if unhold(a, s) > 1 {
+        return false;
     }
+    let bit = if abort {
+        layout::req::ABORT
+    } else {
+        layout::req::CLOSE
+    };
+    a.r.up_slot(s).req.fetch_or(bit, Ordering::Release);
+    signal(a, s)
 }
 
 thread_local! {
@@ -2172,18 +2169,8 @@ pub fn release_sock(sk: Sock) -> bool {
     if !sk.live() {
         return false;
     }
-    let u = sk.a.r.up_slot(sk.s);
-    let prev = unhold(sk.a, sk.s);
-    if prev <= 1 {
-        let bit = if sk.e.flags.load(Ordering::Relaxed) & fl::LINGER0 != 0 {
-            layout::req::ABORT
-        } else {
-            layout::req::CLOSE
-        };
-        u.req.fetch_or(bit, Ordering::Release);
-        return signal(sk.a, sk.s);
-    }
-    false
+    let linger0 = sk.e.flags.load(Ordering::Relaxed) & fl::LINGER0 != 0;
+    drop_ref(sk.a, sk.s, linger0)
 }
 
 #[cfg(test)]

@@ -2730,16 +2730,19 @@ impl Service {
             return;
         };
         let room = io.send_space(o.h).unwrap_or(0).min(o.tx.len());
-        if room > 0 {
-            let took = io.send(o.h, o.tx.slice(..room)).unwrap_or(0);
-            o.tx = o.tx.slice(took..);
-            self.orphan_bytes -= took;
-        }
+        let took = if room > 0 {
+            io.send(o.h, o.tx.slice(..room)).unwrap_or(0)
+        } else {
+            0
+        };
+        o.tx = o.tx.slice(took..);
+        self.orphan_bytes -= took;
         if o.tx.is_empty() {
             let _ = io.close(o.h);
             self.orphans.remove(&k);
             self.orphan_counts.finished += 1;
-        } else {
+        } else if took == 0 {
+            // As in `pump_tx`: told when the window opens.
             let _ = io.send_blocked(o.h);
         }
     }
@@ -2758,8 +2761,10 @@ impl Service {
         match *ev {
             Event::Sent { .. } => self.pump_orphan(io, k),
             // Data for a program that is gone: Linux resets.
-            Event::Recv { .. } => self.drop_orphan(io, k, true),
-            Event::Dead { .. } => self.drop_orphan(io, k, false),
+            Event::Recv { .. } | Event::Dead { .. } => {
+                self.drop_orphan(io, k, matches!(ev, Event::Recv { .. }));
+                self.orphan_counts.reset += 1;
+            }
             _ => {}
         }
         true
@@ -2775,7 +2780,6 @@ impl Service {
             } else {
                 let _ = io.close(o.h);
             }
-            self.orphan_counts.reset += 1;
         }
     }
 
@@ -2789,10 +2793,9 @@ impl Service {
         let old: Vec<u32> = (self.orphans.iter())
             .filter_map(|(&k, o)| (now.duration_since(o.since) > ORPHAN_TIMEOUT).then_some(k))
             .collect();
+        self.orphan_counts.expired += old.len() as u64;
         for k in old {
             self.drop_orphan(io, k, true);
-            self.orphan_counts.reset -= 1;
-            self.orphan_counts.expired += 1;
         }
     }
 
@@ -2865,11 +2868,12 @@ impl Service {
         if avail > 0 {
             let space = io.send_space(h).unwrap_or(0);
             let n = avail.min(space);
-            if n < avail {
-                // The rest waits in the ring: the stack says when the
-                // window opens, also by a pure window update (a peer
-                // whose ring filled acknowledges everything with a zero
-                // window, and then only opens it).
+            if n == 0 {
+                // All of it waits in the ring: the stack says when the
+                // window opens, also by a pure window update (a peer whose
+                // ring filled acknowledges everything with a zero window,
+                // and then only opens it). When some was taken, its
+                // acknowledgement brings a `Sent` and this look again.
                 let _ = io.send_blocked(h);
             }
             if n > 0 {
