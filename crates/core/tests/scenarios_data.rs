@@ -657,6 +657,37 @@ fn delayed_ack_timer_and_every_second_segment() {
     assert_eq!(h.stack.counters().tcp_delayed_acks, 1);
 }
 
+/// RFC 1122 §4.2.3.2 counts *full-sized* segments: small ones (the requests
+/// of a pipelining client) wait for the reply that carries their ACK, until
+/// more than a full segment's worth is unacknowledged (in bytes, as Linux).
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.2
+//= type=test
+#[test]
+fn small_segments_wait_for_the_reply_that_acknowledges_them() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    // Three 60-byte requests back to back: no pure ACK.
+    for i in 0..3 {
+        h.send(data(&c, i * 60, &[7; 60]));
+        h.expect_silence();
+    }
+    // The reply acknowledges all three.
+    assert_eq!(app_send(&mut h, &c, vec![1; 100]), 100);
+    let r = h.expect_tcp();
+    assert_eq!((r.ack, r.payload.len()), (Some(theirs(180)), 100));
+    h.expect_silence();
+    // Small segments adding up to more than the largest the peer sent (no
+    // full one yet: 536 bytes, RFC 1122's default) are ACKed at once.
+    for i in 0..8 {
+        h.send(data(&c, 180 + i * 60, &[8; 60]));
+        h.expect_silence();
+    }
+    h.send(data(&c, 660, &[9; 60]));
+    let a = h.expect_tcp();
+    assert_eq!((a.ack, a.payload.len()), (Some(theirs(720)), 0));
+    h.expect_silence();
+}
+
 /// RFC 5681 §4.2, RFC 2018 §4: out-of-order data gets an immediate dup ACK with SACK blocks.
 //= https://www.rfc-editor.org/rfc/rfc2018#section-4
 //= type=test

@@ -1373,33 +1373,34 @@ fn ts_recent_update_rule() {
             .seq(P1)
             .ack(iss + 1)
             .ts(200, 0)
-            .data(&[0; 100]),
+            .data(&[0; 1000]),
     );
     h.expect_silence();
-    // B: beyond Last.ACK.sent — TS.Recent stays 200.
+    // B: beyond Last.ACK.sent — TS.Recent stays 200; a second full-sized
+    // segment is ACKed at once.
     h.send(
         Seg::to(PORT)
-            .seq(P1 + 100)
+            .seq(P1 + 1000)
             .ack(iss + 1)
             .ts(300, 0)
-            .data(&[0; 100]),
+            .data(&[0; 1000]),
     );
-    let ack = expect_ack(&mut h, iss + 1, P1 + 200);
+    let ack = expect_ack(&mut h, iss + 1, P1 + 2000);
     assert_eq!(ack.opts.timestamp.map(|t| t.1), Some(200));
 
     // C: TSval 250 passes PAWS only because 300 was not recorded.
     h.send(
         Seg::to(PORT)
-            .seq(P1 + 200)
+            .seq(P1 + 2000)
             .ack(iss + 1)
             .ts(250, 0)
-            .data(&[0; 100]),
+            .data(&[0; 1000]),
     );
     assert_eq!(drops(&h, DropReason::TcpPaws), 0);
     h.advance(ms(40));
-    let ack = expect_ack(&mut h, iss + 1, P1 + 300);
+    let ack = expect_ack(&mut h, iss + 1, P1 + 3000);
     assert_eq!(ack.opts.timestamp.map(|t| t.1), Some(250));
-    assert_eq!(h.stack.tcp_readable(c), Ok(300));
+    assert_eq!(h.stack.tcp_readable(c), Ok(3000));
 }
 
 // ===== 6. Listen queues ==================================================

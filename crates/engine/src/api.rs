@@ -27,6 +27,7 @@ use bytes::Bytes;
 use ixora_core::{ConnHandle, Error, Instant, Stack, UdpHandle};
 use ixora_io::PacketBuf;
 use std::net::SocketAddrV4;
+use std::time::Duration;
 
 pub use ixora_core::Event;
 
@@ -269,6 +270,16 @@ pub trait App {
     /// the next sleep does not end at once.
     fn wait_fd_ready(&mut self, io: &mut Io) {
         let _ = io;
+    }
+    /// How long the idle core may sleep at most (asked before each
+    /// sleep), whatever its timers: `None` keeps the engine
+    /// configuration's `tick`, so that [`App::poll`] and [`App::tick`]
+    /// run at least that often. An application with nothing that needs
+    /// looking at meanwhile returns longer, and the idle core wakes less
+    /// (the engine still wakes for frames, its doorbell, the stack's
+    /// timers, and at least every 100 ms).
+    fn max_nap(&mut self) -> Option<Duration> {
+        None
     }
     /// The core is about to sleep (after a cycle with no work; not in
     /// `--poll` mode). Return false to stay awake: work arrived since

@@ -592,11 +592,9 @@ where
 
         if !work && tx.is_empty() && !cfg.poll {
             // Idle: sleep until a frame, a hand-over or the next timer.
-            let wake = stack
-                .poll_timeout()
-                .unwrap_or(Instant::NEVER)
-                .min(next_tick);
             let now = clock(start);
+            let limit = app.max_nap().map_or(next_tick, |d| now + d);
+            let wake = stack.poll_timeout().unwrap_or(Instant::NEVER).min(limit);
             let nap = if wake <= now {
                 Duration::ZERO
             } else {

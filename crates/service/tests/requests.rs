@@ -167,3 +167,42 @@ fn an_execed_image_maps_its_application_again() {
     drop(again);
     rig.finish().unwrap();
 }
+
+/// An idle service with an application wakes rarely: its naps grow from
+/// 1 ms after work to 16 ms while nothing happens (it woke every 1 ms
+/// before, 2.4% of a CPU doing nothing). What a program writes while the
+/// service sleeps, with no doorbell rung after it (the shim rings at the
+/// program's next blocking call or poll, not at each write), still goes
+/// out within the longest nap.
+#[test]
+fn an_idle_service_naps_longer_and_still_sends_what_was_written_unrung() {
+    let rig = Rig::start("naps").unwrap();
+    let app = RawApp::attach(&rig).unwrap();
+    let s = app.socket().unwrap();
+    app.connect(s, PEER_IP, ECHO_PORT).unwrap();
+    app.wait_established(s, Duration::from_secs(5)).unwrap();
+    app.set_ringing(false);
+    let idle = Duration::from_millis(1500);
+    for round in 0..3 {
+        // Long enough for the naps to reach their longest.
+        std::thread::sleep(idle / 3);
+        let t = std::time::Instant::now();
+        assert_eq!(app.write(s, b"unrung"), 6);
+        let mut got = Vec::new();
+        while got.len() < 6 {
+            assert!(
+                t.elapsed() < Duration::from_secs(1),
+                "round {round}: bytes written while the service slept, unrung, \
+                 not sent within 1 s (got {got:?})"
+            );
+            got.extend(app.read(s, 6 - got.len()));
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(got, b"unrung");
+    }
+    let rep = rig.finish().unwrap();
+    let sleeps = rep.cores[0].sleeps;
+    // About 100 at 16 ms over the 1.5 s idle (and some after each echo);
+    // 1,500 and more when it woke every 1 ms.
+    assert!(sleeps < 500, "the idle service slept {sleeps} times");
+}

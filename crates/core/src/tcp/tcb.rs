@@ -339,7 +339,10 @@ pub(crate) struct Tcb<R, T> {
     zwp: u8,
     /// When this connection last sent a challenge ACK (ms clock, 0: never).
     last_challenge_ms: u32,
-    unacked_segs: u8,
+    /// The largest payload the peer has sent in one segment (at least
+    /// 536, at most our MSS): the "full-sized segment" of the delayed-ACK
+    /// rule, as Linux's `rcv_mss`.
+    rcv_mss: u16,
     last_rx: Instant,
     retrans_total: u32,
     /// Listener port for passive opens.
@@ -417,7 +420,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             persist_shift: 0,
             zwp: 0,
             last_challenge_ms: 0,
-            unacked_segs: 0,
+            rcv_mss: local_mss.min(536),
             last_rx: ctx.now,
             retrans_total: 0,
             listener: 0,
@@ -1707,7 +1710,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     // RFC 5681 §4.2: ACK at once when a gap is filled.
                     self.flags |= ACK_NOW;
                 } else {
-                    self.delay_ack(ctx);
+                    self.delay_ack(ctx, len);
                 }
                 self.emit_event(ev::RECV);
                 if self.has(OOO_FIN) && self.fin_in == self.rcv_nxt {
@@ -1741,11 +1744,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         None
     }
 
-    /// RFC 1122 §4.2.3.2: ACK at least every second full segment, and
-    /// within the delayed-ACK timeout.
-    fn delay_ack(&mut self, ctx: &mut Ctx) {
-        self.unacked_segs = self.unacked_segs.saturating_add(1);
-        if self.unacked_segs >= 2 || ctx.cfg.delayed_ack.is_zero() {
+    /// RFC 1122 §4.2.3.2 (RFC 9293 §3.8.6.3): ACK at least every second
+    /// full-sized segment, and within the delayed-ACK timeout. Counted in
+    /// bytes, as Linux does: more than one full segment's worth unacknowledged
+    /// gets an ACK at once. Small segments (requests of a pipelining client)
+    /// wait for the reply that carries their ACK, where counting segments
+    /// sent a pure ACK after every second request of a pipeline.
+    fn delay_ack(&mut self, ctx: &mut Ctx, len: usize) {
+        let len = len.min(usize::from(self.local_mss)) as u16;
+        self.rcv_mss = self.rcv_mss.max(len);
+        let unacked = self.rcv_nxt.diff(self.last_ack_sent);
+        if unacked > i32::from(self.rcv_mss) || ctx.cfg.delayed_ack.is_zero() {
             self.flags |= ACK_NOW;
         } else if self.t_delack.is_never() {
             self.t_delack = ctx.now + ctx.cfg.delayed_ack;
@@ -2421,7 +2430,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     fn after_ack_sent(&mut self) {
         self.flags &= !ACK_NOW;
         self.t_delack = Instant::NEVER;
-        self.unacked_segs = 0;
         self.last_ack_sent = self.rcv_nxt;
     }
 
