@@ -271,8 +271,8 @@ pub trait App {
     fn wait_fd_ready(&mut self, io: &mut Io) {
         let _ = io;
     }
-    /// How long the idle core may sleep at most (asked before each
-    /// sleep), whatever its timers: `None` keeps the engine
+    /// How long the idle core may sleep at most (asked once [`App::sleep`]
+    /// agreed to a sleep, before it begins), whatever its timers: `None` keeps the engine
     /// configuration's `tick`, so that [`App::poll`] and [`App::tick`]
     /// run at least that often. An application with nothing that needs
     /// looking at meanwhile returns longer, and the idle core wakes less

@@ -593,17 +593,19 @@ where
         if !work && tx.is_empty() && !cfg.poll {
             // Idle: sleep until a frame, a hand-over or the next timer.
             let now = clock(start);
-            let limit = app.max_nap().map_or(next_tick, |d| now + d);
-            let wake = stack.poll_timeout().unwrap_or(Instant::NEVER).min(limit);
-            let nap = if wake <= now {
-                Duration::ZERO
-            } else {
-                (wake - now).clamp(MIN_NAP, MAX_NAP)
-            };
+            let timer = stack.poll_timeout().unwrap_or(Instant::NEVER);
             mail.sleeping[i].store(true, Ordering::SeqCst);
             let mut io = io!(now);
             if mail.boxes[i].is_empty() && !stop.load(Ordering::Relaxed) && app.sleep(&mut io) {
                 rep.sleeps += 1;
+                // Asked only of a sleep that happens: the application may
+                // lengthen its next one.
+                let wake = timer.min(app.max_nap().map_or(next_tick, |d| now + d));
+                let nap = if wake <= now {
+                    Duration::ZERO
+                } else {
+                    (wake - now).clamp(MIN_NAP, MAX_NAP)
+                };
                 // Drain the doorbell if it rang (a wake-up by a frame
                 // costs no more system call).
                 let (rang, extra_ready) = sleep_on(qfd, bell, extra, nap);

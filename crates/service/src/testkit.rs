@@ -461,11 +461,9 @@ impl RawApp {
         Ok(())
     }
 
-    /// A well-behaved conversation: a connection to the echo peer, `data`
-    /// written and read back, the connection closed. An error says what
-    /// went wrong (within `limit`).
-    pub fn echo(&self, data: &[u8], limit: Duration) -> Result<(), String> {
-        let t = Instant::now();
+    /// A new socket connected to the echo peer (within `limit`); an
+    /// error says which step failed.
+    pub fn connect_echo(&self, limit: Duration) -> Result<u32, String> {
         let s = self.socket().map_err(|e| format!("socket: {e}"))?;
         self.connect(s, PEER_IP, ECHO_PORT)
             .map_err(|e| format!("connect: {e}"))?;
@@ -473,6 +471,15 @@ impl RawApp {
             self.close(s);
             return Err(e);
         }
+        Ok(s)
+    }
+
+    /// A well-behaved conversation: a connection to the echo peer, `data`
+    /// written and read back, the connection closed. An error says what
+    /// went wrong (within `limit`).
+    pub fn echo(&self, data: &[u8], limit: Duration) -> Result<(), String> {
+        let t = Instant::now();
+        let s = self.connect_echo(limit)?;
         let (mut sent, mut got) = (0, Vec::with_capacity(data.len()));
         while got.len() < data.len() {
             if t.elapsed() > limit {

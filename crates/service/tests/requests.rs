@@ -138,9 +138,7 @@ fn a_socket_is_made_and_connected_or_bound_in_one_request() {
 fn an_execed_image_maps_its_application_again() {
     let rig = Rig::start("remap").unwrap();
     let app = RawApp::attach(&rig).unwrap();
-    let s = app.socket().unwrap();
-    app.connect(s, PEER_IP, ECHO_PORT).unwrap();
-    app.wait_established(s, Duration::from_secs(5)).unwrap();
+    let s = app.connect_echo(Duration::from_secs(5)).unwrap();
     assert_eq!(app.write(s, b"before"), 6);
     // Echoed, and left unread in the ring by the old image.
     let again = app.remap().unwrap();
@@ -178,9 +176,7 @@ fn an_execed_image_maps_its_application_again() {
 fn an_idle_service_naps_longer_and_still_sends_what_was_written_unrung() {
     let rig = Rig::start("naps").unwrap();
     let app = RawApp::attach(&rig).unwrap();
-    let s = app.socket().unwrap();
-    app.connect(s, PEER_IP, ECHO_PORT).unwrap();
-    app.wait_established(s, Duration::from_secs(5)).unwrap();
+    let s = app.connect_echo(Duration::from_secs(5)).unwrap();
     app.set_ringing(false);
     let idle = Duration::from_millis(1500);
     for round in 0..3 {
