@@ -91,7 +91,8 @@ pub mod op {
     /// with the old image; its control connection, rows and sockets did
     /// not). Asked on the control connection the old image left open for
     /// it; the reply is `ATTACH`'s (`a` = app id, `b` = slots, `c` = ring
-    /// bytes; descriptors: down memfd, up memfd, doorbell).
+    /// bytes; descriptors: down memfd, up memfd, doorbell). The old
+    /// image's waiters are given back first: its threads are gone.
     pub const REMAP: u32 = 15;
     /// A reply.
     pub const REPLY: u32 = 100;

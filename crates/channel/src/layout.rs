@@ -57,7 +57,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 14;
+pub const VERSION: u32 = 15;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -66,6 +66,17 @@ pub const MAX_WAITERS: usize = 256;
 pub const MAX_PROCS: u32 = 256;
 /// A process row that is not tracked (the table was full).
 pub const NO_ROW: u32 = u32::MAX;
+
+/// The [`UpHeader::waiter_owner`] of a waiter used by the process in
+/// holders-table row `row` (a process without a row: a tag the service
+/// never frees, whose waiters thread exit alone gives back).
+pub fn waiter_tag(row: u32) -> u16 {
+    if row < MAX_PROCS {
+        row as u16 + 1
+    } else {
+        u16::MAX
+    }
+}
 /// Page size the layout aligns to.
 pub const PAGE: usize = 4096;
 
@@ -276,8 +287,12 @@ pub struct UpHeader {
     _pad1: [u64; 7],
     /// One bit per waiter that wants to be rung.
     pub armed: [AtomicU64; MAX_WAITERS / 64],
-    /// Waiter indices in use (allocated by the app).
-    pub waiters_used: [AtomicU64; MAX_WAITERS / 64],
+    /// Per waiter: who uses it, [`waiter_tag`] of its process's row (0:
+    /// free). The app takes a free one by compare-and-swap and gives it
+    /// back when its thread ends; the service gives back those of a
+    /// process that went (exit, kill) or replaced its image (`exec`),
+    /// whose threads could not.
+    pub waiter_owner: [AtomicU16; MAX_WAITERS],
     /// One bit per armed waiter that wants any change of the app's
     /// sockets; the others want a change of a socket in their interest
     /// bitmap ([`Regions::interest`]).

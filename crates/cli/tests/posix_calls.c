@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -177,6 +178,18 @@ static void client(const char *ip, int port) {
     r = ioctl(s, FIONBIO, &one);
     check(r == 0 && (fcntl(s, F_GETFL) & O_NONBLOCK) != 0, "fionbio_on", "r %d", r);
     check(set_blocking(s, 1) == 0 && (fcntl(s, F_GETFL) & O_NONBLOCK) == 0, "fcntl_setfl", "-");
+    /* FIONCLEX and FIOCLEX (Python's os.set_inheritable): the
+     * descriptor's close-on-exec flag, as fcntl reads it. */
+    r = ioctl(s, FIONCLEX);
+    check(r == 0 && (fcntl(s, F_GETFD) & FD_CLOEXEC) == 0, "fionclex", "r %d", r);
+    r = ioctl(s, FIOCLEX);
+    check(r == 0 && (fcntl(s, F_GETFD) & FD_CLOEXEC) != 0, "fioclex", "r %d", r);
+    /* The kernel's interfaces, asked on any socket. */
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    strcpy(ifr.ifr_name, "lo");
+    r = ioctl(s, SIOCGIFINDEX, &ifr);
+    check(r == 0 && ifr.ifr_ifindex == 1, "siocgifindex", "r %d index %d", r, ifr.ifr_ifindex);
 
     /* Options a program sets are read back as set (TCP keep-alive
      * timing, corking). */

@@ -3086,6 +3086,88 @@ fn a_connection_held_by_a_hundred_children_ends_with_the_last() {
     assert!(py.running(), "the server died:\n{}", py.log());
 }
 
+/// A thread that blocks on an Ixora socket takes one of its application's
+/// waiters (256) until it ends. Threads that cannot give theirs back — of
+/// a killed child, or of an image replaced by `exec` — have them given
+/// back by the service; before, each kept its index (and the service its
+/// wake-up line's descriptor) for the application's life, and a server
+/// that lost a few hundred children blocked by polling every 200 µs.
+#[test]
+fn waiters_of_killed_children_and_replaced_images_are_given_back() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let file = std::env::temp_dir().join(unique_name("ixora-waiters", false) + ".py");
+    let _rm = Removed(file.clone());
+    std::fs::write(
+        &file,
+        r#"import os, signal, socket, sys, threading, time
+if len(sys.argv) > 1:
+    os.write(2, b'image2\n')
+    time.sleep(30)
+    sys.exit(0)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+s = socket.socket()
+s.bind(('198.18.9.2', 7041))
+s.listen(4)
+s.set_inheritable(True)
+# 300 children, each blocked in accept (a waiter each), killed.
+for _ in range(10):
+    kids = []
+    for _ in range(30):
+        k = os.fork()
+        if k == 0:
+            s.accept()
+            os._exit(0)
+        kids.append(k)
+    time.sleep(0.3)
+    for k in kids:
+        os.kill(k, signal.SIGKILL)
+# Three threads blocked in accept; the one that accepts replaces the image.
+def serve():
+    s.accept()
+    os.execv(sys.executable, [sys.executable, sys.argv[0], 'again'])
+for _ in range(3):
+    threading.Thread(target=serve, daemon=True).start()
+os.write(2, b'threads\n')
+time.sleep(30)
+"#,
+    )
+    .unwrap();
+    let mut py = net.run("waiters", &["python3", &file.display().to_string()]);
+    let app = |net: &Setup| net.stats()["apps"][0].clone();
+    // Until the app's waiters number `n` (10 s at most).
+    let settle = |n: u64, what: &str| {
+        let t = Instant::now();
+        loop {
+            let a = app(&net);
+            if a["waiters"] == n {
+                return a;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{what}: {} waiters in use, want {n}: {a:#}",
+                a["waiters"]
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_log(&py, "threads", 30);
+    let a = settle(3, "three threads blocked in accept");
+    // The 300 children blocked too (slept in the kernel), each on a
+    // waiter of its own: beyond the 256 there are, had none come back.
+    let slept = a["waits"]["slept"].as_u64().expect("slept");
+    assert!(slept >= 300, "only {slept} blocking waits: {a:#}");
+    // A connection: one thread accepts it and execs; its two siblings
+    // go with the image, and so must their waiters.
+    let _c = net
+        .lx
+        .run(|| TcpStream::connect(format!("{IX}:7041")).expect("connect"));
+    wait_log(&py, "image2", 10);
+    settle(0, "after exec");
+    assert!(py.running(), "the program died:\n{}", py.log());
+}
+
 /// A parent killed while its forked child lives loses its own
 /// connections at once: the child closes its inherited copy of the
 /// parent's control connection, so that connection ends with the parent

@@ -3719,6 +3719,13 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         state::passthrough();
         return real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
     };
+    if passes_to_placeholder(req) {
+        // The descriptor's own flag, or the kernel's interfaces and
+        // routes: the placeholder (an AF_INET socket) answers as the
+        // program's socket would.
+        count(sk.a, call("ioctl"), false);
+        return real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+    }
     count(sk.a, call("ioctl"), true);
     if arg == 0 {
         return fail(libc::EFAULT);
@@ -3769,6 +3776,20 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         }
         _ => fail(libc::ENOTTY),
     }
+}
+
+/// ioctl requests on an Ixora socket that its kernel placeholder answers
+/// rightly: close-on-exec (`FIOCLEX`, `FIONCLEX`: Python's
+/// `os.set_inheritable`), and the socket-configuration calls about the
+/// kernel's interfaces, routes and ARP table (`SIOCGIFCONF`,
+/// `SIOCGIFADDR`, `SIOCETHTOOL`, ..., `SIOCGSKNS`), which Linux answers on
+/// any socket. Not `SIOCOUTQNSD` (this socket's unsent bytes, which the
+/// placeholder would call 0): like the other requests about the socket's
+/// data that Ixora does not answer, `ENOTTY`.
+fn passes_to_placeholder(req: c_ulong) -> bool {
+    const SIOCOUTQNSD: c_ulong = 0x894B;
+    matches!(req, libc::FIOCLEX | libc::FIONCLEX)
+        || (req != SIOCOUTQNSD && (libc::SIOCADDRT..=0x89FF).contains(&req))
 }
 
 unsafe fn put_int(val: *mut c_void, len: *mut socklen_t, v: c_int) -> c_int {

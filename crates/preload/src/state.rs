@@ -994,26 +994,19 @@ impl Waiter {
     /// A new waiter registered with the service.
     pub fn new(a: &Attached) -> Option<Waiter> {
         let h = a.r.up_header();
-        let mut idx = None;
-        'find: for (w, word) in h.waiters_used.iter().enumerate() {
-            let mut cur = word.load(Ordering::Relaxed);
-            while cur != u64::MAX {
-                let b = (!cur).trailing_zeros();
-                match word.compare_exchange(cur, cur | 1 << b, Ordering::AcqRel, Ordering::Relaxed)
-                {
-                    Ok(_) => {
-                        idx = Some(w as u32 * 64 + b);
-                        break 'find;
-                    }
-                    Err(x) => cur = x,
-                }
-            }
-        }
-        let idx = idx?;
+        let tag = layout::waiter_tag(row());
+        let idx = h.waiter_owner.iter().position(|o| {
+            o.compare_exchange(0, tag, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })? as u32;
         let (r, mut fds) = request_fds(a, Msg::new(op::WAITER, idx, 0, 0), &[]);
         if r.a < 0 || fds.len() != 1 {
-            a.r.up_header().waiters_used[idx as usize / 64]
-                .fetch_and(!(1 << (idx % 64)), Ordering::AcqRel);
+            let _ = h.waiter_owner[idx as usize].compare_exchange(
+                tag,
+                0,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
             return None;
         }
         let efd = fds.pop().expect("one descriptor").into_raw_fd();
@@ -1159,8 +1152,14 @@ impl Waiter {
             e.kind.store(kind::NONE, Ordering::Release);
         }
         real::sys_close(self.efd);
-        a.r.up_header().waiters_used[self.idx as usize / 64]
-            .fetch_and(!(1 << (self.idx % 64)), Ordering::AcqRel);
+        // Ours unless the service already took it back (it saw this
+        // process go, which it is not, or exec, which it has not).
+        let _ = a.r.up_header().waiter_owner[self.idx as usize].compare_exchange(
+            layout::waiter_tag(row()),
+            0,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
     }
 
     /// Made in this process (not inherited over fork).

@@ -1277,6 +1277,9 @@ impl Service {
                 "kernel_calls": kernel,
                 "user_share": if user + kernel > 0 { user as f64 / (user + kernel) as f64 } else { 0.0 },
                 "passthrough_calls": h.passthrough.load(Ordering::Relaxed),
+                // Threads (of all its processes) that have blocked on
+                // Ixora's sockets: each holds a waiter until it ends.
+                "waiters": h.waiter_owner.iter().filter(|o| o.load(Ordering::Relaxed) != 0).count(),
                 // How blocking calls waited: found it while spinning, or
                 // slept in the kernel; and doorbells rung to wake the
                 // sleeping service.
@@ -1545,6 +1548,7 @@ impl Service {
     /// exec): drop the references its descriptors held, so a socket only
     /// it still held is closed (gracefully: what was written is sent).
     fn process_gone(&mut self, io: &mut Io, id: u32, row: u32) {
+        self.free_waiters(id, row);
         let Some(app) = self.apps.get_mut(&id) else {
             return;
         };
@@ -1574,6 +1578,40 @@ impl Service {
         }
         for s in closing {
             self.activity(io, id, s);
+        }
+    }
+
+    /// Give back the waiters of the process in holders-table row `row` of
+    /// app `id`: it went, or its new image (`exec`) starts with none. Its
+    /// threads could not: killed, or gone with the old image. Without this
+    /// each such thread kept its index (256 per application) and we its
+    /// wake-up line's descriptor.
+    fn free_waiters(&mut self, id: u32, row: u32) {
+        let Some(app) = self.apps.get_mut(&id) else {
+            return;
+        };
+        if row >= layout::MAX_PROCS {
+            return;
+        }
+        let tag = layout::waiter_tag(row);
+        let h = app.r.up_header();
+        let mut lines = Vec::new();
+        for (idx, owner) in h.waiter_owner.iter().enumerate() {
+            // Taken back only from that process: one of another process
+            // has another tag, and a free one 0.
+            if owner
+                .compare_exchange(tag, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let (w, bit) = (idx / 64, 1u64 << (idx % 64));
+            h.armed[w].fetch_and(!bit, Ordering::AcqRel);
+            h.wants_any[w].fetch_and(!bit, Ordering::AcqRel);
+            lines.extend(app.waiters[idx].take());
+        }
+        if !lines.is_empty() {
+            self.closer.close(lines);
         }
     }
 
@@ -1818,6 +1856,12 @@ impl Service {
             op::CLAIM => return self.claim(io, id, msg),
             op::CANCEL => return self.cancel(io, id, msg),
             _ => {}
+        }
+        if msg.op == op::REMAP {
+            // A new image (`exec`): the old one's threads are gone.
+            if let Some(row) = self.apps[&id].procs.get(&conn).map(|p| p.row) {
+                self.free_waiters(id, row);
+            }
         }
         let app = self.apps.get_mut(&id).expect("conn_app names live apps");
         let slot = msg.slot;
