@@ -25,6 +25,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1080,6 +1081,63 @@ static void exec_keeps_sockets(const char *echo_ip, int echo_port, const char *s
     close(gone);
 }
 
+/* The program posix_spawn starts in spawn_hands_over: its standard input
+ * and descriptor 3 are the parent's connections (put there by the
+ * spawn's file actions; the second had close-on-exec in the parent),
+ * `gone` a descriptor it must not have. */
+static int spawn_child(int gone) {
+    errno = 0;
+    int closed = fcntl(gone, F_GETFD) == -1 && errno == EBADF;
+    check(closed, "spawn_closes_cloexec", "descriptor %d still open", gone);
+    int in = echo5(0, "spw0\n") == 0;
+    check(in, "spawn_stdin_is_the_connection", "no echo on descriptor 0");
+    int three = echo5(3, "spw3\n") == 0;
+    check(three, "spawn_dup2_of_a_cloexec_connection", "no echo on descriptor 3");
+    return failures ? 1 : 0;
+}
+
+/* posix_spawn (and posix_spawnp) hand Ixora sockets to the child as fork
+ * and exec do: what its file actions put on its descriptors is the
+ * parent's socket; one with close-on-exec that no action names is
+ * closed; the parent's own copies are unaffected. */
+static void spawn_hands_over(const char *echo_ip, int echo_port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(echo_port)};
+    inet_pton(AF_INET, echo_ip, &sa.sin_addr);
+    int a = socket(AF_INET, SOCK_STREAM, 0);
+    int b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int g = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int ok = connect(a, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+             connect(b, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+             connect(g, (struct sockaddr *)&sa, sizeof sa) == 0;
+    check(ok, "spawn_setup", "connect: %s", strerror(errno));
+    for (int p = 0; p < 2 && ok; p++) {
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, a, 0);
+        posix_spawn_file_actions_adddup2(&fa, b, 3);
+        char gs[16];
+        snprintf(gs, sizeof gs, "%d", g);
+        char *argv[] = {"posix_calls", "--spawn-child", gs, "-", "-", NULL};
+        extern char **environ;
+        pid_t pid = -1;
+        fflush(stdout);
+        int r = p == 0 ? posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ)
+                       : posix_spawnp(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        int st = -1;
+        if (r == 0)
+            waitpid(pid, &st, 0);
+        check(r == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              p == 0 ? "posix_spawn_child" : "posix_spawnp_child", "r %d status %#x", r, st);
+    }
+    int mine = echo5(a, "pa\n\n\n") == 0 && echo5(b, "pb\n\n\n") == 0 &&
+               echo5(g, "pg\n\n\n") == 0;
+    check(mine, "spawn_parent_keeps_its_copies", "-");
+    close(a);
+    close(b);
+    close(g);
+}
+
 /* nginx's upstream pattern: the environment emptied (nginx keeps only
  * TZ), then a non-blocking socket registered in epoll before it
  * connects. The connection is made (the socket is still the shim's), and
@@ -1123,6 +1181,9 @@ int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--exec-child") == 0) {
         return exec_child(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
     }
+    if (argc == 5 && strcmp(argv[1], "--spawn-child") == 0) {
+        return spawn_child(atoi(argv[2]));
+    }
     client(argv[1], atoi(argv[2]));
     dual_stack_client(argv[1], atoi(argv[2]));
     lowest_fd(argv[1], atoi(argv[2]));
@@ -1136,6 +1197,7 @@ int main(int argc, char **argv) {
         ephemeral_listener(argv[4]);
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
         exec_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 4);
+        spawn_hands_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
     }
     epoll_before_connect(argv[1], atoi(argv[2]));

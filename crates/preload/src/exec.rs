@@ -28,8 +28,12 @@
 //! only its kernel descriptors), options it keeps for a socket
 //! (`SO_RCVTIMEO`, `SO_SNDTIMEO`, values read back by `getsockopt`), and
 //! sockets not yet bound or connected (they stay the kernel's).
-//! `posix_spawn` runs its child's `exec` inside the C library, where the
-//! shim is not called: a socket it passes carries nothing.
+//!
+//! `posix_spawn` and `posix_spawnp` run their child's `exec` inside the C
+//! library, where the shim is not called; they are interposed instead
+//! (see [`posix_spawn`]). `system` and `popen` call the C library's own
+//! `posix_spawn`, which cannot be interposed: a socket their child
+//! inherits carries nothing.
 
 use crate::handover::int_opt;
 use crate::real::{self, errno, real, set_errno, sys_write};
@@ -243,6 +247,31 @@ fn say(what: &str) {
     sys_write(2, m.as_bytes());
 }
 
+/// Take up application `app` again on control connection `ctl`, which
+/// the old image (`exec`) or the parent (`posix_spawn`) left open for
+/// this one, as holders-table row `row`. `Ok(None)`: not under `ixora
+/// run` after all. On failure or `Ok(None)` the connection is closed: the
+/// service then drops the row's references, as at a process's exit.
+fn take_up(ctl: c_int, row: u32, app: u32) -> Result<Option<&'static state::Attached>, String> {
+    set_cloexec(ctl, true);
+    // SAFETY: the descriptor was left open for this image, and nothing
+    // else in it knows the number.
+    let sock = unsafe { OwnedFd::from_raw_fd(ctl) };
+    if state::env().socket.is_none() {
+        return Ok(None);
+    }
+    let a = state::attach_after_exec(sock, row)?;
+    if a.app_id != app {
+        return Err("another application's control connection".into());
+    }
+    Ok(Some(a))
+}
+
+/// Slot `s` of `a` still has generation `gen` (its socket was not closed).
+fn live(a: &state::Attached, s: u32, gen: u32) -> bool {
+    s < a.r.layout().slots && a.r.down_slot(s).gen.load(Ordering::Acquire) == gen
+}
+
 /// As the library loads in a new image: take up the Ixora sockets the
 /// old image left open across `exec` (see the module's documentation).
 pub fn adopt() {
@@ -262,24 +291,12 @@ pub fn adopt() {
         say("its control connection is not open");
         return;
     }
-    set_cloexec(inh.ctl, true);
-    // SAFETY: the old image left this descriptor, its control connection,
-    // open for us; nothing else in this image knows it.
-    let sock = unsafe { OwnedFd::from_raw_fd(inh.ctl) };
-    if state::env().socket.is_none() {
-        return; // not under `ixora run` after all: the connection ends
-    }
-    // On failure the connection is closed: the service then drops the
-    // process's references, as at its exit.
-    let a = match state::attach_after_exec(sock, inh.row) {
-        Ok(a) => a,
+    let a = match take_up(inh.ctl, inh.row, inh.app) {
+        Ok(Some(a)) => a,
+        Ok(None) => return,
         Err(e) => return say(&e),
     };
-    if a.app_id != inh.app {
-        return say("another application's control connection");
-    }
-    let slots = a.r.layout().slots;
-    let live = |s: u32, gen: u32| s < slots && a.r.down_slot(s).gen.load(Ordering::Acquire) == gen;
+    let live = |s, gen| live(a, s, gen);
     for &(fd, s, gen, flags) in &inh.kept {
         // The descriptor is still the socket's placeholder (nothing ran
         // in between); a socket closed meanwhile leaves a kernel socket.
@@ -438,6 +455,240 @@ to_c!(execl, ixora_c_execl);
 to_c!(execlp, ixora_c_execlp);
 to_c!(execle, ixora_c_execle);
 
+/// The variable that tells a child started by `posix_spawn` what it may
+/// take up: `IXORA_SPAWN=<ctl>:<ctl inode>:<row>:<app>:<inode>.<slot>.<gen>.<flags>,...`
+/// — its control connection's descriptor and inode, its holders-table
+/// row, the application's id, and per socket the inode of its kernel
+/// placeholder (the same in every descriptor of it), slot, generation
+/// and flags.
+const SPAWN_VAR: &str = "IXORA_SPAWN";
+
+/// The inode of open descriptor `fd` if it is a socket.
+fn socket_inode(fd: c_int) -> Option<u64> {
+    // SAFETY: stat is plain old data; fstat(2) writes it or fails.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat buffer.
+    let r = unsafe { libc::fstat(fd, &mut st) };
+    (r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(st.st_ino)
+}
+
+/// A spawn that offers Ixora sockets to its child: the environment to
+/// give it, and our copy of its control connection.
+struct Offer {
+    ctl: c_int,
+    _var: CString,
+    envp: Vec<*const c_char>,
+}
+
+/// Before `posix_spawn` with environment `envp`: if this process has
+/// Ixora sockets and the child's program runs under the shim, offer them
+/// all to the child (its file actions may `dup2` any of them — one with
+/// close-on-exec too — onto the descriptors it keeps, which only the
+/// child can see): a control connection of its own with one reference to
+/// each socket (`state::offer`), named in `IXORA_SPAWN` with the inodes
+/// of their placeholders. None: the spawn goes as it is.
+fn prepare_spawn(envp: *const *const c_char) -> Option<Offer> {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let a = state::attached()?;
+    if !state::has_ctl() || state::gone(a) {
+        return None;
+    }
+    // One entry per socket (its descriptors share the placeholder).
+    let mut offers: Vec<(u64, u32, u32, u32)> = Vec::new();
+    for (fd, s, gen, flags) in state::ixora_fds() {
+        if offers.iter().all(|o| o.1 != s) {
+            if let Some(ino) = socket_inode(fd) {
+                offers.push((ino, s, gen, flags));
+            }
+        }
+    }
+    if offers.is_empty() {
+        return None;
+    }
+    let env = entries(envp);
+    if !under_shim(&env) {
+        if !SAID.swap(true, Ordering::Relaxed) {
+            let m = "ixora-preload: a program started by posix_spawn does not run under \
+                     `ixora run` (no LD_PRELOAD of libixora_preload.so or no IXORA_SOCKET in its \
+                     environment): the Ixora sockets it inherits are kernel sockets that carry \
+                     nothing\n";
+            sys_write(2, m.as_bytes());
+        }
+        return None;
+    }
+    let slots: Vec<u32> = offers.iter().map(|o| o.1).collect();
+    let (ctl, row) = state::offer(a, &slots)?;
+    let ctl_ino = socket_inode(ctl);
+    let list: Vec<String> = offers
+        .iter()
+        .map(|(ino, s, gen, flags)| format!("{ino}.{s}.{gen}.{flags}"))
+        .collect();
+    let var = format!(
+        "{SPAWN_VAR}={ctl}:{}:{}:{}:{}",
+        ctl_ino.unwrap_or(0),
+        row,
+        a.app_id,
+        list.join(",")
+    );
+    if var.len() > 120 * 1024 || ctl_ino.is_none() || !set_cloexec(ctl, false) {
+        state::offer_done(ctl);
+        return None;
+    }
+    let Ok(var) = CString::new(var) else {
+        state::offer_done(ctl);
+        return None;
+    };
+    let mut envp: Vec<*const c_char> = env
+        .into_iter()
+        .filter(|&e| value(e, SPAWN_VAR).is_none() && value(e, VAR).is_none())
+        .collect();
+    envp.push(var.as_ptr());
+    envp.push(std::ptr::null());
+    Some(Offer {
+        ctl,
+        _var: var,
+        envp,
+    })
+}
+
+/// A parsed `IXORA_SPAWN`.
+struct Offered {
+    ctl: c_int,
+    ctl_ino: u64,
+    row: u32,
+    app: u32,
+    socks: Vec<(u64, u32, u32, u32)>,
+}
+
+fn parse_spawn(v: &str) -> Option<Offered> {
+    let mut f = v.split(':');
+    let ctl = f.next()?.parse().ok()?;
+    let ctl_ino = f.next()?.parse().ok()?;
+    let row = f.next()?.parse().ok()?;
+    let app = f.next()?.parse().ok()?;
+    let mut socks = Vec::new();
+    for e in f.next()?.split(',').filter(|e| !e.is_empty()) {
+        let n: Vec<u64> = e
+            .split('.')
+            .map(|n| n.parse().ok())
+            .collect::<Option<_>>()?;
+        match n[..] {
+            [ino, s, gen, flags] => socks.push((
+                ino,
+                u32::try_from(s).ok()?,
+                u32::try_from(gen).ok()?,
+                u32::try_from(flags).ok()?,
+            )),
+            _ => return None,
+        }
+    }
+    (f.next().is_none()).then_some(Offered {
+        ctl,
+        ctl_ino,
+        row,
+        app,
+        socks,
+    })
+}
+
+/// As the library loads in a child that `posix_spawn` started: take up
+/// the Ixora sockets among its descriptors — those whose kernel
+/// placeholder is one the parent offered, wherever the spawn's file
+/// actions put it — and give back the offer's references.
+pub fn adopt_spawned() {
+    let Some(v) = std::env::var_os(SPAWN_VAR) else {
+        return;
+    };
+    // SAFETY: the library's constructor runs before `main`, while the
+    // program has no other thread to read the environment meanwhile.
+    unsafe { libc::unsetenv(c"IXORA_SPAWN".as_ptr()) };
+    let say = |what: &str| {
+        let m = format!(
+            "ixora-preload: the Ixora sockets this program inherited from posix_spawn carry \
+             nothing ({what})\n"
+        );
+        sys_write(2, m.as_bytes());
+    };
+    let Some(o) = v.to_str().and_then(parse_spawn) else {
+        return say("malformed IXORA_SPAWN");
+    };
+    // The spawn's file actions may have closed the connection, or put
+    // another descriptor at its number.
+    if socket_inode(o.ctl) != Some(o.ctl_ino)
+        || int_opt(o.ctl, libc::SO_DOMAIN) != Some(libc::AF_UNIX)
+    {
+        return say("its control connection was not passed on");
+    }
+    let a = match take_up(o.ctl, o.row, o.app) {
+        Ok(Some(a)) => a,
+        Ok(None) => return,
+        Err(e) => return say(&e),
+    };
+    let mut found = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+        for e in dir.flatten() {
+            let Some(fd) = e.file_name().to_str().and_then(|n| n.parse::<c_int>().ok()) else {
+                continue;
+            };
+            if fd == o.ctl {
+                continue;
+            }
+            let Some(ino) = socket_inode(fd) else {
+                continue;
+            };
+            if let Some(&(_, s, gen, flags)) = o.socks.iter().find(|x| x.0 == ino) {
+                if live(a, s, gen) {
+                    found.push((fd, s, gen, flags));
+                }
+            }
+        }
+    }
+    let offered: Vec<u32> = o.socks.iter().map(|x| x.1).collect();
+    state::take_offer(a, &found, &offered);
+    state::kick(a);
+}
+
+/// Call `posix_spawn` or `posix_spawnp` (`spawn`) with `envp`, or with the
+/// environment that offers our sockets to the child ([`prepare_spawn`]).
+fn spawning(
+    envp: *const *const c_char,
+    spawn: impl FnOnce(*const *const c_char) -> c_int,
+) -> c_int {
+    let offer = prepare_spawn(envp);
+    let r = spawn(offer.as_ref().map_or(envp, |o| o.envp.as_ptr()));
+    if let Some(o) = offer {
+        // The child has its own copy (or was never started: the
+        // connection then ends, and the service gives the offer back).
+        state::offer_done(o.ctl);
+    }
+    r
+}
+
+/// `posix_spawn` and `posix_spawnp` (the latter searches `PATH`), each
+/// after [`prepare_spawn`]: one signature, one body.
+macro_rules! spawn_call {
+    ($name:ident) => {
+        #[doc = concat!(stringify!($name), "(3): see [`prepare_spawn`].")]
+        #[no_mangle]
+        pub extern "C" fn $name(
+            pid: *mut libc::pid_t,
+            path: *const c_char,
+            file_actions: *const libc::c_void,
+            attrp: *const libc::c_void,
+            argv: *const *const c_char,
+            envp: *const *const c_char,
+        ) -> c_int {
+            spawning(envp, |env| {
+                real!($name: fn(*mut libc::pid_t, *const c_char, *const libc::c_void, *const libc::c_void, *const *const c_char, *const *const c_char) -> c_int)(
+                    pid, path, file_actions, attrp, argv, env,
+                )
+            })
+        }
+    };
+}
+spawn_call!(posix_spawn);
+spawn_call!(posix_spawnp);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,6 +710,22 @@ mod tests {
             "7:3:12:::",
         ] {
             assert!(parse(bad).is_none(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn the_spawn_variable_reads_back_what_was_written() {
+        let o = parse_spawn("9:123456789012:4:12:77.5.9.1024,78.6.1.0").expect("parses");
+        assert_eq!((o.ctl, o.ctl_ino, o.row, o.app), (9, 123456789012, 4, 12));
+        assert_eq!(o.socks, vec![(77, 5, 9, 1024), (78, 6, 1, 0)]);
+        for bad in [
+            "",
+            "9:1:4:12",
+            "9:1:4:12:77.5.9",
+            "9:1:4:12:77.5.9.1:",
+            "9:1:4:12:77.5.99999999999.1",
+        ] {
+            assert!(parse_spawn(bad).is_none(), "{bad:?} accepted");
         }
     }
 }

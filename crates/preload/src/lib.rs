@@ -36,7 +36,9 @@
 //! the last `close` in any process close the socket) and opens its own
 //! control connection. Across `exec`, as on Linux, a descriptor without
 //! close-on-exec stays open and one with it is closed: the new program,
-//! under the shim too, takes up the application again (see `exec`).
+//! under the shim too, takes up the application again (see `exec`). A
+//! child that `posix_spawn` starts takes up what its file actions left
+//! it; one of `system` or `popen` gets kernel sockets that carry nothing.
 //!
 //! A socket passed to another process over a Unix socket (`SCM_RIGHTS`)
 //! moves to the receiver's application through the service (see

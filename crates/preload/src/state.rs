@@ -380,6 +380,7 @@ extern "C" fn at_load() {
     let _ = env();
     let _ = crate::real::syscall_fn();
     crate::exec::adopt();
+    crate::exec::adopt_spawned();
 }
 
 /// Read the environment when the dynamic loader runs the library's
@@ -585,6 +586,79 @@ fn join(a: &Attached) -> Option<(OwnedFd, u32)> {
     let (n, _) = os::recv_msg(sock.as_fd(), &mut buf, deadline()).ok()?;
     let rep = Msg::decode(&buf[..n])?;
     (rep.a >= 0).then_some((sock, rep.slot))
+}
+
+/// The lowest number a spawned child's control connection gets, if the
+/// descriptor limit allows.
+const SPAWN_CTL_MIN: c_int = 900;
+
+/// For a child that `posix_spawn` is about to start: a control connection
+/// on which the service reserves the child's row (JOIN), and one more
+/// reference to each socket of `slots`, counted in the total and in that
+/// row, which the child trades for its real descriptors
+/// ([`take_offer`]). If the child never takes them up (the spawn fails,
+/// the child is killed, or its image is not under the shim), the
+/// connection ends and the service subtracts the row, as for a forked
+/// child. Listed as pending until [`offer_done`]: a child that another
+/// thread forks meanwhile closes its copy.
+pub fn offer(a: &Attached, slots: &[u32]) -> Option<(c_int, u32)> {
+    let (sock, row) = join(a)?;
+    // Numbered high, out of the way of the descriptors a spawn's file
+    // actions set up (a `dup2` onto it would cut the child off).
+    let low = sock.as_raw_fd();
+    let fd = match real::sys3(
+        libc::SYS_fcntl,
+        low.into(),
+        libc::F_DUPFD_CLOEXEC.into(),
+        SPAWN_CTL_MIN.into(),
+    ) {
+        high if high >= 0 => {
+            forget_internal(low);
+            real::sys_close(sock.into_raw_fd());
+            mark_internal(high as c_int);
+            high as c_int
+        }
+        _ => sock.into_raw_fd(),
+    };
+    for &s in slots {
+        // The total first, then the row (as `hold`).
+        a.r.up_slot(s).refs.fetch_add(1, Ordering::SeqCst);
+        if row < layout::MAX_PROCS {
+            a.r.held(row, s).fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    for p in &PENDING_FDS {
+        if p.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            break;
+        }
+    }
+    Some((fd, row))
+}
+
+/// The spawn is over: our copy of the child's connection `fd` goes (the
+/// child has its own, if it was started).
+pub fn offer_done(fd: c_int) {
+    unlist_pending(fd);
+    forget_internal(fd);
+    real::sys_close(fd);
+}
+
+/// In a child that `posix_spawn` started: install and hold each socket of
+/// `found` (descriptor, slot, generation, flags), then give back the
+/// reference the parent offered for each slot of `offered` (the last
+/// reference closes its socket, as on Linux, if neither process keeps
+/// it). Then say our pid.
+pub fn take_offer(a: &Attached, found: &[(c_int, u32, u32, u32)], offered: &[u32]) {
+    for &(fd, s, gen, flags) in found {
+        install(fd, s, gen, flags);
+        hold(a, s);
+    }
+    for &s in offered {
+        drop_ref(a, s, false);
+    }
+    request(a, Msg::new(op::HELLO, 0, std::process::id() as i64, 0), &[]);
 }
 
 /// Before `fork`, in the parent: the child's control connection is opened
