@@ -543,6 +543,21 @@ pub fn peer_cred(sock: BorrowedFd<'_>) -> Option<(u32, u32)> {
     (r == 0 && cred.pid > 0).then_some((cred.pid as u32, cred.uid))
 }
 
+/// Whether process `pid` holds CAP_NET_BIND_SERVICE in its effective set
+/// now (its `/proc/<pid>/status`): it may bind ports below
+/// `net.ipv4.ip_unprivileged_port_start`. False if it cannot be read.
+pub fn may_bind_privileged(pid: u32) -> bool {
+    const CAP_NET_BIND_SERVICE: u32 = 10;
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps >> CAP_NET_BIND_SERVICE & 1 == 1)
+}
+
 /// A `sockaddr_un` for `path` and its length.
 fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
     let bytes = path.as_os_str().as_bytes();
@@ -595,10 +610,25 @@ pub fn bind_listen(path: &Path) -> io::Result<OwnedFd> {
 /// Bind a non-blocking listening SEQPACKET socket at `path` with room for
 /// `backlog` pending connections.
 pub fn bind_listen_backlog(path: &Path, backlog: i32) -> io::Result<OwnedFd> {
+    bind_listen_with(path, backlog, &|_| Ok(()))
+}
+
+/// [`bind_listen_backlog`], calling `before_listen` with the socket's path
+/// between the bind and the listen (no process can connect yet: set the
+/// file's owner and mode there).
+pub fn bind_listen_with(
+    path: &Path,
+    backlog: i32,
+    before_listen: &dyn Fn(&Path) -> io::Result<()>,
+) -> io::Result<OwnedFd> {
     let (a, len) = sockaddr(path)?;
     let s = seqpacket()?;
     // SAFETY: `a` is a valid sockaddr_un of `len` bytes.
     cvt(unsafe { libc::bind(s.as_raw_fd(), (&a as *const libc::sockaddr_un).cast(), len) })?;
+    if let Err(e) = before_listen(path) {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
     // SAFETY: listen(2) has no memory arguments.
     cvt(unsafe { libc::listen(s.as_raw_fd(), backlog) })?;
     Ok(s)

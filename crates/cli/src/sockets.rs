@@ -27,6 +27,18 @@ pub struct ServeArgs {
     /// window the service advertises.
     #[arg(long, default_value_t = 65536)]
     pub ring: u32,
+    /// Permission bits of the control socket, in octal: who may attach
+    /// programs (attaching needs write permission). The default admits
+    /// the service's user alone; 0660 with --socket-group admits a
+    /// group's members, 0666 every local user. Whoever attaches, a port
+    /// below net.ipv4.ip_unprivileged_port_start (1024) is bound only for
+    /// a process with CAP_NET_BIND_SERVICE, as Linux binds it.
+    #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = parse_mode)]
+    pub socket_mode: u32,
+    /// Group (name or number) to own the control socket, for
+    /// --socket-mode 0660.
+    #[arg(long, value_name = "GROUP", value_parser = parse_group)]
+    pub socket_group: Option<u32>,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long)]
     pub duration: Option<u64>,
@@ -79,6 +91,27 @@ pub struct StatsArgs {
     pub sockets: bool,
 }
 
+/// An octal permission mode such as 660 or 0666 (no set-id or sticky
+/// bits: they mean nothing on a socket).
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim(), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not a permission mode in octal, e.g. 600, 660 or 666"))
+}
+
+/// A group by name, or by number.
+fn parse_group(s: &str) -> Result<u32, String> {
+    if let Ok(gid) = s.parse::<u32>() {
+        return Ok(gid);
+    }
+    match nix::unistd::Group::from_name(s) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        Ok(None) => Err(format!("no group named {s:?}")),
+        Err(e) => Err(format!("group {s:?}: {e}")),
+    }
+}
+
 pub fn serve(a: ServeArgs) -> ExitCode {
     let mut cfg = a.dp.engine_config();
     if a.rt_priority > 0 && a.dp.poll && a.dp.cpus.is_none() {
@@ -112,6 +145,8 @@ pub fn serve(a: ServeArgs) -> ExitCode {
     let mut scfg = ixora_service::ServiceConfig::new(a.socket.clone());
     scfg.slots = a.slots;
     scfg.ring = a.ring;
+    scfg.socket_mode = a.socket_mode;
+    scfg.socket_group = a.socket_group;
     scfg.ifindex = ixora_io::sys::ifindex(&a.dp.iface).unwrap_or(0);
     let (svc, control) = match ixora_service::start(&scfg, stop.clone()) {
         Ok(x) => x,
@@ -316,7 +351,7 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     out!(
         "service {} up {:.1} s, listening on {}, {} connection(s) rejected, {} protocol error(s), \
          {} datagram(s) refused, {} dropped for a full SO_REUSEPORT member, {} received \
-         longer than a ring",
+         longer than a ring, {} bind(s) to a privileged port refused",
         v["ip"].as_str().unwrap_or("?"),
         v["uptime_s"].as_f64().unwrap_or(0.0),
         match join(&v["listeners"]).as_str() {
@@ -327,7 +362,8 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         v["protocol_errors"],
         v["udp_refused"],
         v["udp_group_drops"],
-        v["udp_too_long"]
+        v["udp_too_long"],
+        v["binds_denied"]
     );
     out!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \

@@ -3168,6 +3168,258 @@ time.sleep(30)
     assert!(py.running(), "the program died:\n{}", py.log());
 }
 
+/// A copy of the preload library that every user can read (the checkout
+/// may not be), removed with the returned guard.
+fn preload_for_everyone() -> (Removed, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(unique_name("ixora-preload", false));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rm = Removed(dir.clone());
+    let so = dir.join("libixora_preload.so");
+    ensure_preload();
+    std::fs::copy(
+        std::path::Path::new(BIN)
+            .parent()
+            .unwrap()
+            .join("libixora_preload.so"),
+        &so,
+    )
+    .unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&so, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (rm, so)
+}
+
+/// PostgreSQL (a process per connection, forked by its postmaster, which
+/// runs as its own user and refuses root) under `ixora run` on a service
+/// that admits other users: `pgbench` from the Linux side initialises its
+/// tables and runs its select-only and TPC-B-like transactions with no
+/// failure, and `psql` reads back what it wrote.
+#[test]
+fn postgres_serves_pgbench_as_its_own_user() {
+    let Some(bin) = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
+        d.flatten()
+            .map(|e| e.path().join("bin"))
+            .find(|b| b.join("postgres").exists() && b.join("pgbench").exists())
+    }) else {
+        ixora_io::netns::skip("PostgreSQL is not installed (make test installs it)");
+        return;
+    };
+    if !need(&["setpriv", "runuser"]) {
+        return;
+    }
+    let _g = serial();
+    let (_rm, so) = preload_for_everyone();
+    let tool = |t: &str| bin.join(t).display().to_string();
+    let dir = std::env::temp_dir().join(unique_name("ixora-pg", false));
+    let _rm_pg = Removed(dir.clone());
+    let (data, sockdir) = (dir.join("data"), dir.join("sock"));
+    for d in [&dir, &data, &sockdir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    succeed(
+        Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&dir),
+        "chown",
+    );
+    succeed(
+        Command::new("runuser")
+            .args([
+                "-u",
+                "postgres",
+                "--",
+                &tool("initdb"),
+                "--auth=trust",
+                "-U",
+                "postgres",
+                "-D",
+            ])
+            .arg(&data),
+        "initdb",
+    );
+    let hba = data.join("pg_hba.conf");
+    let mut conf = std::fs::read_to_string(&hba).unwrap();
+    conf.push_str("host all all 198.18.0.0/15 trust\n");
+    std::fs::write(&hba, conf).unwrap();
+    let net = Setup::with(&["--socket-mode", "0666"]);
+    let mut c = net.ix.command(BIN);
+    c.args(["run", "--socket", &net.socket, "--preload"])
+        .arg(&so)
+        .args([
+            "--",
+            "setpriv",
+            "--reuid=postgres",
+            "--regid=postgres",
+            "--init-groups",
+        ])
+        .args([
+            &tool("postgres"),
+            "-p",
+            "5432",
+            "-c",
+            &format!("listen_addresses={IX}"),
+        ])
+        .arg("-c")
+        .arg(format!("unix_socket_directories={}", sockdir.display()))
+        .arg("-D")
+        .arg(&data);
+    let mut pg = Proc::spawn(c, "postgres");
+    net.wait_port(&mut pg, 5432);
+    let client = |args: &[&str], what: &str| -> String {
+        let mut c = net.lx.command("timeout");
+        c.args(["60", &tool(args[0]), "-h", IX, "-U", "postgres"]);
+        c.args(&args[1..]);
+        let out = succeed(&mut c, what);
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    client(&["pgbench", "-i", "-s", "1", "postgres"], "pgbench -i");
+    for (args, what) in [
+        (
+            &["pgbench", "-S", "-c", "4", "-j", "1", "-T", "3", "postgres"][..],
+            "select-only",
+        ),
+        (
+            &["pgbench", "-c", "2", "-j", "1", "-T", "3", "postgres"][..],
+            "TPC-B-like",
+        ),
+    ] {
+        let out = client(args, what);
+        assert!(
+            out.contains("number of failed transactions: 0 (0.000%)"),
+            "{what}:\n{out}\n{}",
+            pg.log()
+        );
+        let done: u64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("number of transactions actually processed: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        assert!(done > 100, "{what}: {done} transactions:\n{out}");
+    }
+    let out = client(
+        &[
+            "psql",
+            "-At",
+            "-c",
+            "create table ixora(v text); insert into ixora values ('on ixora'); select v from ixora;",
+            "postgres",
+        ],
+        "psql",
+    );
+    assert!(out.contains("on ixora"), "psql:\n{out}");
+    let apps = net.stats()["apps"].clone();
+    assert!(
+        apps[0]["pids"].as_array().is_some_and(|p| p.len() > 2),
+        "the postmaster's children are not attached: {apps:#}"
+    );
+    assert!(pg.running(), "postgres died:\n{}", pg.log());
+}
+
+/// Programs of another user than the service's attach when the control
+/// socket admits them (`--socket-mode`), and bind as Linux lets them:
+/// not a port below 1024 (`EACCES`, TCP and UDP alike) without
+/// CAP_NET_BIND_SERVICE, any other port. Root's program still binds one.
+/// With the default mode, such a program is told why it is not on Ixora.
+#[test]
+fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
+    if !need(&["python3", "setpriv"]) {
+        return;
+    }
+    let _g = serial();
+    let (_rm, so) = preload_for_everyone();
+    let prog = "import errno, os, socket\n\
+                def say(m):\n\
+                \x20   os.write(2, (m + '\\n').encode())\n\
+                for kind, port in ((socket.SOCK_STREAM, 80), (socket.SOCK_DGRAM, 53)):\n\
+                \x20   s = socket.socket(socket.AF_INET, kind)\n\
+                \x20   try:\n\
+                \x20       s.bind(('198.18.9.2', port))\n\
+                \x20       say('bound %d' % port)\n\
+                \x20   except OSError as e:\n\
+                \x20       say('bind %d %s' % (port, errno.errorcode[e.errno]))\n\
+                \x20   s.close()\n\
+                l = socket.socket()\n\
+                try:\n\
+                \x20   l.bind(('198.18.9.2', 7042))\n\
+                \x20   l.listen(4)\n\
+                except OSError as e:\n\
+                \x20   say('bind 7042 %s' % errno.errorcode[e.errno])\n\
+                \x20   raise\n\
+                say('ready')\n\
+                c, _ = l.accept()\n\
+                c.sendall(c.recv(16))\n\
+                c.close()\n";
+    let run_as = |net: &Setup, uid: Option<&str>, what: &str| {
+        let mut c = net.ix.command(BIN);
+        c.args(["run", "--socket", &net.socket, "--preload"])
+            .arg(&so)
+            .arg("--");
+        if let Some(u) = uid {
+            c.args([
+                "setpriv",
+                &format!("--reuid={u}"),
+                &format!("--regid={u}"),
+                "--clear-groups",
+            ]);
+        }
+        // The system's Python: another user may not reach one under
+        // root's home.
+        let py = if std::path::Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3"
+        } else {
+            "python3"
+        };
+        c.args([py, "-c", prog]);
+        Proc::spawn(c, what)
+    };
+    {
+        let net = Setup::with(&["--socket-mode", "0666"]);
+        let py = run_as(&net, Some("65534"), "nobody");
+        wait_log(&py, "ready", 15);
+        let log = py.log();
+        assert!(
+            log.contains("bind 80 EACCES"),
+            "TCP port 80 bound by nobody:\n{log}"
+        );
+        assert!(
+            log.contains("bind 53 EACCES"),
+            "UDP port 53 bound by nobody:\n{log}"
+        );
+        let got = net.lx.run(|| {
+            let mut c = TcpStream::connect(format!("{IX}:7042")).expect("connect");
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            c.write_all(b"nobody").unwrap();
+            let mut b = [0u8; 6];
+            c.read_exact(&mut b).unwrap();
+            b
+        });
+        assert_eq!(&got, b"nobody");
+        assert_eq!(net.stats()["binds_denied"], 2, "{:#}", net.stats());
+        // Root's program binds port 80 (and 53) on the same service.
+        let root = run_as(&net, None, "root");
+        wait_log(&root, "ready", 15);
+        let log = root.log();
+        assert!(
+            log.contains("bound 80") && log.contains("bound 53"),
+            "root:\n{log}"
+        );
+    }
+    // The default mode admits the service's user alone: nobody's program
+    // stays on the kernel and says why.
+    let net = Setup::new();
+    let mut py = run_as(&net, Some("65534"), "nobody-refused");
+    let t = Instant::now();
+    while py.running() && t.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = py.log();
+    assert!(
+        log.contains("does not admit user 65534") && log.contains("--socket-mode"),
+        "no word of the refusal:\n{log}"
+    );
+}
+
 /// A parent killed while its forked child lives loses its own
 /// connections at once: the child closes its inherited copy of the
 /// parent's control connection, so that connection ends with the parent

@@ -397,7 +397,19 @@ static CTL_LOST: AtomicBool = AtomicBool::new(false);
 fn try_attach() -> Result<Attached, String> {
     let path = env().socket.as_ref().ok_or("IXORA_SOCKET is not set")?;
     let path = std::path::PathBuf::from(path);
-    let sock = os::connect_once(&path).map_err(|e| format!("service {}: {e}", path.display()))?;
+    let sock = os::connect_once(&path).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            // SAFETY: getuid(2) cannot fail and touches no memory.
+            let uid = unsafe { libc::getuid() };
+            format!(
+                ": the control socket does not admit user {uid}; start the service with \
+                 --socket-mode 0666, or 0660 with --socket-group, to admit other users"
+            )
+        } else {
+            String::new()
+        };
+        format!("service {}: {e}{hint}", path.display())
+    })?;
     mark_internal(sock.as_raw_fd());
     let g = ixora_channel::attach::attach(sock.as_fd(), std::process::id(), deadline())
         .map_err(|e| e.to_string())?;

@@ -96,6 +96,12 @@ pub struct ServiceConfig {
     /// How long a connection handed to another process (`PASS`) waits to
     /// be claimed before it is reset.
     pub pass_timeout: Duration,
+    /// Permission bits of the control socket's file: who may attach
+    /// (connecting needs write permission). Default 0o600, its owner
+    /// (the service's user) alone.
+    pub socket_mode: u32,
+    /// Group to give the control socket's file, if any.
+    pub socket_group: Option<u32>,
 }
 
 impl ServiceConfig {
@@ -107,6 +113,8 @@ impl ServiceConfig {
             ring: 64 * 1024,
             ifindex: 0,
             pass_timeout: Duration::from_secs(PASS_TIMEOUT_S),
+            socket_mode: 0o600,
+            socket_group: None,
         }
     }
 }
@@ -179,7 +187,20 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
             })?;
         }
     }
-    let listener = match os::bind_listen_backlog(&cfg.socket, 128) {
+    // Owner and mode set before the socket listens: nobody else can
+    // attach in between.
+    let (mode, group) = (cfg.socket_mode, cfg.socket_group);
+    let admit = move |path: &Path| -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(gid) = group {
+            std::os::unix::fs::chown(path, None, Some(gid)).map_err(|e| {
+                io::Error::new(e.kind(), format!("group {gid} for {}: {e}", path.display()))
+            })?;
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    };
+    let bind = |path: &Path| os::bind_listen_with(path, 128, &admit);
+    let listener = match bind(&cfg.socket) {
         Ok(l) => l,
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
             // A live service answers; a stale file does not.
@@ -193,7 +214,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
                 ));
             }
             std::fs::remove_file(&cfg.socket)?;
-            os::bind_listen_backlog(&cfg.socket, 128)?
+            bind(&cfg.socket)?
         }
         Err(e) => {
             return Err(io::Error::new(
@@ -231,6 +252,13 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         marked: Vec::new(),
         started: Instant::now(),
         rejected: 0,
+        unprivileged_ports: std::fs::read_to_string(
+            "/proc/sys/net/ipv4/ip_unprivileged_port_start",
+        )
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(1024),
+        bind_denied: 0,
         yields: YieldPacer::default(),
         bells: os::epoll(&[])?,
         closer: Closer::start()?,
@@ -588,6 +616,11 @@ pub struct Service {
     marked: Vec<(u32, u64)>,
     started: Instant,
     rejected: u64,
+    /// Ports below this need CAP_NET_BIND_SERVICE (the service's network
+    /// namespace's `net.ipv4.ip_unprivileged_port_start`, as Linux).
+    unprivileged_ports: u16,
+    /// Binds refused for a privileged port.
+    bind_denied: u64,
     /// When to yield the CPU to a woken thread of an app on it.
     yields: YieldPacer,
     /// Each app's doorbell, watched edge-triggered: the core sleeps on
@@ -1307,6 +1340,7 @@ impl Service {
             "udp_group_drops": UDP_GROUP_DROPS.load(Ordering::Relaxed),
             "udp_too_long": UDP_RX_TOO_LONG.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
+            "binds_denied": self.bind_denied,
             "passed_connections": {"passed": self.pass_counts.passed, "claimed": self.pass_counts.claimed, "expired": self.pass_counts.expired, "waiting": self.passes.len()},
             "ended_with_program": {"finished": self.orphan_counts.finished, "reset": self.orphan_counts.reset, "expired": self.orphan_counts.expired, "sending": self.orphans.len(), "bytes": self.orphan_bytes},
             "yields": {"made": self.yields.made, "long": self.yields.long, "backoffs": self.yields.backoffs, "already_ran": self.yields.already_ran},
@@ -1835,6 +1869,18 @@ impl Service {
             }) = bound
             {
                 self.prune_listener(io, p);
+            }
+        }
+        if msg.op == op::BIND {
+            // A port below the unprivileged range only for a process with
+            // CAP_NET_BIND_SERVICE, as Linux: the control socket may admit
+            // other users than the service's (--socket-mode), and the
+            // service's own privilege must not become theirs.
+            let port = layout::unpack(msg.a as u64).1;
+            let pid = self.apps[&id].procs.get(&conn).map_or(pid, |p| p.pid);
+            if port != 0 && port < self.unprivileged_ports && !os::may_bind_privileged(pid) {
+                self.bind_denied += 1;
+                return bad(libc::EACCES);
             }
         }
         let (bind_port, port_taken) = match layout::unpack(msg.a as u64).1 {
