@@ -771,6 +771,134 @@ def write_local(results, args, cmdline):
     fig.savefig(OUT / f"{name}.png", dpi=110)
 
 
+def pg_bin():
+    """The directory of PostgreSQL's programs (Debian: /usr/lib/postgresql/N/bin), or None."""
+    for d in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (d / "postgres").exists() and (d / "pgbench").exists():
+            return d
+    return None
+
+
+PG_MODES = (("select-only", 1), ("select-only", 8), ("tpcb", 4))
+
+
+def pg_run(net, bin_dir, mode, clients, secs):
+    """One pgbench run (the Linux stack, CPU 1) against the postgres of
+    `net`: transactions/s, average latency, failures, server CPU µs per
+    transaction (CPU 0: postgres's processes and for Ixora the service)."""
+    cmd = [str(bin_dir / "pgbench"), "-h", SRV, "-U", "postgres", "-c", str(clients), "-j", "1",
+           "-T", str(secs), *(["-S"] if mode == "select-only" else []), "postgres"]
+    st0 = net.stats()
+    c0 = cpu0_busy()
+    r = subprocess.run(be.pinned(1, *be.in_ns(net.cl, *cmd)), capture_output=True, text=True,
+                       timeout=secs + 60)
+    cpu = cpu0_busy() - c0
+    st1 = net.stats()
+    out = r.stdout + r.stderr
+    num = lambda pat: float(m.group(1)) if (m := re.search(pat, out)) else None
+    tps, done = num(r"tps = ([0-9.]+)"), num(r"actually processed: ([0-9]+)")
+    if r.returncode or tps is None or not done:
+        raise RuntimeError(f"pgbench failed:\n{out[-2000:]}")
+    return {"mode": mode, "clients": clients, "tps": tps, "transactions": int(done),
+            "latency_ms": num(r"latency average = ([0-9.]+) ms"),
+            "failed": int(num(r"failed transactions: ([0-9]+)") or 0),
+            "cpu_us_per_tx": cpu / done * 1e6,
+            "user_share": share(user_calls(st0), user_calls(st1)) if net.ixora else None}
+
+
+def pg(args, prog_bar):
+    """PostgreSQL (a process per connection, run as its own user: the
+    service admits it with --socket-mode 0666) on both stacks side by
+    side, pgbench from the client's side: select-only with 1 and 8
+    clients, TPC-B-like with 4; runs alternate `--repeat` times, the run
+    of median transactions/s kept."""
+    global SERVE_EXTRA
+    bin_dir = pg_bin()
+    if bin_dir is None:
+        sys.exit("bench_sockets: PostgreSQL is not installed (make deps installs it)")
+    SERVE_EXTRA = SERVE_EXTRA + ["--socket-mode", "666"]
+    base = Path(TMP) / "pg"
+    for t in ("k", "i"):
+        for d in (base / t / "data", base / t / "sock"):
+            d.mkdir(parents=True)
+    be.sh("chown", "-R", "postgres:postgres", str(base))
+    os.chmod(TMP, 0o755)
+    for t in ("k", "i"):
+        be.sh("runuser", "-u", "postgres", "--", str(bin_dir / "initdb"), "--auth=trust",
+              "-U", "postgres", "-D", str(base / t / "data"))
+        with open(base / t / "data" / "pg_hba.conf", "a") as f:
+            f.write("host all all 198.18.0.0/15 trust\n")
+    argv_of = lambda ixora: [
+        "setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", str(bin_dir / "postgres"),
+        "-D", str(base / ("i" if ixora else "k") / "data"), "-p", "5432",
+        "-c", f"listen_addresses={SRV}",
+        "-c", f"unix_socket_directories={base / ('i' if ixora else 'k') / 'sock'}"]
+    results = []
+    with side_by_side("postgres", argv_of, 5432) as nets:
+        for ixora in (False, True):
+            be.sh(*be.in_ns(nets[ixora].cl, str(bin_dir / "pgbench"), "-h", SRV, "-U", "postgres",
+                            "-i", "-s", "4", "postgres"))
+        for mode, clients in PG_MODES:
+            best = alternate(args.repeat, lambda ixora: pg_run(nets[ixora], bin_dir, mode, clients,
+                                                               args.duration), lambda r: r["tps"])
+            prog_bar.step(f"pgbench {mode}, {clients} client(s)\n")
+            for ixora in (False, True):
+                r = best[ixora]
+                r.update(server="postgres", all_tps=r.pop("all"))
+                results.append(r)
+                print(f"  pgbench {mode:11s} {clients} {r['stack']:7s} {r['tps']:8.0f} tps"
+                      f"  {r['latency_ms']:6.3f} ms  {r['cpu_us_per_tx']:6.1f} us CPU/tx", flush=True)
+    return results
+
+
+def write_pg(results, args, cmdline):
+    """sockets-pg.{json,md,png}."""
+    name = NAME.replace("sockets", "sockets-pg", 1)
+    meta = meta_of(args, cmdline, duration_s=args.duration)
+    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    L = ["# PostgreSQL: pgbench against postgres on the kernel vs under `ixora run`", "",
+         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         f"postgres (scale 4, run as user postgres; its postmaster forks a backend process per "
+         f"connection) pinned to CPU 0, the Ixora service on CPU {SERVICE_CPU}, pgbench (the "
+         f"Linux stack) on CPU 1; {args.duration} s per run, kernel and Ixora runs alternating "
+         f"({args.repeat} each, the median kept). Server CPU µs/tx: CPU 0 busy time (postgres's "
+         "processes, their system calls and softirqs, and for Ixora the service) per transaction. "
+         "The service admits postgres's user with `--socket-mode 0666`.", "",
+         RX_TEXT[RX], "",
+         "| transactions | clients | kernel tps | Ixora tps | ratio | kernel latency ms | "
+         "Ixora latency ms | kernel CPU µs/tx | Ixora CPU µs/tx | failed (k/i) | user-space share | "
+         "runs, tps (k / i) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    pairs = []
+    for mode, clients in PG_MODES:
+        k = next((r for r in results if (r["mode"], r["clients"], r["stack"]) == (mode, clients, "kernel")), None)
+        i = next((r for r in results if (r["mode"], r["clients"], r["stack"]) == (mode, clients, "ixora")), None)
+        if not (k and i):
+            continue
+        pairs.append((f"{mode}, {clients}", k, i))
+        runs = " / ".join(", ".join(f"{t:.0f}" for t in x["all_tps"]) for x in (k, i))
+        L.append(f"| {mode} | {clients} | {k['tps']:.0f} | {i['tps']:.0f} | "
+                 f"**{i['tps'] / k['tps']:.2f}×** | {k['latency_ms']:.3f} | {i['latency_ms']:.3f} | "
+                 f"{k['cpu_us_per_tx']:.1f} | {i['cpu_us_per_tx']:.1f} | {k['failed']}/{i['failed']} | "
+                 f"{(i['user_share'] or 0) * 100:.1f}% | {runs} |")
+    L += ["", f"Plot: `{name}.png`.", ""]
+    plt = write_md(name, L)
+    if plt is None or not pairs:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, (key, unit) in zip(axes, (("tps", "transactions/s"), ("cpu_us_per_tx", "server CPU µs per transaction"))):
+        for j, lab in enumerate(("kernel", "ixora run")):
+            ax.bar([x + (j - 0.5) * 0.4 for x in range(len(pairs))], [p[1 + j][key] for p in pairs],
+                   0.4, label=lab)
+        ax.set_xticks(range(len(pairs)))
+        ax.set_xticklabels([p[0] for p in pairs])
+        ax.set_ylabel(unit)
+        ax.set_title(f"pgbench: {unit}")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / f"{name}.png", dpi=110)
+
+
 UDP_PORT = 11111
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -1374,7 +1502,7 @@ def main():
     ap.add_argument("--udp-sizes", default="64,8000",
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
-    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node", "proxy"],
+    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node", "proxy", "pg"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
@@ -1384,7 +1512,8 @@ def main():
                          "node: a Node.js HTTP server alone and as a two-worker cluster, whose "
                          "primary hands each connection to a worker, sockets-node.*; "
                          "proxy: nginx as a reverse proxy to a backend on the client's side, "
-                         "with and without upstream keep-alive, sockets-proxy.*)")
+                         "with and without upstream keep-alive, sockets-proxy.*; "
+                         "pg: PostgreSQL with pgbench (select-only, TPC-B-like), sockets-pg.*)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -1473,6 +1602,7 @@ def main():
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
              + (2 if args.only in (None, "local") else 0)
+             + (len(PG_MODES) if args.only == "pg" else 0)
              + (len(args.udp_sizes.split(",")) + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
@@ -1484,7 +1614,7 @@ def main():
     IPI = ipi_cost()
     if IPI:
         print(f"IPI round trip CPU 0 -> CPU 1: {IPI['round_trip_us']:.1f} µs", flush=True)
-    bulk_results, local_results, udp_results = [], [], []
+    bulk_results, local_results, udp_results, pg_results = [], [], [], []
     try:
         if args.only in (None, "web"):
             web(args, "nginx", www, tmp, bar, results)
@@ -1504,6 +1634,8 @@ def main():
             local_results = local(args, bar)
         if args.only in (None, "udp"):
             udp_results = udp(args, bar)
+        if args.only == "pg":
+            pg_results = pg(args, bar)
     finally:
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
@@ -1518,6 +1650,10 @@ def main():
     if local_results:
         write_local(local_results, args, cmdline)
         b = NAME.replace("sockets", "sockets-local", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
+    if pg_results:
+        write_pg(pg_results, args, cmdline)
+        b = NAME.replace("sockets", "sockets-pg", 1)
         print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
     if udp_results:
         write_udp(udp_results, args, cmdline)
