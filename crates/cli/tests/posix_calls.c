@@ -1138,6 +1138,41 @@ static void spawn_hands_over(const char *echo_ip, int echo_port) {
     close(g);
 }
 
+/* The program system and popen run in system_and_popen_hand_over (through
+ * /bin/sh): descriptor `fd` is the parent's connection. */
+static int shell_child(int fd) {
+    int ok = echo5(fd, "shel\n") == 0;
+    printf(ok ? "shell child ok\n" : "shell child: no echo on %d\n", fd);
+    return ok ? 0 : 1;
+}
+
+/* system and popen run their shell through the C library's own
+ * posix_spawn: the shim replaces them while the process has Ixora
+ * sockets, so the command inherits those as it would the kernel's. */
+static void system_and_popen_hand_over(const char *echo_ip, int echo_port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(echo_port)};
+    inet_pton(AF_INET, echo_ip, &sa.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int ok = s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof sa) == 0;
+    check(ok, "system_setup", "connect: %s", strerror(errno));
+    char self[512] = {0};
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "exec %s --shell-child %d - -", n > 0 ? self : "?", s);
+    fflush(stdout);
+    int st = system(cmd);
+    check(ok && WIFEXITED(st) && WEXITSTATUS(st) == 0, "system_child", "status %#x", st);
+    FILE *f = popen(cmd, "r");
+    char line[128] = {0};
+    int got = f && fgets(line, sizeof line, f) && strcmp(line, "shell child ok\n") == 0;
+    int pst = f ? pclose(f) : -1;
+    check(ok && got && WIFEXITED(pst) && WEXITSTATUS(pst) == 0, "popen_child",
+          "read %s status %#x", line, pst);
+    int mine = echo5(s, "sysp\n") == 0;
+    check(mine, "system_parent_keeps_its_copy", "-");
+    close(s);
+}
+
 /* nginx's upstream pattern: the environment emptied (nginx keeps only
  * TZ), then a non-blocking socket registered in epoll before it
  * connects. The connection is made (the socket is still the shim's), and
@@ -1184,6 +1219,9 @@ int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--spawn-child") == 0) {
         return spawn_child(atoi(argv[2]));
     }
+    if (argc == 5 && strcmp(argv[1], "--shell-child") == 0) {
+        return shell_child(atoi(argv[2]));
+    }
     client(argv[1], atoi(argv[2]));
     dual_stack_client(argv[1], atoi(argv[2]));
     lowest_fd(argv[1], atoi(argv[2]));
@@ -1198,6 +1236,7 @@ int main(int argc, char **argv) {
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
         exec_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 4);
         spawn_hands_over(argv[1], atoi(argv[2]));
+        system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
     }
     epoll_before_connect(argv[1], atoi(argv[2]));

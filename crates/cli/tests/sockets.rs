@@ -1418,13 +1418,19 @@ fn redis_replicates_between_two_programs_on_one_service() {
 /// runs `cat` behind a socketpair (fork, then fork + exec in the child);
 /// with `nofork` the child execs `cat` itself with the connection as its
 /// standard input and output (the socket crosses `exec`, as under inetd,
-/// tcpserver or sshd).
+/// tcpserver or sshd); `SYSTEM:cat,nofork` runs it through `system`, whose
+/// shell the C library starts with its own `posix_spawn` (the shim's
+/// `system` stands in for it).
 #[test]
 fn socat_fork_exec_echo() {
     let Some((_g, net)) = begin(&["socat"]) else {
         return;
     };
-    for (port, exec) in [(7002, "EXEC:cat"), (7004, "EXEC:cat,nofork")] {
+    for (port, exec) in [
+        (7002, "EXEC:cat"),
+        (7004, "EXEC:cat,nofork"),
+        (7005, "SYSTEM:cat,nofork"),
+    ] {
         let mut sc = net.run(
             "socat",
             &["socat", &format!("TCP-LISTEN:{port},fork,reuseaddr"), exec],

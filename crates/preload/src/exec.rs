@@ -32,8 +32,10 @@
 //! `posix_spawn` and `posix_spawnp` run their child's `exec` inside the C
 //! library, where the shim is not called; they are interposed instead
 //! (see [`posix_spawn`]). `system` and `popen` call the C library's own
-//! `posix_spawn`, which cannot be interposed: a socket their child
-//! inherits carries nothing.
+//! `posix_spawn`, which cannot be interposed: while the process has Ixora
+//! sockets they are replaced by [`system`] and [`popen`] (with
+//! [`pclose`]), which do as the C library's do through the interposed
+//! `posix_spawn`.
 
 use crate::handover::int_opt;
 use crate::real::{self, errno, real, set_errno, sys_write};
@@ -688,6 +690,251 @@ macro_rules! spawn_call {
 }
 spawn_call!(posix_spawn);
 spawn_call!(posix_spawnp);
+
+/// The process holds Ixora sockets a child could inherit.
+fn has_sockets() -> bool {
+    state::attached().is_some() && !state::ixora_fds().is_empty()
+}
+
+/// Spawn `/bin/sh -c -- command` through the interposed `posix_spawn`
+/// (which offers the child our sockets), with file actions `fa` and
+/// attributes `attr` (either may be null): the child's pid, or the
+/// spawn's error number.
+fn spawn_shell(
+    command: *const c_char,
+    fa: *const libc::posix_spawn_file_actions_t,
+    attr: *const libc::posix_spawnattr_t,
+) -> Result<libc::pid_t, c_int> {
+    extern "C" {
+        static environ: *const *const c_char;
+    }
+    let argv = [
+        c"sh".as_ptr(),
+        c"-c".as_ptr(),
+        c"--".as_ptr(),
+        command,
+        std::ptr::null(),
+    ];
+    let mut pid: libc::pid_t = -1;
+    // SAFETY: `environ` is the C library's; reading the pointer is what
+    // its own `system` does.
+    let env = unsafe { environ };
+    let r = posix_spawn(
+        &mut pid,
+        c"/bin/sh".as_ptr(),
+        fa.cast(),
+        attr.cast(),
+        argv.as_ptr(),
+        env,
+    );
+    if r == 0 {
+        Ok(pid)
+    } else {
+        Err(r)
+    }
+}
+
+/// `waitpid(pid)` until it is not interrupted: the status, or -1.
+fn wait_child(pid: libc::pid_t) -> c_int {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int for waitpid to write.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return status;
+        }
+        if r < 0 && errno() != libc::EINTR {
+            return -1;
+        }
+    }
+}
+
+/// `system` calls in progress, and the SIGINT and SIGQUIT actions the
+/// first of them replaced (restored by the last), as the C library does.
+static SYSTEM_CALLS: std::sync::Mutex<(usize, Option<(libc::sigaction, libc::sigaction)>)> =
+    std::sync::Mutex::new((0, None));
+
+/// system(3). The C library's runs its shell through its own
+/// `posix_spawn`, where the shim is not called: while this process has
+/// Ixora sockets this one does the same through the interposed
+/// `posix_spawn`, so that the shell — and the program it runs — can use
+/// those it inherits. As the C library's (and POSIX): SIGINT and SIGQUIT
+/// ignored and SIGCHLD blocked in the caller while the command runs, set
+/// back to their defaults (unless ignored) and the caller's mask in the
+/// child; the shell's wait status, or 127 as its exit status if it could
+/// not be started.
+#[no_mangle]
+pub extern "C" fn system(command: *const c_char) -> c_int {
+    if command.is_null() || !has_sockets() {
+        return real!(system: fn(*const c_char) -> c_int)(command);
+    }
+    // SAFETY (all blocks below): plain calls on sigaction, sigset and
+    // spawn-attribute values that live on this stack frame, as the C
+    // library's own `system` makes them.
+    let mut ign: libc::sigaction = unsafe { std::mem::zeroed() };
+    ign.sa_sigaction = libc::SIG_IGN;
+    let (intr, quit) = {
+        let mut g = SYSTEM_CALLS.lock().unwrap_or_else(|e| e.into_inner());
+        if g.0 == 0 {
+            let mut intr: libc::sigaction = unsafe { std::mem::zeroed() };
+            let mut quit: libc::sigaction = unsafe { std::mem::zeroed() };
+            unsafe {
+                libc::sigaction(libc::SIGINT, &ign, &mut intr);
+                libc::sigaction(libc::SIGQUIT, &ign, &mut quit);
+            }
+            g.1 = Some((intr, quit));
+        }
+        g.0 += 1;
+        g.1.expect("set by the first call")
+    };
+    let mut omask: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut chld: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut reset: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut attr: libc::posix_spawnattr_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &chld, &mut omask);
+        libc::sigemptyset(&mut reset);
+        if intr.sa_sigaction != libc::SIG_IGN {
+            libc::sigaddset(&mut reset, libc::SIGINT);
+        }
+        if quit.sa_sigaction != libc::SIG_IGN {
+            libc::sigaddset(&mut reset, libc::SIGQUIT);
+        }
+        libc::posix_spawnattr_init(&mut attr);
+        libc::posix_spawnattr_setsigmask(&mut attr, &omask);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &reset);
+        libc::posix_spawnattr_setflags(
+            &mut attr,
+            (libc::POSIX_SPAWN_SETSIGDEF | libc::POSIX_SPAWN_SETSIGMASK) as libc::c_short,
+        );
+    }
+    let status = match spawn_shell(command, std::ptr::null(), &attr) {
+        Ok(pid) => wait_child(pid),
+        Err(e) => {
+            set_errno(e);
+            127 << 8
+        }
+    };
+    let e = errno();
+    unsafe { libc::posix_spawnattr_destroy(&mut attr) };
+    {
+        let mut g = SYSTEM_CALLS.lock().unwrap_or_else(|e| e.into_inner());
+        g.0 -= 1;
+        if g.0 == 0 {
+            if let Some((intr, quit)) = g.1.take() {
+                unsafe {
+                    libc::sigaction(libc::SIGINT, &intr, std::ptr::null_mut());
+                    libc::sigaction(libc::SIGQUIT, &quit, std::ptr::null_mut());
+                }
+            }
+        }
+    }
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &omask, std::ptr::null_mut()) };
+    set_errno(e);
+    status
+}
+
+/// The streams [`popen`] made, with their children (for [`pclose`]).
+static POPENED: std::sync::Mutex<Vec<(usize, libc::pid_t)>> = std::sync::Mutex::new(Vec::new());
+
+/// popen(3), for the reason [`system`] gives: while this process has
+/// Ixora sockets the shell is started through the interposed
+/// `posix_spawn`. As the C library's: mode "r" or "w", with "e" for a
+/// stream that is close-on-exec; the pipe's other end becomes the child's
+/// standard output or input; the child gets none of the streams earlier
+/// `popen` calls left open (POSIX).
+#[no_mangle]
+pub extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    if command.is_null() || mode.is_null() || !has_sockets() {
+        return real!(popen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(command, mode);
+    }
+    // SAFETY: `mode` is a NUL-terminated string (popen's contract).
+    let m = unsafe { std::ffi::CStr::from_ptr(mode) }.to_bytes();
+    let read = match m.first() {
+        Some(b'r') => true,
+        Some(b'w') => false,
+        _ => {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+    };
+    let cloexec = m[1..].contains(&b'e');
+    let mut p = [-1 as c_int; 2];
+    // SAFETY: `p` has room for the two descriptors.
+    if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return std::ptr::null_mut();
+    }
+    // Ours, and the child's (put on its standard output or input).
+    let (ours, theirs, target) = if read {
+        (p[0], p[1], libc::STDOUT_FILENO)
+    } else {
+        (p[1], p[0], libc::STDIN_FILENO)
+    };
+    // SAFETY (the blocks below): spawn file actions on a value of this
+    // frame; descriptors this call just made.
+    let mut fa: libc::posix_spawn_file_actions_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::posix_spawn_file_actions_init(&mut fa);
+        libc::posix_spawn_file_actions_adddup2(&mut fa, theirs, target);
+        for &(f, _) in POPENED.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let fd = libc::fileno(f as *mut libc::FILE);
+            if fd >= 0 && fd != target {
+                libc::posix_spawn_file_actions_addclose(&mut fa, fd);
+            }
+        }
+    }
+    let r = spawn_shell(command, &fa, std::ptr::null());
+    unsafe {
+        libc::posix_spawn_file_actions_destroy(&mut fa);
+        libc::close(theirs);
+    }
+    let pid = match r {
+        Ok(pid) => pid,
+        Err(e) => {
+            unsafe { libc::close(ours) };
+            set_errno(e);
+            return std::ptr::null_mut();
+        }
+    };
+    if !cloexec {
+        set_cloexec(ours, false);
+    }
+    let fmode = if read { c"r" } else { c"w" };
+    // SAFETY: `ours` is an open pipe end this call owns.
+    let f = unsafe { libc::fdopen(ours, fmode.as_ptr()) };
+    if f.is_null() {
+        let e = errno();
+        unsafe { libc::close(ours) };
+        wait_child(pid);
+        set_errno(e);
+        return f;
+    }
+    POPENED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((f as usize, pid));
+    f
+}
+
+/// pclose(3): a stream of [`popen`]'s is closed and its child waited for;
+/// any other goes to the C library's.
+#[no_mangle]
+pub extern "C" fn pclose(f: *mut libc::FILE) -> c_int {
+    let pid = {
+        let mut v = POPENED.lock().unwrap_or_else(|e| e.into_inner());
+        v.iter()
+            .position(|&(p, _)| p == f as usize)
+            .map(|i| v.swap_remove(i).1)
+    };
+    let Some(pid) = pid else {
+        return real!(pclose: fn(*mut libc::FILE) -> c_int)(f);
+    };
+    // SAFETY: `f` is a stream popen made and the caller still owns.
+    unsafe { libc::fclose(f) };
+    wait_child(pid)
+}
 
 #[cfg(test)]
 mod tests {

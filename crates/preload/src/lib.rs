@@ -38,7 +38,7 @@
 //! close-on-exec stays open and one with it is closed: the new program,
 //! under the shim too, takes up the application again (see `exec`). A
 //! child that `posix_spawn` starts takes up what its file actions left
-//! it; one of `system` or `popen` gets kernel sockets that carry nothing.
+//! it, and so does one of `system` or `popen` (see `exec`).
 //!
 //! A socket passed to another process over a Unix socket (`SCM_RIGHTS`)
 //! moves to the receiver's application through the service (see
