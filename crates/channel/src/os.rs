@@ -545,17 +545,19 @@ pub fn peer_cred(sock: BorrowedFd<'_>) -> Option<(u32, u32)> {
 
 /// Whether process `pid` holds CAP_NET_BIND_SERVICE in its effective set
 /// now (its `/proc/<pid>/status`): it may bind ports below
-/// `net.ipv4.ip_unprivileged_port_start`. False if it cannot be read.
-pub fn may_bind_privileged(pid: u32) -> bool {
+/// `net.ipv4.ip_unprivileged_port_start`. None if that cannot be read
+/// (no such process here: another PID namespace).
+pub fn may_bind_privileged(pid: u32) -> Option<bool> {
     const CAP_NET_BIND_SERVICE: u32 = 10;
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    status
+    if pid == 0 {
+        return None;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let caps = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|caps| caps >> CAP_NET_BIND_SERVICE & 1 == 1)
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())?;
+    Some(caps >> CAP_NET_BIND_SERVICE & 1 == 1)
 }
 
 /// A `sockaddr_un` for `path` and its length.

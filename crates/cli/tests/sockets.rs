@@ -3410,6 +3410,31 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
             log.contains("bound 80") && log.contains("bound 53"),
             "root:\n{log}"
         );
+        // Root that drops its privileges after attaching is refused
+        // after, as by Linux (the bind's sender is looked at, not the
+        // process that attached).
+        let dropped = "import errno, os, socket\n\
+                       s = socket.socket()\n\
+                       s.bind(('198.18.9.2', 7043))\n\
+                       os.setresgid(65534, 65534, 65534)\n\
+                       os.setresuid(65534, 65534, 65534)\n\
+                       t = socket.socket()\n\
+                       try:\n\
+                       \x20   t.bind(('198.18.9.2', 82))\n\
+                       \x20   os.write(2, b'bound 82\\n')\n\
+                       except OSError as e:\n\
+                       \x20   os.write(2, ('bind 82 %s\\n' % errno.errorcode[e.errno]).encode())\n";
+        let mut c = net.ix.command(BIN);
+        c.args(["run", "--socket", &net.socket, "--preload"])
+            .arg(&so)
+            .args(["--", "/usr/bin/python3", "-c", dropped]);
+        let mut p = Proc::spawn(c, "dropped");
+        p.wait_exit(Duration::from_secs(15));
+        assert!(
+            p.log().contains("bind 82 EACCES"),
+            "after setuid:\n{}",
+            p.log()
+        );
     }
     // The default mode admits the service's user alone: nobody's program
     // stays on the kernel and says why.

@@ -496,14 +496,13 @@ fn prepare_spawn(envp: *const *const c_char) -> Option<Offer> {
         return None;
     }
     // One entry per socket (its descriptors share the placeholder).
-    let mut offers: Vec<(u64, u32, u32, u32)> = Vec::new();
-    for (fd, s, gen, flags) in state::ixora_fds() {
-        if offers.iter().all(|o| o.1 != s) {
-            if let Some(ino) = socket_inode(fd) {
-                offers.push((ino, s, gen, flags));
-            }
-        }
-    }
+    let mut fds = state::ixora_fds();
+    fds.sort_unstable_by_key(|f| f.1);
+    fds.dedup_by_key(|f| f.1);
+    let offers: Vec<(u64, u32, u32, u32)> = fds
+        .into_iter()
+        .filter_map(|(fd, s, gen, flags)| Some((socket_inode(fd)?, s, gen, flags)))
+        .collect();
     if offers.is_empty() {
         return None;
     }
@@ -518,21 +517,24 @@ fn prepare_spawn(envp: *const *const c_char) -> Option<Offer> {
         }
         return None;
     }
-    let slots: Vec<u32> = offers.iter().map(|o| o.1).collect();
-    let (ctl, row) = state::offer(a, &slots)?;
-    let ctl_ino = socket_inode(ctl);
     let list: Vec<String> = offers
         .iter()
         .map(|(ino, s, gen, flags)| format!("{ino}.{s}.{gen}.{flags}"))
         .collect();
+    let list = list.join(",");
+    // The kernel refuses a single string over 128 KiB (E2BIG).
+    if list.len() > 120 * 1024 {
+        return None;
+    }
+    let slots: Vec<u32> = offers.iter().map(|o| o.1).collect();
+    let (ctl, row) = state::offer(a, &slots)?;
+    let ctl_ino = socket_inode(ctl);
     let var = format!(
-        "{SPAWN_VAR}={ctl}:{}:{}:{}:{}",
+        "{SPAWN_VAR}={ctl}:{}:{row}:{}:{list}",
         ctl_ino.unwrap_or(0),
-        row,
         a.app_id,
-        list.join(",")
     );
-    if var.len() > 120 * 1024 || ctl_ino.is_none() || !set_cloexec(ctl, false) {
+    if ctl_ino.is_none() || !set_cloexec(ctl, false) {
         state::offer_done(ctl);
         return None;
     }

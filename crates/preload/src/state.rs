@@ -632,20 +632,8 @@ pub fn offer(a: &Attached, slots: &[u32]) -> Option<(c_int, u32)> {
         }
         _ => sock.into_raw_fd(),
     };
-    for &s in slots {
-        // The total first, then the row (as `hold`).
-        a.r.up_slot(s).refs.fetch_add(1, Ordering::SeqCst);
-        if row < layout::MAX_PROCS {
-            a.r.held(row, s).fetch_add(1, Ordering::AcqRel);
-        }
-    }
-    for p in &PENDING_FDS {
-        if p.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            break;
-        }
-    }
+    hold_for_row(a, row, slots);
+    list_pending(fd);
     Some((fd, row))
 }
 
@@ -687,25 +675,13 @@ extern "C" fn before_fork() {
     let counted = ixora_slots();
     let joined = join(a);
     let row = joined.as_ref().map_or(layout::NO_ROW, |j| j.1);
-    for &s in &counted {
-        // The total first, then the row (as `hold`).
-        a.r.up_slot(s).refs.fetch_add(1, Ordering::SeqCst);
-        if row < layout::MAX_PROCS {
-            a.r.held(row, s).fetch_add(1, Ordering::AcqRel);
-        }
-    }
+    hold_for_row(a, row, &counted);
     let Some((sock, row)) = joined else {
         hold_locks_over_fork(a);
         return;
     };
     let fd = sock.into_raw_fd();
-    for p in &PENDING_FDS {
-        if p.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            break;
-        }
-    }
+    list_pending(fd);
     PENDING.with(|p| *p.borrow_mut() = Some(Pending { fd, row, counted }));
     hold_locks_over_fork(a);
 }
@@ -735,6 +711,29 @@ fn hold_locks_over_fork(a: &'static Attached) {
 
 fn release_fork_locks() {
     FORK_LOCKS.with(|l| l.borrow_mut().take());
+}
+
+/// One more reference to each socket of `slots` for the process in row
+/// `row` (a child about to be forked or spawned): the total first, then
+/// the row (as [`hold`]).
+fn hold_for_row(a: &Attached, row: u32, slots: &[u32]) {
+    for &s in slots {
+        a.r.up_slot(s).refs.fetch_add(1, Ordering::SeqCst);
+        if row < layout::MAX_PROCS {
+            a.r.held(row, s).fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// List the pending connection `fd` in the shared list (full: unlisted).
+fn list_pending(fd: c_int) {
+    for p in &PENDING_FDS {
+        if p.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            break;
+        }
+    }
 }
 
 /// Forget the pending connection `fd` in the shared list.

@@ -125,6 +125,9 @@ struct Request {
     pid: u32,
     /// The connecting process's user id (`u32::MAX`: unknown).
     uid: u32,
+    /// A bind: whether its sender may bind a port below the unprivileged
+    /// range (read by the connection's thread: [`may_bind_low`]).
+    may_bind_low: bool,
     msg: Msg,
     reply: Option<SyncSender<Reply>>,
 }
@@ -259,6 +262,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(1024),
         bind_denied: 0,
+        may_bind_low: false,
         yields: YieldPacer::default(),
         bells: os::epoll(&[])?,
         closer: Closer::start()?,
@@ -341,22 +345,29 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
             // from the sender's descriptor table; `c` carries it to the
             // core, 0 if it could not be read (the errno in `b`).
             msg.c = 0;
-            match sender.filter(|_| creds).ok_or(libc::EPERM).and_then(|p| {
-                let fd = i32::try_from(msg.a).map_err(|_| libc::EBADF)?;
-                let ino = socket_inode(p.pid, fd)?;
-                // The pid read is the sender's only if it was not reaped
-                // (and the pid reused) before the look: its pidfd says.
-                p.still_there().then_some(ino).ok_or(libc::ESRCH)
-            }) {
+            match sender
+                .as_ref()
+                .filter(|_| creds)
+                .ok_or(libc::EPERM)
+                .and_then(|p| {
+                    let fd = i32::try_from(msg.a).map_err(|_| libc::EBADF)?;
+                    let ino = socket_inode(p.pid, fd)?;
+                    // The pid read is the sender's only if it was not reaped
+                    // (and the pid reused) before the look: its pidfd says.
+                    p.still_there().then_some(ino).ok_or(libc::ESRCH)
+                }) {
                 Ok(ino) => msg.c = ino,
                 Err(e) => msg.b = e as u64,
             }
         }
+        let binds = msg.op == op::BIND || (msg.op == op::SOCKET && msg.c as u32 == op::BIND);
+        let may_bind_low = binds && may_bind_low(sender.as_ref().filter(|_| creds), uid);
         let (tx, rx) = sync_channel(1);
         shared.push(Request {
             conn,
             pid,
             uid,
+            may_bind_low,
             msg,
             reply: Some(tx),
         });
@@ -378,10 +389,27 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
             conn,
             pid,
             uid,
+            may_bind_low: false,
             msg: Msg::new(DETACH, 0, 0, 0),
             reply: None,
         });
     }
+}
+
+/// Whether the sender of a bind may bind a port below
+/// `net.ipv4.ip_unprivileged_port_start`, as Linux decides it: with
+/// CAP_NET_BIND_SERVICE in its effective set, read from `/proc` while
+/// its pidfd says the pid is still the sender's (the kernel vouches for
+/// the pid, `SCM_CREDENTIALS`: a program cannot name another). One we
+/// cannot look at (no credentials, another PID namespace) may if the
+/// connection's user is root.
+fn may_bind_low(sender: Option<&os::Sender>, uid: u32) -> bool {
+    sender
+        .and_then(|p| {
+            let may = os::may_bind_privileged(p.pid)?;
+            p.still_there().then_some(may)
+        })
+        .unwrap_or(uid == 0)
 }
 
 /// The inode of the socket that process `pid` holds as descriptor `fd`
@@ -621,6 +649,8 @@ pub struct Service {
     unprivileged_ports: u16,
     /// Binds refused for a privileged port.
     bind_denied: u64,
+    /// [`Request::may_bind_low`] of the request being handled.
+    may_bind_low: bool,
     /// When to yield the CPU to a woken thread of an app on it.
     yields: YieldPacer,
     /// Each app's doorbell, watched edge-triggered: the core sleeps on
@@ -1704,9 +1734,11 @@ impl Service {
             conn,
             pid,
             uid,
+            may_bind_low,
             msg,
             reply,
         } = r;
+        self.may_bind_low = may_bind_low;
         let rep = match msg.op {
             // One application per control connection: a second ATTACH
             // would orphan the first app, which then outlived the
@@ -1877,8 +1909,7 @@ impl Service {
             // other users than the service's (--socket-mode), and the
             // service's own privilege must not become theirs.
             let port = layout::unpack(msg.a as u64).1;
-            let pid = self.apps[&id].procs.get(&conn).map_or(pid, |p| p.pid);
-            if port != 0 && port < self.unprivileged_ports && !os::may_bind_privileged(pid) {
+            if port != 0 && port < self.unprivileged_ports && !self.may_bind_low {
                 self.bind_denied += 1;
                 return bad(libc::EACCES);
             }
