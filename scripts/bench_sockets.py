@@ -337,6 +337,17 @@ def alternate(repeat, run, key, stacks=(False, True)):
     return out
 
 
+def keep(best, results, all_key, line, **extra):
+    """The runs `alternate` kept (the kernel's, then Ixora's) into
+    `results`, each with `extra` and every run's key as `all_key`;
+    `line(r)` is what is printed for each."""
+    for ixora in (False, True):
+        r = best[ixora]
+        r.update(extra, **{all_key: r.pop("all")})
+        results.append(r)
+        print(line(r), flush=True)
+
+
 def meta_of(args, cmdline, **extra):
     """What a results file says about its run."""
     return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -454,16 +465,13 @@ def web(args, prog, www, tmp, prog_bar, results):
                 best = alternate(args.repeat, lambda ixora: web_run(
                     nets[ixora], port, args.duration, per_conn, client), lambda r: r["rps"])
                 prog_bar.step(f"{prog} {mode} ({client})\n")
-                for ixora in (False, True):
-                    r = best[ixora]
-                    r.update(server=prog, mode=mode, all_rps=r.pop("all"))
-                    results.append(r)
-                    print(f"  {prog:9s} {mode:12s} {client:8s} {r['stack']:7s}"
-                          f"{r['rps'] / 1000:7.1f} k req/s  {r['cpu_us_per_req'] or 0:6.1f} us CPU/req"
-                          f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"
-                          + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None
-                             else "")
-                          + (f"  ERRORS {r['errors']}" if r["errors"] else ""), flush=True)
+                keep(best, results, "all_rps", lambda r: (
+                    f"  {prog:9s} {mode:12s} {client:8s} {r['stack']:7s}"
+                    f"{r['rps'] / 1000:7.1f} k req/s  {r['cpu_us_per_req'] or 0:6.1f} us CPU/req"
+                    f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"
+                    + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None
+                       else "")
+                    + (f"  ERRORS {r['errors']}" if r["errors"] else "")), server=prog, mode=mode)
 
 
 @contextlib.contextmanager
@@ -536,13 +544,10 @@ def bulk(args, prog_bar):
             best = alternate(args.repeat, lambda ixora: bulk_run(
                 nets[ixora], port, args.duration, reverse), lambda r: r["gbps"])
             prog_bar.step(f"iperf3 {'from' if reverse else 'to'} the server\n")
-            for ixora in (False, True):
-                r = best[ixora]
-                r.update(server="iperf3", all_gbps=r.pop("all"))
-                results.append(r)
-                print(f"  iperf3 {r['direction']:12s} {r['stack']:7s}"
-                      f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
-                      f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%", flush=True)
+            keep(best, results, "all_gbps", lambda r: (
+                f"  iperf3 {r['direction']:12s} {r['stack']:7s}"
+                f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
+                f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"), server="iperf3")
     return results
 
 
@@ -681,25 +686,19 @@ def local(args, prog_bar):
         best = alternate(args.repeat, lambda ixora: local_run(nets[ixora], n, 50),
                          lambda r: r["rps"]["get"])
         prog_bar.step("redis on one host\n")
-        for ixora in (False, True):
-            r = best[ixora]
-            r.update(server="redis-local", requests=n, all_get_rps=r.pop("all"))
-            results.append(r)
-            print(f"  redis local {r['stack']:7s} SET {r['rps']['set'] / 1000:6.1f} k/s"
-                  f"  GET {r['rps']['get'] / 1000:6.1f} k/s  {r['cpu_us_per_req']:5.1f} us CPU/req"
-                  + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else ""),
-                  flush=True)
+        keep(best, results, "all_get_rps", lambda r: (
+            f"  redis local {r['stack']:7s} SET {r['rps']['set'] / 1000:6.1f} k/s"
+            f"  GET {r['rps']['get'] / 1000:6.1f} k/s  {r['cpu_us_per_req']:5.1f} us CPU/req"
+            + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else "")),
+            server="redis-local", requests=n)
     port = 5201
     with side_by_side("iperf3", lambda _: ["iperf3", "-s", "-p", str(port)], port) as nets:
         best = alternate(args.repeat, lambda ixora: local_bulk_run(nets[ixora], port, args.duration),
                          lambda r: r["gbps"])
         prog_bar.step("iperf3 on one host\n")
-        for ixora in (False, True):
-            r = best[ixora]
-            r.update(server="iperf3-local", all_gbps=r.pop("all"))
-            results.append(r)
-            print(f"  iperf3 local {r['stack']:7s} {r['gbps']:6.2f} Gbit/s"
-                  f"  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB", flush=True)
+        keep(best, results, "all_gbps", lambda r: (
+            f"  iperf3 local {r['stack']:7s} {r['gbps']:6.2f} Gbit/s"
+            f"  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"), server="iperf3-local")
     return results
 
 
@@ -842,12 +841,10 @@ def pg(args, prog_bar):
             best = alternate(args.repeat, lambda ixora: pg_run(nets[ixora], bin_dir, mode, clients,
                                                                args.duration), lambda r: r["tps"])
             prog_bar.step(f"pgbench {mode}, {clients} client(s)\n")
-            for ixora in (False, True):
-                r = best[ixora]
-                r.update(server="postgres", all_tps=r.pop("all"))
-                results.append(r)
-                print(f"  pgbench {mode:11s} {clients} {r['stack']:7s} {r['tps']:8.0f} tps"
-                      f"  {r['latency_ms']:6.3f} ms  {r['cpu_us_per_tx']:6.1f} us CPU/tx", flush=True)
+            keep(best, results, "all_tps", lambda r: (
+                f"  pgbench {mode:11s} {clients} {r['stack']:7s} {r['tps']:8.0f} tps"
+                f"  {r['latency_ms']:6.3f} ms  {r['cpu_us_per_tx']:6.1f} us CPU/tx"),
+                server="postgres")
     return results
 
 

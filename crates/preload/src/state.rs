@@ -1080,9 +1080,12 @@ impl Waiter {
     pub fn new(a: &Attached) -> Option<Waiter> {
         let h = a.r.up_header();
         let tag = layout::waiter_tag(row());
+        // Free ones only are tried (a failed compare-and-swap still takes
+        // the cache line).
         let idx = h.waiter_owner.iter().position(|o| {
-            o.compare_exchange(0, tag, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
+            o.load(Ordering::Relaxed) == 0
+                && o.compare_exchange(0, tag, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
         })? as u32;
         let (r, mut fds) = request_fds(a, Msg::new(op::WAITER, idx, 0, 0), &[]);
         if r.a < 0 || fds.len() != 1 {
