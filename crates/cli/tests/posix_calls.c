@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -1207,6 +1208,110 @@ static void epoll_before_connect(const char *ip, int port) {
     close(s);
 }
 
+/* What the helper thread of epoll_across_threads does to the set the
+ * main thread sleeps on, after `delay_ms`. */
+struct ctl_later {
+    int ep, fd, op, delay_ms, write_after_ms;
+    uint32_t events;
+    uint64_t data;
+    int r;
+};
+
+static void *ctl_later_run(void *arg) {
+    struct ctl_later *c = arg;
+    usleep((useconds_t)c->delay_ms * 1000);
+    struct epoll_event ev = {.events = c->events, .data.u64 = c->data};
+    c->r = epoll_ctl(c->ep, c->op, c->fd, &ev);
+    if (c->write_after_ms > 0) {
+        usleep((useconds_t)c->write_after_ms * 1000);
+        if (write(c->fd, "z", 1) != 1) c->r = -2;
+    }
+    return NULL;
+}
+
+/* epoll_wait on `c->ep` (3 s at most) while a helper thread does `c`:
+ * the events, `*ms` the time it took. */
+static int wait_while(struct ctl_later *c, struct epoll_event *out, double *ms) {
+    pthread_t t;
+    pthread_create(&t, NULL, ctl_later_run, c);
+    double t0 = now_ms();
+    int n = epoll_wait(c->ep, out, 4, 3000);
+    *ms = now_ms() - t0;
+    pthread_join(t, NULL);
+    return n;
+}
+
+/* One thread sleeps in epoll_wait while another changes the set (apache's
+ * event MPM re-adds each kept-alive connection from a worker thread; a
+ * dispatcher re-arms EPOLLONESHOT sockets its workers are done with). As
+ * in the kernel, the sleeper sees a socket added while it sleeps, ready
+ * then or later, and a one-shot socket re-armed with its data pending. */
+static void epoll_across_threads(const char *ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int idle = socket(AF_INET, SOCK_STREAM, 0), s = socket(AF_INET, SOCK_STREAM, 0);
+    int c1 = connect(idle, (struct sockaddr *)&sa, sizeof sa);
+    int c2 = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1};
+    int a1 = epoll_ctl(ep, EPOLL_CTL_ADD, idle, &ev);
+    struct epoll_event out[4];
+    char b[8];
+    /* Added while the main thread sleeps, with its echo already in. */
+    ssize_t w = write(s, "a", 1);
+    short ready = wait_for(s, POLLIN, 5000);
+    struct ctl_later c = {ep, s, EPOLL_CTL_ADD, 200, 0, EPOLLIN | EPOLLONESHOT, 7, -1};
+    double dt;
+    int n = wait_while(&c, out, &dt);
+    check(c1 == 0 && c2 == 0 && a1 == 0 && w == 1 && (ready & POLLIN) && c.r == 0 && n == 1 &&
+              out[0].data.u64 == 7 && dt < 1500,
+          "epoll_add_from_another_thread", "connect %d %d add %d ctl %d: %d event(s) after %.0f ms",
+          c1, c2, a1, c.r, n, dt);
+    /* Re-armed (one-shot, its byte still unread) while the main thread
+     * sleeps. */
+    c = (struct ctl_later){ep, s, EPOLL_CTL_MOD, 200, 0, EPOLLIN | EPOLLONESHOT, 8, -1};
+    n = wait_while(&c, out, &dt);
+    check(c.r == 0 && n == 1 && out[0].data.u64 == 8 && dt < 1500, "epoll_rearm_from_another_thread",
+          "ctl %d: %d event(s) after %.0f ms", c.r, n, dt);
+    /* Added while the main thread sleeps, not ready yet: its echo comes
+     * later. */
+    int d = epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL);
+    ssize_t k = read(s, b, sizeof b);
+    c = (struct ctl_later){ep, s, EPOLL_CTL_ADD, 200, 200, EPOLLIN, 9, -1};
+    n = wait_while(&c, out, &dt);
+    check(d == 0 && k == 1 && c.r == 0 && n == 1 && out[0].data.u64 == 9 && dt < 1500,
+          "epoll_add_then_ready_from_another_thread", "del %d read %zd ctl %d: %d event(s) after %.0f ms",
+          d, k, c.r, n, dt);
+    read_full(s, b, 1); /* the echo of the helper's byte */
+    /* A set with no socket yet, only a pipe: the first socket is added,
+     * its echo in, while the main thread sleeps; then the pipe alone. */
+    int pp[2];
+    int p0 = pipe(pp);
+    int ep2 = epoll_create1(0);
+    struct epoll_event pe = {.events = EPOLLIN, .data.u64 = 20};
+    int a2 = epoll_ctl(ep2, EPOLL_CTL_ADD, pp[0], &pe);
+    w = write(s, "b", 1);
+    ready = wait_for(s, POLLIN, 5000);
+    c = (struct ctl_later){ep2, s, EPOLL_CTL_ADD, 200, 0, EPOLLIN, 21, -1};
+    n = wait_while(&c, out, &dt);
+    k = read(s, b, sizeof b);
+    ssize_t pw = write(pp[1], "p", 1);
+    int n2 = epoll_wait(ep2, out + 1, 3, 3000);
+    int n3 = read(pp[0], b, 1) == 1 ? epoll_wait(ep2, out + 2, 2, 100) : -2;
+    check(p0 == 0 && a2 == 0 && w == 1 && (ready & POLLIN) && c.r == 0 && n == 1 &&
+              out[0].data.u64 == 21 && dt < 1500 && k == 1 && pw == 1 && n2 == 1 &&
+              out[1].data.u64 == 20 && n3 == 0,
+          "epoll_first_socket_from_another_thread",
+          "pipe %d add %d ctl %d: %d event(s) (data %llu) after %.0f ms; read %zd; then pipe %d, %d",
+          p0, a2, c.r, n, n > 0 ? (unsigned long long)out[0].data.u64 : 0, dt, k, n2, n3);
+    close(ep2);
+    close(pp[0]);
+    close(pp[1]);
+    close(ep);
+    close(s);
+    close(idle);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
@@ -1240,6 +1345,7 @@ int main(int argc, char **argv) {
         listener_rebind(argv[4], atoi(argv[3]) + 5);
     }
     epoll_before_connect(argv[1], atoi(argv[2]));
+    epoll_across_threads(argv[1], atoi(argv[2]));
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

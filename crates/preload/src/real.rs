@@ -114,6 +114,32 @@ pub fn syscall_fn() -> extern "C" fn(c_long, ...) -> c_long {
     real!(syscall: fn(c_long; ...) -> c_long)
 }
 
+/// read(2) without interposition.
+pub fn sys_read(fd: c_int, b: &mut [u8]) -> isize {
+    // SAFETY: `b` is a live, writable buffer of `b.len()` bytes.
+    ret(unsafe { libc::syscall(libc::SYS_read, fd, b.as_mut_ptr() as *mut c_void, b.len()) })
+}
+
+/// epoll_ctl(2) without interposition.
+pub fn sys_epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: &mut libc::epoll_event) -> c_int {
+    // SAFETY: `ev` is a live epoll_event.
+    unsafe {
+        libc::syscall(
+            libc::SYS_epoll_ctl,
+            ep,
+            op,
+            fd,
+            ev as *mut libc::epoll_event,
+        ) as c_int
+    }
+}
+
+/// eventfd2(2) (not interposed).
+pub fn sys_eventfd(flags: c_int) -> c_int {
+    // SAFETY: eventfd2(2) has no memory arguments.
+    unsafe { libc::syscall(libc::SYS_eventfd2, 0, flags) as c_int }
+}
+
 /// close(2) without interposition.
 pub fn sys_close(fd: c_int) {
     sys3(libc::SYS_close, fd as c_long, 0, 0);

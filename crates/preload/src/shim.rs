@@ -2754,6 +2754,9 @@ pub unsafe extern "C" fn epoll_ctl(
                 (e.events, e.u64)
             };
             state::note_undecided(&mut g, opn, fd, events, data);
+            if let (libc::EPOLL_CTL_ADD, Some(a)) = (opn, state::attached()) {
+                state::epoll_changed(a, &mut g, None, || false);
+            }
         }
         state::passthrough();
         return r;
@@ -2805,6 +2808,8 @@ pub unsafe extern "C" fn epoll_ctl(
                 disabled: false,
                 kernel,
             });
+            tell_sleepers(&sk, &mut g, events);
+            state::poke_kernel_sleepers(epfd, &mut g);
             0
         }
         (libc::EPOLL_CTL_MOD, Some(i)) => {
@@ -2819,6 +2824,7 @@ pub unsafe extern "C" fn epoll_ctl(
             if it.kernel {
                 kctl(events);
             }
+            tell_sleepers(&sk, &mut g, events);
             0
         }
         (libc::EPOLL_CTL_DEL, Some(i)) => {
@@ -2832,6 +2838,16 @@ pub unsafe extern "C" fn epoll_ctl(
         (libc::EPOLL_CTL_MOD | libc::EPOLL_CTL_DEL, None) => fail(libc::ENOENT),
         _ => fail(libc::EINVAL),
     }
+}
+
+/// An Ixora socket's interest `events` was added to set `g` or changed:
+/// threads asleep on the set learn of it (state::epoll_changed).
+fn tell_sleepers(sk: &state::Sock, g: &mut Epoll, events: u32) {
+    let want = events | (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+    let tx = events & libc::EPOLLOUT as u32 != 0;
+    state::epoll_changed(sk.a, g, Some((sk.s, tx)), || {
+        sk.revents() as u16 as u32 & want != 0
+    });
 }
 
 /// The events of an epoll interest in a socket's kernel side
@@ -2913,8 +2929,19 @@ fn kernel_events(
     max: c_int,
 ) -> c_int {
     crate::kwatch::asking(epfd);
-    let k = wait(out, max, 0);
+    let mut k = wait(out, max, 0);
     crate::kwatch::answered(epfd, k);
+    if k > 0 {
+        // SAFETY: the kernel wrote `k` events to `out`.
+        let evs = unsafe { std::slice::from_raw_parts_mut(out, k as usize) };
+        if let Some(i) = evs.iter().position(|e| e.u64 == state::POKE_TOKEN) {
+            // A poke no sleeper took (it woke for something else first):
+            // not the program's.
+            state::drain_poke(epfd);
+            evs.copy_within(i + 1.., i);
+            k -= 1;
+        }
+    }
     k
 }
 
@@ -2947,6 +2974,37 @@ fn epoll_common(
                 .is_empty() =>
         {
             a
+        }
+        Some(_) if timeout != 0 && max > 0 && !out.is_null() => {
+            // No Ixora socket in the set yet; another thread may add one
+            // while this one sleeps in the kernel (state::poke_kernel_sleepers).
+            state::passthrough();
+            let start = std::time::Instant::now();
+            ep.lock().unwrap_or_else(|p| p.into_inner()).in_kernel += 1;
+            let r = real_wait(out, max, timeout);
+            let e = errno();
+            let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+            g.in_kernel -= 1;
+            if r <= 0 {
+                set_errno(e);
+                return r;
+            }
+            // SAFETY: the kernel wrote `r` events to `out`.
+            let evs = unsafe { std::slice::from_raw_parts_mut(out, r as usize) };
+            let (n, poked) = state::took_poke(&g, evs);
+            drop(g);
+            if !poked || n > 0 {
+                return n as c_int;
+            }
+            // Poked: the set has Ixora sockets now; wait on, for what is
+            // left of the timeout.
+            let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
+            let left = if timeout < 0 {
+                -1
+            } else {
+                (timeout - spent).max(0)
+            };
+            return epoll_common(epfd, out, max as c_int, left, sigmask);
         }
         _ => {
             state::passthrough();
@@ -3020,54 +3078,76 @@ fn epoll_common(
         return k;
     }
     // Nothing ready: spin, then sleep on the real epoll (kernel
-    // descriptors) and our waiter (Ixora sockets) together.
+    // descriptors) and our waiter (Ixora sockets) together. Another
+    // thread's epoll_ctl may change the set meanwhile (state::Sleeper):
+    // then look again, with what is left of the timeout.
+    let start = std::time::Instant::now();
     let mut found = 0usize;
     let mut pfd = [pollfd {
         fd: epfd,
         events: libc::POLLIN,
         revents: 0,
     }];
-    let kslice: &mut [pollfd] = if kernel > 0 { &mut pfd } else { &mut [] };
-    // The set's kernel side may be nested in the thread's waiter: one
-    // system call to sleep on both (state::Nest).
-    let nest = (kernel > 0).then(|| ep.lock().unwrap_or_else(|p| p.into_inner()).id);
-    // Woken only by changes of the sockets in this set.
-    // Woken by transmit progress only where EPOLLOUT is asked for.
-    let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
-    for it in ep.lock().unwrap_or_else(|p| p.into_inner()).items.iter() {
-        if it.events & libc::EPOLLOUT as u32 != 0 {
-            tx_interest.push(it.slot);
+    let (ok, n) = loop {
+        let left = if timeout < 0 {
+            -1
         } else {
-            interest.push(it.slot);
-        }
-    }
-    let ok = state::block_until(
-        a,
-        timeout,
-        kslice,
-        nest,
-        &interest,
-        &tx_interest,
-        &mut || {
+            let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
+            (timeout - spent).max(0)
+        };
+        // Woken only by changes of the sockets in this set; by transmit
+        // progress only where EPOLLOUT is asked for.
+        let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
+        let (kernel, id, seen) = {
+            let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+            for it in g.items.iter() {
+                if it.events & libc::EPOLLOUT as u32 != 0 {
+                    tx_interest.push(it.slot);
+                } else {
+                    interest.push(it.slot);
+                }
+            }
+            let kernel = g.kernel;
+            (kernel, g.id, state::sleep_on(a, &mut g, kernel > 0))
+        };
+        let kslice: &mut [pollfd] = if kernel > 0 { &mut pfd } else { &mut [] };
+        // The set's kernel side may be nested in the thread's waiter: one
+        // system call to sleep on both (state::Nest).
+        let nest = (kernel > 0).then_some(id);
+        let mut moved = false;
+        let ok = state::block_until(a, left, kslice, nest, &interest, &tx_interest, &mut || {
             let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
             found = epoll_scan(epfd, &mut g, out, max);
-            found > 0
-        },
-    );
+            moved = seen.is_some_and(|s| s != g.gen);
+            found > 0 || moved
+        });
+        if seen.is_some() {
+            state::woke_from(&mut ep.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        let interrupted = !ok && errno() == libc::EINTR;
+        let mut n = found;
+        if kernel > 0 && n < max && pfd[0].revents != 0 && !(interrupted && n == 0) {
+            // SAFETY: `out + n` has room for `max - n` events.
+            let k = kernel_events(epfd, &real_wait, unsafe { out.add(n) }, (max - n) as c_int);
+            n = merge_kernel_side(ep, out, n, k.max(0) as usize);
+        }
+        // Nothing after all (the set changed, or its kernel events were
+        // taken by another thread, or were a poke of ours): on, as the
+        // kernel's epoll_wait would not have returned.
+        if ok && n == 0 && (moved || pfd[0].revents != 0) && left != 0 {
+            pfd[0].revents = 0;
+            continue;
+        }
+        break (ok, n);
+    };
     // Found while spinning: answered in user space.
     count(
         a,
         call("epoll_wait"),
         !kicked && !state::blocked_in_kernel(),
     );
-    if !ok && errno() == libc::EINTR && found == 0 {
+    if !ok && errno() == libc::EINTR && n == 0 {
         return -1;
-    }
-    let mut n = found;
-    if kernel > 0 && n < max && pfd[0].revents != 0 {
-        // SAFETY: as above.
-        let k = kernel_events(epfd, &real_wait, unsafe { out.add(n) }, (max - n) as c_int);
-        n = merge_kernel_side(ep, out, n, k.max(0) as usize);
     }
     n as c_int
 }

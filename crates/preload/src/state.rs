@@ -968,6 +968,10 @@ pub struct Waiter {
     pub idx: u32,
     /// The wait end.
     pub efd: c_int,
+    /// An eventfd of ours watched by the wait end ([`NUDGE_TOKEN`]): the
+    /// program's other threads ring it to make this one look again at an
+    /// epoll set it sleeps on (see [`Sleeper`]); -1 until first needed.
+    nudge: c_int,
     fork_gen: u64,
     /// Epoll sets of the program nested in the wait end (see [`Nest`]).
     nested: Vec<Nest>,
@@ -1007,6 +1011,9 @@ const NEST_TOKEN: u64 = 1 << 63;
 
 /// The event data of the service's process descriptor in a wait end.
 const GONE_TOKEN: u64 = 1 << 62;
+
+/// The event data of a waiter's nudge line in its wait end ([`Waiter`]).
+const NUDGE_TOKEN: u64 = 1 << 61;
 
 /// A wait end reported the service's exit ([`service_gone`] to follow).
 static SVC_EXITED: AtomicBool = AtomicBool::new(false);
@@ -1108,6 +1115,7 @@ impl Waiter {
         Some(Waiter {
             idx,
             efd,
+            nudge: -1,
             fork_gen: FORK_GEN.load(Ordering::Relaxed),
             nested: Vec::new(),
         })
@@ -1234,12 +1242,31 @@ impl Waiter {
         h.armed[w].fetch_or(bit, Ordering::SeqCst);
     }
 
+    /// The nudge line (made and watched on first use); None if the kernel
+    /// refused it.
+    fn nudge_fd(&mut self) -> Option<c_int> {
+        if self.nudge < 0 {
+            let e = os::eventfd(0).ok()?;
+            // SAFETY: the wait end is ours, open while we live.
+            let ep = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.efd) };
+            os::watch_edges(ep, e.as_raw_fd(), NUDGE_TOKEN).ok()?;
+            self.nudge = e.into_raw_fd();
+            mark_internal(self.nudge);
+        }
+        Some(self.nudge)
+    }
+
     /// Release the index (the wait end is closed).
     pub fn release(self, a: &Attached) {
-        if let Some(e) = entry(self.efd) {
-            e.kind.store(kind::NONE, Ordering::Release);
+        for fd in [self.efd, self.nudge] {
+            if fd < 0 {
+                continue;
+            }
+            if let Some(e) = entry(fd) {
+                e.kind.store(kind::NONE, Ordering::Release);
+            }
+            real::sys_close(fd);
         }
-        real::sys_close(self.efd);
         // Ours unless the service already took it back (it saw this
         // process go, which it is not, or exec, which it has not).
         let _ = a.r.up_header().waiter_owner[self.idx as usize].compare_exchange(
@@ -1257,6 +1284,22 @@ impl Waiter {
 }
 
 struct ThreadWaiter(Option<Waiter>);
+
+impl ThreadWaiter {
+    /// Make the thread's waiter if it has none (or one inherited over fork).
+    fn ensure(&mut self, a: &Attached) {
+        if self.0.as_ref().is_some_and(|w| !w.current()) {
+            // Inherited over fork: not ours to use. Its descriptor is left
+            // open (one per fork): the child may have closed the number
+            // behind our back (close_range) and reused it for a file of
+            // its own, which a close here would take from it.
+            self.0 = None;
+        }
+        if self.0.is_none() {
+            self.0 = Waiter::new(a);
+        }
+    }
+}
 
 impl Drop for ThreadWaiter {
     fn drop(&mut self) {
@@ -1353,16 +1396,7 @@ pub fn block_until(
     count(a, layout::call("wait"), false);
     THREAD_WAITER.with(|tw| {
         let mut tw = tw.borrow_mut();
-        if tw.0.as_ref().is_some_and(|w| !w.current()) {
-            // Inherited over fork: not ours to use. Its descriptor is left
-            // open (one per fork): the child may have closed the number
-            // behind our back (close_range) and reused it for a file of
-            // its own, which a close here would take from it.
-            tw.0 = None;
-        }
-        if tw.0.is_none() {
-            tw.0 = Waiter::new(a);
-        }
+        tw.ensure(a);
         // With kernel descriptors, the waiter is polled after them; with
         // none, the waiter alone is slept on (below).
         let mut fds: Vec<libc::pollfd> = Vec::new();
@@ -1890,6 +1924,136 @@ impl Sock {
     }
 }
 
+/// A thread in `epoll_wait` on a set with Ixora sockets, about to sleep
+/// or asleep on its waiter. Another thread's `epoll_ctl` must reach it,
+/// as the kernel's reaches a thread in its `epoll_wait`: the waiter was
+/// armed for the set's sockets as they were ([`epoll_changed`]).
+pub struct Sleeper {
+    idx: u32,
+    nudge: c_int,
+    /// It sleeps on the set's kernel descriptors too.
+    kernel: bool,
+}
+
+/// Register the calling thread as about to sleep on set `g` (`kernel`:
+/// on its kernel descriptors too); returns the set's change count to
+/// compare with [`Epoll::gen`] when woken. None: no waiter (the thread
+/// cannot be nudged; it sleeps in short steps anyway).
+pub fn sleep_on(a: &Attached, g: &mut Epoll, kernel: bool) -> Option<u64> {
+    let (idx, nudge) = THREAD_WAITER.with(|tw| {
+        let mut tw = tw.borrow_mut();
+        tw.ensure(a);
+        let w = tw.0.as_mut()?;
+        Some((w.idx, w.nudge_fd()?))
+    })?;
+    g.sleepers.push(Sleeper { idx, nudge, kernel });
+    Some(g.gen)
+}
+
+/// The calling thread no longer sleeps on set `g`.
+pub fn woke_from(g: &mut Epoll) {
+    let Some(idx) = THREAD_WAITER.with(|tw| tw.borrow().0.as_ref().map(|w| w.idx)) else {
+        return;
+    };
+    if let Some(i) = g.sleepers.iter().position(|s| s.idx == idx) {
+        g.sleepers.swap_remove(i);
+    }
+}
+
+/// Set `g` changed (`epoll_ctl` ADD or MOD): an Ixora socket's interest
+/// (`item`: its slot and whether transmit progress counts), or a kernel
+/// descriptor's. Its sleepers learn of it: the socket joins their waiters'
+/// interest, so that the service rings them for its next change; then, if
+/// it has an event to report now (`ready()`, looked at after the join: a
+/// change after the look rings them), or a kernel descriptor came that a
+/// sleeper does not watch, they are nudged to look again. A sleeper that
+/// had not armed yet (arming rewrites its interest) sees [`Epoll::gen`]
+/// moved when it looks before sleeping.
+pub fn epoll_changed(
+    a: &Attached,
+    g: &mut Epoll,
+    item: Option<(u32, bool)>,
+    ready: impl FnOnce() -> bool,
+) {
+    if g.sleepers.is_empty() {
+        return;
+    }
+    g.gen = g.gen.wrapping_add(1);
+    if let Some((slot, tx)) = item.filter(|&(slot, _)| slot < a.r.layout().slots) {
+        let bit = 1u64 << (slot % 64);
+        for s in &g.sleepers {
+            a.r.interest(s.idx, slot / 64)
+                .fetch_or(bit, Ordering::SeqCst);
+            if tx {
+                a.r.tx_interest(s.idx, slot / 64)
+                    .fetch_or(bit, Ordering::SeqCst);
+            }
+        }
+    }
+    let ready = item.is_some() && ready();
+    for s in &g.sleepers {
+        if ready || (g.kernel > 0 && !s.kernel) {
+            os::ring(s.nudge);
+        }
+    }
+}
+
+/// The event data of a set's poke line in the program's epoll instance:
+/// not a user-space address, a descriptor or a small number, so not data
+/// a program gives its own descriptors.
+pub const POKE_TOKEN: u64 = 0xffff_8a7e_1c0d_a5ed;
+
+/// An Ixora socket joined set `g` (descriptor `epfd`) while threads sleep
+/// in the kernel's `epoll_wait` on it (it had none when they called):
+/// wake them, as the kernel's epoll_ctl would have for a descriptor of
+/// its own, through a poke line of ours in the program's epoll instance
+/// (an eventfd, made on first need, which stays registered, unreadable
+/// until the next poke). A semaphore eventfd with one count per sleeper:
+/// each takes one ([`took_poke`]).
+pub fn poke_kernel_sleepers(epfd: c_int, g: &mut Epoll) {
+    if g.in_kernel == 0 {
+        return;
+    }
+    if g.poke < 0 {
+        let fd = real::sys_eventfd(libc::EFD_CLOEXEC | libc::EFD_NONBLOCK | libc::EFD_SEMAPHORE);
+        if fd < 0 {
+            return;
+        }
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: POKE_TOKEN,
+        };
+        if real::sys_epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) != 0 {
+            real::sys_close(fd);
+            return;
+        }
+        mark_internal(fd);
+        g.poke = fd;
+    }
+    real::sys_write(g.poke, &u64::from(g.in_kernel).to_ne_bytes());
+}
+
+/// A thread back from the kernel's `epoll_wait` on set `g` with `n`
+/// events in `evs`: its poke, if one is among them, is taken out (and one
+/// count of the line). Returns the events left and whether it was poked.
+pub fn took_poke(g: &Epoll, evs: &mut [libc::epoll_event]) -> (usize, bool) {
+    let Some(i) = evs.iter().position(|e| e.u64 == POKE_TOKEN) else {
+        return (evs.len(), false);
+    };
+    real::sys_read(g.poke, &mut [0u8; 8]);
+    let n = evs.len();
+    evs.copy_within(i + 1.., i);
+    (n - 1, true)
+}
+
+/// Take every count of set `epfd`'s poke line (pokes no sleeper took).
+pub fn drain_poke(epfd: c_int) {
+    if let Some(ep) = epoll(epfd) {
+        let g = ep.lock().unwrap_or_else(|p| p.into_inner());
+        while g.poke >= 0 && real::sys_read(g.poke, &mut [0u8; 8]) == 8 {}
+    }
+}
+
 /// Per-epoll-instance state (user-space interest in Ixora sockets).
 pub struct Epoll {
     /// Unique in the process (a closed set's number may name a new one).
@@ -1905,6 +2069,15 @@ pub struct Epoll {
     /// data). One that becomes Ixora's moves to `items`
     /// ([`adopt_undecided`]).
     pub undecided: Vec<(c_int, u32, u64)>,
+    /// Threads in `epoll_wait` on the set ([`sleep_on`]).
+    pub sleepers: Vec<Sleeper>,
+    /// Threads in the kernel's `epoll_wait` on it: the set had no Ixora
+    /// socket when they called ([`poke_kernel_sleepers`]).
+    pub in_kernel: u32,
+    /// The poke line registered in the program's epoll instance, or -1.
+    pub poke: c_int,
+    /// Changes made while a thread slept on the set ([`epoll_changed`]).
+    pub gen: u64,
 }
 
 /// One Ixora socket in an epoll set.
@@ -2172,6 +2345,10 @@ pub fn epoll_new(epfd: c_int) {
         kernel: 0,
         kernel_seen: Instant::now(),
         undecided: Vec::new(),
+        sleepers: Vec::new(),
+        gen: 0,
+        in_kernel: 0,
+        poke: -1,
     })));
     t[epfd as usize].store(b, Ordering::Release);
     EPOLLS_END.fetch_max(epfd as usize + 1, Ordering::AcqRel);
@@ -2181,6 +2358,16 @@ pub fn epoll_new(epfd: c_int) {
 /// [`epoll`]).
 pub fn epoll_forget(epfd: c_int) {
     crate::kwatch::forget(epfd);
+    if let Some(ep) = epoll(epfd) {
+        let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+        if g.poke >= 0 {
+            if let Some(e) = entry(g.poke) {
+                e.kind.store(kind::NONE, Ordering::Release);
+            }
+            real::sys_close(g.poke);
+            g.poke = -1;
+        }
+    }
     if let Some(t) = EPOLLS.get() {
         if epfd >= 0 && (epfd as usize) < MAXFD {
             t[epfd as usize].store(std::ptr::null_mut(), Ordering::Release);
