@@ -1312,6 +1312,82 @@ static void epoll_across_threads(const char *ip, int port) {
     close(idle);
 }
 
+/* A thread blocked in accept (`accept` set) or read on `fd`: what it got
+ * and when (ms after `t0`). */
+struct blocked {
+    int fd, accept, r, e;
+    double t0, ms;
+};
+
+static void *blocked_run(void *arg) {
+    struct blocked *b = arg;
+    char c;
+    b->r = b->accept ? accept(b->fd, NULL, NULL) : (int)read(b->fd, &c, 1);
+    b->e = errno;
+    b->ms = now_ms() - b->t0;
+    return NULL;
+}
+
+/* shutdown(`how`) of `fd` 200 ms after a thread blocked on it; the
+ * thread's call must return within 1.5 s of it. One still blocked after
+ * 5 s is left behind (its result -3). */
+static struct blocked shut_under(int fd, int is_accept, int how, int *r) {
+    struct blocked *b = calloc(1, sizeof *b);
+    *b = (struct blocked){fd, is_accept, -2, 0, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, blocked_run, b);
+    usleep(200000);
+    b->t0 = now_ms();
+    *r = shutdown(fd, how);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+        pthread_detach(t);
+        return (struct blocked){fd, is_accept, -3, 0, 0, 5000};
+    }
+    struct blocked got = *b;
+    free(b);
+    return got;
+}
+
+/* Another thread's shutdown ends a blocked accept (EINVAL: the listener
+ * listens no more) or read (0), as on Linux (the way C servers stop a
+ * thread in accept, and Java's shutdownInput). */
+static void shutdown_wakes_blocked(const char *self_ip, const char *ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    for (int any = 0; any < 2; any++) {
+        int l = socket(AF_INET, SOCK_STREAM, 0);
+        inet_pton(AF_INET, any ? "0.0.0.0" : self_ip, &sa.sin_addr);
+        sa.sin_port = 0;
+        int r0 = bind(l, (struct sockaddr *)&sa, sizeof sa) | listen(l, 8);
+        int r;
+        struct blocked b = shut_under(l, 1, SHUT_RDWR, &r);
+        int again = accept(l, NULL, NULL), e2 = errno;
+        struct pollfd p = {.fd = l, .events = POLLIN};
+        int pr = poll(&p, 1, 0);
+        check(r0 == 0 && r == 0 && b.r == -1 && b.e == EINVAL && b.ms < 1500 && again == -1 &&
+                  e2 == EINVAL && pr == 1 && p.revents == POLLHUP,
+              any ? "shutdown_wakes_accept_any" : "shutdown_wakes_accept",
+              "listen %d shutdown %d: accept %d (%s) after %.0f ms; again %d (%s); poll %d %#x", r0,
+              r, b.r, strerror(b.e), b.ms, again, strerror(e2), pr, p.revents);
+        close(l);
+    }
+    sa.sin_port = htons(port);
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int r;
+    struct blocked b = shut_under(s, 0, SHUT_RD, &r);
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    int pr = poll(&p, 1, 0);
+    ssize_t w = write(s, "w", 1);
+    check(c == 0 && r == 0 && b.r == 0 && b.ms < 1500 && pr == 1 && (p.revents & POLLIN) && w == 1,
+          "shutdown_rd_wakes_read", "connect %d shutdown %d: read %d (%s) after %.0f ms; poll %d %#x; write %zd",
+          c, r, b.r, strerror(b.e), b.ms, pr, p.revents, w);
+    close(s);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
@@ -1343,6 +1419,7 @@ int main(int argc, char **argv) {
         spawn_hands_over(argv[1], atoi(argv[2]));
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
+        shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));
     }
     epoll_before_connect(argv[1], atoi(argv[2]));
     epoll_across_threads(argv[1], atoi(argv[2]));

@@ -244,7 +244,11 @@ fn wait_ring_or(
     }
     let s = [sk.s];
     let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
-    let ok = state::block_until(sk.a, limit, kernel, None, rx, tx, ready);
+    // A reader is also done when its side is shut down meanwhile (by
+    // another thread: state::wake_blocked_on).
+    let ok = state::block_until(sk.a, limit, kernel, None, rx, tx, &mut || {
+        ready() || (!write && sk.shut_rd())
+    });
     *user &= !state::blocked_in_kernel();
     if !ok && errno() == libc::EINTR {
         count(sk.a, name, false);
@@ -448,7 +452,7 @@ fn do_recv_dgram(
                 return got;
             }
         }
-        if sk.e.flags.load(Ordering::Relaxed) & fl::SHUT_RD != 0 && sk.readable() == 0 {
+        if sk.shut_rd() && sk.readable() == 0 {
             count(sk.a, call("read"), user);
             return (0, 0, false, None);
         }
@@ -1166,7 +1170,8 @@ pub unsafe extern "C" fn accept4(
             )
         });
     };
-    if sk.state() != st::LISTEN {
+    let shut = || sk.shut_rd();
+    if sk.state() != st::LISTEN || shut() {
         count(sk.a, call("accept"), true);
         return fail(if sk.dgram() {
             libc::EOPNOTSUPP
@@ -1261,7 +1266,7 @@ pub unsafe extern "C" fn accept4(
         let kslice: &mut [pollfd] = if kside { &mut kp } else { &mut [] };
         // (A listener handed to another process stops listening here.)
         let ok = state::block_until(sk.a, limit, kslice, None, &[sk.s], &[], &mut || {
-            sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN
+            sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN || shut()
         });
         woken_by_kernel = kp[0].revents != 0;
         user &= !state::blocked_in_kernel();
@@ -1272,7 +1277,7 @@ pub unsafe extern "C" fn accept4(
         if !sk.live() {
             return fail(libc::EBADF);
         }
-        if sk.state() != st::LISTEN {
+        if sk.state() != st::LISTEN || shut() {
             count(sk.a, call("accept"), false);
             return fail(libc::EINVAL);
         }
@@ -1852,12 +1857,31 @@ pub extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
         return fail(libc::EINVAL);
     }
+    if sk.state() == st::LISTEN {
+        // As Linux: shutting a listener's reading side stops it listening
+        // (a blocked accept returns EINVAL, so does every accept after);
+        // its writing side is nothing. Connections the service took
+        // meanwhile wait in its queue and are reset at the close.
+        let mut user = true;
+        if how != libc::SHUT_WR {
+            sk.e.flags.fetch_or(fl::SHUT_RD, Ordering::Relaxed);
+            if kernel_side(sk) {
+                real!(shutdown: fn(c_int, c_int) -> c_int)(fd, how);
+                user = false;
+            }
+            state::wake_blocked_on(sk.a, sk.s);
+        }
+        count(sk.a, call("shutdown"), user);
+        return 0;
+    }
     if sk.state() != st::ESTABLISHED && sk.state() != st::CONNECTING {
         count(sk.a, call("shutdown"), true);
         return fail(libc::ENOTCONN);
     }
     if how != libc::SHUT_WR {
         sk.e.flags.fetch_or(fl::SHUT_RD, Ordering::Relaxed);
+        // A thread blocked reading returns 0 now, as on Linux.
+        state::wake_blocked_on(sk.a, sk.s);
     }
     let mut user = true;
     if how != libc::SHUT_RD {

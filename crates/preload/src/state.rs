@@ -1015,6 +1015,37 @@ const GONE_TOKEN: u64 = 1 << 62;
 /// The event data of a waiter's nudge line in its wait end ([`Waiter`]).
 const NUDGE_TOKEN: u64 = 1 << 61;
 
+/// The nudge line of each waiter this process made (by index; -1: none),
+/// for [`wake_blocked_on`].
+static NUDGES: [std::sync::atomic::AtomicI32; layout::MAX_WAITERS] =
+    [const { std::sync::atomic::AtomicI32::new(-1) }; layout::MAX_WAITERS];
+
+/// Wake this process's threads blocked on socket `s` (in a read, accept
+/// or epoll_wait armed for it): something only this process knows
+/// changed, which the service will not ring them for (a `shutdown` of its
+/// reading side). Each looks again.
+pub fn wake_blocked_on(a: &Attached, s: u32) {
+    let h = a.r.up_header();
+    let slots = a.r.layout().slots;
+    let me = layout::waiter_tag(row());
+    for (idx, n) in NUDGES.iter().enumerate() {
+        let fd = n.load(Ordering::Acquire);
+        let (w, bit) = (idx / 64, 1u64 << (idx % 64));
+        if fd < 0
+            || h.waiter_owner[idx].load(Ordering::Acquire) != me
+            || h.armed[w].load(Ordering::SeqCst) & bit == 0
+        {
+            continue;
+        }
+        let wanted = h.wants_any[w].load(Ordering::Relaxed) & bit != 0
+            || (s < slots
+                && a.r.interest(idx as u32, s / 64).load(Ordering::Relaxed) & (1 << (s % 64)) != 0);
+        if wanted {
+            os::ring(fd);
+        }
+    }
+}
+
 /// A wait end reported the service's exit ([`service_gone`] to follow).
 static SVC_EXITED: AtomicBool = AtomicBool::new(false);
 
@@ -1112,13 +1143,17 @@ impl Waiter {
             let ep = unsafe { std::os::fd::BorrowedFd::borrow_raw(efd) };
             let _ = os::watch_edges(ep, a.svc, GONE_TOKEN);
         }
-        Some(Waiter {
+        let mut w = Waiter {
             idx,
             efd,
             nudge: -1,
             fork_gen: FORK_GEN.load(Ordering::Relaxed),
             nested: Vec::new(),
-        })
+        };
+        if let Some(fd) = w.nudge_fd() {
+            NUDGES[idx as usize].store(fd, Ordering::Release);
+        }
+        Some(w)
     }
 
     /// Epoll set `fd` (id `id`) nested in the wait end, registered now if
@@ -1258,6 +1293,12 @@ impl Waiter {
 
     /// Release the index (the wait end is closed).
     pub fn release(self, a: &Attached) {
+        let _ = NUDGES[self.idx as usize].compare_exchange(
+            self.nudge,
+            -1,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
         for fd in [self.efd, self.nudge] {
             if fd < 0 {
                 continue;
@@ -1650,16 +1691,22 @@ impl Sock {
             }
             return r;
         }
+        let shut_rd = self.shut_rd();
         if st == state::LISTEN {
+            if shut_rd {
+                // Shut down, it listens no more: unconnected, as Linux
+                // polls a listener it disconnected.
+                return libc::POLLOUT | libc::POLLHUP;
+            }
             if self.acceptable() > 0 {
                 r |= libc::POLLIN;
             }
             return r;
         }
-        if self.readable() > 0 || fl & flag::EOF != 0 {
+        if self.readable() > 0 || fl & flag::EOF != 0 || shut_rd {
             r |= libc::POLLIN;
         }
-        if fl & flag::EOF != 0 {
+        if fl & flag::EOF != 0 || shut_rd {
             r |= libc::POLLRDHUP;
         }
         if fl & flag::ERROR != 0 {
@@ -1672,6 +1719,12 @@ impl Sock {
             r |= libc::POLLOUT | libc::POLLHUP;
         }
         r
+    }
+
+    /// Its reading side was shut down (`shutdown` SHUT_RD or SHUT_RDWR
+    /// through this descriptor).
+    pub fn shut_rd(&self) -> bool {
+        self.e.flags.load(Ordering::Relaxed) & fl::SHUT_RD != 0
     }
 
     /// Non-blocking.
@@ -1818,9 +1871,7 @@ impl Sock {
             if e != 0 {
                 return Err(e);
             }
-            if self.flags() & flag::EOF != 0
-                || self.e.flags.load(Ordering::Relaxed) & fl::SHUT_RD != 0
-            {
+            if self.flags() & flag::EOF != 0 || self.shut_rd() {
                 return Ok(0);
             }
             return match self.state() {
