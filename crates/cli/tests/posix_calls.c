@@ -107,6 +107,55 @@ static int set_blocking(int fd, int blocking) {
     return fcntl(fd, F_SETFL, blocking ? fl & ~O_NONBLOCK : fl | O_NONBLOCK);
 }
 
+/* Write one byte to socket `*(int *)arg` after 500 ms. */
+static void *write_later(void *arg) {
+    usleep(500000);
+    if (write(*(int *)arg, "r", 1) != 1) perror("write_later");
+    return NULL;
+}
+
+/* A blocking read that a signal interrupts goes on where Linux restarts
+ * it (signal(7)): after a handler set with SA_RESTART, and after the
+ * process was stopped and continued (no handler ran). `s` is connected to
+ * the echo server, nothing to read. */
+static void read_restarts(int s) {
+    struct sigaction act, old_act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_alarm;
+    act.sa_flags = SA_RESTART;
+    sigemptyset(&act.sa_mask);
+    sigaction(SIGALRM, &act, &old_act);
+    for (int stop = 0; stop < 2; stop++) {
+        pthread_t t;
+        pthread_create(&t, NULL, write_later, &s);
+        pid_t child = -1;
+        if (stop) {
+            child = fork();
+            if (child == 0) {
+                usleep(100000);
+                kill(getppid(), SIGSTOP);
+                usleep(100000);
+                kill(getppid(), SIGCONT);
+                _exit(0);
+            }
+        } else {
+            ualarm(100000, 0);
+        }
+        double t0 = now_ms();
+        char c = 0;
+        ssize_t n = read(s, &c, 1);
+        int e = errno;
+        double ms = now_ms() - t0;
+        pthread_join(t, NULL);
+        if (child > 0) waitpid(child, NULL, 0);
+        if (n != 1) read_full(s, &c, 1); /* the echo, for the checks after */
+        errno = e;
+        check(n == 1 && c == 'r' && ms >= 400, stop ? "read_restarts_after_stop" : "read_restarts_sa_restart",
+              "read %zd after %.0f ms", n, ms);
+    }
+    sigaction(SIGALRM, &old_act, NULL);
+}
+
 static void client(const char *ip, int port) {
     char buf[256 * 1024];
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -247,6 +296,7 @@ static void client(const char *ip, int port) {
     errno = e;
     check(n == -1 && e == EINTR && ms >= 90 && ms < 3000, "read_eintr", "n %zd after %ld ms", n,
           ms);
+    read_restarts(s);
     /* A timeval out of range is refused (EDOM); a short one too (EINVAL);
      * a timeout never set reads back as zero. */
     struct timeval bad = {.tv_sec = 0, .tv_usec = 1000000}, unset = {7, 7};

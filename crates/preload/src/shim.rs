@@ -246,7 +246,7 @@ fn wait_ring_or(
     let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
     // A reader is also done when its side is shut down meanwhile (by
     // another thread: state::wake_blocked_on).
-    let ok = state::block_until(sk.a, limit, kernel, None, rx, tx, &mut || {
+    let ok = state::block_until(sk.a, limit, true, kernel, None, rx, tx, &mut || {
         ready() || (!write && sk.shut_rd())
     });
     *user &= !state::blocked_in_kernel();
@@ -1265,7 +1265,7 @@ pub unsafe extern "C" fn accept4(
         }];
         let kslice: &mut [pollfd] = if kside { &mut kp } else { &mut [] };
         // (A listener handed to another process stops listening here.)
-        let ok = state::block_until(sk.a, limit, kslice, None, &[sk.s], &[], &mut || {
+        let ok = state::block_until(sk.a, limit, true, kslice, None, &[sk.s], &[], &mut || {
             sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN || shut()
         });
         woken_by_kernel = kp[0].revents != 0;
@@ -1828,7 +1828,7 @@ fn connect_wait(sk: Sock) -> c_int {
     if sk.nonblock() || limit == 0 {
         return fail(libc::EINPROGRESS);
     }
-    state::block_until(a, limit, &mut [], None, &[sk.s], &[], &mut || {
+    state::block_until(a, limit, false, &mut [], None, &[sk.s], &[], &mut || {
         sk.state() != st::CONNECTING
     });
     if sk.state() == st::CONNECTING {
@@ -3139,12 +3139,21 @@ fn epoll_common(
         // system call to sleep on both (state::Nest).
         let nest = (kernel > 0).then_some(id);
         let mut moved = false;
-        let ok = state::block_until(a, left, kslice, nest, &interest, &tx_interest, &mut || {
-            let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-            found = epoll_scan(epfd, &mut g, out, max);
-            moved = seen.is_some_and(|s| s != g.gen);
-            found > 0 || moved
-        });
+        let ok = state::block_until(
+            a,
+            left,
+            false,
+            kslice,
+            nest,
+            &interest,
+            &tx_interest,
+            &mut || {
+                let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+                found = epoll_scan(epfd, &mut g, out, max);
+                moved = seen.is_some_and(|s| s != g.gen);
+                found > 0 || moved
+            },
+        );
         if seen.is_some() {
             state::woke_from(&mut ep.lock().unwrap_or_else(|p| p.into_inner()));
         }
@@ -3409,6 +3418,7 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         let ok = state::block_until(
             a,
             timeout,
+            false,
             &mut kp,
             None,
             &interest,
@@ -4204,7 +4214,9 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     // has no local port: wait for it (Linux gives the port at once).
     let pending = || sk.a.r.up_slot(sk.s).req.load(Ordering::Acquire) & layout::req::CONNECT != 0;
     let waited = pending() && {
-        state::block_until(sk.a, 1000, &mut [], None, &[sk.s], &[], &mut || !pending());
+        state::block_until(sk.a, 1000, false, &mut [], None, &[sk.s], &[], &mut || {
+            !pending()
+        });
         true
     };
     count(sk.a, call("getsockname"), !waited);

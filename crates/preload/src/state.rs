@@ -1395,6 +1395,26 @@ pub fn blocked_in_kernel() -> bool {
     IN_KERNEL.with(|k| k.get())
 }
 
+/// After a wait ended by a signal (EINTR): would Linux have restarted the
+/// call? It restarts a read, write or accept when the handler that ran
+/// was set with SA_RESTART, or when no handler ran (a stop and continue).
+/// Which signal it was is not known here, so the call is restarted only
+/// if no handler of the process lacks SA_RESTART: exact for programs whose
+/// handlers agree; one that has a handler without it gets EINTR, as that
+/// handler may have asked to stop.
+fn restarts_after_signal() -> bool {
+    (1..=libc::SIGRTMAX()).all(|sig| {
+        // SAFETY: sigaction(2) with a null new action only reads the
+        // current one into `old`, a zeroed plain-old-data struct.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
+        r != 0
+            || old.sa_sigaction == libc::SIG_DFL
+            || old.sa_sigaction == libc::SIG_IGN
+            || old.sa_flags & libc::SA_RESTART != 0
+    })
+}
+
 /// Block the calling thread until `ready()`, a descriptor of `kernel`
 /// has an event (its `revents` are set), or `timeout_ms` (-1: forever)
 /// passes; true if something is ready. Spins on `ready()` first, then
@@ -1403,9 +1423,15 @@ pub fn blocked_in_kernel() -> bool {
 /// transmit progress of one in `tx_interest` (see [`Waiter::arm`]).
 /// `nest`: `kernel` is one descriptor, an epoll set of the program with
 /// this [`Epoll::id`], which may be nested in the waiter (see [`Nest`]).
+/// `restart`: the call is one Linux restarts after a signal (a read,
+/// write or accept without a timeout; never a poll): a signal whose
+/// handler asked for that, or that only stopped and continued the
+/// process, does not end the wait (see [`restarts_after_signal`]).
+#[allow(clippy::too_many_arguments)]
 pub fn block_until(
     a: &Attached,
     timeout_ms: c_int,
+    restart: bool,
     kernel: &mut [libc::pollfd],
     nest: Option<u64>,
     interest: &[u32],
@@ -1526,8 +1552,12 @@ pub fn block_until(
                         (n, rung, ready_k)
                     };
                     // A signal: return so the program sees EINTR (its
-                    // handler may have asked it to stop).
+                    // handler may have asked it to stop), unless Linux
+                    // would have restarted the call.
                     if n < 0 && real::errno() == libc::EINTR {
+                        if restart && limit.is_none() && restarts_after_signal() {
+                            continue;
+                        }
                         set_errno(libc::EINTR);
                         return false;
                     }
@@ -1551,6 +1581,9 @@ pub fn block_until(
                     // kernel's descriptors alone (or out the timeout).
                     let n = real::sys_poll(kernel, left);
                     if n < 0 && real::errno() == libc::EINTR {
+                        if restart && limit.is_none() && restarts_after_signal() {
+                            continue;
+                        }
                         set_errno(libc::EINTR);
                         return false;
                     }
