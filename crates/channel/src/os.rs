@@ -344,9 +344,22 @@ pub fn take_edges_with(ep: RawFd, mut seen: impl FnMut(&[libc::epoll_event])) ->
 /// `SYS_close_range` through untouched). Returns how many
 /// edges were taken, or -1 with `errno` set (`EINTR` for a signal).
 pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int, evs: &mut [libc::epoll_event]) -> isize {
+    wait_edges_masked(ep, timeout_ms, evs, None)
+}
+
+/// [`wait_edges`] with the signal mask `mask` (None: unchanged) in force
+/// while it sleeps, as `epoll_pwait` sets it.
+pub fn wait_edges_masked(
+    ep: RawFd,
+    timeout_ms: libc::c_int,
+    evs: &mut [libc::epoll_event],
+    mask: Option<&libc::sigset_t>,
+) -> isize {
     let max = evs.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    let mask = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
     // SAFETY: the kernel writes at most `max` events into the live slice;
-    // a null signal mask means none is changed.
+    // `mask` is null (none changed) or a live signal set, of which the
+    // kernel reads its 8 bytes (glibc's sigset_t starts with them).
     unsafe {
         libc::syscall(
             libc::SYS_epoll_pwait,
@@ -354,8 +367,8 @@ pub fn wait_edges(ep: RawFd, timeout_ms: libc::c_int, evs: &mut [libc::epoll_eve
             evs.as_mut_ptr(),
             max,
             timeout_ms,
-            std::ptr::null::<libc::sigset_t>(),
-            0usize,
+            mask,
+            8usize,
         ) as isize
     }
 }

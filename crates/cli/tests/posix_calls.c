@@ -18,6 +18,10 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -32,6 +36,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -1438,6 +1444,145 @@ static void shutdown_wakes_blocked(const char *self_ip, const char *ip, int port
     close(s);
 }
 
+static volatile sig_atomic_t got_chld;
+static void on_chld(int sig) {
+    (void)sig;
+    got_chld = 1;
+}
+
+/* ppoll, pselect and epoll_pwait on an idle Ixora socket, with SIGCHLD
+ * blocked except in the call's own signal mask (sshd's main loop): a
+ * child's exit ends the call with EINTR, as on Linux, and not its
+ * timeout. */
+static void masked_waits(const char *ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    struct sigaction act, old_act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_chld;
+    sigemptyset(&act.sa_mask);
+    sigaction(SIGCHLD, &act, &old_act);
+    sigset_t block, old_mask, during;
+    sigemptyset(&block);
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
+    sigprocmask(SIG_SETMASK, NULL, &during);
+    sigdelset(&during, SIGCHLD);
+    const char *names[] = {"ppoll_mask_lets_signal_in", "pselect_mask_lets_signal_in",
+                           "epoll_pwait_mask_lets_signal_in"};
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1}, out[2];
+    epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+    for (int k = 0; k < 3; k++) {
+        got_chld = 0;
+        pid_t child = fork();
+        if (child == 0) {
+            usleep(200000);
+            _exit(0);
+        }
+        struct timespec ts = {3, 0};
+        double t0 = now_ms();
+        int r;
+        if (k == 0) {
+            struct pollfd p = {.fd = s, .events = POLLIN};
+            r = ppoll(&p, 1, &ts, &during);
+        } else if (k == 1) {
+            fd_set rs;
+            FD_ZERO(&rs);
+            FD_SET(s, &rs);
+            r = pselect(s + 1, &rs, NULL, NULL, &ts, &during);
+        } else {
+            r = epoll_pwait(ep, out, 2, 3000, &during);
+        }
+        int e = errno;
+        double ms = now_ms() - t0;
+        waitpid(child, NULL, 0);
+        errno = e;
+        check(c == 0 && r == -1 && e == EINTR && got_chld && ms < 1500, names[k],
+              "connect %d: %d after %.0f ms, handler ran %d", c, r, ms, (int)got_chld);
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    sigaction(SIGCHLD, &old_act, NULL);
+    close(ep);
+    close(s);
+}
+
+/* A child that puts a seccomp filter on itself (sshd's pre-authentication
+ * child) which kills it for what the shim's sleep would use (a request on
+ * its control connection, epoll_wait on its wait end) still blocks in a
+ * read of an Ixora socket and gets its data. */
+static void seccomp_child_blocks(const char *ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    pid_t child = fork();
+    if (child == 0) {
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sendmsg, 4, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_recvmsg, 3, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait, 2, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_wait, 1, 0),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        };
+        struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+            _exit(3);
+        usleep(100000);
+        if (write(s, "k", 1) != 1) _exit(4);
+        char b = 0;
+        _exit(read(s, &b, 1) == 1 && b == 'k' ? 0 : 5);
+    }
+    int st = -1;
+    waitpid(child, &st, 0);
+    check(c == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "seccomp_child_blocks",
+          "connect %d: child %s %d", c, WIFEXITED(st) ? "exited" : "killed by signal",
+          WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    close(s);
+}
+
+/* After the shim has done all it does for a program that blocks (its
+ * control connection, doorbell, wait end, nudge line), every descriptor
+ * below 900 is the program's: numbers programs dup2 onto stay free
+ * (sshd passes its configuration on descriptor 5; one of the shim's
+ * there refused it with EBUSY). Run first, when the program holds only
+ * 0-2 and `s`. */
+static void low_numbers_are_the_programs(const char *ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    char b = 0;
+    ssize_t w = write(s, "n", 1);
+    ssize_t n = read(s, &b, 1); /* blocks: the thread's waiter is made */
+    int stray = -1, count = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        int fd = atoi(de->d_name);
+        if (de->d_name[0] == '.' || fd <= 2 || fd == s || fd == dirfd(d)) continue;
+        /* What the shim opens (not what the test's runner may pass on). */
+        char path[64], link[128] = {0};
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        if (readlink(path, link, sizeof link - 1) < 0) continue;
+        if (strncmp(link, "anon_inode:", 11) != 0 && strncmp(link, "socket:", 7) != 0) continue;
+        if (fd < 900) stray = fd;
+        count++;
+    }
+    if (d) closedir(d);
+    int five = dup2(0, 5), e5 = errno;
+    check(c == 0 && w == 1 && n == 1 && stray == -1 && five == 5, "low_numbers_are_the_programs",
+          "connect %d echo %zd/%zd: fd %d of %d not the program's; dup2 onto 5: %d (%s)", c, w, n,
+          stray, count, five, strerror(e5));
+    close(5);
+    close(s);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
@@ -1453,6 +1598,7 @@ int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--shell-child") == 0) {
         return shell_child(atoi(argv[2]));
     }
+    low_numbers_are_the_programs(argv[1], atoi(argv[2]));
     client(argv[1], atoi(argv[2]));
     dual_stack_client(argv[1], atoi(argv[2]));
     lowest_fd(argv[1], atoi(argv[2]));
@@ -1473,6 +1619,8 @@ int main(int argc, char **argv) {
     }
     epoll_before_connect(argv[1], atoi(argv[2]));
     epoll_across_threads(argv[1], atoi(argv[2]));
+    masked_waits(argv[1], atoi(argv[2]));
+    seccomp_child_blocks(argv[1], atoi(argv[2]));
     printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

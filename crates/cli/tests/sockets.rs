@@ -903,6 +903,112 @@ fn apache_event_mpm_serves_kept_alive_connections() {
     assert!(!errors.contains(":error]"), "apache:\n{errors}");
 }
 
+/// OpenSSH's sshd under `ixora run`: it re-executes itself for each
+/// connection with its configuration on descriptor 5 (the shim's own
+/// descriptors are numbered high, out of the way), its pre-authentication
+/// child puts a seccomp filter on itself (blocking calls then sleep
+/// without the system calls the filter forbids), and its session loop
+/// lets SIGCHLD in only inside `ppoll`'s signal mask (the shim's sleep
+/// applies it). A command's output and exit, 2 MB each way checked by
+/// SHA-1, scp byte for byte, four sessions at once.
+#[test]
+fn sshd_serves_sessions_and_copies() {
+    let Some((_g, net)) = begin(&["sshd", "ssh", "scp", "ssh-keygen", "sha1sum"]) else {
+        return;
+    };
+    let dir = Scratch::new("sshd");
+    let d = dir.path();
+    for k in ["host", "user"] {
+        succeed(
+            Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(d.join(k)),
+            "ssh-keygen",
+        );
+    }
+    std::fs::copy(d.join("user.pub"), d.join("authorized_keys")).unwrap();
+    // sshd's privilege separation directory (made at boot on Debian).
+    std::fs::create_dir_all("/run/sshd").unwrap();
+    let conf = d.join("sshd_config");
+    std::fs::write(
+        &conf,
+        format!(
+            "Port 2222\nListenAddress {IX}\nHostKey {d}/host\nPidFile {d}/sshd.pid\nUsePAM no\n\
+             PermitRootLogin prohibit-password\nAuthorizedKeysFile {d}/authorized_keys\n\
+             StrictModes no\nPasswordAuthentication no\nSubsystem sftp internal-sftp\n",
+            d = d.display()
+        ),
+    )
+    .unwrap();
+    let mut sshd = net.run(
+        "sshd",
+        &["/usr/sbin/sshd", "-D", "-e", "-f", conf.to_str().unwrap()],
+    );
+    net.wait_port(&mut sshd, 2222);
+    let key = d.join("user");
+    let ssh = format!(
+        "ssh -i {} -p 2222 -o BatchMode=yes -o StrictHostKeyChecking=no \
+         -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR root@{IX}",
+        key.display()
+    );
+    let run = |cmd: &str| -> String {
+        let out = net.client(&["sh", "-c", cmd], 60);
+        assert!(
+            out.status.success(),
+            "{cmd}: {}{}\nsshd:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            sshd.log()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(run(&format!("{ssh} 'echo hi && id -un'")), "hi\nroot\n");
+    let mut seed = 0x2545f491u32;
+    let data: Vec<u8> = (0..2_000_000)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed as u8
+        })
+        .collect();
+    let file = d.join("data");
+    std::fs::write(&file, &data).unwrap();
+    let want = sha1_hex(&data);
+    let got = run(&format!("{ssh} sha1sum < {}", file.display()));
+    assert!(
+        got.starts_with(&want),
+        "sha1 at the server {got}, sent {want}"
+    );
+    let got = run(&format!("{ssh} cat {} | sha1sum", file.display()));
+    assert!(
+        got.starts_with(&want),
+        "sha1 of what came back {got}, want {want}"
+    );
+    let copy = d.join("copy");
+    run(&format!(
+        "scp -q -i {} -P 2222 -o BatchMode=yes -o StrictHostKeyChecking=no \
+         -o UserKnownHostsFile=/dev/null {} root@{IX}:{}",
+        key.display(),
+        file.display(),
+        copy.display()
+    ));
+    assert!(std::fs::read(&copy).unwrap() == data, "scp's copy differs");
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4)
+            .map(|i| {
+                let cmd = format!("{ssh} 'sleep 0.3; echo {i}'");
+                let run = &run;
+                sc.spawn(move || run(&cmd))
+            })
+            .collect();
+        for (i, h) in hs.into_iter().enumerate() {
+            assert_eq!(h.join().unwrap(), format!("{i}\n"));
+        }
+    });
+    drop(sshd);
+}
+
 /// nginx (1 worker, 2 sharing a listener on any address, 2 with
 /// `reuseport`) and lighttpd under `ixora run` serve files byte for byte
 /// to curl, and wrk and `ixora loadgen http` without errors; nginx as a

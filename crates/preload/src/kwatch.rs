@@ -100,9 +100,8 @@ fn ring(w: &mut Option<Watch>) -> Option<&mut IoUring> {
         if UNAVAILABLE.load(Ordering::Relaxed) {
             return None;
         }
-        match IoUring::new(ENTRIES) {
+        match IoUring::new(ENTRIES).and_then(numbered_high) {
             Ok(ring) => {
-                state::mark_internal(ring.as_raw_fd());
                 *w = Some(Watch {
                     ring,
                     fork_gen: gen,
@@ -120,6 +119,25 @@ fn ring(w: &mut Option<Watch>) -> Option<&mut IoUring> {
 /// Drain the completion queue: mark the instances it names as maybe
 /// ready; a poll that ended (no `F_MORE`: an error, or an overflow of the
 /// queue) is re-armed at its instance's next look.
+/// The ring, its descriptor numbered high and ours (`state::internal`):
+/// made again on the moved descriptor, the first one's mappings and
+/// number let go.
+fn numbered_high(ring: IoUring) -> std::io::Result<IoUring> {
+    let low = ring.as_raw_fd();
+    // SAFETY: dup(2) has no memory arguments; the copy is ours.
+    let copy = unsafe { libc::syscall(libc::SYS_dup, low) } as c_int;
+    if copy < 0 {
+        state::mark_internal(low);
+        return Ok(ring);
+    }
+    let high = state::internal(copy);
+    let params = ring.params().clone();
+    drop(ring);
+    // SAFETY: `high` is ours and refers to the ring `params` describe
+    // (a duplicate of its descriptor; the ring lives on through it).
+    unsafe { IoUring::from_fd(high, params) }
+}
+
 fn drain(ring: &mut IoUring) {
     let t = table();
     let mut overflow = false;
@@ -273,7 +291,7 @@ fn side_ep(fd: c_int) -> Option<c_int> {
     if ep < 0 {
         return None;
     }
-    state::mark_internal(ep);
+    let ep = state::internal(ep);
     let mut ev = libc::epoll_event {
         events: libc::EPOLLIN as u32,
         u64: 0,

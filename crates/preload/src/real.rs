@@ -77,6 +77,17 @@ pub fn sys_ring(fd: c_int) {
 /// poll(2) without interposition (timeout in ms, -1 forever). Like the C
 /// call: -1 with errno set on failure.
 pub fn sys_poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
+    sys_ppoll(fds, timeout_ms, None)
+}
+
+/// [`sys_poll`] with the signal mask `mask` (None: unchanged) in force
+/// while it sleeps, as `ppoll` sets it.
+pub fn sys_ppoll(
+    fds: &mut [libc::pollfd],
+    timeout_ms: c_int,
+    mask: Option<&libc::sigset_t>,
+) -> c_int {
+    let mask = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
     let ts;
     let tsp = if timeout_ms < 0 {
         std::ptr::null()
@@ -87,16 +98,17 @@ pub fn sys_poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
         };
         &ts as *const libc::timespec
     };
-    // SAFETY: `fds` is a live array; `tsp` is null or a live timespec; no
-    // signal mask.
+    // SAFETY: `fds` is a live array; `tsp` is null or a live timespec;
+    // `mask` is null or a live signal set, of which the kernel reads 8
+    // bytes.
     unsafe {
         libc::syscall(
             libc::SYS_ppoll,
             fds.as_mut_ptr(),
             fds.len() as libc::nfds_t,
             tsp,
-            std::ptr::null::<c_void>(),
-            0usize,
+            mask,
+            8usize,
         ) as c_int
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::handover;
 use crate::real::{errno, real, set_errno, sys_poll};
-use crate::state::{self, fl, kind, Attached, Epoll, Item, Sock};
+use crate::state::{self, fl, kind, Attached, Epoll, Item, OnSignal, Sock};
 use ixora_channel::ctl::{op, opt, Msg};
 use ixora_channel::layout::{self, call, pack, state as st, unpack};
 use libc::{
@@ -246,9 +246,16 @@ fn wait_ring_or(
     let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
     // A reader is also done when its side is shut down meanwhile (by
     // another thread: state::wake_blocked_on).
-    let ok = state::block_until(sk.a, limit, true, kernel, None, rx, tx, &mut || {
-        ready() || (!write && sk.shut_rd())
-    });
+    let ok = state::block_until(
+        sk.a,
+        limit,
+        OnSignal::RESTART,
+        kernel,
+        None,
+        rx,
+        tx,
+        &mut || ready() || (!write && sk.shut_rd()),
+    );
     *user &= !state::blocked_in_kernel();
     if !ok && errno() == libc::EINTR {
         count(sk.a, name, false);
@@ -1265,9 +1272,16 @@ pub unsafe extern "C" fn accept4(
         }];
         let kslice: &mut [pollfd] = if kside { &mut kp } else { &mut [] };
         // (A listener handed to another process stops listening here.)
-        let ok = state::block_until(sk.a, limit, true, kslice, None, &[sk.s], &[], &mut || {
-            sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN || shut()
-        });
+        let ok = state::block_until(
+            sk.a,
+            limit,
+            OnSignal::RESTART,
+            kslice,
+            None,
+            &[sk.s],
+            &[],
+            &mut || sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN || shut(),
+        );
         woken_by_kernel = kp[0].revents != 0;
         user &= !state::blocked_in_kernel();
         if !ok && errno() == libc::EINTR {
@@ -1828,9 +1842,16 @@ fn connect_wait(sk: Sock) -> c_int {
     if sk.nonblock() || limit == 0 {
         return fail(libc::EINPROGRESS);
     }
-    state::block_until(a, limit, false, &mut [], None, &[sk.s], &[], &mut || {
-        sk.state() != st::CONNECTING
-    });
+    state::block_until(
+        a,
+        limit,
+        OnSignal::INTERRUPT,
+        &mut [],
+        None,
+        &[sk.s],
+        &[],
+        &mut || sk.state() != st::CONNECTING,
+    );
     if sk.state() == st::CONNECTING {
         return fail(if errno() == libc::EINTR {
             libc::EINTR
@@ -1981,8 +2002,33 @@ pub extern "C" fn syscall(
     match n {
         libc::SYS_close if shim_knows(a1 as c_int) => close(a1 as c_int) as c_long,
         libc::SYS_close_range => close_range(a1 as c_uint, a2 as c_uint, a3 as c_int) as c_long,
+        libc::SYS_seccomp => {
+            // SECCOMP_SET_MODE_STRICT (0) or SECCOMP_SET_MODE_FILTER (1).
+            if a1 == 0 || a1 == 1 {
+                state::sandboxed_from_now();
+            }
+            crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6)
+        }
         _ => crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6),
     }
+}
+
+/// prctl(2): a seccomp filter (or strict mode) the program is about to
+/// set on itself may kill it for the system calls the shim makes when it
+/// blocks (state::sandboxed_from_now). Declared with the argument words a
+/// variadic call passes on x86-64 and aarch64.
+#[no_mangle]
+pub extern "C" fn prctl(
+    option: c_int,
+    a2: c_ulong,
+    a3: c_ulong,
+    a4: c_ulong,
+    a5: c_ulong,
+) -> c_int {
+    if option == libc::PR_SET_SECCOMP {
+        state::sandboxed_from_now();
+    }
+    real!(prctl: fn(c_int; ...) -> c_int)(option, a2, a3, a4, a5)
 }
 
 /// Whether the shim keeps anything for descriptor `fd` that a close must
@@ -3142,7 +3188,7 @@ fn epoll_common(
         let ok = state::block_until(
             a,
             left,
-            false,
+            OnSignal::masked(sigmask),
             kslice,
             nest,
             &interest,
@@ -3310,7 +3356,15 @@ pub extern "C" fn epoll_pwait2(
 
 // ------------------------------------------------------------ poll/select
 
-fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> Option<c_int> {
+/// poll(2) and ppoll(2) (`sigmask`: ppoll's, null for poll) of a set with
+/// Ixora sockets; None: none in it (the kernel's call then).
+fn poll_common(
+    fds: *mut pollfd,
+    nfds: nfds_t,
+    timeout: c_int,
+    name: usize,
+    sigmask: *const sigset_t,
+) -> Option<c_int> {
     if fds.is_null() || nfds == 0 {
         return None;
     }
@@ -3418,7 +3472,7 @@ fn poll_common(fds: *mut pollfd, nfds: nfds_t, timeout: c_int, name: usize) -> O
         let ok = state::block_until(
             a,
             timeout,
-            false,
+            OnSignal::masked(sigmask),
             &mut kp,
             None,
             &interest,
@@ -3475,7 +3529,7 @@ fn kernel_may_hold(sk: Sock) -> bool {
 /// poll(2).
 #[no_mangle]
 pub extern "C" fn poll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
-    match poll_common(fds, nfds, timeout, call("poll")) {
+    match poll_common(fds, nfds, timeout, call("poll"), std::ptr::null()) {
         Some(r) => r,
         None => {
             state::passthrough();
@@ -3516,7 +3570,7 @@ pub extern "C" fn ppoll(
     ts: *const timespec,
     ss: *const sigset_t,
 ) -> c_int {
-    match poll_common(fds, nfds, ts_ms(ts), call("poll")) {
+    match poll_common(fds, nfds, ts_ms(ts), call("poll"), ss) {
         Some(r) => r,
         None => {
             state::passthrough();
@@ -3549,6 +3603,7 @@ fn select_common(
     w: *mut fd_set,
     e: *mut fd_set,
     ms: c_int,
+    sigmask: *const sigset_t,
 ) -> Option<c_int> {
     let n = nfds.clamp(0, libc::FD_SETSIZE as c_int);
     let mut p: Vec<pollfd> = Vec::new();
@@ -3587,7 +3642,13 @@ fn select_common(
     if !any {
         return None;
     }
-    let res = poll_common(p.as_mut_ptr(), p.len() as nfds_t, ms, call("select"))?;
+    let res = poll_common(
+        p.as_mut_ptr(),
+        p.len() as nfds_t,
+        ms,
+        call("select"),
+        sigmask,
+    )?;
     if res < 0 {
         return Some(res);
     }
@@ -3635,7 +3696,7 @@ pub extern "C" fn select(
         let t = unsafe { &*tv };
         (t.tv_sec * 1000 + (t.tv_usec + 999) / 1000).clamp(0, c_int::MAX as i64) as c_int
     };
-    match select_common(nfds, r, w, e, ms) {
+    match select_common(nfds, r, w, e, ms, std::ptr::null()) {
         Some(x) => x,
         None => {
             state::passthrough();
@@ -3656,7 +3717,7 @@ pub extern "C" fn pselect(
     ts: *const timespec,
     ss: *const sigset_t,
 ) -> c_int {
-    match select_common(nfds, r, w, e, ts_ms(ts)) {
+    match select_common(nfds, r, w, e, ts_ms(ts), ss) {
         Some(x) => x,
         None => {
             state::passthrough();
@@ -4013,11 +4074,14 @@ pub unsafe extern "C" fn getsockopt(
                 0
             }
             // Anything else the program set is read back as it was set
-            // (timeouts never set read as zero, no timeout, as on Linux).
-            key => match sk.a.opt(sk.s, sk.gen(), key).or_else(|| {
-                (key.0 == libc::SOL_SOCKET
-                    && matches!(key.1, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO))
-                .then(|| vec![0u8; std::mem::size_of::<libc::timeval>()])
+            // (timeouts never set read as zero, no timeout, as on Linux;
+            // a device never bound to reads as none, sshd's VRF lookup).
+            key => match sk.a.opt(sk.s, sk.gen(), key).or_else(|| match key {
+                (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => {
+                    Some(vec![0u8; std::mem::size_of::<libc::timeval>()])
+                }
+                (libc::SOL_SOCKET, libc::SO_BINDTODEVICE) => Some(Vec::new()),
+                _ => None,
             }) {
                 Some(v) if !val.is_null() && !len.is_null() => {
                     let n = (*len as usize).min(v.len());
@@ -4214,9 +4278,16 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     // has no local port: wait for it (Linux gives the port at once).
     let pending = || sk.a.r.up_slot(sk.s).req.load(Ordering::Acquire) & layout::req::CONNECT != 0;
     let waited = pending() && {
-        state::block_until(sk.a, 1000, false, &mut [], None, &[sk.s], &[], &mut || {
-            !pending()
-        });
+        state::block_until(
+            sk.a,
+            1000,
+            OnSignal::INTERRUPT,
+            &mut [],
+            None,
+            &[sk.s],
+            &[],
+            &mut || !pending(),
+        );
         true
     };
     count(sk.a, call("getsockname"), !waited);

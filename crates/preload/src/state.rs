@@ -333,6 +333,60 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(10)
 }
 
+/// The lowest number our own descriptors take, if the descriptor limit
+/// allows: out of the way of the numbers programs put their descriptors
+/// at with `dup2` (sshd passes its configuration to its re-executed self
+/// on descriptor 5; a shell keeps its script on 255), which one of ours
+/// there would refuse (`EBUSY`).
+const INTERNAL_MIN: c_int = 900;
+
+/// Move our descriptor `fd` to the lowest free number from
+/// [`INTERNAL_MIN`] (below the soft descriptor limit, less a margin),
+/// keeping its close-on-exec flag, and mark it ours. Returns its number:
+/// the new one, or `fd` itself if it is there already or cannot move.
+pub(crate) fn internal(fd: c_int) -> c_int {
+    if fd < 0 {
+        return fd;
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) writes a live rlimit.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur.min(c_int::MAX as u64) as c_int
+    } else {
+        1024
+    };
+    let min = INTERNAL_MIN.min(soft - 64);
+    let mut at = fd;
+    if fd < min && min > 2 {
+        let cloexec = real::sys3(libc::SYS_fcntl, fd.into(), libc::F_GETFD.into(), 0)
+            & libc::FD_CLOEXEC as libc::c_long
+            != 0;
+        let cmd = if cloexec {
+            libc::F_DUPFD_CLOEXEC
+        } else {
+            libc::F_DUPFD
+        };
+        let high = real::sys3(libc::SYS_fcntl, fd.into(), cmd.into(), min.into());
+        if high >= 0 {
+            forget_internal(fd);
+            real::sys_close(fd);
+            at = high as c_int;
+        }
+    }
+    mark_internal(at);
+    at
+}
+
+/// [`internal`] for an owned descriptor.
+pub(crate) fn internal_owned(fd: OwnedFd) -> OwnedFd {
+    // SAFETY: `internal` returns a descriptor we own in place of the one
+    // it took (the same one, or a duplicate after closing the original).
+    unsafe { OwnedFd::from_raw_fd(internal(fd.into_raw_fd())) }
+}
+
 pub(crate) fn mark_internal(fd: c_int) {
     if let Some(e) = entry(fd) {
         e.kind.store(kind::INTERNAL, Ordering::Release);
@@ -410,7 +464,7 @@ fn try_attach() -> Result<Attached, String> {
         };
         format!("service {}: {e}{hint}", path.display())
     })?;
-    mark_internal(sock.as_raw_fd());
+    let sock = internal_owned(sock);
     let g = ixora_channel::attach::attach(sock.as_fd(), std::process::id(), deadline())
         .map_err(|e| e.to_string())?;
     Ok(attached_on(sock, g))
@@ -425,19 +479,12 @@ fn attached_on(sock: OwnedFd, g: ixora_channel::attach::Granted) -> Attached {
     std::mem::forget(g.down);
     std::mem::forget(g.up);
     let h = r.down_header();
-    let bell = g.bell;
-    let bell_fd = bell.as_raw_fd();
-    std::mem::forget(bell);
-    mark_internal(bell_fd);
+    let bell_fd = internal(g.bell.into_raw_fd());
     // The service is our peer on the control connection; a descriptor of
     // its process lets a sleeping thread learn that it died.
     let svc = os::peer_pid(sock.as_fd())
         .and_then(|pid| os::pidfd_open(pid).ok())
-        .map_or(-1, |f| {
-            let fd = f.into_raw_fd();
-            mark_internal(fd);
-            fd
-        });
+        .map_or(-1, |f| internal(f.into_raw_fd()));
     let spin = env().spin_us;
     // SAFETY: registers plain function pointers with no preconditions.
     unsafe {
@@ -470,7 +517,7 @@ fn attached_on(sock: OwnedFd, g: ixora_channel::attach::Granted) -> Attached {
 /// row `row` (the process's, which the old image held its descriptors
 /// in). The regions are mapped again (`REMAP`).
 pub fn attach_after_exec(sock: OwnedFd, row: u32) -> Result<&'static Attached, String> {
-    mark_internal(sock.as_raw_fd());
+    let sock = internal_owned(sock);
     let g = ixora_channel::attach::remap(sock.as_fd(), deadline()).map_err(|e| e.to_string())?;
     let a = attached_on(sock, g);
     ROW.store(row, Ordering::SeqCst);
@@ -589,8 +636,7 @@ fn ixora_slots() -> Vec<u32> {
 /// child (JOIN); `None` if the service cannot be reached.
 fn join(a: &Attached) -> Option<(OwnedFd, u32)> {
     let path = env().socket.as_ref()?;
-    let sock = os::connect_once(std::path::Path::new(path)).ok()?;
-    mark_internal(sock.as_raw_fd());
+    let sock = internal_owned(os::connect_once(std::path::Path::new(path)).ok()?);
     let key = a.r.down_header().join_key.load(Ordering::Relaxed);
     let msg = Msg::new(op::JOIN, 0, a.app_id as i64, key);
     os::send_msg(sock.as_fd(), &msg.encode(), &[], deadline()).ok()?;
@@ -599,10 +645,6 @@ fn join(a: &Attached) -> Option<(OwnedFd, u32)> {
     let rep = Msg::decode(&buf[..n])?;
     (rep.a >= 0).then_some((sock, rep.slot))
 }
-
-/// The lowest number a spawned child's control connection gets, if the
-/// descriptor limit allows.
-const SPAWN_CTL_MIN: c_int = 900;
 
 /// For a child that `posix_spawn` is about to start: a control connection
 /// on which the service reserves the child's row (JOIN), and one more
@@ -615,23 +657,10 @@ const SPAWN_CTL_MIN: c_int = 900;
 /// thread forks meanwhile closes its copy.
 pub fn offer(a: &Attached, slots: &[u32]) -> Option<(c_int, u32)> {
     let (sock, row) = join(a)?;
-    // Numbered high, out of the way of the descriptors a spawn's file
-    // actions set up (a `dup2` onto it would cut the child off).
-    let low = sock.as_raw_fd();
-    let fd = match real::sys3(
-        libc::SYS_fcntl,
-        low.into(),
-        libc::F_DUPFD_CLOEXEC.into(),
-        SPAWN_CTL_MIN.into(),
-    ) {
-        high if high >= 0 => {
-            forget_internal(low);
-            real::sys_close(sock.into_raw_fd());
-            mark_internal(high as c_int);
-            high as c_int
-        }
-        _ => sock.into_raw_fd(),
-    };
+    // Numbered high (`internal`), out of the way of the descriptors a
+    // spawn's file actions set up (a `dup2` onto it would cut the child
+    // off).
+    let fd = sock.into_raw_fd();
     hold_for_row(a, row, slots);
     list_pending(fd);
     Some((fd, row))
@@ -1135,8 +1164,7 @@ impl Waiter {
             );
             return None;
         }
-        let efd = fds.pop().expect("one descriptor").into_raw_fd();
-        mark_internal(efd);
+        let efd = internal(fds.pop().expect("one descriptor").into_raw_fd());
         if a.svc >= 0 {
             // The service's exit wakes a sleeper too (once: edge-triggered).
             // SAFETY: the wait end was just received and is ours.
@@ -1281,12 +1309,11 @@ impl Waiter {
     /// refused it.
     fn nudge_fd(&mut self) -> Option<c_int> {
         if self.nudge < 0 {
-            let e = os::eventfd(0).ok()?;
+            let e = internal_owned(os::eventfd(0).ok()?);
             // SAFETY: the wait end is ours, open while we live.
             let ep = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.efd) };
             os::watch_edges(ep, e.as_raw_fd(), NUDGE_TOKEN).ok()?;
             self.nudge = e.into_raw_fd();
-            mark_internal(self.nudge);
         }
         Some(self.nudge)
     }
@@ -1395,6 +1422,123 @@ pub fn blocked_in_kernel() -> bool {
     IN_KERNEL.with(|k| k.get())
 }
 
+/// The process put a seccomp filter on itself (sshd's pre-authentication
+/// child does, as do browsers' and some daemons' workers): system calls
+/// the filter does not list kill it, and the shim's sleep on its waiter
+/// needs some no such filter lists (a request on the control connection
+/// for a waiter, `epoll_pwait` on its wait end). From then on a blocking
+/// call polls its kernel descriptors and looks at the rings in short
+/// sleeps instead (`ppoll`, `nanosleep`: what sandboxes of network code
+/// allow). Reads and writes of Ixora sockets make no system call but the
+/// doorbell's `write`.
+static SANDBOXED: AtomicBool = AtomicBool::new(false);
+
+/// See [`SANDBOXED`]: set before the program's `prctl(PR_SET_SECCOMP)` or
+/// `seccomp(SET_MODE_*)`.
+pub fn sandboxed_from_now() {
+    SANDBOXED.store(true, Ordering::SeqCst);
+}
+
+/// How long a sandboxed blocking call sleeps between looks at the rings.
+const SANDBOX_NAP: Duration = Duration::from_micros(200);
+
+/// [`block_until`] in a sandboxed process ([`SANDBOXED`]), or a thread
+/// that could get no waiter: short sleeps and looks.
+fn block_sandboxed(
+    limit: Option<Duration>,
+    start: Instant,
+    sig: OnSignal,
+    kernel: &mut [libc::pollfd],
+    ready: &mut dyn FnMut() -> bool,
+) -> bool {
+    loop {
+        if ready() {
+            return true;
+        }
+        let mut nap = SANDBOX_NAP;
+        if let Some(l) = limit {
+            let e = start.elapsed();
+            if e >= l {
+                set_errno(0);
+                return false;
+            }
+            nap = nap.min(l - e);
+        }
+        let n = if kernel.is_empty() {
+            let ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: nap.as_nanos() as libc::c_long,
+            };
+            // SAFETY: ppoll(2) of no descriptors: a sleep of `ts` with the
+            // live (or null) signal mask in force.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_ppoll,
+                    std::ptr::null_mut::<libc::pollfd>(),
+                    0,
+                    &ts,
+                    sig.mask()
+                        .map_or(std::ptr::null(), |m| m as *const libc::sigset_t),
+                    8usize,
+                ) as c_int
+            }
+        } else {
+            real::sys_ppoll(kernel, 1, sig.mask())
+        };
+        if n < 0 && real::errno() == libc::EINTR {
+            if sig.restart && limit.is_none() && restarts_after_signal() {
+                continue;
+            }
+            set_errno(libc::EINTR);
+            return false;
+        }
+        if n > 0 && !kernel.is_empty() {
+            return true;
+        }
+    }
+}
+
+/// What a signal does to a call that [`block_until`] sleeps for.
+#[derive(Clone, Copy)]
+pub struct OnSignal {
+    /// The call is one Linux restarts after a signal (a read, write or
+    /// accept without a timeout; never a poll): a signal whose handler
+    /// asked for that, or that only stopped and continued the process,
+    /// does not end the wait (see [`restarts_after_signal`]).
+    pub restart: bool,
+    /// The signal mask in force while the call sleeps (`ppoll`,
+    /// `pselect`, `epoll_pwait`; null: the thread's own): a program that
+    /// blocks SIGCHLD and lets it in only there (sshd) is woken by it.
+    pub mask: *const libc::sigset_t,
+}
+
+impl OnSignal {
+    /// A call Linux restarts.
+    pub const RESTART: OnSignal = OnSignal {
+        restart: true,
+        mask: std::ptr::null(),
+    };
+    /// A call a signal always ends (EINTR).
+    pub const INTERRUPT: OnSignal = OnSignal {
+        restart: false,
+        mask: std::ptr::null(),
+    };
+    /// A poll with signal mask `mask` (null: none) while it sleeps.
+    pub fn masked(mask: *const libc::sigset_t) -> OnSignal {
+        OnSignal {
+            restart: false,
+            mask,
+        }
+    }
+
+    fn mask(&self) -> Option<&libc::sigset_t> {
+        // SAFETY: `mask` is null or the signal set the program passed to
+        // the call being served (ppoll, pselect, epoll_pwait), readable
+        // for the call's length by their contract.
+        unsafe { self.mask.as_ref() }
+    }
+}
+
 /// After a wait ended by a signal (EINTR): would Linux have restarted the
 /// call? It restarts a read, write or accept when the handler that ran
 /// was set with SA_RESTART, or when no handler ran (a stop and continue).
@@ -1423,15 +1567,12 @@ fn restarts_after_signal() -> bool {
 /// transmit progress of one in `tx_interest` (see [`Waiter::arm`]).
 /// `nest`: `kernel` is one descriptor, an epoll set of the program with
 /// this [`Epoll::id`], which may be nested in the waiter (see [`Nest`]).
-/// `restart`: the call is one Linux restarts after a signal (a read,
-/// write or accept without a timeout; never a poll): a signal whose
-/// handler asked for that, or that only stopped and continued the
-/// process, does not end the wait (see [`restarts_after_signal`]).
+/// `sig`: what a signal does to the call.
 #[allow(clippy::too_many_arguments)]
 pub fn block_until(
     a: &Attached,
     timeout_ms: c_int,
-    restart: bool,
+    sig: OnSignal,
     kernel: &mut [libc::pollfd],
     nest: Option<u64>,
     interest: &[u32],
@@ -1461,6 +1602,9 @@ pub fn block_until(
     // From here on the call sleeps (or polls) in the kernel.
     IN_KERNEL.with(|k| k.set(true));
     count(a, layout::call("wait"), false);
+    if SANDBOXED.load(Ordering::Relaxed) {
+        return block_sandboxed(limit, start, sig, kernel, ready);
+    }
     THREAD_WAITER.with(|tw| {
         let mut tw = tw.borrow_mut();
         tw.ensure(a);
@@ -1512,7 +1656,7 @@ pub fn block_until(
                     let (n, rung, kernel_ready) = if fds.is_empty() || clean {
                         // SAFETY: epoll_event is plain old data.
                         let mut evs: [libc::epoll_event; os::EDGES] = unsafe { std::mem::zeroed() };
-                        let n = os::wait_edges(w.efd, left, &mut evs);
+                        let n = os::wait_edges_masked(w.efd, left, &mut evs, sig.mask());
                         let (rung, mine) = w.note_edges(&evs[..n.max(0) as usize], nested);
                         // The set's edge says an event came; it may be gone
                         // (harvested meanwhile): look, without sleeping.
@@ -1528,7 +1672,7 @@ pub fn block_until(
                         for f in fds.iter_mut() {
                             f.revents = 0;
                         }
-                        let n = real::sys_poll(&mut fds, left) as isize;
+                        let n = real::sys_ppoll(&mut fds, left, sig.mask()) as isize;
                         let last = fds.len() - 1;
                         let (k, waiter) = fds.split_at_mut(last);
                         let (rung, mine) = if n > 0 && waiter[0].revents != 0 {
@@ -1555,7 +1699,7 @@ pub fn block_until(
                     // handler may have asked it to stop), unless Linux
                     // would have restarted the call.
                     if n < 0 && real::errno() == libc::EINTR {
-                        if restart && limit.is_none() && restarts_after_signal() {
+                        if sig.restart && limit.is_none() && restarts_after_signal() {
                             continue;
                         }
                         set_errno(libc::EINTR);
@@ -1579,9 +1723,9 @@ pub fn block_until(
                 None if gone(a) => {
                     // Nothing of Ixora's can change now: wait on the
                     // kernel's descriptors alone (or out the timeout).
-                    let n = real::sys_poll(kernel, left);
+                    let n = real::sys_ppoll(kernel, left, sig.mask());
                     if n < 0 && real::errno() == libc::EINTR {
-                        if restart && limit.is_none() && restarts_after_signal() {
+                        if sig.restart && limit.is_none() && restarts_after_signal() {
                             continue;
                         }
                         set_errno(libc::EINTR);
@@ -1591,16 +1735,9 @@ pub fn block_until(
                         return true;
                     }
                 }
-                None => {
-                    // No waiter available: sleep a little and look again.
-                    if !kernel.is_empty() {
-                        let n = real::sys_poll(kernel, 0);
-                        if n > 0 {
-                            return true;
-                        }
-                    }
-                    std::thread::sleep(Duration::from_micros(200));
-                }
+                // No waiter available (the service's limit): look in short
+                // sleeps, as a sandboxed process does.
+                None => return block_sandboxed(limit, start, sig, kernel, ready),
             }
         }
     })
@@ -2099,7 +2236,9 @@ pub fn poke_kernel_sleepers(epfd: c_int, g: &mut Epoll) {
         return;
     }
     if g.poke < 0 {
-        let fd = real::sys_eventfd(libc::EFD_CLOEXEC | libc::EFD_NONBLOCK | libc::EFD_SEMAPHORE);
+        let fd = internal(real::sys_eventfd(
+            libc::EFD_CLOEXEC | libc::EFD_NONBLOCK | libc::EFD_SEMAPHORE,
+        ));
         if fd < 0 {
             return;
         }
@@ -2108,10 +2247,10 @@ pub fn poke_kernel_sleepers(epfd: c_int, g: &mut Epoll) {
             u64: POKE_TOKEN,
         };
         if real::sys_epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) != 0 {
+            forget_internal(fd);
             real::sys_close(fd);
             return;
         }
-        mark_internal(fd);
         g.poke = fd;
     }
     real::sys_write(g.poke, &u64::from(g.in_kernel).to_ne_bytes());
