@@ -1195,6 +1195,58 @@ static void spawn_hands_over(const char *echo_ip, int echo_port) {
     close(g);
 }
 
+/* The program run_with_stdio_on_a_socket runs: its standard input and
+ * output are a connection to the echo server; it talks through stdio. */
+static int stdio_child(void) {
+    char line[64] = {0};
+    printf("line1\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    printf("got:%s", line);
+    fflush(stdout);
+    return fileno(stdout) == 1 && fileno(stdin) == 0 ? 0 : 2;
+}
+
+/* C stdio on Ixora sockets: a stream from fdopen, and the standard
+ * streams of a program exec'ed with a connection on them (inetd-style,
+ * `git upload-pack` under `git daemon`). glibc's streams write with its
+ * internal write, which the shim cannot see. */
+static void stdio_on_sockets(const char *ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    FILE *f = fdopen(s, "r+");
+    char line[64] = {0};
+    int wrote = f && fprintf(f, "fdopen\n") == 7 && fflush(f) == 0;
+    int got = wrote && fgets(line, sizeof line, f) && strcmp(line, "fdopen\n") == 0;
+    int same = f && fileno(f) == s;
+    int closed = f && fclose(f) == 0 && fcntl(s, F_GETFD) == -1 && errno == EBADF;
+    check(c == 0 && wrote && got && same && closed, "fdopen_stream",
+          "connect %d wrote %d echo %d (%s) fileno %d closed %d", c, wrote, got, line, same,
+          closed);
+    s = socket(AF_INET, SOCK_STREAM, 0);
+    c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    pid_t child = fork();
+    if (child == 0) {
+        dup2(s, 0);
+        dup2(s, 1);
+        close(s);
+        execl("/proc/self/exe", "posix_calls", "--stdio-child", "-", "-", "-", (char *)NULL);
+        _exit(127);
+    }
+    int st = -1;
+    waitpid(child, &st, 0);
+    char want[] = "line1\ngot:line1\n", buf[sizeof want] = {0};
+    /* The first line came back to the child; what is left is its second. */
+    int back = wait_for(s, POLLIN, 5000) && read_full(s, buf, 10) == 0 &&
+               memcmp(buf, "got:line1\n", 10) == 0;
+    check(c == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && back, "stdio_of_an_execed_program",
+          "connect %d child %s %d; echo %d (%.10s)", c, WIFEXITED(st) ? "exit" : "signal",
+          WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), back, buf);
+    close(s);
+}
+
 /* The program system and popen run in system_and_popen_hand_over (through
  * /bin/sh): descriptor `fd` is the parent's connection. */
 static int shell_child(int fd) {
@@ -1595,6 +1647,9 @@ int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--spawn-child") == 0) {
         return spawn_child(atoi(argv[2]));
     }
+    if (argc == 5 && strcmp(argv[1], "--stdio-child") == 0) {
+        return stdio_child();
+    }
     if (argc == 5 && strcmp(argv[1], "--shell-child") == 0) {
         return shell_child(atoi(argv[2]));
     }
@@ -1617,7 +1672,8 @@ int main(int argc, char **argv) {
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));
     }
-    epoll_before_connect(argv[1], atoi(argv[2]));
+    stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
+    epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */
     epoll_across_threads(argv[1], atoi(argv[2]));
     masked_waits(argv[1], atoi(argv[2]));
     seccomp_child_blocks(argv[1], atoi(argv[2]));

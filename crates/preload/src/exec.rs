@@ -311,6 +311,7 @@ pub fn adopt() {
             state::drop_ref(a, s, false);
         }
     }
+    crate::stdio::adopt_standard_streams();
     state::kick(a);
 }
 
@@ -649,6 +650,7 @@ pub fn adopt_spawned() {
     }
     let offered: Vec<u32> = o.socks.iter().map(|x| x.1).collect();
     state::take_offer(a, &found, &offered);
+    crate::stdio::adopt_standard_streams();
     state::kick(a);
 }
 

@@ -52,3 +52,4 @@ mod kwatch;
 mod real;
 mod shim;
 mod state;
+mod stdio;
