@@ -86,7 +86,7 @@ def xdp_args(side="server"):
 # Web servers the web tables and plots know, in their order (node and
 # node-cluster and node-cluster-none run with `--only node`; the nginx
 # reverse proxies with `--only proxy`).
-WEB_SERVERS = ("nginx", "lighttpd", "node", "node-cluster", "node-cluster-none",
+WEB_SERVERS = ("nginx", "lighttpd", "apache", "node", "node-cluster", "node-cluster-none",
                "nginx-proxy", "nginx-proxy-keepalive")
 # The port of the proxies' backend: a kernel nginx in the client namespace.
 BACKEND_PORT = 8081
@@ -448,6 +448,29 @@ def web(args, prog, www, tmp, prog_bar, results):
             return ["env", f"NODE_CLUSTER_SCHED_POLICY={sched}", "node", str(js),
                     "0" if prog == "node" else "2", str(www / "f20"),
                     "0.0.0.0" if LISTEN_ANY else SRV, str(port)]
+        if prog == "apache":
+            # Apache's event MPM, one process (as nginx's one worker): its
+            # listener thread waits on the connections, a pool of worker
+            # threads serves them and hands each kept-alive one back to
+            # the listener's epoll set. Children run as www-data. More
+            # threads than connections: with fewer, the MPM closes
+            # kept-alive connections between requests.
+            os.chmod(tmp, 0o755)
+            mods = "/usr/lib/apache2/modules"
+            conf = tmp / f"apache-{ixora}.conf"
+            conf.write_text(
+                f"ServerRoot /etc/apache2\nDefaultRuntimeDir {tmp}\n"
+                f"LoadModule mpm_event_module {mods}/mod_mpm_event.so\n"
+                f"LoadModule authz_core_module {mods}/mod_authz_core.so\n"
+                f"LoadModule mime_module {mods}/mod_mime.so\nTypesConfig /etc/mime.types\n"
+                f"Listen {'' if LISTEN_ANY else SRV + ':'}{port}\nServerName ixora\n"
+                f"PidFile {tmp}/apache-{ixora}.pid\nErrorLog {tmp}/apache-error-{ixora}.log\n"
+                f"Mutex file:{tmp} default\nUser www-data\nGroup www-data\n"
+                "ThreadLimit 160\nStartServers 1\nServerLimit 1\nThreadsPerChild 160\n"
+                "MaxRequestWorkers 160\n"
+                "MinSpareThreads 1\nMaxSpareThreads 160\nMaxKeepAliveRequests 0\n"
+                f"DocumentRoot {www}\n<Directory {www}>\nRequire all granted\n</Directory>\n")
+            return ["apache2", "-f", str(conf), "-DFOREGROUND"]
         conf = tmp / f"lighttpd-{ixora}.conf"
         conf.write_text(
             f'server.document-root = "{www}"\nserver.port = {port}\n'
@@ -1340,6 +1363,12 @@ def write(results, args, cmdline):
                  "shared socket; under `ixora run` each worker's socket is a member of the port's "
                  "group).", ""]
                 if any(r["server"].startswith("node") for r in web_rows) else []),
+              *(["apache: Apache 2.4's event MPM, one process (as nginx's one worker) of 160 "
+                 "worker threads and a listener thread, children as user www-data: a worker "
+                 "serves a request and hands the kept-alive connection back to the listener's "
+                 "epoll set, which the listener sleeps on (under `ixora run` that epoll_ctl from "
+                 "another thread reaches the sleeper through its nudge line).", ""]
+                if any(r["server"] == "apache" for r in web_rows) else []),
               *(["nginx-proxy: nginx as a reverse proxy (`proxy_pass`) to a backend nginx on the "
                  "client's side (the kernel's TCP, on CPU 1 with the client), each request opening "
                  "an upstream connection from the proxy (under `ixora run` a connection Ixora "
@@ -1499,7 +1528,8 @@ def main():
     ap.add_argument("--udp-sizes", default="64,8000",
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
-    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node", "proxy", "pg"],
+    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node", "proxy", "pg",
+                                       "apache"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
@@ -1510,7 +1540,9 @@ def main():
                          "primary hands each connection to a worker, sockets-node.*; "
                          "proxy: nginx as a reverse proxy to a backend on the client's side, "
                          "with and without upstream keep-alive, sockets-proxy.*; "
-                         "pg: PostgreSQL with pgbench (select-only, TPC-B-like), sockets-pg.*)")
+                         "pg: PostgreSQL with pgbench (select-only, TPC-B-like), sockets-pg.*; "
+                         "apache: Apache's event MPM, one process of 160 threads, "
+                         "sockets-apache.*)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -1574,14 +1606,16 @@ def main():
         NAME += f"-ring{args.ring}"
     if LISTEN_ANY:
         NAME += "-listen-any"
-    if args.only in ("web", "memcached", "node", "proxy") and SERVICE_CPU == 0 and not args.serve_poll:
+    if args.only in ("web", "memcached", "node", "proxy", "apache") and SERVICE_CPU == 0 \
+            and not args.serve_poll:
         # A part alone does not overwrite the whole comparison's files (the
         # service-placement experiments have files of their own already).
         NAME += f"-{args.only}"
     if os.geteuid() != 0:
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3", "redis-server",
-                 "redis-benchmark", "sockperf", *(["node"] if args.only == "node" else [])):
+                 "redis-benchmark", "sockperf", *(["node"] if args.only == "node" else []),
+                 *(["apache2"] if args.only == "apache" else [])):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
             sys.exit(f"bench_sockets: {tool} is not installed (make deps installs it)")
     signal.signal(signal.SIGINT, be.on_signal)
@@ -1595,6 +1629,7 @@ def main():
     (tmp / "ten.lua").write_text(LUA_10)
     steps = ((4 * len(CLIENTS) if args.only in (None, "web") else 0)
              + (6 * len(CLIENTS) if args.only == "node" else 0)
+             + (2 * len(CLIENTS) if args.only == "apache" else 0)
              + (4 if args.only == "proxy" and "wrk" in CLIENTS else 0)
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
@@ -1619,6 +1654,8 @@ def main():
         if args.only == "proxy":
             web(args, "nginx-proxy", www, tmp, bar, results)
             web(args, "nginx-proxy-keepalive", www, tmp, bar, results)
+        if args.only == "apache":
+            web(args, "apache", www, tmp, bar, results)
         if args.only == "node":
             web(args, "node", www, tmp, bar, results)
             web(args, "node-cluster", www, tmp, bar, results)

@@ -998,8 +998,9 @@ pub struct Waiter {
     /// The wait end.
     pub efd: c_int,
     /// An eventfd of ours watched by the wait end ([`NUDGE_TOKEN`]): the
-    /// program's other threads ring it to make this one look again at an
-    /// epoll set it sleeps on (see [`Sleeper`]); -1 until first needed.
+    /// program's other threads ring it to make this one look again (an
+    /// epoll set it sleeps on changed, [`Sleeper`]; a socket it waits on
+    /// was shut down, [`wake_blocked_on`]); -1 if the kernel refused it.
     nudge: c_int,
     fork_gen: u64,
     /// Epoll sets of the program nested in the wait end (see [`Nest`]).
@@ -1178,9 +1179,7 @@ impl Waiter {
             fork_gen: FORK_GEN.load(Ordering::Relaxed),
             nested: Vec::new(),
         };
-        if let Some(fd) = w.nudge_fd() {
-            NUDGES[idx as usize].store(fd, Ordering::Release);
-        }
+        let _ = w.nudge_fd();
         Some(w)
     }
 
@@ -1305,8 +1304,8 @@ impl Waiter {
         h.armed[w].fetch_or(bit, Ordering::SeqCst);
     }
 
-    /// The nudge line (made and watched on first use); None if the kernel
-    /// refused it.
+    /// The nudge line (made and watched when the waiter is, or on a later
+    /// use if that failed); None if the kernel refused it.
     fn nudge_fd(&mut self) -> Option<c_int> {
         if self.nudge < 0 {
             let e = internal_owned(os::eventfd(0).ok()?);
@@ -1314,6 +1313,7 @@ impl Waiter {
             let ep = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.efd) };
             os::watch_edges(ep, e.as_raw_fd(), NUDGE_TOKEN).ok()?;
             self.nudge = e.into_raw_fd();
+            NUDGES[self.idx as usize].store(self.nudge, Ordering::Release);
         }
         Some(self.nudge)
     }
