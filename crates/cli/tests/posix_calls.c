@@ -113,6 +113,16 @@ static int set_blocking(int fd, int blocking) {
     return fcntl(fd, F_SETFL, blocking ? fl & ~O_NONBLOCK : fl | O_NONBLOCK);
 }
 
+/* A blocking TCP socket connected to `ip`:`port` (connect's result in
+ * `*r`). */
+static int connect_to(const char *ip, int port, int *r) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    *r = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    return s;
+}
+
 /* Write one byte to socket `*(int *)arg` after 500 ms. */
 static void *write_later(void *arg) {
     usleep(500000);
@@ -1212,10 +1222,7 @@ static int stdio_child(void) {
  * `git upload-pack` under `git daemon`). glibc's streams write with its
  * internal write, which the shim cannot see. */
 static void stdio_on_sockets(const char *ip, int port) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int c, s = connect_to(ip, port, &c);
     FILE *f = fdopen(s, "r+");
     char line[64] = {0};
     int wrote = f && fprintf(f, "fdopen\n") == 7 && fflush(f) == 0;
@@ -1225,8 +1232,7 @@ static void stdio_on_sockets(const char *ip, int port) {
     check(c == 0 && wrote && got && same && closed, "fdopen_stream",
           "connect %d wrote %d echo %d (%s) fileno %d closed %d", c, wrote, got, line, same,
           closed);
-    s = socket(AF_INET, SOCK_STREAM, 0);
-    c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    s = connect_to(ip, port, &c);
     pid_t child = fork();
     if (child == 0) {
         dup2(s, 0);
@@ -1355,11 +1361,7 @@ static int wait_while(struct ctl_later *c, struct epoll_event *out, double *ms) 
  * in the kernel, the sleeper sees a socket added while it sleeps, ready
  * then or later, and a one-shot socket re-armed with its data pending. */
 static void epoll_across_threads(const char *ip, int port) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    int idle = socket(AF_INET, SOCK_STREAM, 0), s = socket(AF_INET, SOCK_STREAM, 0);
-    int c1 = connect(idle, (struct sockaddr *)&sa, sizeof sa);
-    int c2 = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int c1, c2, idle = connect_to(ip, port, &c1), s = connect_to(ip, port, &c2);
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 1};
     int a1 = epoll_ctl(ep, EPOLL_CTL_ADD, idle, &ev);
@@ -1481,10 +1483,7 @@ static void shutdown_wakes_blocked(const char *self_ip, const char *ip, int port
               r, b.r, strerror(b.e), b.ms, again, strerror(e2), pr, p.revents);
         close(l);
     }
-    sa.sin_port = htons(port);
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int c, s = connect_to(ip, port, &c);
     int r;
     struct blocked b = shut_under(s, 0, SHUT_RD, &r);
     struct pollfd p = {.fd = s, .events = POLLIN};
@@ -1507,10 +1506,7 @@ static void on_chld(int sig) {
  * child's exit ends the call with EINTR, as on Linux, and not its
  * timeout. */
 static void masked_waits(const char *ip, int port) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int c, s = connect_to(ip, port, &c);
     struct sigaction act, old_act;
     memset(&act, 0, sizeof act);
     act.sa_handler = on_chld;
@@ -1566,10 +1562,7 @@ static void masked_waits(const char *ip, int port) {
  * its control connection, epoll_wait on its wait end) still blocks in a
  * read of an Ixora socket and gets its data. */
 static void seccomp_child_blocks(const char *ip, int port) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int c, s = connect_to(ip, port, &c);
     pid_t child = fork();
     if (child == 0) {
         struct sock_filter f[] = {
@@ -1605,10 +1598,7 @@ static void seccomp_child_blocks(const char *ip, int port) {
  * there refused it with EBUSY). Run first, when the program holds only
  * 0-2 and `s`. */
 static void low_numbers_are_the_programs(const char *ip, int port) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    int c = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    int c, s = connect_to(ip, port, &c);
     char b = 0;
     ssize_t w = write(s, "n", 1);
     ssize_t n = read(s, &b, 1); /* blocks: the thread's waiter is made */

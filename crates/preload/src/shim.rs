@@ -3004,13 +3004,9 @@ fn kernel_events(
     if k > 0 {
         // SAFETY: the kernel wrote `k` events to `out`.
         let evs = unsafe { std::slice::from_raw_parts_mut(out, k as usize) };
-        if let Some(i) = evs.iter().position(|e| e.u64 == state::POKE_TOKEN) {
-            // A poke no sleeper took (it woke for something else first):
-            // not the program's.
-            state::drain_poke(epfd);
-            evs.copy_within(i + 1.., i);
-            k -= 1;
-        }
+        // A poke no sleeper took (it woke for something else first): not
+        // the program's.
+        k = state::strip_poke(epfd, evs, true).0 as c_int;
     }
     k
 }
@@ -3053,28 +3049,20 @@ fn epoll_common(
             ep.lock().unwrap_or_else(|p| p.into_inner()).in_kernel += 1;
             let r = real_wait(out, max, timeout);
             let e = errno();
-            let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-            g.in_kernel -= 1;
+            ep.lock().unwrap_or_else(|p| p.into_inner()).in_kernel -= 1;
             if r <= 0 {
                 set_errno(e);
                 return r;
             }
             // SAFETY: the kernel wrote `r` events to `out`.
             let evs = unsafe { std::slice::from_raw_parts_mut(out, r as usize) };
-            let (n, poked) = state::took_poke(&g, evs);
-            drop(g);
+            let (n, poked) = state::strip_poke(epfd, evs, false);
             if !poked || n > 0 {
                 return n as c_int;
             }
             // Poked: the set has Ixora sockets now; wait on, for what is
             // left of the timeout.
-            let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
-            let left = if timeout < 0 {
-                -1
-            } else {
-                (timeout - spent).max(0)
-            };
-            return epoll_common(epfd, out, max as c_int, left, sigmask);
+            return epoll_common(epfd, out, max, left_of(timeout, start), sigmask);
         }
         _ => {
             state::passthrough();
@@ -3159,12 +3147,7 @@ fn epoll_common(
         revents: 0,
     }];
     let (ok, n) = loop {
-        let left = if timeout < 0 {
-            -1
-        } else {
-            let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
-            (timeout - spent).max(0)
-        };
+        let left = left_of(timeout, start);
         // Woken only by changes of the sockets in this set; by transmit
         // progress only where EPOLLOUT is asked for.
         let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
@@ -3229,6 +3212,16 @@ fn epoll_common(
         return -1;
     }
     n as c_int
+}
+
+/// What is left at `start`'s elapsed time of a timeout of `timeout_ms`
+/// (-1: none, which stays -1; never below 0).
+fn left_of(timeout_ms: c_int, start: std::time::Instant) -> c_int {
+    if timeout_ms < 0 {
+        return -1;
+    }
+    let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
+    (timeout_ms - spent).max(0)
 }
 
 /// `out` holds `n` events of Ixora sockets, then `k` of kernel

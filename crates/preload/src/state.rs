@@ -2230,7 +2230,7 @@ pub const POKE_TOKEN: u64 = 0xffff_8a7e_1c0d_a5ed;
 /// its own, through a poke line of ours in the program's epoll instance
 /// (an eventfd, made on first need, which stays registered, unreadable
 /// until the next poke). A semaphore eventfd with one count per sleeper:
-/// each takes one ([`took_poke`]).
+/// each takes one ([`strip_poke`]).
 pub fn poke_kernel_sleepers(epfd: c_int, g: &mut Epoll) {
     if g.in_kernel == 0 {
         return;
@@ -2256,25 +2256,20 @@ pub fn poke_kernel_sleepers(epfd: c_int, g: &mut Epoll) {
     real::sys_write(g.poke, &u64::from(g.in_kernel).to_ne_bytes());
 }
 
-/// A thread back from the kernel's `epoll_wait` on set `g` with `n`
-/// events in `evs`: its poke, if one is among them, is taken out (and one
-/// count of the line). Returns the events left and whether it was poked.
-pub fn took_poke(g: &Epoll, evs: &mut [libc::epoll_event]) -> (usize, bool) {
+/// Events `evs` the kernel reported for set `epfd`: our poke, if it is
+/// among them, is taken out, with one count of the poke line (a sleeper's
+/// own; `drain`: all of them, pokes no sleeper took). Returns the events
+/// left and whether the poke was there.
+pub fn strip_poke(epfd: c_int, evs: &mut [libc::epoll_event], drain: bool) -> (usize, bool) {
     let Some(i) = evs.iter().position(|e| e.u64 == POKE_TOKEN) else {
         return (evs.len(), false);
     };
-    real::sys_read(g.poke, &mut [0u8; 8]);
-    let n = evs.len();
-    evs.copy_within(i + 1.., i);
-    (n - 1, true)
-}
-
-/// Take every count of set `epfd`'s poke line (pokes no sleeper took).
-pub fn drain_poke(epfd: c_int) {
     if let Some(ep) = epoll(epfd) {
         let g = ep.lock().unwrap_or_else(|p| p.into_inner());
-        while g.poke >= 0 && real::sys_read(g.poke, &mut [0u8; 8]) == 8 {}
+        while g.poke >= 0 && real::sys_read(g.poke, &mut [0u8; 8]) == 8 && drain {}
     }
+    evs.copy_within(i + 1.., i);
+    (evs.len() - 1, true)
 }
 
 /// Per-epoll-instance state (user-space interest in Ixora sockets).
