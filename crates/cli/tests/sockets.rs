@@ -3868,20 +3868,11 @@ fn a_program_with_events_ready_rings_a_service_on_its_cpu_at_most_every_50us() {
     );
 }
 
-/// A program blocked on the service's own CPU is handed that CPU when the
-/// service wakes it (it preempts the service inside the ring, or the
-/// service yields), and the service stops yielding once another thread
-/// competes for the CPU (a yield would hand that thread a whole time
-/// slice while the program waits).
-#[test]
-fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes() {
-    if !need(&["python3", "taskset"]) {
-        return;
-    }
-    let _g = serial();
-    let net = Setup::with(&["--cpus", "0"]);
+/// A Python echo server under `ixora run` on CPU 0 (the service's, with
+/// `Setup::with(&["--cpus", "0"])`), listening on `port`.
+fn echo_on_cpu0(net: &Setup, port: u16) -> Proc {
     let server = py_sessions(
-        7010,
+        port,
         "e",
         "\x20   while True:\n\
          \x20       d = c.recv(64)\n\
@@ -3894,23 +3885,59 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
     c.args(["run", "--socket", &net.socket, "--", "taskset", "-c", "0"]);
     c.args(["python3", "-c", &server]);
     let mut py = Proc::spawn(c, "echo");
-    net.wait_port(&mut py, 7010);
+    net.wait_port(&mut py, port);
+    py
+}
+
+/// A thread that spins on CPU 0 (60 s at most; end it by its PID), given
+/// 200 ms to start.
+fn hog_on_cpu0() -> Proc {
+    let mut hog = Command::new("taskset");
+    hog.args([
+        "-c",
+        "0",
+        "python3",
+        "-c",
+        "import time\nt = time.monotonic() + 60\nwhile time.monotonic() < t: pass",
+    ]);
+    let hog = Proc::spawn(hog, "hog");
+    std::thread::sleep(Duration::from_millis(200));
+    hog
+}
+
+/// `trips` round trips of 8 bytes to the echo server of
+/// [`echo_on_cpu0`], one at a time, from the Linux side.
+fn echo_trips(net: &Setup, port: u16, trips: usize) {
+    net.lx.run(|| {
+        let mut a = TcpStream::connect(format!("{IX}:{port}")).unwrap();
+        a.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        a.set_nodelay(true).unwrap();
+        a.write_all(b"e\n").unwrap();
+        for i in 0..trips {
+            let m = format!("{i:08}");
+            a.write_all(m.as_bytes()).unwrap();
+            let mut got = [0u8; 8];
+            a.read_exact(&mut got).expect("the echo");
+            assert_eq!(&got, m.as_bytes(), "round trip {i}");
+        }
+    })
+}
+
+/// A program blocked on the service's own CPU is handed that CPU when the
+/// service wakes it (it preempts the service inside the ring, or the
+/// service yields), and the service stops yielding once another thread
+/// competes for the CPU (a yield would hand that thread a whole time
+/// slice while the program waits).
+#[test]
+fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes() {
+    if !need(&["python3", "taskset"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::with(&["--cpus", "0"]);
+    let _py = echo_on_cpu0(&net, 7010);
     let trips = 400;
-    let echo = |trips: usize| {
-        net.lx.run(|| {
-            let mut a = TcpStream::connect(format!("{IX}:7010")).unwrap();
-            a.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            a.set_nodelay(true).unwrap();
-            a.write_all(b"e\n").unwrap();
-            for i in 0..trips {
-                let m = format!("{i:08}");
-                a.write_all(m.as_bytes()).unwrap();
-                let mut got = [0u8; 8];
-                a.read_exact(&mut got).expect("the echo");
-                assert_eq!(&got, m.as_bytes(), "round trip {i}");
-            }
-        })
-    };
+    let echo = |trips: usize| echo_trips(&net, 7010, trips);
     let yields = |v: &serde_json::Value| {
         (
             v["yields"]["made"].as_u64().expect("yields.made in stats"),
@@ -3950,17 +3977,8 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
         y1.0 + y1.3 > y0.0 + y0.3,
         "the woken echo server never ran at once: the service never yielded its CPU to it"
     );
-    // A thread that spins on CPU 0 (60 s at most; ended by its PID).
-    let mut hog = Command::new("taskset");
-    hog.args([
-        "-c",
-        "0",
-        "python3",
-        "-c",
-        "import time\nt = time.monotonic() + 60\nwhile time.monotonic() < t: pass",
-    ]);
-    let mut hog = Proc::spawn(hog, "hog");
-    std::thread::sleep(Duration::from_millis(200));
+    // A thread that spins on CPU 0.
+    let mut hog = hog_on_cpu0();
     echo(trips);
     let y2 = yields(&net.stats());
     hog.terminate();
@@ -3984,6 +4002,75 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
         "yields never paused beside a spinning thread ({} long of {})",
         y2.1 - y1.1,
         y2.0 - y1.0
+    );
+}
+
+/// An idle service first looks again for a while (`--idle-spin-us`,
+/// default 50), yielding its CPU, before it sleeps: in a ping-pong the
+/// next request usually comes while it looks (a hit, no sleep and wake-up);
+/// the look stops by itself once traffic stops, and pauses beside a thread
+/// that competes for the CPU (each yield would hand it a whole slice).
+#[test]
+fn an_idle_service_looks_again_before_it_sleeps_until_traffic_stops() {
+    if !need(&["python3", "taskset"]) {
+        return;
+    }
+    let _g = serial();
+    let net = Setup::with(&["--cpus", "0"]);
+    let _py = echo_on_cpu0(&net, 7011);
+    let echo = |trips: usize| echo_trips(&net, 7011, trips);
+    let spin = |v: &serde_json::Value| {
+        let n = |k: &str| {
+            v["idle_spin"][k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("idle_spin.{k} in stats: {v}"))
+        };
+        (
+            n("max_us"),
+            n("window_us"),
+            n("spins"),
+            n("hits"),
+            n("backoffs"),
+        )
+    };
+    let s0 = spin(&net.stats());
+    assert_eq!(s0.0, 50, "the default --idle-spin-us");
+    echo(2000);
+    let s1 = spin(&net.stats());
+    eprintln!(
+        "2000 round trips: {} looks before sleeping, {} ended by work",
+        s1.2 - s0.2,
+        s1.3 - s0.3
+    );
+    assert!(
+        s1.3 - s0.3 >= 100,
+        "in 2000 round trips, work ended only {} of {} looks: the service slept instead",
+        s1.3 - s0.3,
+        s1.2 - s0.2
+    );
+    // No traffic: every look runs out, halving the window until it is off.
+    std::thread::sleep(Duration::from_millis(500));
+    let s2 = spin(&net.stats());
+    assert_eq!(
+        s2.1, 0,
+        "still looking {} us before each sleep after 0.5 s idle",
+        s2.1
+    );
+    // A thread that spins on CPU 0: the look's yields run long beside it,
+    // and it pauses.
+    let mut hog = hog_on_cpu0();
+    echo(400);
+    let s3 = spin(&net.stats());
+    hog.terminate();
+    eprintln!(
+        "beside a spinning thread: {} looks, {} paused",
+        s3.2 - s2.2,
+        s3.4 - s2.4
+    );
+    assert!(
+        s3.4 > s2.4 || s3.2 - s2.2 <= 2,
+        "the look never paused beside a spinning thread ({} looks in 400 round trips)",
+        s3.2 - s2.2
     );
 }
 

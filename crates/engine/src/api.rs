@@ -42,6 +42,7 @@ pub struct Io<'a> {
     pub(crate) cores: usize,
     pub(crate) stop: &'a mut bool,
     pub(crate) bell: std::os::fd::BorrowedFd<'a>,
+    pub(crate) spin: &'a crate::spin::IdleSpin,
 }
 
 impl Io<'_> {
@@ -58,6 +59,11 @@ impl Io<'_> {
     /// The time of this cycle.
     pub fn now(&self) -> Instant {
         self.now
+    }
+
+    /// What this core's idle spin did so far.
+    pub fn idle_spin(&self) -> crate::spin::SpinStats {
+        self.spin.stats()
     }
 
     /// The core's doorbell: an eventfd; writing a non-zero 8-byte count to

@@ -23,6 +23,7 @@
 pub mod api;
 pub mod echo;
 pub mod ev;
+pub mod spin;
 pub mod steer;
 
 pub use api::{App, CoreStack, Event, Io};
@@ -33,6 +34,7 @@ use ixora_core::{Counters, Duration, Instant, Stack, StackConfig, TcpConfig};
 use ixora_io::{PacketBuf, PoolConfig, Port, Queue};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::time::TimeValLike;
+use spin::IdleSpin;
 use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd};
@@ -54,6 +56,10 @@ pub struct EngineConfig {
     pub batch: usize,
     /// Spin when idle instead of sleeping (lowest latency, a full core).
     pub poll: bool,
+    /// Longest idle spin before a sleep (see [`spin`]): an idle core looks
+    /// again for up to an adaptive window of at most this, yielding its
+    /// CPU between looks. Zero: sleep at once (the default).
+    pub idle_spin: std::time::Duration,
     /// Pin core `i` to CPU `cpus[i]` when given.
     pub cpus: Option<Vec<usize>>,
     /// Run the core threads under `SCHED_FIFO` at this priority (1–99):
@@ -84,6 +90,7 @@ impl EngineConfig {
             cores: 1,
             batch: 64,
             poll: false,
+            idle_spin: std::time::Duration::ZERO,
             cpus: None,
             rt_priority: None,
             pool_chunks: 8192,
@@ -113,6 +120,8 @@ pub struct CoreReport {
     pub cycles: u64,
     /// Times the core slept waiting for work.
     pub sleeps: u64,
+    /// What its idle spin did.
+    pub spin: spin::SpinStats,
     /// Buffer allocations refused (pool exhausted).
     pub pool_exhausted: u64,
     /// CPU time the core's thread used, in seconds.
@@ -426,6 +435,11 @@ where
     };
     let cores = cfg.cores;
     let mut local_stop = false;
+    let mut spin = IdleSpin::new(if cfg.poll {
+        std::time::Duration::ZERO
+    } else {
+        cfg.idle_spin
+    });
     // The application's handle on this core at time `$now`.
     macro_rules! io {
         ($now:expr) => {
@@ -436,6 +450,7 @@ where
                 cores,
                 stop: &mut local_stop,
                 bell: mail.bells[i].as_fd(),
+                spin: &spin,
             }
         };
     }
@@ -590,6 +605,11 @@ where
         queue.reclaim();
         idle_cycles = if work { 0 } else { idle_cycles.wrapping_add(1) };
 
+        if work {
+            spin.worked();
+        } else if tx.is_empty() && spin.keep_spinning() {
+            continue;
+        }
         if !work && tx.is_empty() && !cfg.poll {
             // Idle: sleep until a frame, a hand-over or the next timer.
             let now = clock(start);
@@ -617,6 +637,7 @@ where
                     app.wait_fd_ready(&mut io);
                 }
                 app.wake(&mut io);
+                spin.woke();
             }
             mail.sleeping[i].store(false, Ordering::Release);
         }
@@ -667,6 +688,7 @@ where
     queue.reclaim();
     rep.counters = stack.counters().clone();
     rep.cpu_seconds = thread_cpu_seconds();
+    rep.spin = spin.stats();
     Ok(rep)
 }
 

@@ -39,6 +39,7 @@ use ixora_channel::layout::{
 };
 use ixora_channel::os::{self, Mapping};
 use ixora_core::{ConnHandle, DeadReason, Error, Event, State, UdpHandle};
+use ixora_engine::spin::{YieldPacer, LONG_YIELD};
 use ixora_engine::{App, Io};
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -263,7 +264,8 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         .unwrap_or(1024),
         bind_denied: 0,
         may_bind_low: false,
-        yields: YieldPacer::default(),
+        yields: YieldPacer::new(LONG_YIELD),
+        yields_already_ran: 0,
         bells: os::epoll(&[])?,
         closer: Closer::start()?,
         udp_retry: Vec::new(),
@@ -653,6 +655,8 @@ pub struct Service {
     may_bind_low: bool,
     /// When to yield the CPU to a woken thread of an app on it.
     yields: YieldPacer,
+    /// Yields not made: every woken thread had run and slept again.
+    yields_already_ran: u64,
     /// Each app's doorbell, watched edge-triggered: the core sleeps on
     /// this set too ([`App::wait_fd`]) and never reads a doorbell an app
     /// holds (see [`os::wake_line`] for why).
@@ -884,22 +888,6 @@ impl Closer {
     }
 }
 
-/// A yield that takes longer than this ran some other thread than the
-/// woken app thread, whose turn is one batch of requests (memcached at
-/// 150 k requests/s: tens of µs), while a competing thread gets a time
-/// slice (Linux's base slice: 0.7 ms) — or the hypervisor took the CPU
-/// during the yield (a stall).
-const LONG_YIELD: Duration = Duration::from_micros(250);
-/// Yields turn off when two long ones come within this many yields. A
-/// competing thread makes every yield long, so it is found at the
-/// second; a stall of the virtual CPU makes one long now and then (about
-/// one in 7,000 yields on the test machine: 2–3 a second at 10–20 k
-/// yields/s), and while a single long yield turned yields off, they were
-/// off for half of every second or more.
-const LONG_YIELD_WINDOW: u64 = 16;
-/// How long yields stay off once they ran long.
-const YIELD_BACKOFF: Duration = Duration::from_secs(1);
-
 /// The idle core's longest sleep while it has applications, right after
 /// work: what a program's bytes wait, at most, when it wrote them while
 /// the service slept and then neither blocked nor polled (its doorbell
@@ -909,51 +897,6 @@ const NAP_MIN: Duration = Duration::from_millis(1);
 /// service wakes about 60 times a second, not 1,000 (it took 2.4% of a
 /// CPU doing nothing, and woke the CPU of the programs beside it).
 const NAP_MAX: Duration = Duration::from_millis(16);
-
-/// Whether the service may yield its CPU to an app thread it woke there,
-/// from how long its recent yields took. A yield hands the CPU to *any*
-/// runnable thread: beside a thread that competes for the CPU it hands
-/// that thread a whole time slice while the apps wait, so yields then
-/// stay off for [`YIELD_BACKOFF`].
-#[derive(Debug, Default)]
-struct YieldPacer {
-    /// Yields made.
-    made: u64,
-    /// Yields that took longer than [`LONG_YIELD`].
-    long: u64,
-    /// Times yields were turned off.
-    backoffs: u64,
-    /// Yields not made: every woken thread had run and slept again.
-    already_ran: u64,
-    /// `made` at the last long yield not yet paired with another.
-    last_long: Option<u64>,
-    /// No yields before this.
-    off_until: Option<Instant>,
-}
-
-impl YieldPacer {
-    /// Whether a yield may be made at `now`.
-    fn allowed(&self, now: Instant) -> bool {
-        self.off_until.is_none_or(|t| now >= t)
-    }
-
-    /// Record a yield that took `took`, ending at `now`.
-    fn record(&mut self, took: Duration, now: Instant) {
-        self.made += 1;
-        if took <= LONG_YIELD {
-            return;
-        }
-        self.long += 1;
-        match self.last_long {
-            Some(at) if self.made - at <= LONG_YIELD_WINDOW => {
-                self.backoffs += 1;
-                self.off_until = Some(now + YIELD_BACKOFF);
-                self.last_long = None;
-            }
-            _ => self.last_long = Some(self.made),
-        }
-    }
-}
 
 /// A fresh random join key for an application.
 fn join_key() -> io::Result<u64> {
@@ -1262,20 +1205,9 @@ impl Service {
         self.port = Some(port);
     }
 
-    /// Yield the CPU to an app thread just woken on it, unless recent
-    /// yields showed another thread competing for the CPU (see
-    /// [`YieldPacer`]).
-    fn yield_to_woken(&mut self) {
-        let t0 = Instant::now();
-        if !self.yields.allowed(t0) {
-            return;
-        }
-        os::yield_cpu();
-        let t1 = Instant::now();
-        self.yields.record(t1 - t0, t1);
-    }
     /// The JSON the `STATS` request returns.
     fn stats(&self, io: &Io) -> String {
+        let spin = io.idle_spin();
         let mut counters = serde_json::Map::new();
         for (_, name, v) in io.stack().counters().iter() {
             if v != 0 {
@@ -1373,7 +1305,9 @@ impl Service {
             "binds_denied": self.bind_denied,
             "passed_connections": {"passed": self.pass_counts.passed, "claimed": self.pass_counts.claimed, "expired": self.pass_counts.expired, "waiting": self.passes.len()},
             "ended_with_program": {"finished": self.orphan_counts.finished, "reset": self.orphan_counts.reset, "expired": self.orphan_counts.expired, "sending": self.orphans.len(), "bytes": self.orphan_bytes},
-            "yields": {"made": self.yields.made, "long": self.yields.long, "backoffs": self.yields.backoffs, "already_ran": self.yields.already_ran},
+            "yields": {"made": self.yields.made(), "long": self.yields.long(), "backoffs": self.yields.backoffs(), "already_ran": self.yields_already_ran},
+            // The idle core's look before it sleeps (`--idle-spin-us`).
+            "idle_spin": {"max_us": spin.max_us, "window_us": spin.window_us, "spins": spin.spins, "hits": spin.hits, "yields": spin.yields, "long_yields": spin.long_yields, "backoffs": spin.backoffs},
             // Descriptors waiting for the closer thread (see `Closer`).
             "pending_closes": self.closer.pending.load(Ordering::Relaxed),
             "stack": counters,
@@ -3837,9 +3771,11 @@ impl App for Service {
                 })
             });
         if ran {
-            self.yields.already_ran += 1;
+            self.yields_already_ran += 1;
         } else {
-            self.yield_to_woken();
+            // Unless recent yields showed another thread competing for
+            // the CPU (see `YieldPacer`).
+            self.yields.yield_cpu();
         }
     }
 
@@ -3942,46 +3878,6 @@ fn query(socket: &Path, op: u32, b: u64) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_lone_long_yield_does_not_stop_yields_but_two_close_together_do() {
-        let t = Instant::now();
-        let (short, long) = (Duration::from_micros(20), Duration::from_millis(1));
-        let mut p = YieldPacer::default();
-        // A stall now and then: one long yield among many short ones.
-        for round in 0..3 {
-            p.record(long, t);
-            for _ in 0..LONG_YIELD_WINDOW {
-                p.record(short, t);
-            }
-            assert!(
-                p.allowed(t),
-                "round {round}: a lone long yield turned yields off"
-            );
-        }
-        assert_eq!(
-            (p.made, p.long, p.backoffs),
-            (3 * (LONG_YIELD_WINDOW + 1), 3, 0)
-        );
-        // A competing thread: every yield long; off at the second, for
-        // YIELD_BACKOFF.
-        p.record(long, t);
-        assert!(p.allowed(t));
-        p.record(long, t);
-        assert!(!p.allowed(t));
-        assert!(!p.allowed(t + YIELD_BACKOFF - Duration::from_millis(1)));
-        assert!(p.allowed(t + YIELD_BACKOFF));
-        assert_eq!(p.backoffs, 1);
-        // The pair is used up: the next long yield starts a new one.
-        p.record(long, t + YIELD_BACKOFF);
-        assert!(p.allowed(t + YIELD_BACKOFF));
-        // Two long yields LONG_YIELD_WINDOW apart still count as a pair.
-        for _ in 0..LONG_YIELD_WINDOW - 1 {
-            p.record(short, t + YIELD_BACKOFF);
-        }
-        p.record(long, t + YIELD_BACKOFF);
-        assert!(!p.allowed(t + YIELD_BACKOFF));
-    }
 
     fn group(n: u32, reuseport: bool, uid: u32) -> Listener {
         Listener {
