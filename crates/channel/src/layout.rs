@@ -135,7 +135,7 @@ pub fn spare_of(v: u64) -> Option<u32> {
 }
 
 /// The calls the shim counts, in the order of [`UpHeader::counters`].
-pub const CALLS: [&str; 27] = [
+pub const CALLS: [&str; 28] = [
     "socket",
     "bind",
     "listen",
@@ -166,16 +166,20 @@ pub const CALLS: [&str; 27] = [
     // there, kernel = it was not (a spurious wake-up); `kernel_fds`, per
     // epoll_wait on a set that mixes kernel descriptors with Ixora
     // sockets: user = the kernel ones were known to have nothing (io_uring
-    // completions said so), kernel = the kernel was asked for them.
+    // completions said so), kernel = the kernel was asked for them;
+    // `look`, per blocking call on the service's CPU while the service was
+    // awake: user = it found its condition after yielding the CPU to the
+    // service, kernel = the look ran out and it slept.
     "wait",
     "doorbell",
     "wakeup",
     "kernel_fds",
+    "look",
 ];
 
 /// Entries of [`CALLS`] that are not socket calls (left out of the
 /// user-space share).
-pub const NOT_CALLS: [&str; 4] = ["wait", "doorbell", "wakeup", "kernel_fds"];
+pub const NOT_CALLS: [&str; 5] = ["wait", "doorbell", "wakeup", "kernel_fds", "look"];
 
 /// Index of `name` in [`CALLS`].
 pub const fn call(name: &str) -> usize {

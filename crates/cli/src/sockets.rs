@@ -80,8 +80,9 @@ pub struct RunArgs {
     pub preload: Option<PathBuf>,
     /// Microseconds a blocking call (read, accept, epoll_wait, poll, ...)
     /// spins on the rings before it sleeps in the kernel (0: sleep at
-    /// once). A thread on the CPU the service runs on never spins: there
-    /// spinning would only keep the service off the CPU.
+    /// once). A thread on the CPU the service runs on does not spin, which
+    /// would only keep the service off the CPU: while the service is awake
+    /// it yields the CPU to it and looks again, as long, instead.
     #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
     /// The program and its arguments.
@@ -463,8 +464,12 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         }
         let w = &app["waits"];
         out!(
-            "  blocking waits: {} answered while spinning, {} slept in the kernel; service doorbell rung {} times",
-            w["spun"], w["slept"], w["doorbells"]
+            "  blocking waits: {} answered while spinning, {} after yielding the CPU to the service \
+             (on its CPU), {} slept in the kernel; service doorbell rung {} times",
+            w["spun"],
+            w["looked"],
+            w["slept"],
+            w["doorbells"]
         );
         out!(
             "  wake-ups by the service: {} found what they waited for, {} spurious",

@@ -616,10 +616,15 @@ fn memcached_redis_and_a_killed_app() {
             "no call resolved in user space: {a}"
         );
         // Blocking calls were made (the servers sat idle between clients):
-        // every one ended by spinning or sleeping, and was counted.
+        // every one ended by spinning, looking or sleeping, and was
+        // counted.
         let w = &a["waits"];
         assert!(
-            w["spun"].as_u64().unwrap() + w["slept"].as_u64().unwrap() > 0,
+            ["spun", "looked", "slept"]
+                .iter()
+                .map(|k| w[k].as_u64().unwrap())
+                .sum::<u64>()
+                > 0,
             "waits not counted: {a}"
         );
     }
@@ -4007,7 +4012,9 @@ fn the_service_yields_its_cpu_to_a_woken_program_unless_another_thread_competes(
 
 /// An idle service first looks again for a while (`--idle-spin-us`,
 /// default 50), yielding its CPU, before it sleeps: in a ping-pong the
-/// next request usually comes while it looks (a hit, no sleep and wake-up);
+/// next request usually comes while it looks (a hit, no sleep and wake-up),
+/// and the program on its CPU, blocking meanwhile, yields to it and looks
+/// again rather than sleeping;
 /// the look stops by itself once traffic stops, and pauses beside a thread
 /// that competes for the CPU (each yield would hand it a whole slice).
 #[test]
@@ -4047,6 +4054,18 @@ fn an_idle_service_looks_again_before_it_sleeps_until_traffic_stops() {
         "in 2000 round trips, work ended only {} of {} looks: the service slept instead",
         s1.3 - s0.3,
         s1.2 - s0.2
+    );
+    // The echo server, on the service's CPU, blocks in recv while the
+    // service looks: it yields the CPU to the service and looks again
+    // instead of sleeping (`ixora run --spin-us`).
+    let v = net.stats();
+    let waits = &v["apps"][0]["waits"];
+    let looked = waits["looked"].as_u64().expect("waits.looked in stats");
+    eprintln!("the program's blocking waits: {waits}");
+    assert!(
+        looked >= 100,
+        "in 2000 round trips the program found its data after yielding to the service only \
+         {looked} times: {waits}"
     );
     // No traffic: every look runs out, halving the window until it is off.
     std::thread::sleep(Duration::from_millis(500));

@@ -948,6 +948,11 @@ fn now_ns() -> u64 {
 
 /// Whether this thread runs on the CPU the service is pinned to (read
 /// through rseq: no system call).
+fn service_sleeping(a: &Attached) -> bool {
+    a.r.down_header().svc_sleeping.load(Ordering::SeqCst) != 0
+}
+
+/// Whether this thread runs on the CPU the service last ran on.
 fn on_service_cpu(a: &Attached) -> bool {
     let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
     svc != 0 && u32::from(os::cpu_tag()) == svc
@@ -1598,6 +1603,30 @@ pub fn block_until(
             return true;
         }
         std::hint::spin_loop();
+    }
+    // On the service's CPU, while the service is awake (it looks again
+    // before it sleeps, `ixora serve --idle-spin-us`): hand it the CPU
+    // and look again, up to the same `spin`, instead of sleeping. A yield
+    // is a system call (the call counts as entering the kernel), but it
+    // spares the sleep, the service's wake-up of this thread and the
+    // context switches of both.
+    if spin.is_zero() && !a.spin.is_zero() && !SANDBOXED.load(Ordering::Relaxed) {
+        let look = a.spin.min(limit.unwrap_or(Duration::MAX));
+        let mut looked = false;
+        while start.elapsed() < look && !service_sleeping(a) {
+            if !looked {
+                looked = true;
+                IN_KERNEL.with(|k| k.set(true));
+            }
+            os::yield_cpu();
+            if ready() {
+                count(a, layout::call("look"), true);
+                return true;
+            }
+        }
+        if looked {
+            count(a, layout::call("look"), false);
+        }
     }
     // From here on the call sleeps (or polls) in the kernel.
     IN_KERNEL.with(|k| k.set(true));

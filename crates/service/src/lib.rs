@@ -1276,10 +1276,13 @@ impl Service {
                 // Ixora's sockets: each holds a waiter until it ends.
                 "waiters": h.waiter_owner.iter().filter(|o| o.load(Ordering::Relaxed) != 0).count(),
                 // How blocking calls waited: found it while spinning, or
-                // slept in the kernel; and doorbells rung to wake the
-                // sleeping service.
+                // after yielding the CPU to the service (on its CPU), or
+                // slept in the kernel (some after a look that ran out);
+                // and doorbells rung to wake the sleeping service.
                 "waits": {
                     "spun": h.counters[layout::call("wait")][0].load(Ordering::Relaxed),
+                    "looked": h.counters[layout::call("look")][0].load(Ordering::Relaxed),
+                    "look_ran_out": h.counters[layout::call("look")][1].load(Ordering::Relaxed),
                     "slept": h.counters[layout::call("wait")][1].load(Ordering::Relaxed),
                     "doorbells": h.counters[layout::call("doorbell")][1].load(Ordering::Relaxed),
                     "woken": h.counters[layout::call("wakeup")][0].load(Ordering::Relaxed),
