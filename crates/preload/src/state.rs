@@ -946,13 +946,14 @@ fn now_ns() -> u64 {
     T0.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// Whether this thread runs on the CPU the service is pinned to (read
-/// through rseq: no system call).
+/// Whether the service said it is going to sleep (a program's change must
+/// then ring its doorbell, and a yield to it would only spin).
 fn service_sleeping(a: &Attached) -> bool {
     a.r.down_header().svc_sleeping.load(Ordering::SeqCst) != 0
 }
 
-/// Whether this thread runs on the CPU the service last ran on.
+/// Whether this thread runs on the CPU the service last ran on (read
+/// through rseq: no system call).
 fn on_service_cpu(a: &Attached) -> bool {
     let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
     svc != 0 && u32::from(os::cpu_tag()) == svc
