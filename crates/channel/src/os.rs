@@ -116,14 +116,6 @@ pub fn cpu_tag() -> u16 {
     current_cpu().map_or(0, |c| (c + 1).min(u16::MAX as u32) as u16)
 }
 
-/// Give the CPU to another runnable thread of it, if any (sched_yield(2)).
-pub fn yield_cpu() {
-    // SAFETY: sched_yield(2) has no arguments and no memory effects.
-    unsafe {
-        libc::sched_yield();
-    }
-}
-
 /// Keep freed heap memory in the process instead of returning it to the
 /// kernel (glibc: no trimming of the heap's top below 256 MiB, no mmap for
 /// blocks under 32 MiB). For a process that allocates and frees large

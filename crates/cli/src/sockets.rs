@@ -131,11 +131,7 @@ fn parse_group(s: &str) -> Result<u32, String> {
 
 pub fn serve(a: ServeArgs) -> ExitCode {
     let mut cfg = a.dp.engine_config();
-    // A real-time thread yields only to real-time threads: its spin would
-    // keep the programs of its CPU off it.
-    if a.rt_priority == 0 {
-        cfg.idle_spin = std::time::Duration::from_micros(a.idle_spin_us);
-    }
+    cfg.idle_spin = std::time::Duration::from_micros(a.idle_spin_us);
     if a.rt_priority > 0 && a.dp.poll && a.dp.cpus.is_none() {
         eprintln!(
             "ixora serve: --rt-priority with --poll would starve every other thread of the \

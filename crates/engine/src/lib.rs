@@ -58,7 +58,9 @@ pub struct EngineConfig {
     pub poll: bool,
     /// Longest idle spin before a sleep (see [`spin`]): an idle core looks
     /// again for up to an adaptive window of at most this, yielding its
-    /// CPU between looks. Zero: sleep at once (the default).
+    /// CPU between looks. Zero: sleep at once (the default). Not with
+    /// `poll` (never sleeps) nor `rt_priority` (a real-time thread's yield
+    /// would keep the normal threads of its CPU off it).
     pub idle_spin: std::time::Duration,
     /// Pin core `i` to CPU `cpus[i]` when given.
     pub cpus: Option<Vec<usize>>,
@@ -120,8 +122,6 @@ pub struct CoreReport {
     pub cycles: u64,
     /// Times the core slept waiting for work.
     pub sleeps: u64,
-    /// What its idle spin did.
-    pub spin: spin::SpinStats,
     /// Buffer allocations refused (pool exhausted).
     pub pool_exhausted: u64,
     /// CPU time the core's thread used, in seconds.
@@ -435,7 +435,7 @@ where
     };
     let cores = cfg.cores;
     let mut local_stop = false;
-    let mut spin = IdleSpin::new(if cfg.poll {
+    let mut spin = IdleSpin::new(if cfg.poll || cfg.rt_priority.is_some() {
         std::time::Duration::ZERO
     } else {
         cfg.idle_spin
@@ -688,7 +688,6 @@ where
     queue.reclaim();
     rep.counters = stack.counters().clone();
     rep.cpu_seconds = thread_cpu_seconds();
-    rep.spin = spin.stats();
     Ok(rep)
 }
 

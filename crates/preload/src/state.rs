@@ -1588,46 +1588,45 @@ pub fn block_until(
     let start = Instant::now();
     IN_KERNEL.with(|k| k.set(kick(a)));
     let limit = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
-    // Spin on the rings first (user space only), unless the service runs
-    // on this very CPU: then spinning only keeps it from producing what we
-    // wait for. Kernel descriptors of a mixed set are not looked at while
-    // spinning: they are seen by the blocking poll below, at most `spin`
+    // Look at the rings again for up to `spin` before sleeping. Off the
+    // service's CPU by spinning (user space only). On it, spinning would
+    // only keep the service from producing what we wait for: there, while
+    // the service is awake (it looks again before it sleeps, `ixora serve
+    // --idle-spin-us`), each look first hands it the CPU. A yield is a
+    // system call (the call then counts as entering the kernel), but it
+    // spares the sleep, the service's wake-up of this thread and the
+    // context switches of both; not in a seccomp sandbox, whose filter may
+    // forbid it. Kernel descriptors of a mixed set are not looked at
+    // meanwhile: they are seen by the blocking poll below, at most `spin`
     // late.
-    let spin = if on_service_cpu(a) {
+    let on_svc = on_service_cpu(a);
+    let spin = if on_svc && SANDBOXED.load(Ordering::Relaxed) {
         Duration::ZERO
     } else {
-        a.spin
+        a.spin.min(limit.unwrap_or(Duration::MAX))
     };
-    while start.elapsed() < spin.min(limit.unwrap_or(Duration::MAX)) {
+    let mut yielded = false;
+    while start.elapsed() < spin {
         if ready() {
-            count(a, layout::call("wait"), true);
+            let how = if yielded { "look" } else { "wait" };
+            count(a, layout::call(how), true);
             return true;
         }
-        std::hint::spin_loop();
+        if !on_svc {
+            std::hint::spin_loop();
+            continue;
+        }
+        if service_sleeping(a) {
+            break;
+        }
+        if !yielded {
+            yielded = true;
+            IN_KERNEL.with(|k| k.set(true));
+        }
+        std::thread::yield_now();
     }
-    // On the service's CPU, while the service is awake (it looks again
-    // before it sleeps, `ixora serve --idle-spin-us`): hand it the CPU
-    // and look again, up to the same `spin`, instead of sleeping. A yield
-    // is a system call (the call counts as entering the kernel), but it
-    // spares the sleep, the service's wake-up of this thread and the
-    // context switches of both.
-    if spin.is_zero() && !a.spin.is_zero() && !SANDBOXED.load(Ordering::Relaxed) {
-        let look = a.spin.min(limit.unwrap_or(Duration::MAX));
-        let mut looked = false;
-        while start.elapsed() < look && !service_sleeping(a) {
-            if !looked {
-                looked = true;
-                IN_KERNEL.with(|k| k.set(true));
-            }
-            os::yield_cpu();
-            if ready() {
-                count(a, layout::call("look"), true);
-                return true;
-            }
-        }
-        if looked {
-            count(a, layout::call("look"), false);
-        }
+    if yielded {
+        count(a, layout::call("look"), false);
     }
     // From here on the call sleeps (or polls) in the kernel.
     IN_KERNEL.with(|k| k.set(true));
