@@ -6,9 +6,10 @@
 //! * **down** — written only by the service, mapped *read-only* by the app
 //!   (sealed with `F_SEAL_FUTURE_WRITE` after the service mapped it, so the
 //!   app cannot regain write access). A header page (addresses, the
-//!   service's sleeping flag, the event sequence), one [`DownSlot`] per
-//!   socket (receive tail, transmit head, state, error, addresses), then
-//!   one receive ring of `ring` bytes per socket. A listening socket's
+//!   service's sleeping flag, the event sequence), the change log (the
+//!   slots of the sockets each batch changed, [`CHLOG`] entries), one
+//!   [`DownSlot`] per socket (receive tail, transmit head, state, error,
+//!   addresses), then one receive ring of `ring` bytes per socket. A listening socket's
 //!   receive ring holds its accept queue instead: `u64` entries
 //!   `slot | gen << 32` of connections already established and mapped.
 //! * **up** — written by the app, read by the service, which validates
@@ -57,7 +58,11 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 15;
+pub const VERSION: u32 = 16;
+/// Entries of the change log ([`DownHeader::chlog_head`]): a power of
+/// two.
+pub const CHLOG: u64 = 4096;
+const CHLOG_BYTES: usize = CHLOG as usize * 4;
 /// Waiters (blocking threads, epoll instances) per application.
 pub const MAX_WAITERS: usize = 256;
 /// Processes of one application whose descriptor references are tracked
@@ -135,7 +140,7 @@ pub fn spare_of(v: u64) -> Option<u32> {
 }
 
 /// The calls the shim counts, in the order of [`UpHeader::counters`].
-pub const CALLS: [&str; 28] = [
+pub const CALLS: [&str; 29] = [
     "socket",
     "bind",
     "listen",
@@ -169,17 +174,21 @@ pub const CALLS: [&str; 28] = [
     // completions said so), kernel = the kernel was asked for them;
     // `look`, per blocking call on the service's CPU while the service was
     // awake: user = it found its condition after yielding the CPU to the
-    // service, kernel = the look ran out and it slept.
+    // service, kernel = the look ran out and it slept; `scan`, per
+    // epoll_wait's look at its set: user = the sockets it looked at,
+    // kernel = looks at every socket of the set (the service's change log
+    // could not say which changed).
     "wait",
     "doorbell",
     "wakeup",
     "kernel_fds",
     "look",
+    "scan",
 ];
 
 /// Entries of [`CALLS`] that are not socket calls (left out of the
 /// user-space share).
-pub const NOT_CALLS: [&str; 5] = ["wait", "doorbell", "wakeup", "kernel_fds", "look"];
+pub const NOT_CALLS: [&str; 6] = ["wait", "doorbell", "wakeup", "kernel_fds", "look", "scan"];
 
 /// Index of `name` in [`CALLS`].
 pub const fn call(name: &str) -> usize {
@@ -253,6 +262,22 @@ pub struct DownHeader {
     _pad1: [u32; 14],
     /// Incremented after every batch that changed one of the app's sockets.
     pub event_seq: AtomicU64,
+    _pad2: [u64; 7],
+    /// Change log: entries ever published. After each batch that changed
+    /// some of the app's sockets, and before `event_seq` moves, the service
+    /// appends their slots to the log ([`Regions::chlog`], entry `k` at
+    /// `k % CHLOG`; each slot once per batch), so that an epoll set looks
+    /// only at the sockets that changed since it last looked, not at all
+    /// of them. It first moves `chlog_reserve` past what it will write,
+    /// then writes the entries, then moves this: a reader that took the
+    /// entries from `cursor` to this, and then (after an acquire fence)
+    /// finds `chlog_reserve - cursor > CHLOG`, may have read overwritten
+    /// ones and must look at every socket. A batch that changed more than
+    /// half the log's length moves both by more than `CHLOG`, writing
+    /// nothing, with the same effect.
+    pub chlog_head: AtomicU64,
+    /// See `chlog_head`.
+    pub chlog_reserve: AtomicU64,
 }
 
 /// A socket as the service publishes it.
@@ -405,19 +430,24 @@ impl Layout {
         round_up(self.slots as usize * 64, PAGE)
     }
 
+    /// Offset of the change log.
+    pub fn chlog(&self) -> usize {
+        PAGE
+    }
+
     /// Offset of down slot `i`.
     pub fn down_slot(&self, i: u32) -> usize {
-        PAGE + i as usize * 64
+        PAGE + CHLOG_BYTES + i as usize * 64
     }
 
     /// Offset of the receive ring of socket `i`.
     pub fn rx_ring(&self, i: u32) -> usize {
-        PAGE + self.slots_bytes() + i as usize * self.ring as usize
+        self.down_slot(0) + self.slots_bytes() + i as usize * self.ring as usize
     }
 
     /// Length of the down region.
     pub fn down_len(&self) -> usize {
-        PAGE + self.slots_bytes() + self.slots as usize * self.ring as usize
+        self.rx_ring(0) + self.slots as usize * self.ring as usize
     }
 
     fn bitmap_bytes(&self) -> usize {
@@ -531,6 +561,15 @@ impl Regions {
         unsafe { &*(self.up as *const UpHeader) }
     }
 
+    /// Entry `k` of the change log (down; see
+    /// [`DownHeader::chlog_head`]): entry `k % CHLOG`.
+    pub fn chlog(&self, k: u64) -> &AtomicU32 {
+        let at = self.layout.chlog() + (k % CHLOG) as usize * 4;
+        // SAFETY: in bounds (CHLOG entries of 4 bytes at `chlog()`, before
+        // the slots), 4-byte aligned (page-aligned start); an atomic.
+        unsafe { &*(self.down.add(at) as *const AtomicU32) }
+    }
+
     /// Down slot `i`. Panics if `i` is out of range.
     pub fn down_slot(&self, i: u32) -> &DownSlot {
         assert!(i < self.layout.slots, "slot {i} out of range");
@@ -603,9 +642,9 @@ impl Regions {
     /// # Safety
     /// Only once the service that writes the down region is gone for good.
     pub unsafe fn privatize_down_slots(&self) -> std::io::Result<()> {
-        // SAFETY: the header page and the slot pages are whole pages at the
+        // SAFETY: the header page, the change log and the slot pages are whole pages at the
         // start of the down mapping; the caller promises no writer is left.
-        unsafe { crate::os::privatize(self.down, PAGE + self.layout.slots_bytes()) }
+        unsafe { crate::os::privatize(self.down, self.layout.rx_ring(0)) }
     }
 
     /// Mark socket `i` active and bump the activity word; true when the
@@ -775,6 +814,7 @@ mod tests {
         assert!(Layout::new(64, 1 << 25).is_err());
         let l = Layout::new(128, 65536).unwrap();
         assert_eq!(l.down_slot(0) % PAGE, 0);
+        assert_eq!(l.chlog() + CHLOG as usize * 4, l.down_slot(0));
         assert_eq!(l.rx_ring(0) % PAGE, 0);
         assert_eq!(l.tx_ring(0) % PAGE, 0);
         assert_eq!(l.rx_ring(127) + 65536, l.down_len());

@@ -472,6 +472,12 @@ pub fn stats(a: StatsArgs) -> ExitCode {
             w["woken"],
             w["spurious"]
         );
+        let e = &app["epoll_scans"];
+        out!(
+            "  epoll_wait looked at {} sockets in all ({} looks at every socket of a set)",
+            e["sockets_looked_at"],
+            e["full_scans"]
+        );
     }
     if let Some(st) = v["stack"].as_object() {
         out!("\nstack counters:");

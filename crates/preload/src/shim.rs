@@ -1886,6 +1886,7 @@ pub extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
         let mut user = true;
         if how != libc::SHUT_WR {
             sk.e.flags.fetch_or(fl::SHUT_RD, Ordering::Relaxed);
+            state::note_local_change();
             if kernel_side(sk) {
                 real!(shutdown: fn(c_int, c_int) -> c_int)(fd, how);
                 user = false;
@@ -1901,6 +1902,7 @@ pub extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     }
     if how != libc::SHUT_WR {
         sk.e.flags.fetch_or(fl::SHUT_RD, Ordering::Relaxed);
+        state::note_local_change();
         // A thread blocked reading returns 0 now, as on Linux.
         state::wake_blocked_on(sk.a, sk.s);
     }
@@ -2837,10 +2839,10 @@ pub unsafe extern "C" fn epoll_ctl(
     // socket) is gone, as the kernel forgets closed descriptors.
     let gen = sk.e.gen.load(Ordering::Relaxed);
     let stale = |i: &Item| i.fd == fd && (i.slot != sk.s || i.gen != gen);
-    let gone = g.items.iter().filter(|i| stale(i) && i.kernel).count();
+    let gone = g.items().iter().filter(|i| stale(i) && i.kernel).count();
     g.kernel = g.kernel.saturating_sub(gone);
-    g.items.retain(|i| !stale(i));
-    let pos = g.items.iter().position(|i| i.fd == fd);
+    g.retain(|i| !stale(i));
+    let pos = g.items().iter().position(|i| i.fd == fd);
     let (events, data) = if ev.is_null() {
         (0, 0)
     } else {
@@ -2868,16 +2870,9 @@ pub unsafe extern "C" fn epoll_ctl(
             }
             let kernel = kside && kctl(events) == 0;
             g.kernel += usize::from(kernel);
-            g.items.push(Item {
-                fd,
-                slot: sk.s,
-                gen: sk.e.gen.load(Ordering::Relaxed),
-                events,
-                data,
-                seen: sk.seq().wrapping_sub(1),
-                disabled: false,
-                kernel,
-            });
+            let mut it = Item::new(fd, sk.s, gen, events, data, sk.seq());
+            it.kernel = kernel;
+            g.push(it);
             tell_sleepers(&sk, &mut g, events);
             state::poke_kernel_sleepers(epfd, &mut g);
             0
@@ -2886,7 +2881,7 @@ pub unsafe extern "C" fn epoll_ctl(
             if ev.is_null() {
                 return fail(libc::EFAULT);
             }
-            let it = &mut g.items[i];
+            let it = g.item_mut(i);
             it.events = events;
             it.data = data;
             it.disabled = false;
@@ -2894,11 +2889,12 @@ pub unsafe extern "C" fn epoll_ctl(
             if it.kernel {
                 kctl(events);
             }
+            g.pending.push(sk.s);
             tell_sleepers(&sk, &mut g, events);
             0
         }
         (libc::EPOLL_CTL_DEL, Some(i)) => {
-            let it = g.items.swap_remove(i);
+            let it = g.remove(i);
             if it.kernel {
                 kctl(0);
                 g.kernel = g.kernel.saturating_sub(1);
@@ -2926,63 +2922,168 @@ fn kernel_side_events(events: u32) -> u32 {
     events & !((libc::EPOLLOUT | libc::EPOLLWRNORM | libc::EPOLLWRBAND) as u32)
 }
 
-/// Ready Ixora sockets of an epoll set into `out` (at most `max`).
+/// Ready Ixora sockets of an epoll set into `out` (at most `max`): the
+/// sockets that may be ready ([`Epoll`]'s doc says which), or every one
+/// when the service's change log cannot be trusted.
 fn epoll_scan(epfd: c_int, g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
-    let mut n = 0;
-    let mut i = 0;
-    while i < g.items.len() && n < max {
-        let it = &g.items[i];
-        let sk = match state::sock(it.fd) {
-            Some(sk) if sk.s == it.slot && sk.e.gen.load(Ordering::Relaxed) == it.gen => sk,
-            _ => {
-                // Closed without EPOLL_CTL_DEL: gone, as in the kernel.
-                if g.items.swap_remove(i).kernel {
-                    g.kernel = g.kernel.saturating_sub(1);
-                }
+    let Some(a) = state::attached() else {
+        return 0;
+    };
+    let h = a.r.down_header();
+    let head = h.chlog_head.load(Ordering::Acquire);
+    if g.needs_full_scan(head) {
+        g.full_scan_starts(head);
+        return full_scan(a, epfd, g, out, max);
+    }
+    // Left by a full batch or changed by epoll_ctl first, then what the
+    // service changed, then the level-triggered items reported last time.
+    let mut slots = std::mem::take(&mut g.scratch);
+    slots.clear();
+    slots.append(&mut g.pending);
+    for k in g.cursor..head {
+        slots.push(a.r.chlog(k).load(Ordering::Relaxed));
+    }
+    // Pairs with the service's release fence before it overwrites entries
+    // (layout::DownHeader::chlog_head).
+    std::sync::atomic::fence(Ordering::Acquire);
+    if h.chlog_reserve
+        .load(Ordering::Relaxed)
+        .wrapping_sub(g.cursor)
+        > layout::CHLOG
+    {
+        // Overwritten while read.
+        g.scratch = slots;
+        g.full_scan_starts(head);
+        return full_scan(a, epfd, g, out, max);
+    }
+    g.cursor = head;
+    slots.append(&mut g.ready);
+    let pass = g.next_pass();
+    let (mut n, mut looked) = (0, 0);
+    let mut gone = Vec::new();
+    for &s in &slots {
+        let mut i = g.first_of(s);
+        while i != state::NO_ITEM {
+            let at = i as usize;
+            i = g.items()[at].next;
+            if g.items()[at].pass == pass {
                 continue;
             }
-        };
-        if it.disabled {
-            i += 1;
-            continue;
-        }
-        let it = &mut g.items[i];
-        let rev = it.report(|| sk.seq(), || sk.revents() as u16 as u32);
-        if rev != 0 {
-            if it.events & libc::EPOLLONESHOT as u32 != 0 {
-                it.disabled = true;
-                if it.kernel {
-                    // A listener's kernel side is the same descriptor:
-                    // disarmed too, until the program re-arms both.
-                    let mut ev = epoll_event {
-                        events: libc::EPOLLONESHOT as u32,
-                        u64: it.data,
-                    };
-                    real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
-                        epfd,
-                        libc::EPOLL_CTL_MOD,
-                        it.fd,
-                        &mut ev,
-                    );
-                }
+            if n == max {
+                // The rest at the next call.
+                g.pending.push(s);
+                break;
             }
-            let e = epoll_event {
-                events: rev,
-                u64: it.data,
-            };
-            // SAFETY: `out` has room for `max` events (epoll_wait's
-            // contract) and `n < max`.
-            unsafe { std::ptr::write_unaligned(out.add(n), e) };
-            n += 1;
+            looked += 1;
+            n += usize::from(look_at(epfd, g, at, pass, out, n, &mut gone));
         }
-        i += 1;
     }
-    // Rotate so that a full batch does not starve the tail.
-    if n == max && g.items.len() > max {
-        let l = g.items.len();
-        g.items.rotate_left(max.min(l));
+    g.scratch = slots;
+    forget_gone(g, gone);
+    if looked > 0 {
+        a.r.up_header().counters[call("scan")][0].fetch_add(looked, Ordering::Relaxed);
     }
     n
+}
+
+/// Every item of set `g`, from where the last full batch stopped.
+fn full_scan(a: &Attached, epfd: c_int, g: &mut Epoll, out: *mut epoll_event, max: usize) -> usize {
+    let len = g.items().len();
+    let first = if g.start < len { g.start } else { 0 };
+    let pass = g.pass;
+    let (mut n, mut looked) = (0, 0);
+    let mut gone = Vec::new();
+    for k in 0..len {
+        let at = (first + k) % len;
+        if n == max {
+            // The rest are not looked at: the next scan is a full one
+            // again, from here.
+            g.synced = false;
+            g.start = at;
+            break;
+        }
+        looked += 1;
+        n += usize::from(look_at(epfd, g, at, pass, out, n, &mut gone));
+    }
+    forget_gone(g, gone);
+    a.r.up_header().counters[call("scan")][0].fetch_add(looked, Ordering::Relaxed);
+    count(a, call("scan"), false);
+    n
+}
+
+/// Look at item `at` of set `g` in scan `pass`: true when it had an
+/// event, written to `out[n]`; its index goes to `gone` if its descriptor
+/// was closed.
+fn look_at(
+    epfd: c_int,
+    g: &mut Epoll,
+    at: usize,
+    pass: u32,
+    out: *mut epoll_event,
+    n: usize,
+    gone: &mut Vec<usize>,
+) -> bool {
+    g.item_mut(at).pass = pass;
+    let it = &g.items()[at];
+    let sk = match state::sock(it.fd) {
+        Some(sk) if sk.s == it.slot && sk.e.gen.load(Ordering::Relaxed) == it.gen => sk,
+        // Closed without EPOLL_CTL_DEL: gone, as in the kernel.
+        _ => {
+            gone.push(at);
+            return false;
+        }
+    };
+    if it.disabled {
+        return false;
+    }
+    let it = g.item_mut(at);
+    let rev = it.report(|| sk.seq(), || sk.revents() as u16 as u32);
+    if rev == 0 {
+        return false;
+    }
+    let oneshot = it.events & libc::EPOLLONESHOT as u32 != 0;
+    if oneshot {
+        it.disabled = true;
+        if it.kernel {
+            // A listener's kernel side is the same descriptor: disarmed
+            // too, until the program re-arms both.
+            let mut ev = epoll_event {
+                events: libc::EPOLLONESHOT as u32,
+                u64: it.data,
+            };
+            real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(
+                epfd,
+                libc::EPOLL_CTL_MOD,
+                it.fd,
+                &mut ev,
+            );
+        }
+    }
+    let e = epoll_event {
+        events: rev,
+        u64: it.data,
+    };
+    // Level-triggered: ready until the program reads it, so looked at
+    // again next time.
+    if !oneshot && it.events & libc::EPOLLET as u32 == 0 {
+        let slot = it.slot;
+        g.ready.push(slot);
+    }
+    // SAFETY: `out` has room for `max` events (epoll_wait's contract) and
+    // the callers keep `n < max`.
+    unsafe { std::ptr::write_unaligned(out.add(n), e) };
+    true
+}
+
+/// Take out of `g` the items at `gone` (whose descriptors were closed).
+fn forget_gone(g: &mut Epoll, mut gone: Vec<usize>) {
+    // From the highest: each removal moves only a later item.
+    gone.sort_unstable_by(|a, b| b.cmp(a));
+    for at in gone {
+        if g.remove(at).kernel {
+            g.kernel = g.kernel.saturating_sub(1);
+        }
+    }
 }
 
 /// Without io_uring (see `kwatch`): how often a busy program's
@@ -3036,7 +3137,7 @@ fn epoll_common(
             if !ep
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .items
+                .items()
                 .is_empty() =>
         {
             a
@@ -3153,7 +3254,7 @@ fn epoll_common(
         let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
         let (kernel, id, seen) = {
             let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-            for it in g.items.iter() {
+            for it in g.items().iter() {
                 if it.events & libc::EPOLLOUT as u32 != 0 {
                     tx_interest.push(it.slot);
                 } else {
@@ -3242,7 +3343,9 @@ fn merge_kernel_side(
     let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
     // The set's sockets with a kernel side (few, usually none): one pass
     // over the set, then each kernel event is checked against them only.
-    let sides: Vec<usize> = (0..g.items.len()).filter(|&i| g.items[i].kernel).collect();
+    let sides: Vec<usize> = (0..g.items().len())
+        .filter(|&i| g.items()[i].kernel)
+        .collect();
     if sides.is_empty() {
         return n + k;
     }
@@ -3254,7 +3357,7 @@ fn merge_kernel_side(
         let (ev, data) = (evs[j].events, evs[j].u64);
         let mut dual = false;
         for &i in &sides {
-            let it = &mut g.items[i];
+            let it = g.item_mut(i);
             if it.data != data {
                 continue;
             }
@@ -3322,7 +3425,7 @@ pub extern "C" fn epoll_pwait2(
     let ixora_set = state::epoll(epfd).is_some_and(|ep| {
         !ep.lock()
             .unwrap_or_else(|p| p.into_inner())
-            .items
+            .items()
             .is_empty()
     });
     if !ixora_set {

@@ -1140,6 +1140,7 @@ fn service_gone(a: &Attached) {
                 aborted += 1;
             }
         }
+        note_local_change();
         let m = format!(
             "ixora-preload: the stack service is gone (it exited or was killed): {aborted} \
              connection(s) aborted (ECONNABORTED); listening and UDP sockets get nothing more \
@@ -1286,23 +1287,27 @@ impl Waiter {
         } else {
             h.wants_any[w].fetch_and(!bit, Ordering::Relaxed);
             let slots = a.r.layout().slots;
-            for i in 0..slots / 64 {
-                a.r.interest(self.idx, i).store(0, Ordering::Relaxed);
-                a.r.tx_interest(self.idx, i).store(0, Ordering::Relaxed);
-            }
+            // The bitmaps are made here and stored a word at a time: an
+            // epoll set of a thousand sockets is one store per 64 of them,
+            // not an atomic update per socket.
+            let mut rx = vec![0u64; slots as usize / 64];
+            let mut tx = vec![0u64; slots as usize / 64];
             // Room to write is also a reason to wake for the other
             // changes (an error, a closed connection).
             for &s in interest.iter().chain(tx_interest) {
                 if s < slots {
-                    a.r.interest(self.idx, s / 64)
-                        .fetch_or(1 << (s % 64), Ordering::Relaxed);
+                    rx[s as usize / 64] |= 1 << (s % 64);
                 }
             }
             for &s in tx_interest {
                 if s < slots {
-                    a.r.tx_interest(self.idx, s / 64)
-                        .fetch_or(1 << (s % 64), Ordering::Relaxed);
+                    tx[s as usize / 64] |= 1 << (s % 64);
                 }
+            }
+            for (i, (&r, &t)) in rx.iter().zip(&tx).enumerate() {
+                a.r.interest(self.idx, i as u32).store(r, Ordering::Relaxed);
+                a.r.tx_interest(self.idx, i as u32)
+                    .store(t, Ordering::Relaxed);
             }
         }
         h.waiter_cpu[self.idx as usize].store(os::cpu_tag(), Ordering::Relaxed);
@@ -2301,12 +2306,52 @@ pub fn strip_poke(epfd: c_int, evs: &mut [libc::epoll_event], drain: bool) -> (u
     (evs.len() - 1, true)
 }
 
+/// No item: the end of a chain of [`Epoll`]'s slot index.
+const NIL: u32 = u32::MAX;
+
 /// Per-epoll-instance state (user-space interest in Ixora sockets).
+///
+/// A scan of the set looks only at the sockets that may be ready: those
+/// the service changed since the last scan (its change log,
+/// [`layout::DownHeader::chlog_head`]), those added or changed by
+/// `epoll_ctl`, the level-triggered ones reported ready last time (ready
+/// until the program reads them), and those a full batch left. It looks
+/// at every item when it cannot trust the log: the first time, when it
+/// fell more than the log's length behind, after a change the program
+/// made itself ([`note_local_change`]), and after enough of the program's
+/// closes to collect the items of closed descriptors
+/// ([`Epoll::needs_full_scan`]). A program with a thousand connections
+/// thus no longer reads a thousand sockets' state per `epoll_wait`.
 pub struct Epoll {
     /// Unique in the process (a closed set's number may name a new one).
     pub id: u64,
-    /// Interest in Ixora sockets.
-    pub items: Vec<Item>,
+    /// Interest in Ixora sockets: change only through [`Epoll::push`],
+    /// [`Epoll::remove`] and [`Epoll::retain`], which keep the slot index.
+    items: Vec<Item>,
+    /// Per socket slot, the first item watching it (NIL: none); the others
+    /// follow [`Item::next`].
+    heads: Vec<u32>,
+    /// The change log is read up to here (valid while `synced`).
+    pub cursor: u64,
+    /// The last scan could trust the log (see the type's doc).
+    pub synced: bool,
+    /// [`local_changes`] and [`closes`] at the last full scan.
+    pub local_seen: u64,
+    /// See `local_seen`.
+    pub closes_seen: u64,
+    /// Slots to look at first in the next scan: added or changed by
+    /// `epoll_ctl`, or left by a full batch.
+    pub pending: Vec<u32>,
+    /// Slots to look at last in the next scan: level-triggered items
+    /// reported ready.
+    pub ready: Vec<u32>,
+    /// Scans so far: an item is looked at once per scan.
+    pub pass: u32,
+    /// Where the next full scan starts (round robin: a full batch does
+    /// not starve the items after it).
+    pub start: usize,
+    /// A scan's list of slots, kept for its memory.
+    pub scratch: Vec<u32>,
     /// Kernel descriptors registered in the real epoll.
     pub kernel: usize,
     /// When the kernel descriptors of the set were last looked at.
@@ -2343,6 +2388,10 @@ pub struct Item {
     pub seen: u32,
     /// One-shot item already reported.
     pub disabled: bool,
+    /// The next item watching the same slot (NIL: none).
+    pub next: u32,
+    /// The last scan ([`Epoll::pass`]) that looked at it.
+    pub pass: u32,
     /// Also registered in the real epoll instance (the kernel side of a
     /// socket on any address, [`fl::KSIDE`]), with the same data and
     /// events but writability.
@@ -2374,6 +2423,178 @@ impl Item {
         rev
     }
 }
+
+impl Item {
+    /// An item of interest `events` (with the program's `data`) in Ixora
+    /// socket `slot`/`gen` under descriptor `fd`; `seq` is the socket's
+    /// change counter now (an edge-triggered item reports what is ready).
+    pub fn new(fd: c_int, slot: u32, gen: u32, events: u32, data: u64, seq: u32) -> Item {
+        Item {
+            fd,
+            slot,
+            gen,
+            events,
+            data,
+            seen: seq.wrapping_sub(1),
+            disabled: false,
+            next: NIL,
+            pass: 0,
+            kernel: false,
+        }
+    }
+}
+
+/// Changes the program made itself that may make its sockets ready (a
+/// shutdown of reading; the service's loss): each makes every epoll set's
+/// next scan a full one.
+static LOCAL_CHANGES: AtomicU64 = AtomicU64::new(0);
+
+/// Closes of Ixora descriptors (see [`Epoll::needs_full_scan`]).
+static CLOSES: AtomicU64 = AtomicU64::new(0);
+
+/// The program changed one of its sockets in a way that may make it ready
+/// without the service's telling: shutdown(SHUT_RD).
+pub fn note_local_change() {
+    LOCAL_CHANGES.fetch_add(1, Ordering::Release);
+}
+
+/// The program closed an Ixora descriptor: an epoll set that watched it
+/// keeps its item until a full scan finds it gone.
+pub fn note_close() {
+    CLOSES.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Epoll {
+    fn new(id: u64) -> Epoll {
+        Epoll {
+            id,
+            items: Vec::new(),
+            heads: Vec::new(),
+            cursor: 0,
+            synced: false,
+            local_seen: 0,
+            closes_seen: 0,
+            pending: Vec::new(),
+            ready: Vec::new(),
+            pass: 0,
+            start: 0,
+            scratch: Vec::new(),
+            kernel: 0,
+            kernel_seen: Instant::now(),
+            undecided: Vec::new(),
+            sleepers: Vec::new(),
+            gen: 0,
+            in_kernel: 0,
+            poke: -1,
+        }
+    }
+
+    /// The items.
+    pub fn items(&self) -> &[Item] {
+        &self.items
+    }
+
+    /// Item `i`, to change its interest or flags (not its slot).
+    pub fn item_mut(&mut self, i: usize) -> &mut Item {
+        &mut self.items[i]
+    }
+
+    /// Add an item; the next scan looks at it.
+    pub fn push(&mut self, mut it: Item) {
+        let s = it.slot as usize;
+        if self.heads.len() <= s {
+            self.heads.resize(s + 1, NIL);
+        }
+        it.next = self.heads[s];
+        self.heads[s] = self.items.len() as u32;
+        self.pending.push(it.slot);
+        self.items.push(it);
+    }
+
+    /// Take item `i` out (the last item takes its place).
+    pub fn remove(&mut self, i: usize) -> Item {
+        let (s, next) = (self.items[i].slot as usize, self.items[i].next);
+        self.relink(s, i as u32, next);
+        let last = self.items.len() - 1;
+        if i != last {
+            // The last item moves to `i`: its link in its chain follows.
+            self.relink(self.items[last].slot as usize, last as u32, i as u32);
+        }
+        self.items.swap_remove(i)
+    }
+
+    /// Keep only the items `keep` says yes to.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Item) -> bool) {
+        let mut i = self.items.len();
+        while i > 0 {
+            i -= 1;
+            if !keep(&self.items[i]) {
+                self.remove(i);
+            }
+        }
+    }
+
+    /// Make the link to item `from` in slot `s`'s chain point at `to`.
+    fn relink(&mut self, s: usize, from: u32, to: u32) {
+        if self.heads[s] == from {
+            self.heads[s] = to;
+            return;
+        }
+        let mut p = self.heads[s] as usize;
+        while self.items[p].next != from {
+            p = self.items[p].next as usize;
+        }
+        self.items[p].next = to;
+    }
+
+    /// The first item watching `slot` (NIL: none); the others follow
+    /// [`Item::next`].
+    pub fn first_of(&self, slot: u32) -> u32 {
+        self.heads.get(slot as usize).copied().unwrap_or(NIL)
+    }
+
+    /// Whether this scan must look at every item rather than trust the
+    /// change log (whose `head` is read before the scan): see the type's
+    /// doc. Closes of the program's descriptors count once they are a
+    /// quarter of the items (at least 64), so that collecting the items of
+    /// closed descriptors costs a bounded amount per close.
+    pub fn needs_full_scan(&self, head: u64) -> bool {
+        !self.synced
+            || head.wrapping_sub(self.cursor) > layout::CHLOG
+            || LOCAL_CHANGES.load(Ordering::Acquire) != self.local_seen
+            || CLOSES
+                .load(Ordering::Relaxed)
+                .wrapping_sub(self.closes_seen)
+                > (self.items.len() as u64 / 4).max(64)
+    }
+
+    /// A full scan starts, the log read up to `head`.
+    pub fn full_scan_starts(&mut self, head: u64) {
+        self.synced = true;
+        self.cursor = head;
+        self.local_seen = LOCAL_CHANGES.load(Ordering::Acquire);
+        self.closes_seen = CLOSES.load(Ordering::Relaxed);
+        self.pending.clear();
+        self.ready.clear();
+        self.next_pass();
+    }
+
+    /// A new scan: items it looks at are marked with the new number.
+    pub fn next_pass(&mut self) -> u32 {
+        self.pass = self.pass.wrapping_add(1);
+        if self.pass == 0 {
+            // Wrapped: no item may carry the new number already.
+            for it in self.items.iter_mut() {
+                it.pass = 0;
+            }
+            self.pass = 1;
+        }
+        self.pass
+    }
+}
+
+/// Sentinel of [`Epoll::first_of`]'s chains.
+pub const NO_ITEM: u32 = NIL;
 
 static EPOLLS: OnceLock<Box<[AtomicPtr<Mutex<Epoll>>]>> = OnceLock::new();
 
@@ -2420,7 +2641,7 @@ pub fn take_epoll_interest(
             .iter()
             .position(|i| i.fd == fd && i.slot == slot && i.gen == gen)
         {
-            out.push((epfd as c_int, ep, g.items.swap_remove(i)));
+            out.push((epfd as c_int, ep, g.remove(i)));
         }
     }
     out
@@ -2528,16 +2749,7 @@ pub fn adopt_undecided(fd: c_int, sk: Sock, unwatch: &mut dyn FnMut(c_int) -> bo
         if unwatch(epfd) {
             g.kernel = g.kernel.saturating_sub(1);
         }
-        g.items.push(Item {
-            fd,
-            slot: sk.s,
-            gen: sk.gen(),
-            events,
-            data,
-            seen: sk.seq().wrapping_sub(1),
-            disabled: false,
-            kernel: false,
-        });
+        g.push(Item::new(fd, sk.s, sk.gen(), events, data, sk.seq()));
     });
 }
 
@@ -2571,7 +2783,7 @@ pub fn flag_socket(sk: Sock, bit: u32, on: bool) {
 /// Give back what [`take_epoll_interest`] took.
 pub fn restore_epoll_interest(taken: Vec<(c_int, &'static Mutex<Epoll>, Item)>) {
     for (_, ep, it) in taken {
-        ep.lock().unwrap_or_else(|e| e.into_inner()).items.push(it);
+        ep.lock().unwrap_or_else(|e| e.into_inner()).push(it);
     }
 }
 
@@ -2586,17 +2798,9 @@ pub fn epoll_new(epfd: c_int) {
             .collect()
     });
     static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-    let b = Box::into_raw(Box::new(Mutex::new(Epoll {
-        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-        items: Vec::new(),
-        kernel: 0,
-        kernel_seen: Instant::now(),
-        undecided: Vec::new(),
-        sleepers: Vec::new(),
-        gen: 0,
-        in_kernel: 0,
-        poke: -1,
-    })));
+    let b = Box::into_raw(Box::new(Mutex::new(Epoll::new(
+        NEXT_ID.fetch_add(1, Ordering::Relaxed),
+    ))));
     t[epfd as usize].store(b, Ordering::Release);
     EPOLLS_END.fetch_max(epfd as usize + 1, Ordering::AcqRel);
 }
@@ -2687,6 +2891,7 @@ pub fn install(fd: c_int, s: u32, gen: u32, flags: u32) {
 /// service to close it. Returns true if that took a system call.
 pub fn release_sock(sk: Sock) -> bool {
     sk.e.kind.store(kind::NONE, Ordering::Release);
+    note_close();
     if !sk.live() {
         return false;
     }
@@ -2700,15 +2905,53 @@ mod tests {
     use std::cell::Cell;
 
     fn item(events: u32) -> Item {
-        Item {
-            fd: 3,
-            slot: 0,
-            gen: 0,
-            events,
-            data: 7,
-            seen: 0,
-            disabled: false,
-            kernel: false,
+        Item::new(3, 0, 0, events, 7, 1)
+    }
+
+    /// The slot index follows every push and removal: each slot's chain
+    /// holds exactly the items that watch it, and each added item is
+    /// looked at by the next scan.
+    #[test]
+    fn the_slot_index_follows_the_items() {
+        let mut g = Epoll::new(1);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..5000 {
+            match rnd(4) {
+                0 | 1 => {
+                    let slot = rnd(40) as u32;
+                    g.push(Item::new(step, slot, 0, libc::EPOLLIN as u32, 0, 0));
+                    assert_eq!(g.pending.last(), Some(&slot));
+                }
+                2 if !g.items().is_empty() => {
+                    let i = rnd(g.items().len() as u64) as usize;
+                    let fd = g.items()[i].fd;
+                    assert_eq!(g.remove(i).fd, fd);
+                }
+                _ => {
+                    let cut = rnd(40) as u32;
+                    g.retain(|it| it.slot != cut);
+                }
+            }
+            g.pending.clear();
+            for slot in 0..40u32 {
+                let mut chain = Vec::new();
+                let mut i = g.first_of(slot);
+                while i != NO_ITEM {
+                    chain.push(i as usize);
+                    i = g.items()[i as usize].next;
+                }
+                chain.sort_unstable();
+                let want: Vec<usize> = (0..g.items().len())
+                    .filter(|&i| g.items()[i].slot == slot)
+                    .collect();
+                assert_eq!(chain, want, "slot {slot} after step {step}");
+            }
         }
     }
 

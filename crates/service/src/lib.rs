@@ -1292,6 +1292,13 @@ impl Service {
                     "kernel_fds_skipped": h.counters[layout::call("kernel_fds")][0].load(Ordering::Relaxed),
                     "kernel_fds_asked": h.counters[layout::call("kernel_fds")][1].load(Ordering::Relaxed),
                 },
+                // epoll_wait's looks at its sets: the sockets looked at
+                // (those the service changed, and a few more), and the
+                // looks at every socket of a set.
+                "epoll_scans": {
+                    "sockets_looked_at": h.counters[layout::call("scan")][0].load(Ordering::Relaxed),
+                    "full_scans": h.counters[layout::call("scan")][1].load(Ordering::Relaxed),
+                },
             }));
         }
         serde_json::json!({
@@ -3545,6 +3552,45 @@ impl Service {
 }
 
 /// Build [`Regions`] over two mappings.
+/// Append the slots of the sockets a batch changed (`changed` or `tx`
+/// bits set) to the app's change log, each once (see
+/// [`layout::DownHeader::chlog_head`]); more than half the log's length
+/// moves its indices past every reader's reach instead, so that each looks
+/// at all its sockets.
+fn publish_changes(r: &Regions, changed: &[u64], tx: &[u64]) {
+    let h = r.down_header();
+    let n: u64 = changed
+        .iter()
+        .zip(tx)
+        .map(|(&c, &t)| u64::from((c | t).count_ones()))
+        .sum();
+    if n == 0 {
+        return;
+    }
+    let head = h.chlog_head.load(Ordering::Relaxed);
+    if n > layout::CHLOG / 2 {
+        let end = head + layout::CHLOG + 1;
+        h.chlog_reserve.store(end, Ordering::Relaxed);
+        h.chlog_head.store(end, Ordering::Release);
+        return;
+    }
+    h.chlog_reserve.store(head + n, Ordering::Relaxed);
+    // Entries written after this are seen by a reader that also sees the
+    // reserve above (the reader's fence pairs with this one).
+    fence(Ordering::Release);
+    let mut k = head;
+    for (w, (&c, &t)) in changed.iter().zip(tx).enumerate() {
+        let mut bits = c | t;
+        while bits != 0 {
+            let b = bits.trailing_zeros();
+            bits &= bits - 1;
+            r.chlog(k).store(w as u32 * 64 + b, Ordering::Relaxed);
+            k += 1;
+        }
+    }
+    h.chlog_head.store(k, Ordering::Release);
+}
+
 fn unsafe_regions(down: &Mapping, up: &Mapping, l: Layout) -> Regions {
     assert!(down.len() >= l.down_len() && up.len() >= l.up_len());
     regions_of(down.as_ptr(), up.as_ptr(), l)
@@ -3717,6 +3763,7 @@ impl App for Service {
                 continue;
             }
             app.dirty = false;
+            publish_changes(&app.r, &app.changed_bits, &app.tx_bits);
             app.r.down_header().event_seq.fetch_add(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let h = app.r.up_header();
