@@ -1522,7 +1522,9 @@ def main():
     ap.add_argument("--refine", type=int, default=3,
                     help="bisection steps that narrow each stack's p99 <= 500 us knee between "
                          "two rates of --rates (default 3: a 20 k step ends 2.5 k wide; 0: off)")
-    ap.add_argument("--conns", type=int, default=16, help="loadgen connections")
+    ap.add_argument("--conns", type=int, default=16,
+                    help="memcached load generator's connections (default 16; another number "
+                         "writes files with a -connsN suffix)")
     ap.add_argument("--udp-rates", default="20000,40000,60000,80000,100000,120000",
                     help="sockperf under-load rates, messages/s (comma-separated)")
     ap.add_argument("--udp-sizes", default="64,8000",
@@ -1606,6 +1608,9 @@ def main():
         NAME += f"-ring{args.ring}"
     if LISTEN_ANY:
         NAME += "-listen-any"
+    if args.conns != 16:
+        # Another number of memcached connections: files of its own.
+        NAME += f"-conns{args.conns}"
     if args.only in ("web", "memcached", "node", "proxy", "apache") and SERVICE_CPU == 0 \
             and not args.serve_poll:
         # A part alone does not overwrite the whole comparison's files (the
