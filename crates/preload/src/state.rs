@@ -2306,8 +2306,9 @@ pub fn strip_poke(epfd: c_int, evs: &mut [libc::epoll_event], drain: bool) -> (u
     (evs.len() - 1, true)
 }
 
-/// No item: the end of a chain of [`Epoll`]'s slot index.
-const NIL: u32 = u32::MAX;
+/// No item: the end of a chain of [`Epoll`]'s slot index
+/// ([`Epoll::first_of`]).
+pub const NO_ITEM: u32 = u32::MAX;
 
 /// Per-epoll-instance state (user-space interest in Ixora sockets).
 ///
@@ -2328,7 +2329,7 @@ pub struct Epoll {
     /// Interest in Ixora sockets: change only through [`Epoll::push`],
     /// [`Epoll::remove`] and [`Epoll::retain`], which keep the slot index.
     items: Vec<Item>,
-    /// Per socket slot, the first item watching it (NIL: none); the others
+    /// Per socket slot, the first item watching it (NO_ITEM: none); the others
     /// follow [`Item::next`].
     heads: Vec<u32>,
     /// The change log is read up to here (valid while `synced`).
@@ -2388,7 +2389,7 @@ pub struct Item {
     pub seen: u32,
     /// One-shot item already reported.
     pub disabled: bool,
-    /// The next item watching the same slot (NIL: none).
+    /// The next item watching the same slot (NO_ITEM: none).
     pub next: u32,
     /// The last scan ([`Epoll::pass`]) that looked at it.
     pub pass: u32,
@@ -2437,7 +2438,7 @@ impl Item {
             data,
             seen: seq.wrapping_sub(1),
             disabled: false,
-            next: NIL,
+            next: NO_ITEM,
             pass: 0,
             kernel: false,
         }
@@ -2503,7 +2504,7 @@ impl Epoll {
     pub fn push(&mut self, mut it: Item) {
         let s = it.slot as usize;
         if self.heads.len() <= s {
-            self.heads.resize(s + 1, NIL);
+            self.heads.resize(s + 1, NO_ITEM);
         }
         it.next = self.heads[s];
         self.heads[s] = self.items.len() as u32;
@@ -2547,10 +2548,10 @@ impl Epoll {
         self.items[p].next = to;
     }
 
-    /// The first item watching `slot` (NIL: none); the others follow
+    /// The first item watching `slot` (NO_ITEM: none); the others follow
     /// [`Item::next`].
     pub fn first_of(&self, slot: u32) -> u32 {
-        self.heads.get(slot as usize).copied().unwrap_or(NIL)
+        self.heads.get(slot as usize).copied().unwrap_or(NO_ITEM)
     }
 
     /// Whether this scan must look at every item rather than trust the
@@ -2592,9 +2593,6 @@ impl Epoll {
         self.pass
     }
 }
-
-/// Sentinel of [`Epoll::first_of`]'s chains.
-pub const NO_ITEM: u32 = NIL;
 
 static EPOLLS: OnceLock<Box<[AtomicPtr<Mutex<Epoll>>]>> = OnceLock::new();
 
