@@ -9,8 +9,8 @@
 //!   service's sleeping flag, the event sequence), the change log (the
 //!   slots of the sockets each batch changed, [`CHLOG`] entries), one
 //!   [`DownSlot`] per socket (receive tail, transmit head, state, error,
-//!   addresses), then one receive ring of `ring` bytes per socket. A listening socket's
-//!   receive ring holds its accept queue instead: `u64` entries
+//!   addresses), then one receive ring of `ring` bytes per socket. A
+//!   listening socket's receive ring holds its accept queue instead: `u64` entries
 //!   `slot | gen << 32` of connections already established and mapped.
 //! * **up** — written by the app, read by the service, which validates
 //!   every index it reads: a header page (the activity word, waiter bits,
@@ -642,8 +642,9 @@ impl Regions {
     /// # Safety
     /// Only once the service that writes the down region is gone for good.
     pub unsafe fn privatize_down_slots(&self) -> std::io::Result<()> {
-        // SAFETY: the header page, the change log and the slot pages are whole pages at the
-        // start of the down mapping; the caller promises no writer is left.
+        // SAFETY: the header page, the change log and the slot pages are
+        // whole pages at the start of the down mapping; the caller promises
+        // no writer is left.
         unsafe { crate::os::privatize(self.down, self.layout.rx_ring(0)) }
     }
 

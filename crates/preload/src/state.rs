@@ -2336,10 +2336,10 @@ pub struct Epoll {
     pub cursor: u64,
     /// The last scan could trust the log (see the type's doc).
     pub synced: bool,
-    /// [`local_changes`] and [`closes`] at the last full scan.
-    pub local_seen: u64,
+    /// [`LOCAL_CHANGES`] and [`CLOSES`] at the last full scan.
+    local_seen: u64,
     /// See `local_seen`.
-    pub closes_seen: u64,
+    closes_seen: u64,
     /// Slots to look at first in the next scan: added or changed by
     /// `epoll_ctl`, or left by a full batch.
     pub pending: Vec<u32>,

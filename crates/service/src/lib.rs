@@ -3551,7 +3551,6 @@ impl Service {
     }
 }
 
-/// Build [`Regions`] over two mappings.
 /// Append the slots of the sockets a batch changed (`changed` or `tx`
 /// bits set) to the app's change log, each once (see
 /// [`layout::DownHeader::chlog_head`]); more than half the log's length
@@ -3591,6 +3590,7 @@ fn publish_changes(r: &Regions, changed: &[u64], tx: &[u64]) {
     h.chlog_head.store(k, Ordering::Release);
 }
 
+/// Build [`Regions`] over two mappings.
 fn unsafe_regions(down: &Mapping, up: &Mapping, l: Layout) -> Regions {
     assert!(down.len() >= l.down_len() && up.len() >= l.up_len());
     regions_of(down.as_ptr(), up.as_ptr(), l)
