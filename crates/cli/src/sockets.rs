@@ -17,14 +17,16 @@ pub struct ServeArgs {
     #[arg(long, env = "IXORA_SOCKET", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
     /// Sockets per application (a multiple of 64, at most 65536), all its
-    /// processes together: a connection beyond them is reset unaccepted,
-    /// and said. Each takes a receive and a transmit ring of shared memory
-    /// (`--ring`), touched only once used.
+    /// processes together: a connection beyond them waits in the stack's
+    /// accept queue (up to the listener's backlog) until the program frees
+    /// one, and it is said. Each takes a receive and a transmit ring of
+    /// shared memory (`--ring`), touched only once used.
     #[arg(long, default_value_t = 4096)]
     pub slots: u32,
     /// Bytes of each socket's receive ring and of its transmit ring (a
     /// power of two, 4 KiB to 16 MiB). The receive ring bounds the TCP
-    /// window the service advertises.
+    /// window the service advertises; a listener's accept ring holds
+    /// `RING / 8` connections (more wait in the stack's accept queue).
     #[arg(long, default_value_t = 65536)]
     pub ring: u32,
     /// Permission bits of the control socket, in octal: who may attach
@@ -383,6 +385,15 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         v["udp_too_long"],
         v["binds_denied"]
     );
+    let waits = &v["accept_waits"];
+    if waits["waited"].as_u64().unwrap_or(0) > 0 {
+        out!(
+            "{} connection(s) waited in the stack's accept queue for room in a program's accept \
+             ring or for a free socket slot, {} waiting now",
+            waits["waited"],
+            waits["waiting"]
+        );
+    }
     out!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \
          (over 250 us: a stall, or another thread ran); paused {} time(s) for 1 s after two \

@@ -4526,71 +4526,204 @@ fn a_stopped_service_resets_its_connections() {
     reader_aborted(&mut py);
 }
 
-/// A program that uses all of its socket slots (`--slots 64`): further
-/// connections are refused (reset, as a connection closed before it was
-/// accepted is), counted in `ixora stats`, and the service says why on
-/// standard error, once.
-#[test]
-fn connections_beyond_the_programs_sockets_are_refused_and_said() {
+/// Python server with a listener's backlog of `backlog`: accept, send
+/// `a`, keep the connection until its peer closes it (then close it too);
+/// with `delay` seconds first, before any accept.
+fn holding_server(port: u16, backlog: u32, delay: f64) -> String {
+    py_server(
+        port,
+        &format!(
+            "s.close()\n\
+             s = socket.socket()\n\
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.bind(('0.0.0.0', {port}))\n\
+             s.listen({backlog})\n\
+             time.sleep({delay})\n\
+             held = []\n\
+             while True:\n    \
+                 r, _, _ = select.select([s] + held, [], [], 1.0)\n    \
+                 for x in r:\n        \
+                     if x is s:\n            \
+                         c, _ = s.accept()\n            \
+                         c.sendall(b'a')\n            \
+                         held.append(c)\n        \
+                     elif not x.recv(1):\n            \
+                         x.close()\n            \
+                         held.remove(x)\n"
+        ),
+    )
+}
+
+/// A service started with `extra` arguments, and a [`holding_server`] on
+/// it (port, backlog, delay), listening (None: python3 is missing).
+fn holding(
+    extra: &[&str],
+    port: u16,
+    backlog: u32,
+    delay: f64,
+) -> Option<(std::sync::MutexGuard<'static, ()>, Setup, Proc)> {
     if !need(&["python3"]) {
-        return;
+        return None;
     }
-    let _g = serial();
-    let net = Setup::with(&["--slots", "64"]);
-    let server = py_server(
-        7032,
-        "held = []\nwhile True:\n    held.append(s.accept()[0])\n",
-    );
-    let mut py = net.run("holder", &["python3", "-c", &server]);
-    net.wait_port(&mut py, 7032);
-    let gone = |e: &std::io::Error| {
-        matches!(
-            e.kind(),
-            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionRefused
-        )
+    let g = serial();
+    let net = Setup::with(extra);
+    let code = holding_server(port, backlog, delay);
+    let mut py = net.run("holder", &["python3", "-c", &code]);
+    net.wait_port(&mut py, port);
+    Some((g, net, py))
+}
+
+/// What became of a connection to a [`holding_server`], looked at without
+/// waiting: accepted (its `a` came), waiting, or reset or closed unaccepted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fate {
+    Accepted,
+    Waiting,
+    Refused,
+}
+
+fn fate(c: &mut TcpStream) -> Fate {
+    c.set_nonblocking(true).unwrap();
+    let f = match c.read(&mut [0u8; 1]) {
+        Ok(1) => Fate::Accepted,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Fate::Waiting,
+        _ => Fate::Refused,
     };
-    let (mut held, mut refused) = (0, 0);
-    net.lx.run(|| {
+    c.set_nonblocking(false).unwrap();
+    f
+}
+
+/// Wait up to `secs` for the `a` of each connection of `conns` that had
+/// not come: each must come (none reset, none closed); else which did not.
+fn all_accepted(conns: &mut [TcpStream], fates: &[Fate], secs: u64) -> Result<(), String> {
+    let until = Instant::now() + Duration::from_secs(secs);
+    for (i, c) in conns.iter_mut().enumerate() {
+        if fates[i] == Fate::Accepted {
+            continue;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        c.set_read_timeout(Some(left.max(Duration::from_millis(10))))
+            .unwrap();
+        let mut b = [0u8; 1];
+        let r = c.read(&mut b);
+        if !matches!(r, Ok(1)) || b[0] != b'a' {
+            return Err(format!(
+                "connection {i} ({:?} before) was never accepted: {r:?}",
+                fates[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A program that uses all of its socket slots (`--slots 64`): further
+/// connections are not reset — they wait in the stack's accept queue (up
+/// to the listener's backlog, here 32; beyond it the stack drops the
+/// handshake's last ACK and the peer retries, as Linux does) and the
+/// service says why on standard error, once. When the program closes
+/// connections, the waiting ones are accepted, in order.
+#[test]
+fn connections_beyond_the_programs_sockets_wait_for_one() {
+    let Some((_g, net, mut py)) = holding(&["--slots", "64"], 7032, 32, 0.0) else {
+        return;
+    };
+    let (fates, r) = net.lx.run(|| {
         let mut conns = Vec::new();
         for _ in 0..80 {
-            match TcpStream::connect(format!("{IX}:7032")) {
-                Ok(c) => conns.push(c),
-                Err(e) if gone(&e) => refused += 1,
-                Err(e) => panic!("connect: {e}"),
-            }
-            // One at a time: the program's accept keeps up (a burst would
-            // overflow its backlog of 8 instead).
+            conns.push(TcpStream::connect(format!("{IX}:7032")).expect("connect"));
+            // One at a time: the program's accept keeps up.
             std::thread::sleep(Duration::from_millis(5));
         }
-        // Then look at each without waiting: a refused one has its reset.
-        std::thread::sleep(Duration::from_millis(300));
-        for mut c in conns {
-            c.set_nonblocking(true).unwrap();
-            match c.read(&mut [0u8; 1]) {
-                Ok(0) => refused += 1,
-                Err(e) if gone(&e) => refused += 1,
-                _ => held += 1,
-            }
-        }
+        std::thread::sleep(Duration::from_millis(500));
+        let fates: Vec<Fate> = conns.iter_mut().map(fate).collect();
+        let count = |f| fates.iter().filter(|&&x| x == f).count();
+        let (acc, wait) = (count(Fate::Accepted), count(Fate::Waiting));
+        // The listener and the readiness probes hold slots too.
+        assert!(acc <= 63, "{acc} connections accepted with 64 slots");
+        assert_eq!(
+            count(Fate::Refused),
+            0,
+            "a connection was refused: {fates:?}"
+        );
+        assert!(wait >= 10, "only {wait} of 80 connections wait: {fates:?}");
+        // In order: every accepted one came before every waiting one.
+        let last = fates.iter().rposition(|&f| f == Fate::Accepted).unwrap();
+        let first = fates.iter().position(|&f| f == Fate::Waiting).unwrap();
+        assert!(last < first, "accepted out of order: {fates:?}");
+        // Make room: the first 40 go; the waiting ones come in.
+        let mut rest = conns.split_off(40);
+        drop(conns);
+        let r = all_accepted(&mut rest, &fates[40..], 30);
+        (fates, r)
     });
-    // The listener and the readiness probes hold slots too.
-    assert!(held <= 63, "{held} connections held with 64 slots");
-    assert!(
-        refused >= 10,
-        "only {refused} of 80 connections refused ({held} held)"
-    );
+    if let Err(e) = r {
+        panic!("{e}; {}", net.stats());
+    }
+    let waited = fates.iter().filter(|&&f| f == Fate::Waiting).count() as u64;
     let st = net.stats();
+    assert_eq!(st["rejected_connections"], 0, "{st}");
     assert!(
-        st["rejected_connections"].as_u64().unwrap_or(0) >= 10,
+        st["accept_waits"]["waited"].as_u64().unwrap_or(0) >= waited.min(8),
         "{st}"
     );
+    assert_eq!(st["accept_waits"]["waiting"], 0, "{st}");
     assert_eq!(st["apps"][0]["slots"], 64, "{st}");
-    assert_eq!(st["apps"][0]["sockets"], 64, "all in use: {st}");
     let log = net.serve.log();
     assert_eq!(
         log.matches("has all its 64 sockets in use").count(),
         1,
         "said once (at most every 10 s):\n{log}"
+    );
+    assert!(log.contains("wait in the stack's accept queue"), "{log}");
+    assert!(py.running(), "{}", py.log());
+}
+
+/// A burst of connections larger than the listener's accept ring
+/// (`--ring 4096`: 512 entries) while the program does not accept yet:
+/// none is reset. Those beyond the ring wait in the stack's accept queue
+/// (the listener's backlog, 64), the rest have their handshake's last ACK
+/// dropped and complete when their SYN-ACK comes again, as with Linux; once
+/// the program accepts, every one is served. (A backlog as small as 8
+/// would let only 8 complete per round of SYN-ACKs, 6 rounds in 63 s,
+/// with Linux too.)
+#[test]
+fn a_burst_beyond_the_accept_ring_waits_in_the_stack() {
+    let Some((_g, net, mut py)) = holding(&["--ring", "4096"], 7033, 64, 3.0) else {
+        return;
+    };
+    let n = 600;
+    let (fates, r) = net.lx.run(|| {
+        let mut conns: Vec<TcpStream> = (0..n)
+            .map(|_| TcpStream::connect(format!("{IX}:7033")).expect("connect"))
+            .collect();
+        let fates: Vec<Fate> = conns.iter_mut().map(fate).collect();
+        assert!(
+            !fates.contains(&Fate::Refused),
+            "a connection was refused: {fates:?}"
+        );
+        // SYN-ACKs come again after 1, 3, 7 and 15 s.
+        let r = all_accepted(&mut conns, &fates, 40);
+        (fates, r)
+    });
+    if let Err(e) = r {
+        panic!("{e}; {}", net.stats());
+    }
+    assert!(
+        fates.contains(&Fate::Waiting),
+        "the program accepted before the burst ended"
+    );
+    let st = net.stats();
+    assert_eq!(st["rejected_connections"], 0, "{st}");
+    assert!(
+        st["accept_waits"]["waited"].as_u64().unwrap_or(0) >= 1,
+        "nothing waited beyond the ring: {st}"
+    );
+    assert!(
+        st["stack"]["Handshakes dropped: accept queue full (ListenOverflows)"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1,
+        "the backlog never filled: {st}"
     );
     assert!(py.running(), "{}", py.log());
 }

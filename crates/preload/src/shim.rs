@@ -1206,7 +1206,8 @@ pub unsafe extern "C" fn accept4(
         // Pop an entry (several processes may share the listener).
         let u = sk.a.r.up_slot(sk.s);
         let head = u.acc_head.load(Ordering::Acquire);
-        if sk.acceptable() > 0 {
+        let queued = sk.acceptable();
+        if queued > 0 {
             let ent = sk.a.r.acc_entry(sk.s, head).load(Ordering::Acquire);
             if u.acc_head
                 .compare_exchange(
@@ -1218,6 +1219,11 @@ pub unsafe extern "C" fn accept4(
                 .is_err()
             {
                 continue;
+            }
+            if queued == sk.a.r.acc_capacity() {
+                // The ring was full: connections may wait in the stack's
+                // queue for the room this entry made.
+                state::signal(sk.a, sk.s);
             }
             let (c, gen) = (ent as u32, (ent >> 32) as u32);
             if c >= sk.a.r.layout().slots || sk.a.r.down_slot(c).gen.load(Ordering::Acquire) != gen

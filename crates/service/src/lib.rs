@@ -256,6 +256,8 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         marked: Vec::new(),
         started: Instant::now(),
         rejected: 0,
+        held: HashMap::new(),
+        accept_waits: 0,
         unprivileged_ports: std::fs::read_to_string(
             "/proc/sys/net/ipv4/ip_unprivileged_port_start",
         )
@@ -600,6 +602,25 @@ fn flow_index(remote: SocketAddrV4, n: usize) -> usize {
     (h % n as u64) as usize
 }
 
+/// A connection the stack completed for a listener that cannot take it
+/// yet ([`Service::held`]).
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    h: ConnHandle,
+    remote: SocketAddrV4,
+    port: u16,
+}
+
+/// What became of a connection offered to a listener's accept queue.
+enum Admit {
+    /// In the queue (or gone while it waited: its handle is closed).
+    Queued,
+    /// The queue is full, or the program has no free socket slot.
+    Wait,
+    /// The program's head index is beyond its tail: a protocol error.
+    Broken,
+}
+
 /// UDP sockets of one user sharing a port with SO_REUSEPORT: one stack
 /// socket (its cookie is [`udp_group_cookie`]); each datagram goes to one
 /// member by a hash of its source.
@@ -646,6 +667,16 @@ pub struct Service {
     marked: Vec<(u32, u64)>,
     started: Instant,
     rejected: u64,
+    /// Connections the stack completed for a listener whose program's
+    /// accept ring is full, or that has no free socket slot, by listener
+    /// (app, slot), in order: they wait in the stack's accept queue,
+    /// counted against the listener's backlog (beyond it the stack drops
+    /// the handshake's last ACK and the peer retries, as with Linux), and
+    /// are offered again each cycle ([`Service::admit_held`]). A program
+    /// that takes an entry from a full ring signals its listener.
+    held: HashMap<(u32, u32), VecDeque<Held>>,
+    /// Connections that waited so.
+    accept_waits: u64,
     /// Ports below this need CAP_NET_BIND_SERVICE (the service's network
     /// namespace's `net.ipv4.ip_unprivileged_port_start`, as Linux).
     unprivileged_ports: u16,
@@ -1006,7 +1037,7 @@ impl AppState {
     /// A socket was refused to application `id` for want of a free slot
     /// (`what` was refused): say so on standard error, at most every
     /// [`FULL_SAID_EVERY`], so that an operator learns why (the program
-    /// sees only `EMFILE`, or its clients a connection reset unaccepted).
+    /// sees only `EMFILE`, or its clients' connections wait unaccepted).
     fn say_full(&mut self, id: u32, what: &str) {
         let now = std::time::Instant::now();
         if self
@@ -1312,6 +1343,10 @@ impl Service {
             "udp_group_drops": UDP_GROUP_DROPS.load(Ordering::Relaxed),
             "udp_too_long": UDP_RX_TOO_LONG.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
+            // Connections that waited in the stack's accept queue for
+            // room in their program's (see `Service::held`), and those
+            // waiting now.
+            "accept_waits": {"waited": self.accept_waits, "waiting": self.held.values().map(VecDeque::len).sum::<usize>()},
             "binds_denied": self.bind_denied,
             "passed_connections": {"passed": self.pass_counts.passed, "claimed": self.pass_counts.claimed, "expired": self.pass_counts.expired, "waiting": self.passes.len()},
             "ended_with_program": {"finished": self.orphan_counts.finished, "reset": self.orphan_counts.reset, "expired": self.orphan_counts.expired, "sending": self.orphans.len(), "bytes": self.orphan_bytes},
@@ -3231,6 +3266,7 @@ impl Service {
                 let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
                 if closing && !passing(&self.passes, id, s, gen) {
                     Self::unlisten(&mut self.listeners, io, port, (id, s));
+                    Self::abort_held(&mut self.held, io, (id, s));
                     // Connections queued but never accepted die with it.
                     let tail = app.socks[s as usize].acc_tail;
                     let head = app.r.up_slot(s).acc_head.load(Ordering::Acquire);
@@ -3281,7 +3317,6 @@ impl Service {
     }
 
     fn knock(&mut self, io: &mut Io, h: ConnHandle, listener: u64, remote: SocketAddrV4) {
-        let ip = self.ip(io);
         let port = listener as u16;
         // Members that stopped listening (a protocol error, their app
         // gone) leave first: only live listeners take connections.
@@ -3293,36 +3328,80 @@ impl Service {
             let _ = io.close(h);
             return;
         };
-        let (id, ls) = l.pick(remote);
-        let Some(app) = self.apps.get_mut(&id) else {
+        let key = l.pick(remote);
+        let c = Held { h, remote, port };
+        // Behind those that already wait for this listener (in order).
+        if let Some(q) = self.held.get_mut(&key) {
+            q.push_back(c);
+            self.accept_waits += 1;
+            return;
+        }
+        let ip = self.ip(io);
+        let Some(app) = self.apps.get_mut(&key.0) else {
             let _ = io.close(h);
             return;
         };
+        match Self::admit(app, io, ip, key, c) {
+            Admit::Queued => {}
+            Admit::Wait => {
+                self.held.insert(key, VecDeque::from([c]));
+                self.accept_waits += 1;
+            }
+            Admit::Broken => {
+                self.rejected += 1;
+                let _ = io.close(h);
+                self.listener_broken(io, key, port);
+            }
+        }
+    }
+
+    /// The program of listener `key` wrote an accept-queue head beyond
+    /// its tail: it no longer listens (the port's group loses it), and
+    /// the connections waiting for it are reset.
+    fn listener_broken(&mut self, io: &mut Io, key: (u32, u32), port: u16) {
+        if let Some(app) = self.apps.get_mut(&key.0) {
+            Self::violation(app, io, key.1);
+        }
+        Self::abort_held(&mut self.held, io, key);
+        self.prune_listener(io, port);
+    }
+
+    /// Reset the connections waiting for listener `key` (it closed, or
+    /// broke its queue): Linux resets a closed listener's queue.
+    fn abort_held(held: &mut HashMap<(u32, u32), VecDeque<Held>>, io: &mut Io, key: (u32, u32)) {
+        for c in held.remove(&key).unwrap_or_default() {
+            let _ = io.abort(c.h);
+        }
+    }
+
+    /// Put connection `c` in the accept queue of listener `ls` of `app`
+    /// (whose id is `id`), with a socket slot of its own.
+    fn admit(app: &mut AppState, io: &mut Io, ip: u32, (id, ls): (u32, u32), c: Held) -> Admit {
         let head = app.r.up_slot(ls).acc_head.load(Ordering::Acquire);
         let tail = app.socks[ls as usize].acc_tail;
         let queued = tail.wrapping_sub(head);
-        if queued >= app.r.acc_capacity() {
-            self.rejected += 1;
-            let _ = io.close(h);
-            if queued > app.r.acc_capacity() {
-                Self::violation(app, io, ls);
-                // It no longer listens: the port's group loses it.
-                self.prune_listener(io, port);
-            }
-            return;
+        if queued > app.r.acc_capacity() {
+            return Admit::Broken;
+        }
+        if queued == app.r.acc_capacity() {
+            return Admit::Wait;
         }
         let Some(s) = app.alloc() else {
-            self.rejected += 1;
-            let _ = io.close(h);
             app.say_full(
                 id,
-                &format!("a connection to port {port} was reset unaccepted"),
+                &format!(
+                    "connections to port {} wait in the stack's accept queue (up to the \
+                     listener's backlog; beyond it handshakes are dropped, as Linux does)",
+                    c.port
+                ),
             );
-            return;
+            return Admit::Wait;
         };
+        let (h, remote, port) = (c.h, c.remote, c.port);
         if io.accept(h, cookie(id, s)).is_err() {
+            // Gone while it waited (its peer reset it).
             app.release(s);
-            return;
+            return Admit::Queued;
         }
         // The listener's options pass to the connection (Linux copies
         // them from the listening socket).
@@ -3352,6 +3431,56 @@ impl Service {
         app.changed(ls);
         // Data may have come with the handshake's last segment.
         Self::pump_rx(app, io, s);
+        Admit::Queued
+    }
+
+    /// Offer the connections that wait for their listeners again (see
+    /// [`Service::held`]): those of a listener that is no longer one go to
+    /// the port's other members, or are reset with the port's last.
+    fn admit_held(&mut self, io: &mut Io) {
+        let (apps, listeners) = (&self.apps, &self.listeners);
+        let live = |&(id, ls): &(u32, u32), port: u16| {
+            apps.get(&id)
+                .and_then(|a| a.socks.get(ls as usize))
+                .is_some_and(|k| k.kind == Kind::Listen(port))
+                && listeners
+                    .get(&port)
+                    .is_some_and(|l| l.members.contains(&(id, ls)))
+        };
+        let moved = self
+            .held
+            .iter()
+            .find(|(k, q)| q.front().is_none_or(|c| !live(k, c.port)))
+            .map(|(&k, _)| k);
+        if let Some(key) = moved {
+            for c in self.held.remove(&key).unwrap_or_default() {
+                self.knock(io, c.h, listener_cookie(c.port), c.remote);
+            }
+            return; // the rest next cycle
+        }
+        let ip = self.ip(io);
+        let mut broken = None;
+        self.held.retain(|&key, q| {
+            let Some(app) = self.apps.get_mut(&key.0) else {
+                return true;
+            };
+            while let Some(&c) = q.front() {
+                match Self::admit(app, io, ip, key, c) {
+                    Admit::Queued => {
+                        q.pop_front();
+                    }
+                    Admit::Wait => return true,
+                    Admit::Broken => {
+                        broken = Some((key, c.port));
+                        return true;
+                    }
+                }
+            }
+            false
+        });
+        if let Some((key, port)) = broken {
+            self.listener_broken(io, key, port);
+        }
     }
 
     /// Drop the members of UDP group `port` that are no longer its
@@ -3726,6 +3855,9 @@ impl App for Service {
         }
         self.active = ids;
         self.marked = marked;
+        if !self.held.is_empty() {
+            self.admit_held(io);
+        }
         if work {
             self.nap = NAP_MIN;
         }
@@ -3737,6 +3869,11 @@ impl App for Service {
             // Nothing to look at: a request rings the core's doorbell, and
             // orphans and passes wait in seconds.
             return Some(Duration::from_millis(100));
+        }
+        if !self.held.is_empty() {
+            // Connections wait for room that a program's close or accept
+            // may make without a signal the core sleeps on.
+            return None;
         }
         let nap = self.nap;
         self.nap = (nap * 2).min(NAP_MAX);

@@ -202,3 +202,78 @@ fn an_idle_service_naps_longer_and_still_sends_what_was_written_unrung() {
     // 1,500 and more when it woke every 1 ms.
     assert!(sleeps < 500, "the idle service slept {sleeps} times");
 }
+
+/// Poll `f` until it holds (3 s at most).
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "{what}: not within 3 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Connections that complete their handshake while their listener's app
+/// has no free socket slot are not reset: they wait in the stack's accept
+/// queue, and the app's next free slots take them, in the order they came.
+/// When the listener closes, those still waiting are reset with it, as
+/// Linux resets a closed listener's queue.
+#[test]
+fn connections_wait_for_a_slot_in_order_and_die_with_their_listener() {
+    let rig = Rig::start("held").unwrap();
+    let (a, b) = (RawApp::attach(&rig).unwrap(), RawApp::attach(&rig).unwrap());
+    let sa = ixora_service::testkit::SERVICE_IP;
+    let l = a.socket().unwrap();
+    a.listen(l, 7400).unwrap();
+    // Every other slot of a in use.
+    let mut fill = Vec::new();
+    while let Ok(s) = a.socket() {
+        fill.push(s);
+    }
+    let conns: Vec<u32> = (0..6)
+        .map(|_| {
+            let c = b.socket().unwrap();
+            b.connect(c, sa, 7400).unwrap();
+            b.wait_established(c, Duration::from_secs(5)).unwrap();
+            c
+        })
+        .collect();
+    let acc_tail = || a.regions().down_slot(l).acc_tail.load(Ordering::Acquire);
+    let waiting = || a.stats().unwrap()["accept_waits"]["waiting"].as_u64();
+    until("six connections waiting", || waiting() == Some(6));
+    assert_eq!(acc_tail(), 0, "a connection was queued without a slot");
+    // Two slots free: the first two connections take them.
+    for s in fill.drain(..2) {
+        a.close(s);
+        a.kick(s);
+    }
+    until("two connections queued", || acc_tail() == 2);
+    for (k, &c) in conns[..2].iter().enumerate() {
+        let e = a.regions().acc_entry(l, k as u32).load(Ordering::Acquire);
+        let remote = a
+            .regions()
+            .down_slot(e as u32)
+            .remote
+            .load(Ordering::Acquire);
+        let local = b.regions().down_slot(c).local.load(Ordering::Acquire);
+        assert_eq!(remote, local, "queue entry {k} is not connection {k}");
+    }
+    assert_eq!(waiting(), Some(4));
+    let st = a.stats().unwrap();
+    assert_eq!(st["accept_waits"]["waited"], 6, "{st}");
+    assert_eq!(st["rejected_connections"], 0, "{st}");
+    // The listener closes: every connection not accepted is reset.
+    a.close(l);
+    a.kick(l);
+    until("the waiting connections reset", || {
+        conns
+            .iter()
+            .all(|&c| b.regions().down_slot(c).err.load(Ordering::Acquire) != 0)
+    });
+    assert_eq!(waiting(), Some(0));
+    assert!(rig.alive());
+    drop((a, b));
+    rig.finish().unwrap();
+}
