@@ -3331,7 +3331,10 @@ impl Service {
         let key = l.pick(remote);
         let c = Held { h, remote, port };
         // Behind those that already wait for this listener (in order).
-        if let Some(q) = self.held.get_mut(&key) {
+        if let Some(q) = (!self.held.is_empty())
+            .then(|| self.held.get_mut(&key))
+            .flatten()
+        {
             q.push_back(c);
             self.accept_waits += 1;
             return;

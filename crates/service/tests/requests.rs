@@ -277,3 +277,64 @@ fn connections_wait_for_a_slot_in_order_and_die_with_their_listener() {
     drop((a, b));
     rig.finish().unwrap();
 }
+
+/// A member of a SO_REUSEPORT group that closes resets the connections
+/// waiting for it (Linux does not move a closed listener's queue to the
+/// other members); the other member's keep waiting, and take slots as
+/// they free.
+#[test]
+fn a_closing_group_member_resets_only_the_connections_waiting_for_it() {
+    let rig = Rig::start("heldgroup").unwrap();
+    let (a, b) = (RawApp::attach(&rig).unwrap(), RawApp::attach(&rig).unwrap());
+    let sa = ixora_service::testkit::SERVICE_IP;
+    let (l1, l2) = (
+        a.shared_socket(false, 7401).unwrap(),
+        a.shared_socket(false, 7401).unwrap(),
+    );
+    let mut fill = Vec::new();
+    while let Ok(s) = a.socket() {
+        fill.push(s);
+    }
+    let n = 12;
+    let conns: Vec<u32> = (0..n)
+        .map(|_| {
+            let c = b.socket().unwrap();
+            b.connect(c, sa, 7401).unwrap();
+            b.wait_established(c, Duration::from_secs(5)).unwrap();
+            c
+        })
+        .collect();
+    let waiting = || a.stats().unwrap()["accept_waits"]["waiting"].as_u64();
+    until("every connection waiting", || waiting() == Some(n));
+    let reset = || {
+        conns
+            .iter()
+            .filter(|&&c| b.regions().down_slot(c).err.load(Ordering::Acquire) != 0)
+            .count() as u64
+    };
+    a.close(l1);
+    a.kick(l1);
+    until("the first member's connections reset", || reset() > 0);
+    std::thread::sleep(Duration::from_millis(100));
+    let gone = reset();
+    assert!(gone < n, "the second member's connections were reset too");
+    // (The first member's slot, free now, took one of the second's.)
+    let queued = || a.regions().down_slot(l2).acc_tail.load(Ordering::Acquire);
+    assert_eq!(
+        waiting().unwrap() + u64::from(queued()),
+        n - gone,
+        "the second member's wait or are queued"
+    );
+    // Slots free: the second member takes its connections.
+    for s in fill.drain(..) {
+        a.close(s);
+        a.kick(s);
+    }
+    until("the second member's connections queued", || {
+        u64::from(queued()) == n - gone
+    });
+    assert_eq!(reset(), gone);
+    assert!(rig.alive());
+    drop((a, b));
+    rig.finish().unwrap();
+}
