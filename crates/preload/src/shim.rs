@@ -244,6 +244,7 @@ fn wait_ring_or(
     }
     let s = [sk.s];
     let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
+    let interest = state::Interest::Slots { rx, tx };
     // A reader is also done when its side is shut down meanwhile (by
     // another thread: state::wake_blocked_on).
     let ok = state::block_until(
@@ -252,8 +253,7 @@ fn wait_ring_or(
         OnSignal::RESTART,
         kernel,
         None,
-        rx,
-        tx,
+        interest,
         &mut || ready() || (!write && sk.shut_rd()),
     );
     *user &= !state::blocked_in_kernel();
@@ -1284,8 +1284,10 @@ pub unsafe extern "C" fn accept4(
             OnSignal::RESTART,
             kslice,
             None,
-            &[sk.s],
-            &[],
+            state::Interest::Slots {
+                rx: &[sk.s],
+                tx: &[],
+            },
             &mut || sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN || shut(),
         );
         woken_by_kernel = kp[0].revents != 0;
@@ -1854,8 +1856,10 @@ fn connect_wait(sk: Sock) -> c_int {
         OnSignal::INTERRUPT,
         &mut [],
         None,
-        &[sk.s],
-        &[],
+        state::Interest::Slots {
+            rx: &[sk.s],
+            tx: &[],
+        },
         &mut || sk.state() != st::CONNECTING,
     );
     if sk.state() == st::CONNECTING {
@@ -2843,12 +2847,19 @@ pub unsafe extern "C" fn epoll_ctl(
     let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
     // An item whose descriptor was closed (and its number reused by a new
     // socket) is gone, as the kernel forgets closed descriptors.
+    // (The descriptor's items are found through the set's index: no pass
+    // over the set.)
     let gen = sk.e.gen.load(Ordering::Relaxed);
-    let stale = |i: &Item| i.fd == fd && (i.slot != sk.s || i.gen != gen);
-    let gone = g.items().iter().filter(|i| stale(i) && i.kernel).count();
-    g.kernel = g.kernel.saturating_sub(gone);
-    g.retain(|i| !stale(i));
-    let pos = g.items().iter().position(|i| i.fd == fd);
+    let stale = |i: &Item| i.slot != sk.s || i.gen != gen;
+    loop {
+        let Some(i) = g.of_fd(fd).find(|&i| stale(&g.items()[i])) else {
+            break;
+        };
+        if g.remove(i).kernel {
+            g.kernel = g.kernel.saturating_sub(1);
+        }
+    }
+    let pos = g.of_fd(fd).next();
     let (events, data) = if ev.is_null() {
         (0, 0)
     } else {
@@ -2887,8 +2898,8 @@ pub unsafe extern "C" fn epoll_ctl(
             if ev.is_null() {
                 return fail(libc::EFAULT);
             }
+            g.set_events(i, events);
             let it = g.item_mut(i);
-            it.events = events;
             it.data = data;
             it.disabled = false;
             it.seen = sk.seq().wrapping_sub(1);
@@ -3253,20 +3264,15 @@ fn epoll_common(
         events: libc::POLLIN,
         revents: 0,
     }];
+    let (mut rx_bits, mut tx_bits) = (Vec::new(), Vec::new());
     let (ok, n) = loop {
         let left = left_of(timeout, start);
         // Woken only by changes of the sockets in this set; by transmit
-        // progress only where EPOLLOUT is asked for.
-        let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
+        // progress only where EPOLLOUT is asked for (the set keeps both
+        // bitmaps: no pass over its items).
         let (kernel, id, seen) = {
             let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-            for it in g.items().iter() {
-                if it.events & libc::EPOLLOUT as u32 != 0 {
-                    tx_interest.push(it.slot);
-                } else {
-                    interest.push(it.slot);
-                }
-            }
+            g.copy_interest(&mut rx_bits, &mut tx_bits);
             let kernel = g.kernel;
             (kernel, g.id, state::sleep_on(a, &mut g, kernel > 0))
         };
@@ -3281,8 +3287,10 @@ fn epoll_common(
             OnSignal::masked(sigmask),
             kslice,
             nest,
-            &interest,
-            &tx_interest,
+            state::Interest::Bits {
+                rx: &rx_bits,
+                tx: &tx_bits,
+            },
             &mut || {
                 let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
                 found = epoll_scan(epfd, &mut g, out, max);
@@ -3577,8 +3585,10 @@ fn poll_common(
             OnSignal::masked(sigmask),
             &mut kp,
             None,
-            &interest,
-            &tx_interest,
+            state::Interest::Slots {
+                rx: &interest,
+                tx: &tx_interest,
+            },
             &mut || {
                 // SAFETY: `pp` is the caller's array, borrowed for this call.
                 found = scan(unsafe { &mut *pp });
@@ -4386,8 +4396,10 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
             OnSignal::INTERRUPT,
             &mut [],
             None,
-            &[sk.s],
-            &[],
+            state::Interest::Slots {
+                rx: &[sk.s],
+                tx: &[],
+            },
             &mut || !pending(),
         );
         true

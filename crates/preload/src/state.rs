@@ -1276,39 +1276,51 @@ impl Waiter {
     }
 
     /// Ask to be rung after the service's next change of one of the
-    /// sockets in `interest` (of any socket when both lists are empty);
-    /// for the sockets in `tx_interest`, also after it took bytes from
-    /// their transmit rings (room to write).
-    pub fn arm(&self, a: &Attached, interest: &[u32], tx_interest: &[u32]) {
+    /// sockets of `interest` (of any socket when it names none); for
+    /// those it asks transmit progress of, also after the service took
+    /// bytes from their transmit rings (room to write).
+    pub fn arm(&self, a: &Attached, interest: Interest<'_>) {
         let h = a.r.up_header();
         let (w, bit) = (self.idx as usize / 64, 1u64 << (self.idx % 64));
-        if interest.is_empty() && tx_interest.is_empty() {
-            h.wants_any[w].fetch_or(bit, Ordering::Relaxed);
-        } else {
+        let slots = a.r.layout().slots;
+        // The bitmaps are stored a word at a time: an epoll set of a
+        // thousand sockets is one store per 64 of them, not an atomic
+        // update per socket.
+        let store = |rx: &[u64], tx: &[u64]| {
+            if rx.iter().all(|&r| r == 0) {
+                h.wants_any[w].fetch_or(bit, Ordering::Relaxed);
+                return;
+            }
             h.wants_any[w].fetch_and(!bit, Ordering::Relaxed);
-            let slots = a.r.layout().slots;
-            // The bitmaps are made here and stored a word at a time: an
-            // epoll set of a thousand sockets is one store per 64 of them,
-            // not an atomic update per socket.
-            let mut rx = vec![0u64; slots as usize / 64];
-            let mut tx = vec![0u64; slots as usize / 64];
-            // Room to write is also a reason to wake for the other
-            // changes (an error, a closed connection).
-            for &s in interest.iter().chain(tx_interest) {
-                if s < slots {
-                    rx[s as usize / 64] |= 1 << (s % 64);
+            for i in 0..slots / 64 {
+                let word = |b: &[u64]| b.get(i as usize).copied().unwrap_or(0);
+                a.r.interest(self.idx, i).store(word(rx), Ordering::Relaxed);
+                a.r.tx_interest(self.idx, i)
+                    .store(word(tx), Ordering::Relaxed);
+            }
+        };
+        match interest {
+            Interest::Slots {
+                rx: interest,
+                tx: tx_interest,
+            } => {
+                let mut rx = vec![0u64; slots as usize / 64];
+                let mut tx = vec![0u64; slots as usize / 64];
+                // Room to write is also a reason to wake for the other
+                // changes (an error, a closed connection).
+                for &s in interest.iter().chain(tx_interest) {
+                    if s < slots {
+                        rx[s as usize / 64] |= 1 << (s % 64);
+                    }
                 }
-            }
-            for &s in tx_interest {
-                if s < slots {
-                    tx[s as usize / 64] |= 1 << (s % 64);
+                for &s in tx_interest {
+                    if s < slots {
+                        tx[s as usize / 64] |= 1 << (s % 64);
+                    }
                 }
+                store(&rx, &tx);
             }
-            for (i, (&r, &t)) in rx.iter().zip(&tx).enumerate() {
-                a.r.interest(self.idx, i as u32).store(r, Ordering::Relaxed);
-                a.r.tx_interest(self.idx, i as u32)
-                    .store(t, Ordering::Relaxed);
-            }
+            Interest::Bits { rx, tx } => store(rx, tx),
         }
         h.waiter_cpu[self.idx as usize].store(os::cpu_tag(), Ordering::Relaxed);
         // Published by this (the service reads `armed` first).
@@ -1586,8 +1598,7 @@ pub fn block_until(
     sig: OnSignal,
     kernel: &mut [libc::pollfd],
     nest: Option<u64>,
-    interest: &[u32],
-    tx_interest: &[u32],
+    interest: Interest<'_>,
     ready: &mut dyn FnMut() -> bool,
 ) -> bool {
     let start = Instant::now();
@@ -1670,7 +1681,7 @@ pub fn block_until(
             };
             match tw.0.as_mut() {
                 Some(w) => {
-                    w.arm(a, interest, tx_interest);
+                    w.arm(a, interest);
                     if ready() {
                         return true;
                     }
@@ -2327,11 +2338,23 @@ pub struct Epoll {
     /// Unique in the process (a closed set's number may name a new one).
     pub id: u64,
     /// Interest in Ixora sockets: change only through [`Epoll::push`],
-    /// [`Epoll::remove`] and [`Epoll::retain`], which keep the slot index.
+    /// [`Epoll::remove`] and [`Epoll::set_events`], which keep the
+    /// indexes and the interest bitmaps.
     items: Vec<Item>,
     /// Per socket slot, the first item watching it (NO_ITEM: none); the others
     /// follow [`Item::next`].
     heads: Vec<u32>,
+    /// The same by descriptor: [`Item::next_fd`]'s chains (a closed
+    /// descriptor's items stay until found gone, so a reused number may
+    /// have several).
+    fd_heads: Vec<u32>,
+    /// By slot, a bit for each socket an item watches (`rx`), and for
+    /// each one an item asks `EPOLLOUT` of (`tx`): what a thread blocked
+    /// on the set is woken for ([`Interest::Bits`]), kept as items come,
+    /// go and change, so that a blocking wait costs no pass over them.
+    rx_bits: Vec<u64>,
+    /// See `rx_bits`.
+    tx_bits: Vec<u64>,
     /// The change log is read up to here (valid while `synced`).
     pub cursor: u64,
     /// The last scan could trust the log (see the type's doc).
@@ -2373,6 +2396,36 @@ pub struct Epoll {
     pub gen: u64,
 }
 
+/// The chains an [`Epoll`] keeps its items in.
+#[derive(Clone, Copy)]
+enum Chain {
+    /// By socket slot ([`Item::next`]).
+    Slot,
+    /// By descriptor ([`Item::next_fd`]).
+    Fd,
+}
+
+impl Chain {
+    /// Item `it`'s key in this chain and its link to the next.
+    fn of(self, it: &Item) -> (usize, u32) {
+        match self {
+            Chain::Slot => (it.slot as usize, it.next),
+            Chain::Fd => (it.fd.max(0) as usize, it.next_fd),
+        }
+    }
+}
+
+/// What a thread that blocks is woken for (see [`Waiter::arm`]).
+#[derive(Clone, Copy)]
+pub enum Interest<'a> {
+    /// Changes of the sockets in `rx` and `tx`; transmit progress (room
+    /// to write) of those in `tx` too. Both empty: a change of any socket.
+    Slots { rx: &'a [u32], tx: &'a [u32] },
+    /// The same as bitmaps by slot, `tx` a subset of `rx` (an epoll set's,
+    /// [`Epoll::interest`]). No bit set: a change of any socket.
+    Bits { rx: &'a [u64], tx: &'a [u64] },
+}
+
 /// One Ixora socket in an epoll set.
 pub struct Item {
     /// Descriptor.
@@ -2391,6 +2444,8 @@ pub struct Item {
     pub disabled: bool,
     /// The next item watching the same slot (NO_ITEM: none).
     pub next: u32,
+    /// The next item of the same descriptor (NO_ITEM: none).
+    pub next_fd: u32,
     /// The last scan ([`Epoll::pass`]) that looked at it.
     pub pass: u32,
     /// Also registered in the real epoll instance (the kernel side of a
@@ -2439,6 +2494,7 @@ impl Item {
             seen: seq.wrapping_sub(1),
             disabled: false,
             next: NO_ITEM,
+            next_fd: NO_ITEM,
             pass: 0,
             kernel: false,
         }
@@ -2471,6 +2527,9 @@ impl Epoll {
             id,
             items: Vec::new(),
             heads: Vec::new(),
+            fd_heads: Vec::new(),
+            rx_bits: Vec::new(),
+            tx_bits: Vec::new(),
             cursor: 0,
             synced: false,
             local_seen: 0,
@@ -2495,57 +2554,121 @@ impl Epoll {
         &self.items
     }
 
-    /// Item `i`, to change its interest or flags (not its slot).
+    /// Item `i`, to change its flags (not its slot nor its interest:
+    /// [`Epoll::set_events`]).
     pub fn item_mut(&mut self, i: usize) -> &mut Item {
         &mut self.items[i]
     }
 
-    /// Add an item; the next scan looks at it.
-    pub fn push(&mut self, mut it: Item) {
-        let s = it.slot as usize;
-        if self.heads.len() <= s {
-            self.heads.resize(s + 1, NO_ITEM);
-        }
-        it.next = self.heads[s];
-        self.heads[s] = self.items.len() as u32;
-        self.pending.push(it.slot);
-        self.items.push(it);
+    /// Change item `i`'s interest to `events`.
+    pub fn set_events(&mut self, i: usize, events: u32) {
+        self.items[i].events = events;
+        self.rebit(self.items[i].slot);
     }
 
-    /// Take item `i` out (the last item takes its place).
-    pub fn remove(&mut self, i: usize) -> Item {
-        let (s, next) = (self.items[i].slot as usize, self.items[i].next);
-        self.relink(s, i as u32, next);
-        let last = self.items.len() - 1;
-        if i != last {
-            // The last item moves to `i`: its link in its chain follows.
-            self.relink(self.items[last].slot as usize, last as u32, i as u32);
-        }
-        self.items.swap_remove(i)
+    /// What a thread blocked on the set is woken for, copied into `rx`
+    /// and `tx` (their memory reused): as [`Interest::Bits`], a change of
+    /// any socket it watches, transmit progress of those asked `EPOLLOUT`.
+    pub fn copy_interest(&self, rx: &mut Vec<u64>, tx: &mut Vec<u64>) {
+        rx.clone_from(&self.rx_bits);
+        tx.clone_from(&self.tx_bits);
     }
 
-    /// Keep only the items `keep` says yes to.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Item) -> bool) {
-        let mut i = self.items.len();
-        while i > 0 {
-            i -= 1;
-            if !keep(&self.items[i]) {
-                self.remove(i);
+    /// Set slot `s`'s bits from the items that watch it now.
+    fn rebit(&mut self, s: u32) {
+        let (w, bit) = (s as usize / 64, 1u64 << (s % 64));
+        if self.rx_bits.len() <= w {
+            self.rx_bits.resize(w + 1, 0);
+            self.tx_bits.resize(w + 1, 0);
+        }
+        let (mut rx, mut tx) = (false, false);
+        let mut i = self.first_of(s);
+        while i != NO_ITEM {
+            let it = &self.items[i as usize];
+            rx = true;
+            tx |= it.events & libc::EPOLLOUT as u32 != 0;
+            i = it.next;
+        }
+        for (words, on) in [(&mut self.rx_bits, rx), (&mut self.tx_bits, tx)] {
+            if on {
+                words[w] |= bit;
+            } else {
+                words[w] &= !bit;
             }
         }
     }
 
-    /// Make the link to item `from` in slot `s`'s chain point at `to`.
-    fn relink(&mut self, s: usize, from: u32, to: u32) {
-        if self.heads[s] == from {
-            self.heads[s] = to;
+    /// Add an item; the next scan looks at it.
+    pub fn push(&mut self, mut it: Item) {
+        let (s, fd) = (it.slot as usize, it.fd.max(0) as usize);
+        if self.heads.len() <= s {
+            self.heads.resize(s + 1, NO_ITEM);
+        }
+        if self.fd_heads.len() <= fd {
+            self.fd_heads.resize(fd + 1, NO_ITEM);
+        }
+        it.next = self.heads[s];
+        self.heads[s] = self.items.len() as u32;
+        it.next_fd = self.fd_heads[fd];
+        self.fd_heads[fd] = self.items.len() as u32;
+        self.pending.push(it.slot);
+        let slot = it.slot;
+        self.items.push(it);
+        self.rebit(slot);
+    }
+
+    /// Take item `i` out (the last item takes its place).
+    pub fn remove(&mut self, i: usize) -> Item {
+        for by in [Chain::Slot, Chain::Fd] {
+            let it = &self.items[i];
+            let (key, next) = by.of(it);
+            self.relink(by, key, i as u32, next);
+        }
+        let last = self.items.len() - 1;
+        if i != last {
+            // The last item moves to `i`: its links in its chains follow.
+            for by in [Chain::Slot, Chain::Fd] {
+                let (key, _) = by.of(&self.items[last]);
+                self.relink(by, key, last as u32, i as u32);
+            }
+        }
+        let it = self.items.swap_remove(i);
+        self.rebit(it.slot);
+        it
+    }
+
+    /// Make the link to item `from` in chain `by` of `key` point at `to`.
+    fn relink(&mut self, by: Chain, key: usize, from: u32, to: u32) {
+        let head = match by {
+            Chain::Slot => &mut self.heads[key],
+            Chain::Fd => &mut self.fd_heads[key],
+        };
+        if *head == from {
+            *head = to;
             return;
         }
-        let mut p = self.heads[s] as usize;
-        while self.items[p].next != from {
-            p = self.items[p].next as usize;
+        let mut p = *head as usize;
+        while by.of(&self.items[p]).1 != from {
+            p = by.of(&self.items[p]).1 as usize;
         }
-        self.items[p].next = to;
+        match by {
+            Chain::Slot => self.items[p].next = to,
+            Chain::Fd => self.items[p].next_fd = to,
+        }
+    }
+
+    /// The items of descriptor `fd`.
+    pub fn of_fd(&self, fd: c_int) -> impl Iterator<Item = usize> + '_ {
+        let first = self
+            .fd_heads
+            .get(fd.max(0) as usize)
+            .copied()
+            .unwrap_or(NO_ITEM);
+        std::iter::successors((first != NO_ITEM).then_some(first), |&i| {
+            let n = self.items[i as usize].next_fd;
+            (n != NO_ITEM).then_some(n)
+        })
+        .map(|i| i as usize)
     }
 
     /// The first item watching `slot` (NO_ITEM: none); the others follow
@@ -2906,11 +3029,12 @@ mod tests {
         Item::new(3, 0, 0, events, 7, 1)
     }
 
-    /// The slot index follows every push and removal: each slot's chain
-    /// holds exactly the items that watch it, and each added item is
-    /// looked at by the next scan.
+    /// The indexes follow every push, removal and change: each slot's and
+    /// each descriptor's chain holds exactly its items, the interest
+    /// bitmaps say which slots are watched (and asked `EPOLLOUT` of), and
+    /// each added item is looked at by the next scan.
     #[test]
-    fn the_slot_index_follows_the_items() {
+    fn the_indexes_follow_the_items() {
         let mut g = Epoll::new(1);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut rnd = |n: u64| {
@@ -2919,11 +3043,14 @@ mod tests {
             x ^= x << 17;
             x % n
         };
+        let (inp, out) = (libc::EPOLLIN as u32, libc::EPOLLOUT as u32);
         for step in 0..5000 {
-            match rnd(4) {
+            match rnd(5) {
                 0 | 1 => {
-                    let slot = rnd(40) as u32;
-                    g.push(Item::new(step, slot, 0, libc::EPOLLIN as u32, 0, 0));
+                    // Slots past the first bitmap word too.
+                    let slot = rnd(100) as u32;
+                    let ev = if rnd(2) == 0 { inp } else { inp | out };
+                    g.push(Item::new(rnd(30) as c_int, slot, 0, ev, 0, 0));
                     assert_eq!(g.pending.last(), Some(&slot));
                 }
                 2 if !g.items().is_empty() => {
@@ -2931,13 +3058,49 @@ mod tests {
                     let fd = g.items()[i].fd;
                     assert_eq!(g.remove(i).fd, fd);
                 }
+                3 if !g.items().is_empty() => {
+                    let i = rnd(g.items().len() as u64) as usize;
+                    let ev = g.items()[i].events ^ out;
+                    g.set_events(i, ev);
+                }
                 _ => {
-                    let cut = rnd(40) as u32;
-                    g.retain(|it| it.slot != cut);
+                    let cut = rnd(100) as u32;
+                    while let Some(i) = g.items().iter().position(|it| it.slot == cut) {
+                        g.remove(i);
+                    }
                 }
             }
+            // The interest bitmaps: a bit for each slot watched, and for
+            // each one asked EPOLLOUT of.
+            let (mut rx, mut tx) = (Vec::new(), Vec::new());
+            g.copy_interest(&mut rx, &mut tx);
+            for slot in 0..100u32 {
+                let bit = |b: &[u64]| {
+                    b.get(slot as usize / 64)
+                        .is_some_and(|w| w >> (slot % 64) & 1 == 1)
+                };
+                let its = || g.items().iter().filter(|it| it.slot == slot);
+                assert_eq!(
+                    bit(&rx),
+                    its().count() > 0,
+                    "rx of {slot} after step {step}"
+                );
+                assert_eq!(
+                    bit(&tx),
+                    its().any(|it| it.events & out != 0),
+                    "tx of {slot} after step {step}"
+                );
+            }
             g.pending.clear();
-            for slot in 0..40u32 {
+            for fd in 0..30 {
+                let mut chain: Vec<usize> = g.of_fd(fd).collect();
+                chain.sort_unstable();
+                let want: Vec<usize> = (0..g.items().len())
+                    .filter(|&i| g.items()[i].fd == fd)
+                    .collect();
+                assert_eq!(chain, want, "descriptor {fd} after step {step}");
+            }
+            for slot in 0..100u32 {
                 let mut chain = Vec::new();
                 let mut i = g.first_of(slot);
                 while i != NO_ITEM {
