@@ -73,6 +73,7 @@ STALLS = None  # cpu_stalls() measured at the start
 IPI = None  # ipi_cost() measured at the start
 RX = "softirq"  # where each veth end's receive processing runs (see --rx)
 WEB_CONNS = 128  # connections of the web clients (--web-conns)
+IDLE_CONNS = 0  # idle keep-alive connections held open during each web run (--idle-conns)
 
 
 def xdp_args(side="server"):
@@ -278,6 +279,52 @@ end
 """
 
 
+# Opens argv[1] connections to argv[2]:argv[3], each with one request
+# answered (so each is a kept-alive connection the server has served), says
+# "held N", then holds them until it is stopped (at most argv[4] s).
+IDLE_HOLDER = r"""
+import resource, socket, sys, time
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+n, host, port, limit = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+req = b"GET /f20 HTTP/1.1\r\nHost: ixora\r\n\r\n"
+held = []
+for i in range(n):
+    c = socket.create_connection((host, port), timeout=10)
+    c.sendall(req)
+    if not c.recv(4096).startswith(b"HTTP/1.1 200"):
+        sys.exit(f"connection {i}: no 200 reply")
+    held.append(c)
+print("held", len(held), flush=True)
+time.sleep(limit)
+"""
+
+
+@contextlib.contextmanager
+def idle_conns(net, port, secs):
+    """IDLE_CONNS keep-alive connections from the client namespace of
+    `net` to the server's `port`, each served once, held open (on CPU 1)
+    for the block; closed after it. The server must keep them (their
+    timeout above the run's length)."""
+    if not IDLE_CONNS:
+        yield
+        return
+    p = subprocess.Popen(be.pinned(1, *be.in_ns(net.cl, sys.executable, "-c", IDLE_HOLDER,
+                                                str(IDLE_CONNS), SRV, str(port),
+                                                str(secs + 120))),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline().strip()
+        if line != f"held {IDLE_CONNS}":
+            p.kill()
+            raise RuntimeError(f"idle connections not held ({line!r}): {p.stderr.read()[-2000:]}")
+        yield
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
 def client_run(net, cmd, secs):
     """Run the client command `cmd` on CPU 1 in the client namespace of
     `net` (bounded by `secs` + 60 s): its result, CPU 0's busy seconds
@@ -373,10 +420,11 @@ def web_run(net, port, secs, per_conn, client):
                "--per-conn", str(per_conn), "--duration", str(secs), "--warmup", "1",
                "--body-len", "20", "--cpus", "1", *xdp_args("client")]
         warm = 1
-    full0 = net.stats()
-    st0 = user_calls(full0)
-    r, cpu, client_busy = client_run(net, cmd, secs)
-    full1 = net.stats()
+    with idle_conns(net, port, secs):
+        full0 = net.stats()
+        st0 = user_calls(full0)
+        r, cpu, client_busy = client_run(net, cmd, secs)
+        full1 = net.stats()
     st1 = user_calls(full1)
     rps, reqs, errors, lat = 0.0, 0, 0, None
     if client == "wrk":
@@ -435,7 +483,8 @@ def web(args, prog, www, tmp, prog_bar, results):
             conf.write_text(
                 "daemon off;\nmaster_process off;\nworker_processes 1;\n"
                 f"error_log {tmp}/nginx-error-{ixora}.log;\npid {tmp}/nginx-{ixora}.pid;\n"
-                "events { worker_connections 4096; }\n"
+                + (f"worker_rlimit_nofile {2 * IDLE_CONNS + 8192};\n" if IDLE_CONNS else "")
+                + f"events {{ worker_connections {IDLE_CONNS + 4096}; }}\n"
                 f"http {{ access_log off; server {{ listen {'' if LISTEN_ANY else SRV + ':'}{port}; "
                 f"root {www}; }} }}\n")
             return ["nginx", "-c", str(conf)]
@@ -476,7 +525,10 @@ def web(args, prog, www, tmp, prog_bar, results):
             f'server.document-root = "{www}"\nserver.port = {port}\n'
             + ('' if LISTEN_ANY else f'server.bind = "{SRV}"\n')
             + f'server.errorlog = "{tmp}/lighttpd-{ixora}.log"\n'
-            'server.max-connections = 4096\n')
+            f'server.max-connections = {IDLE_CONNS + 4096}\n'
+            # Idle connections outlive the run (lighttpd's default: 5 s).
+            + (f'server.max-fds = {2 * IDLE_CONNS + 8192}\n'
+               'server.max-keep-alive-idle = 600\n' if IDLE_CONNS else ''))
         return ["lighttpd", "-D", "-f", str(conf)]
 
     # A proxy's backend listens on the client's kernel address, which the
@@ -1324,7 +1376,7 @@ RX_TEXT = {
 def write(results, args, cmdline):
     OUT.mkdir(parents=True, exist_ok=True)
     meta = meta_of(args, cmdline, clients=list(CLIENTS), web_conns=WEB_CONNS,
-                   listen_any=LISTEN_ANY)
+                   listen_any=LISTEN_ANY, idle_conns=IDLE_CONNS)
     (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
          f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
@@ -1348,7 +1400,14 @@ def write(results, args, cmdline):
               "part of CPU 0 on them at high load (docs/ARCHITECTURE.md, \"Departures\").", ""]
     web_rows = [r for r in results if r["server"] in WEB_SERVERS]
     if web_rows:
-        L += [f"## Web servers, 20 B file, {meta.get('web_conns', 32)} connections", "",
+        idle = meta.get("idle_conns", 0)
+        L += [f"## Web servers, 20 B file, {meta.get('web_conns', 32)} connections"
+              + (f", and {idle:,} more held open and idle" if idle else ""), "",
+              *([f"Before each run a program on CPU 1 opens {idle:,} more keep-alive "
+                 "connections from the client's namespace, has each served once, and holds "
+                 "them idle until the run ends: the server keeps them all in its event loop "
+                 "(and, under `ixora run`, in its epoll set and the service's socket table) "
+                 "while the clients load the others.", ""] if idle else []),
               "Clients: `ixora loadgen http` (its TCP in user space, so it saturates last) and "
               "wrk -t1 (the kernel's TCP). Server CPU µs/req: CPU 0 busy time (the server, its "
               "system calls and softirqs, and for Ixora the service) per request; client CPU: "
@@ -1490,7 +1549,8 @@ def plots(results):
         ax.set_xticks(list(x))
         ax.set_xticklabels(labels)
         ax.set_ylabel("k requests/s")
-        ax.set_title(f"20 B file, {WEB_CONNS} connections")
+        ax.set_title(f"20 B file, {WEB_CONNS} connections"
+                     + (f" (+{IDLE_CONNS:,} idle)" if IDLE_CONNS else ""))
         ax.legend()
     for ax, wl in zip(mc_axes, ("etc", "usr")):
         for r in mc:
@@ -1566,6 +1626,12 @@ def main():
     ap.add_argument("--web-conns", type=int, default=128,
                     help="connections of the web clients (default 128: enough for the server, "
                          "not the client's round trips, to set the pace)")
+    ap.add_argument("--idle-conns", type=int, default=0,
+                    help="web: this many more keep-alive connections, each served once, held "
+                         "open and idle from the client's namespace during every run (IX's "
+                         "connection scalability: does a server with many idle connections "
+                         "still serve the busy ones as fast?). The service gets enough "
+                         "--slots; results go to files with an -idleN suffix")
     ap.add_argument("--no-rps", action="store_true", help="the same as --rx sender")
     ap.add_argument("--clients", default="loadgen,wrk",
                     help="web clients, comma-separated: loadgen (`ixora loadgen http`, the "
@@ -1586,8 +1652,9 @@ def main():
     args = ap.parse_args()
     global LISTEN_ANY
     LISTEN_ANY = args.listen_any
-    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RX, CLIENTS, TMP, WEB_CONNS
+    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RX, CLIENTS, TMP, WEB_CONNS, IDLE_CONNS
     WEB_CONNS = args.web_conns
+    IDLE_CONNS = args.idle_conns
     SPIN_US = args.spin_us
     RX = "sender" if args.no_rps else args.rx
     CLIENTS = tuple(c for c in args.clients.split(",") if c)
@@ -1599,6 +1666,9 @@ def main():
         SERVE_EXTRA += ["--rt-priority", str(args.rt_priority)]
     if args.ring is not None:
         SERVE_EXTRA += ["--ring", str(args.ring)]
+    if IDLE_CONNS:
+        # Room for the idle ones, the clients' and spares (a multiple of 64).
+        SERVE_EXTRA += ["--slots", str(max(4096, (IDLE_CONNS + 2 * WEB_CONNS + 1087) // 64 * 64))]
     if SERVICE_CPU != 0 or args.serve_poll:
         # Not the side-by-side comparison: kept apart from sockets.*.
         NAME = f"sockets-service-cpu{SERVICE_CPU}" + ("-poll" if args.serve_poll else "")
@@ -1611,6 +1681,8 @@ def main():
     if args.conns != 16:
         # Another number of memcached connections: files of its own.
         NAME += f"-conns{args.conns}"
+    if IDLE_CONNS:
+        NAME += f"-idle{IDLE_CONNS}"
     if args.only in ("web", "memcached", "node", "proxy", "apache") and SERVICE_CPU == 0 \
             and not args.serve_poll:
         # A part alone does not overwrite the whole comparison's files (the
