@@ -550,7 +550,8 @@ fn socket_line(s: &serde_json::Value) -> String {
     let t = &s["tcp"];
     let listen = s["state"] == "listen";
     let (recv, send) = if listen {
-        (n(&s["accept_queue"]), 0)
+        // (As `ss`: a listener's receive queue is its accept queue.)
+        (n(&s["accept_queue"]) + n(&s["accept_waiting"]), 0)
     } else {
         (
             n(&s["ring_unread"]) + n(&t["readable"]),
@@ -572,6 +573,12 @@ fn socket_line(s: &serde_json::Value) -> String {
     }
     if s["eof"] == true {
         stack.push_str(" eof");
+    }
+    let waiting = n(&s["accept_waiting"]);
+    if waiting > 0 {
+        stack.push_str(&format!(
+            " {waiting} more waiting in the stack's accept queue (its ring full, or no free socket)"
+        ));
     }
     let sleepers = n(&s["sleepers"]);
     if sleepers > 0 {

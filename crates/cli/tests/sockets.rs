@@ -4530,27 +4530,27 @@ fn a_stopped_service_resets_its_connections() {
 /// `a`, keep the connection until its peer closes it (then close it too);
 /// with `delay` seconds first, before any accept.
 fn holding_server(port: u16, backlog: u32, delay: f64) -> String {
-    py_server(
-        port,
-        &format!(
-            "s.close()\n\
-             s = socket.socket()\n\
-             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-             s.bind(('0.0.0.0', {port}))\n\
-             s.listen({backlog})\n\
-             time.sleep({delay})\n\
-             held = []\n\
-             while True:\n    \
-                 r, _, _ = select.select([s] + held, [], [], 1.0)\n    \
-                 for x in r:\n        \
-                     if x is s:\n            \
-                         c, _ = s.accept()\n            \
-                         c.sendall(b'a')\n            \
-                         held.append(c)\n        \
-                     elif not x.recv(1):\n            \
-                         x.close()\n            \
-                         held.remove(x)\n"
-        ),
+    // (Not `py_server`'s listener of 8: listening again on a new socket
+    // would leave the port closed for a moment after the test saw it
+    // open.)
+    format!(
+        "import select, socket, time\n\
+         s = socket.socket()\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('0.0.0.0', {port}))\n\
+         s.listen({backlog})\n\
+         time.sleep({delay})\n\
+         held = []\n\
+         while True:\n    \
+             r, _, _ = select.select([s] + held, [], [], 1.0)\n    \
+             for x in r:\n        \
+                 if x is s:\n            \
+                     c, _ = s.accept()\n            \
+                     c.sendall(b'a')\n            \
+                     held.append(c)\n        \
+                 elif not x.recv(1):\n            \
+                     x.close()\n            \
+                     held.remove(x)\n"
     )
 }
 
@@ -4683,15 +4683,24 @@ fn connections_beyond_the_programs_sockets_wait_for_one() {
 /// none is reset. Those beyond the ring wait in the stack's accept queue
 /// (the listener's backlog, 64), the rest have their handshake's last ACK
 /// dropped and complete when their SYN-ACK comes again, as with Linux; once
-/// the program accepts, every one is served. (A backlog as small as 8
+/// the program accepts, every one is served; meanwhile `ixora stats
+/// --sockets` shows the waiting ones. (A backlog as small as 8
 /// would let only 8 complete per round of SYN-ACKs, 6 rounds in 63 s,
 /// with Linux too.)
 #[test]
 fn a_burst_beyond_the_accept_ring_waits_in_the_stack() {
-    let Some((_g, net, mut py)) = holding(&["--ring", "4096"], 7033, 64, 3.0) else {
+    let Some((_g, net, mut py)) = holding(&["--ring", "4096"], 7033, 64, 5.0) else {
         return;
     };
     let n = 600;
+    let sockets = |json: bool| {
+        let mut c = Command::new(BIN);
+        c.args(["stats", "--sockets", "--socket", &net.socket]);
+        if json {
+            c.arg("--json");
+        }
+        succeed(&mut c, "ixora stats --sockets").stdout
+    };
     let (fates, r) = net.lx.run(|| {
         let mut conns: Vec<TcpStream> = (0..n)
             .map(|_| TcpStream::connect(format!("{IX}:7033")).expect("connect"))
@@ -4700,6 +4709,23 @@ fn a_burst_beyond_the_accept_ring_waits_in_the_stack() {
         assert!(
             !fates.contains(&Fate::Refused),
             "a connection was refused: {fates:?}"
+        );
+        // `ixora stats --sockets` shows the listener's full ring and those
+        // waiting beyond it (the program sleeps 5 s before it accepts).
+        let v: serde_json::Value = serde_json::from_slice(&sockets(true)).expect("JSON");
+        let l = v
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["state"] == "listen").cloned())
+            .expect("the listener");
+        assert_eq!(l["accept_queue"], 512, "{l}");
+        let waiting = l["accept_waiting"].as_u64().unwrap_or(0);
+        assert!((1..=64).contains(&waiting), "{l}");
+        let text = String::from_utf8_lossy(&sockets(false)).into_owned();
+        assert!(
+            text.contains(&format!(
+                "{waiting} more waiting in the stack's accept queue"
+            )),
+            "{text}"
         );
         // SYN-ACKs come again after 1, 3, 7 and 15 s.
         let r = all_accepted(&mut conns, &fates, 40);

@@ -1401,7 +1401,13 @@ impl Service {
                     next = Some(u64::from(id) << 32 | u64::from(s));
                     break 'apps;
                 }
-                list.push(Self::socket_json(a, io, id, s, &sleeping));
+                let mut v = Self::socket_json(a, io, id, s, &sleeping);
+                if let Some(q) = self.held.get(&(id, s)) {
+                    // Completed, waiting for room in its accept ring or
+                    // for a free slot (see `Service::held`).
+                    v["accept_waiting"] = q.len().into();
+                }
+                list.push(v);
             }
         }
         serde_json::json!({"sockets": list, "next": next}).to_string()
