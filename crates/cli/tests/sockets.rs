@@ -4527,8 +4527,9 @@ fn a_stopped_service_resets_its_connections() {
 }
 
 /// Python server with a listener's backlog of `backlog`: accept, send
-/// `a`, keep the connection until its peer closes it (then close it too);
-/// with `delay` seconds first, before any accept.
+/// `a`, keep the connection until its peer closes or resets it (then
+/// close it too: the readiness probe's reset after its `a` must not end
+/// the server); with `delay` seconds first, before any accept.
 fn holding_server(port: u16, backlog: u32, delay: f64) -> String {
     // (Not `py_server`'s listener of 8: listening again on a new socket
     // would leave the port closed for a moment after the test saw it
@@ -4541,6 +4542,11 @@ fn holding_server(port: u16, backlog: u32, delay: f64) -> String {
          s.listen({backlog})\n\
          time.sleep({delay})\n\
          held = []\n\
+         def gone(c):\n    \
+             try:\n        \
+                 return not c.recv(1)\n    \
+             except OSError:\n        \
+                 return True\n\
          while True:\n    \
              r, _, _ = select.select([s] + held, [], [], 1.0)\n    \
              for x in r:\n        \
@@ -4548,7 +4554,7 @@ fn holding_server(port: u16, backlog: u32, delay: f64) -> String {
                      c, _ = s.accept()\n            \
                      c.sendall(b'a')\n            \
                      held.append(c)\n        \
-                 elif not x.recv(1):\n            \
+                 elif gone(x):\n            \
                      x.close()\n            \
                      held.remove(x)\n"
     )

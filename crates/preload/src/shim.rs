@@ -2851,13 +2851,12 @@ pub unsafe extern "C" fn epoll_ctl(
     // over the set.)
     let gen = sk.e.gen.load(Ordering::Relaxed);
     let stale = |i: &Item| i.slot != sk.s || i.gen != gen;
+    // (The temporary iterator borrows the set until the match ends.)
     loop {
         let Some(i) = g.of_fd(fd).find(|&i| stale(&g.items()[i])) else {
             break;
         };
-        if g.remove(i).kernel {
-            g.kernel = g.kernel.saturating_sub(1);
-        }
+        g.forget(i);
     }
     let pos = g.of_fd(fd).next();
     let (events, data) = if ev.is_null() {
@@ -2911,10 +2910,8 @@ pub unsafe extern "C" fn epoll_ctl(
             0
         }
         (libc::EPOLL_CTL_DEL, Some(i)) => {
-            let it = g.remove(i);
-            if it.kernel {
+            if g.forget(i).kernel {
                 kctl(0);
-                g.kernel = g.kernel.saturating_sub(1);
             }
             0
         }
@@ -3097,9 +3094,7 @@ fn forget_gone(g: &mut Epoll, mut gone: Vec<usize>) {
     // From the highest: each removal moves only a later item.
     gone.sort_unstable_by(|a, b| b.cmp(a));
     for at in gone {
-        if g.remove(at).kernel {
-            g.kernel = g.kernel.saturating_sub(1);
-        }
+        g.forget(at);
     }
 }
 

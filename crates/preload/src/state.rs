@@ -2560,6 +2560,17 @@ impl Epoll {
         &mut self.items[i]
     }
 
+    /// Take item `i` out for good, its kernel side's count with it (the
+    /// program deleted it, or closed its descriptor). [`Epoll::remove`]
+    /// leaves the count to callers that register the item elsewhere.
+    pub fn forget(&mut self, i: usize) -> Item {
+        let it = self.remove(i);
+        if it.kernel {
+            self.kernel = self.kernel.saturating_sub(1);
+        }
+        it
+    }
+
     /// Change item `i`'s interest to `events`.
     pub fn set_events(&mut self, i: usize, events: u32) {
         self.items[i].events = events;
