@@ -69,7 +69,7 @@ drop_reasons! {
     TcpSynInvalid = "tcp_syn_invalid", "SYN on a synchronized connection: challenge ACK (RFC 5961 §4)";
     TcpNoAck = "tcp_no_ack", "segment without ACK on a synchronized connection";
     TcpDuplicate = "tcp_duplicate", "data entirely already received";
-    TcpListenOverflow = "tcp_listen_overflow", "accept queue full: handshake completion dropped";
+    TcpListenOverflow = "tcp_listen_overflow", "accept queue full: SYN or handshake completion dropped";
     TcpSynQueueFull = "tcp_syn_queue_full", "SYN queue full and SYN cookies disabled";
     TcpBadCookie = "tcp_bad_cookie", "ACK to a listener with no valid SYN cookie";
     TcpRxQueueFull = "tcp_rx_queue_full", "connection holds its maximum of received segments";

@@ -1743,6 +1743,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             return;
         }
         let l = self.listeners.get(&port).expect("caller checked");
+        if l.accept_count >= l.backlog {
+            // Linux behaviour (`tcp_conn_request`, ListenOverflows): with the
+            // accept queue full a SYN is dropped, not answered, so the peer's
+            // connect waits for its SYN retransmission rather than completing
+            // into a queue with no room (and its first data with it). A SYN
+            // admitted before the queue filled still completes later: its
+            // final ACK is dropped until there is room (`tcp_input`).
+            self.counters.tcp_listen_overflows += 1;
+            self.counters.drop(DropReason::TcpListenOverflow);
+            return;
+        }
         if l.syn_count >= self.cfg.tcp.syn_backlog {
             if !self.cfg.tcp.syn_cookies {
                 self.counters.drop(DropReason::TcpSynQueueFull);

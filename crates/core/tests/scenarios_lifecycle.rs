@@ -1538,7 +1538,8 @@ fn syn_dropped_when_syn_queue_full_without_cookies() {
     syn_from(&mut h, 40_001, 5_000_000);
 }
 
-/// Accept queue full: the final ACK is dropped (`tcp_listen_overflows`) until accept.
+/// Accept queue full: the final ACK of a handshake begun while there was
+/// room is dropped (`tcp_listen_overflows`) until accept.
 //= https://www.rfc-editor.org/rfc/rfc9293#section-3.10.7.4
 //= type=test
 #[test]
@@ -1546,13 +1547,14 @@ fn accept_queue_full_drops_final_ack_until_room() {
     let mut h = Harness::new(|_| {});
     h.stack.tcp_listen(PORT, Some(1), 1).unwrap();
     let iss_a = syn_from(&mut h, 40_000, PEER_ISS);
+    // B's SYN comes while the queue has room: it is answered.
+    let iss_b = syn_from(&mut h, 40_001, PEER_ISS);
     h.send(from(40_000).seq(P1).ack(iss_a + 1));
     let ev = h.events();
     let [Event::Knock { handle: a, .. }] = ev[..] else {
         panic!("{ev:?}")
     };
 
-    let iss_b = syn_from(&mut h, 40_001, PEER_ISS);
     h.send(from(40_001).seq(P1).ack(iss_b + 1));
     h.expect_silence();
     assert_eq!(h.events(), vec![]);
@@ -1578,6 +1580,54 @@ fn accept_queue_full_drops_final_ack_until_room() {
         panic!("{ev:?}")
     };
     assert_eq!(remote.port(), 40_001);
+}
+
+/// Accept queue full: a new SYN is dropped, not answered, as Linux's
+/// `tcp_conn_request` drops it (ListenOverflows), so the peer's connect
+/// waits for its retransmission instead of completing into a queue with
+/// no room; with room again, the retransmitted SYN is answered. Also with
+/// SYN cookies on: no cookie is sent for a full accept queue.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.10.7.2
+//= type=test
+#[test]
+fn accept_queue_full_drops_new_syns_until_room() {
+    for cookies in [false, true] {
+        let mut h = Harness::new(|c| {
+            c.tcp.syn_cookies = cookies;
+            c.tcp.syn_backlog = if cookies { 1 } else { 16 };
+        });
+        h.stack.tcp_listen(PORT, Some(1), 1).unwrap();
+        if cookies {
+            // A half-open connection fills the SYN queue: further SYNs
+            // are answered with cookies (A's among them).
+            syn_from(&mut h, 40_009, PEER_ISS);
+        }
+        let iss_a = syn_from(&mut h, 40_000, PEER_ISS);
+        h.send(from(40_000).seq(P1).ack(iss_a + 1));
+        let ev = h.events();
+        let [Event::Knock { handle: a, .. }] = ev[..] else {
+            panic!("{ev:?}")
+        };
+
+        h.send(from(40_001).syn().seq(5_000_000));
+        h.expect_silence();
+        assert_eq!(h.stack.counters().tcp_listen_overflows, 1);
+        assert_eq!(drops(&h, DropReason::TcpListenOverflow), 1);
+        // A's handshake took a cookie; B's SYN none.
+        assert_eq!(h.stack.counters().tcp_syncookies_sent, u64::from(cookies));
+        // No state kept for it: only A's connection (and the half-open).
+        assert_eq!(h.stack.tcp_connection_count(), 1 + usize::from(cookies));
+
+        h.stack.tcp_accept(a, 1).unwrap();
+        // The peer's SYN again: answered now.
+        let iss = syn_from(&mut h, 40_001, 5_000_000);
+        h.send(from(40_001).seq(5_000_001).ack(iss + 1));
+        let ev = h.events();
+        let [Event::Knock { remote, .. }] = ev[..] else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(remote.port(), 40_001);
+    }
 }
 
 /// `tcp_unlisten` resets unaccepted connections and leaves accepted ones alone.
