@@ -394,6 +394,16 @@ pub fn stats(a: StatsArgs) -> ExitCode {
             waits["waiting"]
         );
     }
+    let spills = &v["receive_spills"];
+    if spills["spills"].as_u64().unwrap_or(0) > 0 {
+        out!(
+            "packet buffers ran low: {} time(s) received bytes a program had not read ({} bytes) \
+             were moved out of them into the service's memory, {} bytes waiting now",
+            spills["spills"],
+            spills["bytes"],
+            spills["waiting"]
+        );
+    }
     out!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \
          (over 250 us: a stall, or another thread ran); paused {} time(s) for 1 s after two \
@@ -554,7 +564,7 @@ fn socket_line(s: &serde_json::Value) -> String {
         (n(&s["accept_queue"]) + n(&s["accept_waiting"]), 0)
     } else {
         (
-            n(&s["ring_unread"]) + n(&t["readable"]),
+            n(&s["ring_unread"]) + n(&s["spilled"]) + n(&t["readable"]),
             n(&s["ring_unsent"]) + n(&t["unsent"]) + n(&t["unacked"]),
         )
     };

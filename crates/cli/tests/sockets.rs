@@ -1418,6 +1418,126 @@ fn a_slow_reader_on_the_same_service_gets_every_byte() {
     wait_log(&r, &format!("got {}", 4 << 20), 20);
 }
 
+/// A program that stops reading must not stall the others: 64 peers send
+/// it 300 kB each while it reads nothing. What its receive rings have no
+/// room for (up to each connection's window) filled the service's packet
+/// buffers — all 8,192 — and then the interface dropped every frame, so
+/// another program's echo stalled (before the fix, after about 160 of 200
+/// round trips). Now those bytes move out of the buffers into the
+/// service's memory while the buffers run low, keeping their place in the
+/// window: the echo goes on, no frame is dropped for want of a buffer, and
+/// when the program reads, every byte of every connection is there, in
+/// order.
+#[test]
+fn a_program_that_does_not_read_leaves_the_packet_buffers_to_the_others() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    const CONNS: usize = 64;
+    const LEN: usize = 300_000;
+    let go = std::env::temp_dir().join(unique_name("ixora-go", false));
+    let _go = Removed(go.clone());
+    // Takes the connections (each says its index first), reads nothing
+    // more until the go file appears, then checks every byte.
+    let hoarder = py_server(
+        7034,
+        &format!(
+            "big = bytes(range(251)) * ({LEN} // 251 + 2)\n\
+             conns = {{}}\n\
+             while len(conns) < {CONNS}:\n    \
+                 c, _ = s.accept()\n    \
+                 i = c.recv(4)\n    \
+                 if len(i) == 4:\n        \
+                     conns[int.from_bytes(i, 'big')] = c\n    \
+                 else:\n        \
+                     c.close()\n\
+             os.write(2, b'holding\\n')\n\
+             while not os.path.exists('{go}'):\n    \
+                 time.sleep(0.05)\n\
+             bad = 0\n\
+             for i, c in conns.items():\n    \
+                 got = bytearray()\n    \
+                 while True:\n        \
+                     b = c.recv(1 << 16)\n        \
+                     if not b: break\n        \
+                     got += b\n    \
+                 if got != big[i % 251 : i % 251 + {LEN}]:\n        \
+                     bad += 1\n        \
+                     os.write(2, b'connection %d: %d bytes, wrong\\n' % (i, len(got)))\n\
+             os.write(2, b'read %d connections, %d wrong\\n' % (len(conns), bad))\n",
+            go = go.display()
+        ),
+    );
+    let mut h = net.run("hoarder", &["python3", "-c", &hoarder]);
+    net.wait_port(&mut h, 7034);
+    let echo = py_server(
+        7035,
+        "c, _ = s.accept()\n\
+         while True:\n    \
+             b = c.recv(65536)\n    \
+             if not b: break\n    \
+             c.sendall(b)\n",
+    );
+    let mut e = net.run("echo", &["python3", "-c", &echo]);
+    // (Its readiness probe would be the echo's one connection.)
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(e.running(), "{}", e.log());
+    let trips = net.lx.run(|| {
+        let senders: Vec<_> = (0..CONNS)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let big: Vec<u8> = (0..LEN).map(|j| ((j + i) % 251) as u8).collect();
+                    let mut c = TcpStream::connect(format!("{IX}:7034")).expect("connect");
+                    c.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+                    c.write_all(&(i as u32).to_be_bytes()).unwrap();
+                    c.write_all(&big).expect("send");
+                    c.shutdown(std::net::Shutdown::Write).unwrap();
+                    c
+                })
+            })
+            .collect();
+        let held: Vec<TcpStream> = senders.into_iter().map(|t| t.join().unwrap()).collect();
+        // Every byte sent (in the hoarder's rings and windows, and the
+        // Linux side's send buffers): now the other program's echo.
+        // (Without a buffer to receive into, the service cannot even
+        // answer ARP: the connect fails.)
+        let Ok(mut c) = TcpStream::connect(format!("{IX}:7035")) else {
+            return (0, held);
+        };
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut trips = 0;
+        for i in 0..200usize {
+            let m = vec![(i % 251) as u8; 100 + i * 37];
+            c.write_all(&m).unwrap();
+            let mut got = vec![0u8; m.len()];
+            if c.read_exact(&mut got).is_err() || got != m {
+                break;
+            }
+            trips += 1;
+        }
+        (trips, held)
+    });
+    let (trips, _held) = trips;
+    let st = net.stats();
+    assert_eq!(
+        trips, 200,
+        "the echo stalled after {trips} round trips: {st}"
+    );
+    wait_log(&h, "holding", 5);
+    assert!(
+        st["receive_spills"]["spills"].as_u64().unwrap_or(0) > 0,
+        "nothing spilled: {st}"
+    );
+    let starved = st["interface"]["counters"]["fill_starved"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(starved, 0, "the interface ran out of buffers: {st}");
+    std::fs::write(&go, b"").unwrap();
+    wait_log(&h, &format!("read {CONNS} connections, 0 wrong"), 30);
+    let st = net.stats();
+    assert_eq!(st["receive_spills"]["waiting"], 0, "{st}");
+}
+
 /// A program's connections end at its exit as Linux ends them: what it
 /// wrote is delivered, then a FIN — also when it never closed them and the
 /// peer reads slowly (its bytes wait in the service, an orphan, after the

@@ -981,6 +981,25 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(())
     }
 
+    /// Take `n` readable bytes (the caller copied them out first) to hold
+    /// them, unread: their frames are released, their place in the window
+    /// is kept until [`Stack::tcp_recv_release`] (see `Tcb::recv_hold`).
+    pub fn tcp_recv_hold(&mut self, now: Instant, h: ConnHandle, n: usize) -> Result<(), Error> {
+        self.advance_clock(now);
+        self.tcp_mut(h)?.recv_hold(n);
+        self.after(h.idx);
+        Ok(())
+    }
+
+    /// `n` bytes taken by [`Stack::tcp_recv_hold`] are read: open the
+    /// window for them.
+    pub fn tcp_recv_release(&mut self, now: Instant, h: ConnHandle, n: usize) -> Result<(), Error> {
+        self.advance_clock(now);
+        self.tcp_mut(h)?.recv_release(n);
+        self.after(h.idx);
+        Ok(())
+    }
+
     fn tcp_mut(&mut self, h: ConnHandle) -> Result<&mut Tcb<R, T>, Error> {
         self.lookup_handle(h)?;
         self.tcb_mut(h.idx).ok_or(Error::InvalidHandle)

@@ -364,11 +364,9 @@ fn a_window_the_peer_barely_used_grows_without_a_pure_ack() {
     h.expect_silence();
 }
 
-/// IX: unread data closes the window to zero until `tcp_recv_done` re-opens it.
-//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
-//= type=test
-#[test]
-fn ix_unread_data_closes_window_until_recv_done() {
+/// A connection with a 4096-byte receive buffer that the peer filled
+/// (three segments, unread): the window is zero.
+fn window_filled() -> (Harness, Conn) {
     let mut h = Harness::new(|c| c.tcp.recv_buffer = 4096);
     let c = open_plain(&mut h);
     h.send(data(&c, 0, &[1; 1460]));
@@ -378,6 +376,15 @@ fn ix_unread_data_closes_window_until_recv_done() {
     h.advance(Duration::from_millis(40));
     let a = h.expect_tcp();
     assert_eq!((a.ack, a.win), (Some(theirs(4096)), 0));
+    (h, c)
+}
+
+/// IX: unread data closes the window to zero until `tcp_recv_done` re-opens it.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
+//= type=test
+#[test]
+fn ix_unread_data_closes_window_until_recv_done() {
+    let (mut h, c) = window_filled();
     // More data does not fit: acknowledged but not taken.
     h.send(data(&c, 4096, &[4; 100]));
     let a = h.expect_tcp();
@@ -387,6 +394,36 @@ fn ix_unread_data_closes_window_until_recv_done() {
     h.drain();
     let upd = h.expect_tcp();
     assert_eq!((upd.ack, upd.win), (Some(theirs(4096)), 4096));
+}
+
+/// Bytes taken out to be held unread (`tcp_recv_hold`: their frames go
+/// back) keep the window shut; `tcp_recv_release` opens it, as
+/// `tcp_recv_done` would have; a close with held bytes unread resets the
+/// connection (RFC 2525 §2.17), as with bytes unread in the stack.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
+//= type=test
+#[test]
+fn held_bytes_keep_the_window_shut_until_released() {
+    let (mut h, c) = window_filled();
+    // All of it taken out: nothing left to read in the stack, and the
+    // window stays shut (no update; more data is not taken).
+    h.stack.tcp_recv_hold(h.now, c.h, 4096).unwrap();
+    assert_eq!(h.stack.tcp_readable(c.h).unwrap(), 0);
+    h.drain();
+    h.expect_silence();
+    h.send(data(&c, 4096, &[4; 100]));
+    let a = h.expect_tcp();
+    assert_eq!((a.ack, a.win), (Some(theirs(4096)), 0));
+    // Half released: the window opens by that much.
+    h.stack.tcp_recv_release(h.now, c.h, 2048).unwrap();
+    h.drain();
+    let upd = h.expect_tcp();
+    assert_eq!((upd.ack, upd.win), (Some(theirs(4096)), 2048));
+    // Closed with the other half still held: reset.
+    h.stack.tcp_close(h.now, c.h).unwrap();
+    h.drain();
+    let rst = h.expect_tcp();
+    assert!(rst.is(Flags::RST), "{rst:?}");
 }
 
 // ===== window scaling =====================================================

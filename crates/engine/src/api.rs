@@ -43,6 +43,7 @@ pub struct Io<'a> {
     pub(crate) stop: &'a mut bool,
     pub(crate) bell: std::os::fd::BorrowedFd<'a>,
     pub(crate) spin: &'a crate::spin::IdleSpin,
+    pub(crate) pool: &'a ixora_io::Pool,
 }
 
 impl Io<'_> {
@@ -181,6 +182,27 @@ impl Io<'_> {
     /// opens the window.
     pub fn recv_done(&mut self, h: ConnHandle, n: usize) -> Result<(), Error> {
         self.stack.tcp_recv_done(self.now, h, n)
+    }
+
+    /// Take `n` received bytes (copied out first) to hold them unread:
+    /// frees their frames but keeps them in the window until
+    /// [`Io::recv_release`]. For an application whose reader is behind
+    /// while this core's packet buffers run low ([`Io::buffers_low`]).
+    pub fn recv_hold(&mut self, h: ConnHandle, n: usize) -> Result<(), Error> {
+        self.stack.tcp_recv_hold(self.now, h, n)
+    }
+
+    /// `n` bytes taken by [`Io::recv_hold`] are read: opens the window.
+    pub fn recv_release(&mut self, h: ConnHandle, n: usize) -> Result<(), Error> {
+        self.stack.tcp_recv_release(self.now, h, n)
+    }
+
+    /// Is this core's packet-buffer pool running low (under a quarter of
+    /// its buffers free)? Received bytes waiting for a reader hold their
+    /// frames; when they hold too many, the interface has none left to
+    /// receive into and drops every connection's frames.
+    pub fn buffers_low(&self) -> bool {
+        self.pool.available() < self.pool.chunks() as usize / 4
     }
 
     /// Half-close: FIN after the queued data.

@@ -451,6 +451,7 @@ where
                 stop: &mut local_stop,
                 bell: mail.bells[i].as_fd(),
                 spin: &spin,
+                pool: &pool,
             }
         };
     }

@@ -258,6 +258,8 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         rejected: 0,
         held: HashMap::new(),
         accept_waits: 0,
+        spills: SpillCounts::default(),
+        spill_looked: None,
         unprivileged_ports: std::fs::read_to_string(
             "/proc/sys/net/ipv4/ip_unprivileged_port_start",
         )
@@ -546,6 +548,10 @@ struct AppState {
     /// Per slot: a datagram taken from the stack that its socket's full
     /// receive ring had no room for (delivered when the app reads).
     udp_held: Vec<Option<(SocketAddrV4, Bytes)>>,
+    /// Per slot: bytes a connection received that its full receive ring
+    /// had no room for, taken out of the stack's packet buffers while they
+    /// ran low (see [`Service::spill`]); they go to the ring first.
+    spill: HashMap<u32, Spill>,
     /// When it was last said that all its sockets were in use.
     full_said: Option<std::time::Instant>,
     /// The spare socket put in each entry of its up header's `spares`
@@ -677,6 +683,10 @@ pub struct Service {
     held: HashMap<(u32, u32), VecDeque<Held>>,
     /// Connections that waited so.
     accept_waits: u64,
+    /// Receive spills ([`Service::spill`]), and when the last look for
+    /// bytes to spill was.
+    spills: SpillCounts,
+    spill_looked: Option<Instant>,
     /// Ports below this need CAP_NET_BIND_SERVICE (the service's network
     /// namespace's `net.ipv4.ip_unprivileged_port_start`, as Linux).
     unprivileged_ports: u16,
@@ -839,6 +849,8 @@ struct ConnPass {
     sock: Sock,
     /// Bytes the sender's program had not read.
     rx: Vec<u8>,
+    /// Bytes received that were spilled, not yet in its ring.
+    spill: Option<Spill>,
     /// Bytes it had written that the window had no room for.
     tx: Vec<u8>,
     /// A shutdown for writing it asked, waiting for `tx` to drain.
@@ -848,6 +860,33 @@ struct ConnPass {
     remote: u64,
     /// The connection died meanwhile (its errno; the handle is closed).
     err: Option<i32>,
+}
+
+/// A connection's received bytes taken out of the stack's packet buffers
+/// for a program that does not read them yet (see [`Service::spill`]).
+/// They keep their place in the connection's window (`Io::recv_hold`)
+/// until they go into its receive ring (`Io::recv_release`), so a
+/// connection's spill is at most its window.
+#[derive(Debug, Default)]
+struct Spill {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already in the ring.
+    off: usize,
+}
+
+impl Spill {
+    fn left(&self) -> &[u8] {
+        &self.buf[self.off..]
+    }
+}
+
+/// Receive spills: how often connections' bytes were taken out of the
+/// stack's packet buffers, how many bytes, and how many wait now.
+#[derive(Debug, Default, Clone, Copy)]
+struct SpillCounts {
+    spills: u64,
+    bytes: u64,
+    scans: u64,
 }
 
 /// Sockets handed over, claimed, and reset unclaimed.
@@ -1179,8 +1218,10 @@ impl AppState {
         d.gen.fetch_add(1, Ordering::Release);
         d.seq.fetch_add(1, Ordering::Release);
         self.socks[s as usize] = Sock::free();
-        // (A datagram held for a UDP socket is not the next one's.)
+        // (A datagram held for a UDP socket, or bytes for a connection,
+        // are not the next one's.)
         self.udp_held[s as usize] = None;
+        self.spill.remove(&s);
         self.free.push(s);
         self.mark(s);
     }
@@ -1347,6 +1388,10 @@ impl Service {
             // room in their program's (see `Service::held`), and those
             // waiting now.
             "accept_waits": {"waited": self.accept_waits, "waiting": self.held.values().map(VecDeque::len).sum::<usize>()},
+            // Connections' received bytes taken out of the packet buffers
+            // while they ran low, for programs not reading them (see
+            // `Service::spill`): times, bytes, and bytes waiting now.
+            "receive_spills": {"spills": self.spills.spills, "bytes": self.spills.bytes, "looks": self.spills.scans, "waiting": self.apps.values().flat_map(|a| a.spill.values()).map(|sp| sp.left().len()).sum::<usize>()},
             "binds_denied": self.bind_denied,
             "passed_connections": {"passed": self.pass_counts.passed, "claimed": self.pass_counts.claimed, "expired": self.pass_counts.expired, "waiting": self.passes.len()},
             "ended_with_program": {"finished": self.orphan_counts.finished, "reset": self.orphan_counts.reset, "expired": self.orphan_counts.expired, "sending": self.orphans.len(), "bytes": self.orphan_bytes},
@@ -1447,6 +1492,9 @@ impl Service {
                 .saturating_sub(u.rx_head.load(Ordering::Relaxed)),
             "ring_unsent": u.tx_tail.load(Ordering::Relaxed)
                 .saturating_sub(d.tx_head.load(Ordering::Acquire)),
+            // Received bytes the ring had no room for, spilled out of the
+            // packet buffers (`Service::spill`).
+            "spilled": a.spill.get(&s).map_or(0, |sp| sp.left().len()),
             "refs": u.refs.load(Ordering::Relaxed),
             "eof": flags & flag::EOF != 0,
             "error": if flags & flag::ERROR != 0 { d.err.load(Ordering::Relaxed) } else { 0 },
@@ -1571,6 +1619,7 @@ impl Service {
             tx_bits: vec![0; l.slots as usize / 64],
             rows: std::array::from_fn(|w| u64::from(w == 0)),
             udp_held: vec![None; l.slots as usize],
+            spill: HashMap::new(),
             full_said: None,
             spares: [None; layout::SPARES],
         };
@@ -2623,6 +2672,9 @@ impl Service {
             return Msg::reply(-i64::from(libc::ENOENT));
         }
         app.socks[s as usize] = c.sock;
+        if let Some(sp) = c.spill {
+            app.spill.insert(s, sp);
+        }
         d.err.store(0, Ordering::Relaxed);
         d.flags.store(c.flags, Ordering::Release);
         d.state.store(state::ESTABLISHED, Ordering::Release);
@@ -2669,6 +2721,7 @@ impl Service {
             flags: d.flags.load(Ordering::Relaxed),
             sock,
             rx,
+            spill: app.spill.remove(&s),
             tx,
             shut_wr: rq & req::SHUT_WR != 0 && !sock.shut,
             local: d.local.load(Ordering::Relaxed),
@@ -2694,6 +2747,9 @@ impl Service {
         d.local.store(p.local, Ordering::Relaxed);
         d.remote.store(p.remote, Ordering::Relaxed);
         d.rx_tail.store(p.rx.len() as u64, Ordering::Release);
+        if let Some(sp) = p.spill {
+            app.spill.insert(s, sp);
+        }
         let c = &mut app.socks[s as usize];
         *c = Sock {
             kind: Kind::Conn(p.h),
@@ -2813,7 +2869,8 @@ impl Service {
     fn orphan(&mut self, io: &mut Io, app: &mut AppState, s: u32, h: ConnHandle) {
         let unread = app.r.down_slot(s).rx_tail.load(Ordering::Acquire)
             != app.r.up_slot(s).rx_head.load(Ordering::Acquire)
-            || io.readable(h).unwrap_or(0) > 0;
+            || io.readable(h).unwrap_or(0) > 0
+            || app.spill.contains_key(&s);
         // (An impossible tail resets the connection.)
         let Some((_, sent, tail)) = Self::tx_pending(app, io, s) else {
             self.orphan_counts.reset += 1;
@@ -2941,24 +2998,43 @@ impl Service {
             return;
         }
         let mut room = (ring - (tail - head)) as usize;
+        // Spilled bytes first: they came before what the stack holds.
+        let mut spilled = 0usize;
+        // (Most cycles no connection has a spill: no lookup.)
+        let spill = !app.spill.is_empty();
+        if let Some(sp) = spill.then(|| app.spill.get_mut(&s)).flatten() {
+            let k = sp.left().len().min(room);
+            app.r.rx_write(s, tail, &sp.left()[..k]);
+            sp.off += k;
+            spilled = k;
+            room -= k;
+            if sp.left().is_empty() {
+                app.spill.remove(&s);
+            }
+        }
         let mut n = 0usize;
-        if room > 0 {
+        if room > 0 && !(spill && app.spill.contains_key(&s)) {
             if let Ok(chunks) = io.recv(h) {
                 for c in chunks {
-                    let k = c.len().min(room);
-                    app.r.rx_write(s, tail + n as u64, &c[..k]);
-                    n += k;
-                    room -= k;
                     if room == 0 {
                         break;
                     }
+                    let k = c.len().min(room);
+                    app.r.rx_write(s, tail + (spilled + n) as u64, &c[..k]);
+                    n += k;
+                    room -= k;
                 }
             }
         }
+        if spilled > 0 {
+            let _ = io.recv_release(h, spilled);
+        }
         if n > 0 {
             let _ = io.recv_done(h, n);
+        }
+        if spilled + n > 0 {
             let sock = &mut app.socks[s as usize];
-            sock.rx_tail += n as u64;
+            sock.rx_tail += (spilled + n) as u64;
             app.r
                 .down_slot(s)
                 .rx_tail
@@ -2966,11 +3042,58 @@ impl Service {
             app.changed(s);
         }
         let sock = app.socks[s as usize];
-        if sock.peer_closed && io.readable(h).unwrap_or(0) == 0 {
+        if sock.peer_closed && io.readable(h).unwrap_or(0) == 0 && !app.spill.contains_key(&s) {
             let d = app.r.down_slot(s);
             if d.flags.load(Ordering::Relaxed) & flag::EOF == 0 {
                 d.flags.fetch_or(flag::EOF, Ordering::Release);
                 app.changed(s);
+            }
+        }
+    }
+
+    /// While this core's packet buffers run low ([`Io::buffers_low`]), at
+    /// most once a millisecond: the bytes connections received that their
+    /// programs' full receive rings have no room for are copied out of
+    /// the buffers into the service's memory ([`Spill`]) and their buffers
+    /// freed. Their place in each connection's window stays taken until
+    /// they reach its ring, so a spill is bounded by the window, as the
+    /// buffers were. Without this, a program that stops reading pins
+    /// buffers with every byte its peers send up to their windows (256 KiB
+    /// each); some tens of such connections took all 8,192, the
+    /// interface had none left to receive into, and every connection of
+    /// every program on the service stalled. Linux copies such bytes out
+    /// of the device's buffers at once (an skb per segment).
+    fn spill(&mut self, io: &mut Io) {
+        let now = Instant::now();
+        if !io.buffers_low()
+            || self
+                .spill_looked
+                .is_some_and(|t| now.duration_since(t) < Duration::from_millis(1))
+        {
+            return;
+        }
+        self.spill_looked = Some(now);
+        self.spills.scans += 1;
+        for app in self.apps.values_mut() {
+            for s in 0..app.socks.len() as u32 {
+                let Kind::Conn(h) = app.socks[s as usize].kind else {
+                    continue;
+                };
+                // What the ring had room for went there already (each
+                // arrival is offered to it): the rest waits for a reader.
+                let n = io.readable(h).unwrap_or(0);
+                if n == 0 {
+                    continue;
+                }
+                let sp = app.spill.entry(s).or_default();
+                if let Ok(chunks) = io.recv(h) {
+                    for c in chunks {
+                        sp.buf.extend_from_slice(c);
+                    }
+                }
+                let _ = io.recv_hold(h, n);
+                self.spills.spills += 1;
+                self.spills.bytes += n as u64;
             }
         }
     }
@@ -3867,6 +3990,7 @@ impl App for Service {
         if !self.held.is_empty() {
             self.admit_held(io);
         }
+        self.spill(io);
         if work {
             self.nap = NAP_MIN;
         }

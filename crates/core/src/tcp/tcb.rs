@@ -296,6 +296,10 @@ pub(crate) struct Tcb<R, T> {
     rcv_adv_at: SeqNum,
     rcv_buf: u32,
     rcvq: RecvQueue<R>,
+    /// In-order bytes the application took out of `rcvq` to hold them
+    /// itself ([`Tcb::recv_hold`]) and has not released: they still fill
+    /// the window, as if unread.
+    rcv_held: u32,
     /// Where the peer's out-of-order FIN sits (with OOO_FIN).
     fin_in: SeqNum,
 
@@ -394,6 +398,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             rcv_adv_at: SeqNum(0),
             rcv_buf: cfg.recv_buffer,
             rcvq: RecvQueue::default(),
+            rcv_held: 0,
             fin_in: SeqNum(0),
             ts_recent: 0,
             ts_recent_at: Instant::ZERO,
@@ -815,11 +820,44 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     pub fn recv_done(&mut self, n: usize) -> usize {
         let old_wnd = self.rcv_adv.since(self.rcv_nxt) as u32;
         let done = self.rcvq.consume(n);
+        self.window_opened(done, old_wnd);
+        done
+    }
+
+    /// The application takes `n` readable bytes (copied out first) to hold
+    /// them itself, not yet read: their frames are released, but the bytes
+    /// keep their place in the window until [`Tcb::recv_release`], so the
+    /// peer sends no more for them. (A program that does not read must not
+    /// pin the interface's packet buffers; its connections' bytes move to
+    /// the application's memory and its window stays shut.)
+    pub fn recv_hold(&mut self, n: usize) -> usize {
+        let done = self.rcvq.consume(n);
+        self.rcv_held += done as u32;
+        done
+    }
+
+    /// `n` held bytes ([`Tcb::recv_hold`]) are read: open the window.
+    pub fn recv_release(&mut self, n: usize) -> usize {
+        let old_wnd = self.rcv_adv.since(self.rcv_nxt) as u32;
+        let n = n.min(self.rcv_held as usize);
+        self.rcv_held -= n as u32;
+        self.window_opened(n, old_wnd);
+        n
+    }
+
+    /// The first sequence number not yet consumed (read, or released after
+    /// a hold): the window's base.
+    fn consumed_seq(&self) -> SeqNum {
+        self.rcv_nxt - self.rcvq.ready_len() - self.rcv_held as usize
+    }
+
+    /// `done` bytes were consumed (the window was `old_wnd`): ask for a
+    /// window update when it opens enough.
+    fn window_opened(&mut self, done: usize, old_wnd: u32) {
         if done == 0 || !self.state.is_synchronized() || self.has(FIN_RCVD) {
-            return done;
+            return;
         }
-        let consumed_seq = self.rcv_nxt - self.rcvq.ready_len();
-        let new_right = consumed_seq + self.rcv_buf as usize;
+        let new_right = self.consumed_seq() + self.rcv_buf as usize;
         let gain = new_right.since(self.rcv_adv) as u32;
         let mss = u32::from(self.local_mss);
         // Send a window update when the window was (nearly) closed or opens
@@ -837,7 +875,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if (old_wnd < mss && gain >= mss) || (gain >= self.rcv_buf / 2 && !unhindered) {
             self.flags |= ACK_NOW;
         }
-        done
     }
 
     /// Half-close: send FIN after the queued data (RFC 9293 §3.10.4).
@@ -873,7 +910,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// Returns the RST to send, if the connection is reset.
     #[must_use]
     pub fn close(&mut self, ctx: &mut Ctx) -> Option<RstReply> {
-        let unread = self.rcvq.ready_len() > 0;
+        let unread = self.rcvq.ready_len() > 0 || self.rcv_held > 0;
         // Closing a knocked connection that was never accepted rejects it.
         let rejected = self.has(PASSIVE) && !self.has(ACCEPTED);
         self.flags |= APP_CLOSED;
@@ -2234,8 +2271,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// min(RCV.BUFF/2, MSS)) and never shrinking the window (RFC 9293
     /// §3.8.6.2.2).
     fn rcv_window_field(&mut self) -> u16 {
-        let consumed = self.rcv_nxt - self.rcvq.ready_len();
-        let ideal = consumed + self.rcv_buf as usize;
+        let ideal = self.consumed_seq() + self.rcv_buf as usize;
         let step = (self.rcv_buf / 2).min(u32::from(self.local_mss)) as usize;
         if self.rcv_adv.diff(self.rcv_nxt) < 0 {
             self.rcv_adv = self.rcv_nxt;
