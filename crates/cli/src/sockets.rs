@@ -370,8 +370,9 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     };
     out!(
         "service {} up {:.1} s, listening on {}, {} connection(s) rejected, {} protocol error(s), \
-         {} datagram(s) refused, {} dropped for a full SO_REUSEPORT member, {} received \
-         longer than a ring, {} bind(s) to a privileged port refused",
+         {} datagram(s) refused, {} dropped for a full SO_REUSEPORT member, {} dropped for a \
+         full socket while packet buffers ran low, {} received longer than a ring, {} bind(s) \
+         to a privileged port refused",
         v["ip"].as_str().unwrap_or("?"),
         v["uptime_s"].as_f64().unwrap_or(0.0),
         match join(&v["listeners"]).as_str() {
@@ -382,6 +383,7 @@ pub fn stats(a: StatsArgs) -> ExitCode {
         v["protocol_errors"],
         v["udp_refused"],
         v["udp_group_drops"],
+        v["udp_full_drops"],
         v["udp_too_long"],
         v["binds_denied"]
     );

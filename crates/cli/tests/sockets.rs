@@ -1418,6 +1418,44 @@ fn a_slow_reader_on_the_same_service_gets_every_byte() {
     wait_log(&r, &format!("got {}", 4 << 20), 20);
 }
 
+/// Another program's echo server on `port` (one connection), for the
+/// tests of a program that stops reading.
+fn other_echo(net: &Setup, port: u16) -> Proc {
+    let echo = py_server(
+        port,
+        "c, _ = s.accept()\n\
+         while True:\n    \
+             b = c.recv(65536)\n    \
+             if not b: break\n    \
+             c.sendall(b)\n",
+    );
+    let mut e = net.run("echo", &["python3", "-c", &echo]);
+    // (A readiness probe would be the echo's one connection.)
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(e.running(), "{}", e.log());
+    e
+}
+
+/// From the Linux namespace: 200 round trips of 100 B to 7.5 kB to
+/// [`other_echo`] on `port`, 5 s at most each; how many came back whole.
+/// (Without a buffer to receive into, the service cannot even answer
+/// ARP: the connect fails, 0.)
+fn round_trips(port: u16) -> usize {
+    let Ok(mut c) = TcpStream::connect(format!("{IX}:{port}")) else {
+        return 0;
+    };
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for i in 0..200usize {
+        let m = vec![(i % 251) as u8; 100 + i * 37];
+        c.write_all(&m).unwrap();
+        let mut got = vec![0u8; m.len()];
+        if c.read_exact(&mut got).is_err() || got != m {
+            return i;
+        }
+    }
+    200
+}
+
 /// A program that stops reading must not stall the others: 64 peers send
 /// it 300 kB each while it reads nothing. What its receive rings have no
 /// room for (up to each connection's window) filled the service's packet
@@ -1470,18 +1508,7 @@ fn a_program_that_does_not_read_leaves_the_packet_buffers_to_the_others() {
     );
     let mut h = net.run("hoarder", &["python3", "-c", &hoarder]);
     net.wait_port(&mut h, 7034);
-    let echo = py_server(
-        7035,
-        "c, _ = s.accept()\n\
-         while True:\n    \
-             b = c.recv(65536)\n    \
-             if not b: break\n    \
-             c.sendall(b)\n",
-    );
-    let mut e = net.run("echo", &["python3", "-c", &echo]);
-    // (Its readiness probe would be the echo's one connection.)
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(e.running(), "{}", e.log());
+    let _e = other_echo(&net, 7035);
     let trips = net.lx.run(|| {
         let senders: Vec<_> = (0..CONNS)
             .map(|i| {
@@ -1499,23 +1526,7 @@ fn a_program_that_does_not_read_leaves_the_packet_buffers_to_the_others() {
         let held: Vec<TcpStream> = senders.into_iter().map(|t| t.join().unwrap()).collect();
         // Every byte sent (in the hoarder's rings and windows, and the
         // Linux side's send buffers): now the other program's echo.
-        // (Without a buffer to receive into, the service cannot even
-        // answer ARP: the connect fails.)
-        let Ok(mut c) = TcpStream::connect(format!("{IX}:7035")) else {
-            return (0, held);
-        };
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut trips = 0;
-        for i in 0..200usize {
-            let m = vec![(i % 251) as u8; 100 + i * 37];
-            c.write_all(&m).unwrap();
-            let mut got = vec![0u8; m.len()];
-            if c.read_exact(&mut got).is_err() || got != m {
-                break;
-            }
-            trips += 1;
-        }
-        (trips, held)
+        (round_trips(7035), held)
     });
     let (trips, _held) = trips;
     let st = net.stats();
@@ -1536,6 +1547,58 @@ fn a_program_that_does_not_read_leaves_the_packet_buffers_to_the_others() {
     wait_log(&h, &format!("read {CONNS} connections, 0 wrong"), 30);
     let st = net.stats();
     assert_eq!(st["receive_spills"]["waiting"], 0, "{st}");
+}
+
+/// The same for UDP: a program binds 12 sockets and reads none while a
+/// peer sends each 1,100 datagrams of 1,000 B. Beyond what a socket's ring
+/// takes, the stack queued up to 1,024 datagrams per socket, each in a
+/// packet buffer: 12 such sockets took all 8,192, and another program's
+/// echo stalled. Now, while the buffers run low, a full socket's queued
+/// datagrams are dropped (`udp_full_drops`), as Linux drops datagrams for
+/// a full socket buffer.
+#[test]
+fn a_program_that_does_not_read_its_udp_sockets_leaves_the_packet_buffers_to_the_others() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    const SOCKS: u16 = 12;
+    let hoarder = format!(
+        "import os, socket, time\n\
+         s = []\n\
+         for p in range(7060, 7060 + {SOCKS}):\n    \
+             u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    \
+             u.bind(('{IX}', p))\n    \
+             s.append(u)\n\
+         os.write(2, b'bound\\n')\n\
+         time.sleep(60)\n"
+    );
+    let h = net.run("hoarder", &["python3", "-c", &hoarder]);
+    wait_log(&h, "bound", 10);
+    let _e = other_echo(&net, 7035);
+    let trips = net.lx.run(|| {
+        let u = std::net::UdpSocket::bind("198.18.9.1:0").unwrap();
+        let d = [7u8; 1000];
+        for _ in 0..1100 {
+            for p in 7060..7060 + SOCKS {
+                let _ = u.send_to(&d, format!("{IX}:{p}"));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        round_trips(7035)
+    });
+    let st = net.stats();
+    assert_eq!(
+        trips, 200,
+        "the echo stalled after {trips} round trips: {st}"
+    );
+    assert!(
+        st["udp_full_drops"].as_u64().unwrap_or(0) > 0,
+        "no datagram dropped for a full socket: {st}"
+    );
+    let starved = st["interface"]["counters"]["fill_starved"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(starved, 0, "the interface ran out of buffers: {st}");
 }
 
 /// A program's connections end at its exit as Linux ends them: what it

@@ -63,6 +63,11 @@ static UDP_TX_REFUSED: AtomicU64 = AtomicU64::new(0);
 /// because its receive ring was full and one already waited for it.
 static UDP_GROUP_DROPS: AtomicU64 = AtomicU64::new(0);
 
+/// Received datagrams dropped while the packet buffers ran low because
+/// their socket's receive ring was full (see [`Service::spill`]), as Linux
+/// drops a datagram for a full socket buffer.
+static UDP_FULL_DROPS: AtomicU64 = AtomicU64::new(0);
+
 /// Received datagrams dropped because they could never fit the socket's
 /// receive ring (a peer's datagram longer than a ring of `--ring` bytes).
 static UDP_RX_TOO_LONG: AtomicU64 = AtomicU64::new(0);
@@ -1382,6 +1387,7 @@ impl Service {
             "app_resets": APP_ABORTS.load(Ordering::Relaxed),
             "udp_refused": UDP_TX_REFUSED.load(Ordering::Relaxed),
             "udp_group_drops": UDP_GROUP_DROPS.load(Ordering::Relaxed),
+            "udp_full_drops": UDP_FULL_DROPS.load(Ordering::Relaxed),
             "udp_too_long": UDP_RX_TOO_LONG.load(Ordering::Relaxed),
             "rejected_connections": self.rejected,
             // Connections that waited in the stack's accept queue for
@@ -3062,7 +3068,11 @@ impl Service {
     /// each); some tens of such connections took all 8,192, the
     /// interface had none left to receive into, and every connection of
     /// every program on the service stalled. Linux copies such bytes out
-    /// of the device's buffers at once (an skb per segment).
+    /// of the device's buffers at once (an skb per segment). A UDP socket
+    /// whose ring is full (a datagram already waits for room) has the
+    /// datagrams the stack still queues for it (up to
+    /// `tcp.udp_rx_queue`, 1,024, each in a buffer) dropped instead, as
+    /// Linux drops datagrams for a full socket buffer (`udp_full_drops`).
     fn spill(&mut self, io: &mut Io) {
         let now = Instant::now();
         if !io.buffers_low()
@@ -3076,8 +3086,19 @@ impl Service {
         self.spills.scans += 1;
         for app in self.apps.values_mut() {
             for s in 0..app.socks.len() as u32 {
-                let Kind::Conn(h) = app.socks[s as usize].kind else {
-                    continue;
+                let h = match app.socks[s as usize].kind {
+                    Kind::Conn(h) => h,
+                    Kind::Udp(u) if app.udp_held[s as usize].is_some() => {
+                        // (A port group's queue is emptied at each of its
+                        // events, over its members: none waits there.)
+                        if self.udp_groups.get(&u.port()).is_none_or(|g| g.h != u) {
+                            while let Ok(Some(_)) = io.udp_recv(u) {
+                                UDP_FULL_DROPS.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        continue;
+                    }
+                    _ => continue,
                 };
                 // What the ring had room for went there already (each
                 // arrival is offered to it): the rest waits for a reader.
@@ -3085,11 +3106,12 @@ impl Service {
                 if n == 0 {
                     continue;
                 }
+                let Ok(chunks) = io.recv(h) else {
+                    continue;
+                };
                 let sp = app.spill.entry(s).or_default();
-                if let Ok(chunks) = io.recv(h) {
-                    for c in chunks {
-                        sp.buf.extend_from_slice(c);
-                    }
+                for c in chunks {
+                    sp.buf.extend_from_slice(c);
                 }
                 let _ = io.recv_hold(h, n);
                 self.spills.spills += 1;
