@@ -3144,43 +3144,46 @@ fn epoll_common(
         state::passthrough();
         return real_wait(out, max, timeout);
     };
-    let a = match state::attached() {
-        Some(a)
-            if !ep
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .items()
-                .is_empty() =>
-        {
-            a
-        }
-        Some(_) if timeout != 0 && max > 0 && !out.is_null() => {
-            // No Ixora socket in the set yet; another thread may add one
-            // while this one sleeps in the kernel (state::poke_kernel_sleepers).
-            state::passthrough();
-            let start = std::time::Instant::now();
-            ep.lock().unwrap_or_else(|p| p.into_inner()).in_kernel += 1;
-            let r = real_wait(out, max, timeout);
-            let e = errno();
-            ep.lock().unwrap_or_else(|p| p.into_inner()).in_kernel -= 1;
-            if r <= 0 {
-                set_errno(e);
-                return r;
+    // Whether the set has Ixora sockets, and if not, this thread counted
+    // as asleep in the kernel on it, under one lock: an `epoll_ctl` adding
+    // a socket between the two would otherwise find no sleeper to poke.
+    let attached = state::attached();
+    let a = {
+        let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+        match attached {
+            Some(a) if !g.items().is_empty() => Some(a),
+            Some(_) if timeout != 0 && max > 0 && !out.is_null() => {
+                g.in_kernel += 1;
+                None
             }
-            // SAFETY: the kernel wrote `r` events to `out`.
-            let evs = unsafe { std::slice::from_raw_parts_mut(out, r as usize) };
-            let (n, poked) = state::strip_poke(epfd, evs, false);
-            if !poked || n > 0 {
-                return n as c_int;
+            _ => {
+                drop(g);
+                state::passthrough();
+                return real_wait(out, max, timeout);
             }
-            // Poked: the set has Ixora sockets now; wait on, for what is
-            // left of the timeout.
-            return epoll_common(epfd, out, max, left_of(timeout, start), sigmask);
         }
-        _ => {
-            state::passthrough();
-            return real_wait(out, max, timeout);
+    };
+    let Some(a) = a else {
+        // No Ixora socket in the set yet; another thread may add one
+        // while this one sleeps in the kernel (state::poke_kernel_sleepers).
+        state::passthrough();
+        let start = std::time::Instant::now();
+        let r = real_wait(out, max, timeout);
+        let e = errno();
+        ep.lock().unwrap_or_else(|p| p.into_inner()).in_kernel -= 1;
+        if r <= 0 {
+            set_errno(e);
+            return r;
         }
+        // SAFETY: the kernel wrote `r` events to `out`.
+        let evs = unsafe { std::slice::from_raw_parts_mut(out, r as usize) };
+        let (n, poked) = state::strip_poke(epfd, evs, false);
+        if !poked || n > 0 {
+            return n as c_int;
+        }
+        // Poked: the set has Ixora sockets now; wait on, for what is
+        // left of the timeout.
+        return epoll_common(epfd, out, max, left_of(timeout, start), sigmask);
     };
     if max <= 0 || out.is_null() {
         return fail(libc::EINVAL);

@@ -2298,20 +2298,44 @@ pub fn poke_kernel_sleepers(epfd: c_int, g: &mut Epoll) {
         }
         g.poke = fd;
     }
-    real::sys_write(g.poke, &u64::from(g.in_kernel).to_ne_bytes());
+    if real::sys_write(g.poke, &u64::from(g.in_kernel).to_ne_bytes()) == 8 {
+        g.pokes += u64::from(g.in_kernel);
+    }
 }
 
 /// Events `evs` the kernel reported for set `epfd`: our poke, if it is
 /// among them, is taken out, with one count of the poke line (a sleeper's
-/// own; `drain`: all of them, pokes no sleeper took). Returns the events
-/// left and whether the poke was there.
+/// own; `drain`: the counts no sleeper still in the kernel is owed —
+/// pokes whose sleeper woke for something else first — so that the line
+/// does not stay readable). Returns the events left and whether the poke
+/// was there.
+///
+/// A thread not sleeping on the set (a look with timeout 0, or a wait
+/// that found a kernel descriptor ready) sees the poke too while it is
+/// pending. Until 2026-11-27 such a look drained every count, and a
+/// sleeper the poke had woken found the line empty when the kernel
+/// checked it again and slept on: MariaDB's thread pool, whose workers
+/// look with timeout 0 before they sleep while its listener thread
+/// sleeps in the kernel on the same set, left connections unserved for
+/// seconds or for good.
 pub fn strip_poke(epfd: c_int, evs: &mut [libc::epoll_event], drain: bool) -> (usize, bool) {
     let Some(i) = evs.iter().position(|e| e.u64 == POKE_TOKEN) else {
         return (evs.len(), false);
     };
     if let Some(ep) = epoll(epfd) {
-        let g = ep.lock().unwrap_or_else(|p| p.into_inner());
-        while g.poke >= 0 && real::sys_read(g.poke, &mut [0u8; 8]) == 8 && drain {}
+        let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
+        let keep = if drain {
+            u64::from(g.in_kernel)
+        } else {
+            g.pokes.saturating_sub(1)
+        };
+        while g.poke >= 0 && g.pokes > keep {
+            if real::sys_read(g.poke, &mut [0u8; 8]) != 8 {
+                g.pokes = 0; // (the line is empty)
+                break;
+            }
+            g.pokes -= 1;
+        }
     }
     evs.copy_within(i + 1.., i);
     (evs.len() - 1, true)
@@ -2392,6 +2416,9 @@ pub struct Epoll {
     pub in_kernel: u32,
     /// The poke line registered in the program's epoll instance, or -1.
     pub poke: c_int,
+    /// Counts written to the poke line and not yet read: those of the
+    /// threads still in the kernel ([`Epoll::in_kernel`]) are theirs.
+    pub pokes: u64,
     /// Changes made while a thread slept on the set ([`epoll_changed`]).
     pub gen: u64,
 }
@@ -2546,6 +2573,7 @@ impl Epoll {
             gen: 0,
             in_kernel: 0,
             poke: -1,
+            pokes: 0,
         }
     }
 
