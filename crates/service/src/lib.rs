@@ -3110,6 +3110,10 @@ impl Service {
                     continue;
                 };
                 let sp = app.spill.entry(s).or_default();
+                // (What the ring took is dropped first: a reader that
+                // keeps up a little at a time would otherwise grow it.)
+                sp.buf.drain(..sp.off);
+                sp.off = 0;
                 for c in chunks {
                     sp.buf.extend_from_slice(c);
                 }
