@@ -3074,12 +3074,12 @@ impl Service {
     /// `tcp.udp_rx_queue`, 1,024, each in a buffer) dropped instead, as
     /// Linux drops datagrams for a full socket buffer (`udp_full_drops`).
     fn spill(&mut self, io: &mut Io) {
+        // (Each cycle: the pool's count first, the clock only when low.)
+        if !io.buffers_low() {
+            return;
+        }
         let now = Instant::now();
-        if !io.buffers_low()
-            || self
-                .spill_looked
-                .is_some_and(|t| now.duration_since(t) < Duration::from_millis(1))
-        {
+        if (self.spill_looked).is_some_and(|t| now.duration_since(t) < Duration::from_millis(1)) {
             return;
         }
         self.spill_looked = Some(now);
