@@ -303,6 +303,12 @@ pub struct DownSlot {
     pub local: AtomicU64,
     /// Remote address, [`pack`]ed.
     pub remote: AtomicU64,
+    /// A connection's received bytes that wait beyond its full receive
+    /// ring (in the stack, or copied out of its buffers), for `FIONREAD`:
+    /// stored before the `rx_tail` that moves bytes out of it, so a
+    /// reader that loads `rx_tail` first may count too few for a moment,
+    /// never too many. 0 while the ring has room.
+    pub rx_beyond: AtomicU32,
 }
 
 /// The header page of the up region.

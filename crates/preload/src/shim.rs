@@ -4043,7 +4043,7 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
                     None => 0,
                 }
             } else {
-                sk.readable().min(c_int::MAX as u64)
+                sk.queued().min(c_int::MAX as u64)
             };
             // SAFETY: FIONREAD's argument is a writable int pointer.
             unsafe { *(arg as *mut c_int) = n as c_int };

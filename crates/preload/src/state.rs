@@ -1853,6 +1853,16 @@ impl Sock {
         tail.saturating_sub(head)
     }
 
+    /// Bytes received and not yet read (`FIONREAD`): the receive ring's
+    /// and those waiting beyond it (see `DownSlot::rx_beyond`).
+    pub fn queued(&self) -> u64 {
+        let d = self.a.r.down_slot(self.s);
+        // (The tail first: a move out of `rx_beyond` into the ring may
+        // then be counted in neither for a moment, never in both.)
+        let n = self.readable();
+        n + u64::from(d.rx_beyond.load(Ordering::Relaxed))
+    }
+
     /// Bytes writable.
     pub fn writable(&self) -> u64 {
         let ring = self.a.r.layout().ring as u64;

@@ -481,6 +481,8 @@ struct Sock {
     /// A spare TCP socket not yet taken by the app ([`AppState::spares`]):
     /// not counted or listed as one of its sockets.
     spare: bool,
+    /// What the slot's `rx_beyond` says.
+    beyond: u32,
 }
 
 impl Sock {
@@ -500,6 +502,7 @@ impl Sock {
             nodelay: true,
             keepalive: false,
             ka: (0, 0, 0),
+            beyond: 0,
         }
     }
 
@@ -1130,6 +1133,7 @@ impl AppState {
         d.acc_tail.store(0, Ordering::Relaxed);
         d.local.store(0, Ordering::Relaxed);
         d.remote.store(0, Ordering::Relaxed);
+        d.rx_beyond.store(0, Ordering::Relaxed);
         d.state.store(state::OPEN, Ordering::Release);
         self.socks[s as usize] = Sock {
             kind: Kind::Open,
@@ -2762,6 +2766,7 @@ impl Service {
             rx_tail: p.rx.len() as u64,
             sent: 0,
             acc_tail: 0,
+            beyond: 0,
             ..p.sock
         };
         if let Some(e) = p.err {
@@ -3037,6 +3042,21 @@ impl Service {
         }
         if n > 0 {
             let _ = io.recv_done(h, n);
+        }
+        // What waits beyond a full ring, for FIONREAD (before the tail:
+        // see `DownSlot::rx_beyond`).
+        let beyond = if room == 0 {
+            let left = app.spill.get(&s).map_or(0, |sp| sp.left().len());
+            u32::try_from(io.readable(h).unwrap_or(0) + left).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
+        if beyond != app.socks[s as usize].beyond {
+            app.socks[s as usize].beyond = beyond;
+            app.r
+                .down_slot(s)
+                .rx_beyond
+                .store(beyond, Ordering::Relaxed);
         }
         if spilled + n > 0 {
             let sock = &mut app.socks[s as usize];
