@@ -191,8 +191,12 @@ static void client(const char *ip, int port) {
     r = getsockname(s, (struct sockaddr *)&early, &elen);
     check(r == 0 && early.sin_port != 0, "getsockname_connecting", "r %d port %d", r,
           ntohs(early.sin_port));
-    short ev = wait_for(s, POLLOUT, 5000);
-    check((ev & POLLOUT) != 0, "poll_connected", "revents %#x", ev);
+    /* Waiting for POLLWRNORM alone, as Varnish waits for its backend
+     * connections: Linux reports it with every POLLOUT. */
+    short ev = wait_for(s, POLLWRNORM, 5000);
+    check(ev == POLLWRNORM, "poll_connected_wrnorm", "revents %#x", ev);
+    ev = wait_for(s, POLLOUT | POLLWRNORM, 0);
+    check(ev == (POLLOUT | POLLWRNORM), "poll_connected", "revents %#x", ev);
     int err = -1;
     socklen_t len = sizeof err;
     r = getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -344,6 +348,18 @@ static void client(const char *ip, int port) {
         }
     }
     check(n == 10 && avail == 10, "fionread", "avail %d", avail);
+    /* POLLRDNORM with every POLLIN; epoll's EPOLLRDNORM / EPOLLWRNORM
+     * alone. */
+    ev = wait_for(s, POLLRDNORM, 1000);
+    check(ev == POLLRDNORM, "poll_rdnorm", "revents %#x", ev);
+    int epn = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ee = {.events = EPOLLRDNORM | EPOLLWRNORM, .data.u32 = 7}, got_ev[2];
+    r = epoll_ctl(epn, EPOLL_CTL_ADD, s, &ee);
+    int ne = epoll_wait(epn, got_ev, 2, 1000);
+    check(r == 0 && ne == 1 && got_ev[0].events == (EPOLLRDNORM | EPOLLWRNORM) &&
+              got_ev[0].data.u32 == 7,
+          "epoll_norm", "r %d n %d events %#x", r, ne, ne > 0 ? got_ev[0].events : 0);
+    close(epn);
     /* MSG_PEEK leaves the bytes; recv then takes them. */
     n = recv(s, buf, v_len4, MSG_PEEK);
     check(n == 4 && memcmp(buf, "0123", 4) == 0, "recv_peek", "n %zd", n);

@@ -2924,7 +2924,7 @@ pub unsafe extern "C" fn epoll_ctl(
 /// threads asleep on the set learn of it (state::epoll_changed).
 fn tell_sleepers(sk: &state::Sock, g: &mut Epoll, events: u32) {
     let want = events | (libc::EPOLLERR | libc::EPOLLHUP) as u32;
-    let tx = events & libc::EPOLLOUT as u32 != 0;
+    let tx = events & state::EPOLL_WRITE != 0;
     state::epoll_changed(sk.a, g, Some((sk.s, tx)), || {
         sk.revents() as u16 as u32 & want != 0
     });
@@ -2933,7 +2933,7 @@ fn tell_sleepers(sk: &state::Sock, g: &mut Epoll, events: u32) {
 /// The events of an epoll interest in a socket's kernel side
 /// ([`fl::KSIDE`]): all but writability, which Ixora's rings decide.
 fn kernel_side_events(events: u32) -> u32 {
-    events & !((libc::EPOLLOUT | libc::EPOLLWRNORM | libc::EPOLLWRBAND) as u32)
+    events & !state::EPOLL_WRITE
 }
 
 /// Ready Ixora sockets of an epoll set into `out` (at most `max`): the
@@ -3491,7 +3491,7 @@ fn poll_common(
         f.revents = 0;
         if f.fd >= 0 && !ours(f.fd) {
             kidx.push(i);
-        } else if f.events & libc::POLLIN != 0
+        } else if f.events & state::POLL_READ != 0
             && state::entry(f.fd).is_some_and(|e| e.flags.load(Ordering::Relaxed) & fl::KSIDE != 0)
         {
             lidx.push(i);
@@ -3523,7 +3523,7 @@ fn poll_common(
         })
         .chain(lidx.iter().map(|&i| pollfd {
             fd: p[i].fd,
-            events: libc::POLLIN,
+            events: p[i].events & state::POLL_READ,
             revents: 0,
         }))
         .collect();
@@ -3569,7 +3569,7 @@ fn poll_common(
         let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
         for f in p.iter() {
             if let Some(sk) = state::sock(f.fd) {
-                if f.events & libc::POLLOUT != 0 {
+                if f.events & state::POLL_WRITE != 0 {
                     tx_interest.push(sk.s);
                 } else {
                     interest.push(sk.s);
@@ -3610,7 +3610,7 @@ fn poll_common(
         p[i].revents = kp[j].revents;
     }
     for (j, &i) in lidx.iter().enumerate() {
-        p[i].revents |= kp[kidx.len() + j].revents & libc::POLLIN;
+        p[i].revents |= kp[kidx.len() + j].revents & state::POLL_READ;
     }
     let total = p.iter().filter(|f| f.revents != 0).count();
     count(a, name, user);

@@ -1895,8 +1895,23 @@ impl Sock {
         self.a.r.down_slot(self.s).seq.load(Ordering::Acquire)
     }
 
-    /// poll(2)-style readiness.
+    /// poll(2)-style readiness, with the `POLLRDNORM` / `POLLWRNORM`
+    /// (and for UDP `POLLWRBAND`) that Linux's `tcp_poll` and
+    /// `datagram_poll` report beside `POLLIN` / `POLLOUT`: a program may
+    /// ask for those alone (Varnish's connect waits for `POLLWRNORM`).
     pub fn revents(&self) -> i16 {
+        let mut r = self.readiness();
+        if r & libc::POLLIN != 0 {
+            r |= libc::POLLRDNORM;
+        }
+        if r & libc::POLLOUT != 0 {
+            r |= libc::POLLWRNORM;
+        }
+        r
+    }
+
+    /// [`revents`](Self::revents) in `POLLIN` / `POLLOUT` terms.
+    fn readiness(&self) -> i16 {
         let st = self.state();
         let fl = self.flags();
         let mut r: i16 = 0;
@@ -1912,7 +1927,7 @@ impl Sock {
                 r |= libc::POLLERR;
             }
             if self.writable() >= (layout::DGRAM_HDR + self.frame_dgram()) as u64 {
-                r |= libc::POLLOUT;
+                r |= libc::POLLOUT | libc::POLLWRBAND;
             }
             return r;
         }
@@ -2538,6 +2553,14 @@ impl Item {
     }
 }
 
+/// The poll events that ask for writability (Linux reports
+/// `POLLWRNORM` with every `POLLOUT`, and `POLLWRBAND` for UDP).
+pub const POLL_WRITE: i16 = libc::POLLOUT | libc::POLLWRNORM | libc::POLLWRBAND;
+/// The poll events that ask for readability.
+pub const POLL_READ: i16 = libc::POLLIN | libc::POLLRDNORM;
+/// [`POLL_WRITE`] for epoll.
+pub const EPOLL_WRITE: u32 = (libc::EPOLLOUT | libc::EPOLLWRNORM | libc::EPOLLWRBAND) as u32;
+
 /// Changes the program made itself that may make its sockets ready (a
 /// shutdown of reading; the service's loss): each makes every epoll set's
 /// next scan a full one.
@@ -2635,7 +2658,7 @@ impl Epoll {
         while i != NO_ITEM {
             let it = &self.items[i as usize];
             rx = true;
-            tx |= it.events & libc::EPOLLOUT as u32 != 0;
+            tx |= it.events & EPOLL_WRITE != 0;
             i = it.next;
         }
         for (words, on) in [(&mut self.rx_bits, rx), (&mut self.tx_bits, tx)] {
