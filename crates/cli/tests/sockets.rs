@@ -1634,6 +1634,93 @@ fn a_program_that_does_not_read_leaves_the_packet_buffers_to_the_others() {
     assert_eq!(st["receive_spills"]["waiting"], 0, "{st}");
 }
 
+/// Threads of one program that close sockets while others accept and
+/// connect, for 6 s: a thread-per-connection server on Ixora's address
+/// with its own clients (connects with a timeout: non-blocking and
+/// poll), and blocking connects to a Linux server. Two races each failed
+/// a few of these exchanges (found by running Python's http.server and
+/// urllib under `ixora run`): a closed socket's number was marked pooled
+/// after another thread had taken it for a new socket (EBADF on a socket
+/// just accepted, and its connection never closed); and a connecting
+/// socket read as unconnected for a moment (a blocking connect failed
+/// with EINPROGRESS, a poll woke with POLLOUT|POLLHUP or returned 0
+/// before its timeout).
+#[test]
+fn sockets_closed_while_other_threads_accept_and_connect_stay_theirs() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let mut lx = net.lx.command("python3");
+    lx.args([
+        "-c",
+        "import socketserver\n\
+         class H(socketserver.BaseRequestHandler):\n    \
+             def handle(self):\n        \
+                 self.request.recv(100)\n        \
+                 self.request.sendall(b'x' * 20)\n\
+         socketserver.ThreadingTCPServer.allow_reuse_address = True\n\
+         socketserver.ThreadingTCPServer.request_queue_size = 512\n\
+         socketserver.ThreadingTCPServer(('198.18.9.1', 7091), H).serve_forever()\n",
+    ]);
+    let mut lx = Proc::spawn(lx, "linux server");
+    net.wait_listen(&mut lx, "198.18.9.1:7091");
+    let prog = format!(
+        "import socket, threading, time\n\
+         stop = time.time() + 6\n\
+         lock = threading.Lock()\n\
+         errs, counts = [], []\n\
+         def note(k, e):\n    \
+             with lock: errs.append(k + ': ' + repr(e))\n\
+         def handle(c):\n    \
+             try:\n        \
+                 c.recv(100); c.sendall(b'x' * 20)\n    \
+             except Exception as e: note('server', e)\n    \
+             finally: c.close()\n\
+         ls = socket.socket()\n\
+         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         ls.bind(('{IX}', 7090)); ls.listen(512); ls.settimeout(1)\n\
+         done = threading.Event()\n\
+         def acceptor():\n    \
+             while not done.is_set():\n        \
+                 try: c, _ = ls.accept()\n        \
+                 except socket.timeout: continue\n        \
+                 c.settimeout(None)\n        \
+                 threading.Thread(target=handle, args=(c,), daemon=True).start()\n\
+         def client(dest, timeout):\n    \
+             n = 0\n    \
+             while time.time() < stop:\n        \
+                 s = socket.socket(); s.settimeout(timeout)\n        \
+                 t, op = time.time(), 'connect'\n        \
+                 try:\n            \
+                     s.connect(dest); op = 'send'; s.sendall(b'GET')\n            \
+                     op = 'recv'\n            \
+                     if s.recv(100) == b'': raise EOFError\n            \
+                     n += 1\n        \
+                 except Exception as e: note('%s to %s after %.3f s, port %d' % (op, dest, time.time() - t, s.getsockname()[1]), e)\n        \
+                 finally: s.close()\n    \
+             with lock: counts.append(n)\n\
+         a = threading.Thread(target=acceptor); a.start()\n\
+         ts = [threading.Thread(target=client, args=(('{IX}', 7090), 5)) for _ in range(3)]\n\
+         ts += [threading.Thread(target=client, args=(('198.18.9.1', 7091), None)) for _ in range(2)]\n\
+         for t in ts: t.start()\n\
+         for t in ts: t.join()\n\
+         done.set(); a.join()\n\
+         print('exchanges', sum(counts), 'errors', len(errs))\n\
+         for e in errs[:20]: print(e)\n"
+    );
+    let out = net.python(&prog, "racing threads");
+    let n: usize = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        out.contains(" errors 0") && n >= 1000,
+        "{out}\n{}",
+        net.stats()
+    );
+}
+
 /// The same for UDP: a program binds 12 sockets and reads none while a
 /// peer sends each 1,100 datagrams of 1,000 B. Beyond what a socket's ring
 /// takes, the stack queued up to 1,024 datagrams per socket, each in a

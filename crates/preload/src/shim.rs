@@ -1843,31 +1843,23 @@ unsafe fn is_inet6_addr(sk: Sock, addr: *const sockaddr, len: socklen_t) -> bool
 /// The rest of connect(2) once the service started the handshake:
 /// EINPROGRESS on a non-blocking socket, else wait for it to end.
 fn connect_wait(sk: Sock) -> c_int {
-    let a = sk.a;
     // SO_SNDTIMEO bounds a blocking connect: EINPROGRESS once it passes.
     let mut start = None; // when the call first waits
-    let limit = sk.wait_limit(true, &mut start);
-    if sk.nonblock() || limit == 0 {
-        return fail(libc::EINPROGRESS);
-    }
-    state::block_until(
-        a,
-        limit,
-        OnSignal::INTERRUPT,
-        &mut [],
-        None,
-        state::Interest::Slots {
-            rx: &[sk.s],
-            tx: &[],
-        },
-        &mut || sk.state() != st::CONNECTING,
-    );
-    if sk.state() == st::CONNECTING {
-        return fail(if errno() == libc::EINTR {
-            libc::EINTR
-        } else {
-            libc::EINPROGRESS
-        });
+    loop {
+        let limit = sk.wait_limit(true, &mut start);
+        if sk.nonblock() || limit == 0 {
+            return fail(libc::EINPROGRESS);
+        }
+        set_errno(0);
+        block_on_change(sk, limit, &mut || sk.state() != st::CONNECTING);
+        if sk.state() != st::CONNECTING {
+            break;
+        }
+        if errno() == libc::EINTR {
+            return fail(libc::EINTR);
+        }
+        // Still connecting: the time ran out (the next turn says so), or
+        // the wait saw a change that was not the end of the connect.
     }
     match sk.state() {
         st::ESTABLISHED => 0,
@@ -1877,6 +1869,23 @@ fn connect_wait(sk: Sock) -> c_int {
             libc::ECONNREFUSED
         }),
     }
+}
+
+/// Block (interruptibly, up to `limit` ms) until `ready()`, woken by
+/// changes of `sk`'s socket: see [`state::block_until`].
+fn block_on_change(sk: Sock, limit: c_int, ready: &mut dyn FnMut() -> bool) -> bool {
+    state::block_until(
+        sk.a,
+        limit,
+        OnSignal::INTERRUPT,
+        &mut [],
+        None,
+        state::Interest::Slots {
+            rx: &[sk.s],
+            tx: &[],
+        },
+        ready,
+    )
 }
 
 /// shutdown(2).
@@ -3465,8 +3474,36 @@ pub extern "C" fn epoll_pwait2(
 // ------------------------------------------------------------ poll/select
 
 /// poll(2) and ppoll(2) (`sigmask`: ppoll's, null for poll) of a set with
-/// Ixora sockets; None: none in it (the kernel's call then).
+/// Ixora sockets; None: none in it (the kernel's call then). As Linux's,
+/// it returns 0 only once `timeout` has passed: a wait woken by a
+/// readiness that was gone at the final look (another thread took the
+/// bytes) waits on for what is left.
 fn poll_common(
+    fds: *mut pollfd,
+    nfds: nfds_t,
+    timeout: c_int,
+    name: usize,
+    sigmask: *const sigset_t,
+) -> Option<c_int> {
+    let start = std::time::Instant::now();
+    let mut left = timeout;
+    loop {
+        let n = poll_once(fds, nfds, left, name, sigmask)?;
+        if n != 0 || timeout == 0 {
+            return Some(n);
+        }
+        if timeout > 0 {
+            let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
+            if spent >= timeout {
+                return Some(0);
+            }
+            left = timeout - spent;
+        }
+    }
+}
+
+/// One look (and wait) of [`poll_common`].
+fn poll_once(
     fds: *mut pollfd,
     nfds: nfds_t,
     timeout: c_int,
@@ -4388,18 +4425,7 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     // has no local port: wait for it (Linux gives the port at once).
     let pending = || sk.a.r.up_slot(sk.s).req.load(Ordering::Acquire) & layout::req::CONNECT != 0;
     let waited = pending() && {
-        state::block_until(
-            sk.a,
-            1000,
-            OnSignal::INTERRUPT,
-            &mut [],
-            None,
-            state::Interest::Slots {
-                rx: &[sk.s],
-                tx: &[],
-            },
-            &mut || !pending(),
-        );
+        block_on_change(sk, 1000, &mut || !pending());
         true
     };
     count(sk.a, call("getsockname"), !waited);
