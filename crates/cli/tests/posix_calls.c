@@ -925,6 +925,32 @@ static void udp_calls(const char *self_ip, int port) {
     n = sendto(a, "back", 4, 0, (struct sockaddr *)&src, srcl);
     m = recv(b, buf, sizeof buf, 0);
     check(n == 4 && m == 4 && memcmp(buf, "back", 4) == 0, "udp_reply", "n %zd m %zd", n, m);
+    /* The raw system calls, as Debian 12's libuv makes them (BIND's
+     * named and dig): sendmmsg on the connected socket (no address),
+     * recvmmsg, dup3. */
+    char raw[] = "raw", rawb[8];
+    struct iovec xv = {raw, 3}, xr = {rawb, sizeof rawb};
+    struct mmsghdr xm, xrm;
+    memset(&xm, 0, sizeof xm);
+    memset(&xrm, 0, sizeof xrm);
+    xm.msg_hdr.msg_iov = &xv;
+    xm.msg_hdr.msg_iovlen = 1;
+    xrm.msg_hdr.msg_iov = &xr;
+    xrm.msg_hdr.msg_iovlen = 1;
+    int xs = (int)syscall(SYS_sendmmsg, b, &xm, 1, 0);
+    int xse = errno;
+    wait_for(a, POLLIN, 5000);
+    int xg = (int)syscall(SYS_recvmmsg, a, &xrm, 1, MSG_DONTWAIT, NULL);
+    check(xs == 1 && xg == 1 && xrm.msg_len == 3 && memcmp(rawb, "raw", 3) == 0,
+          "udp_raw_mmsg", "sent %d (errno %d) got %d len %u", xs, xse, xg, xrm.msg_len);
+    int xd = (int)syscall(SYS_dup3, a, 200, O_CLOEXEC);
+    struct sockaddr_in xa;
+    socklen_t xal = sizeof xa;
+    memset(&xa, 0, sizeof xa);
+    r = getsockname(xd, (struct sockaddr *)&xa, &xal);
+    check(xd == 200 && r == 0 && xa.sin_port == htons(port), "raw_dup3", "fd %d r %d port %d",
+          xd, r, ntohs(xa.sin_port));
+    close(xd);
     /* Multicast options (no group traffic is sent): a membership on an
      * interface address no host here has is refused as the kernel refuses
      * it, on a socket on any address (under `ixora run`: by its kernel

@@ -170,7 +170,7 @@ fn may_be_placeholder(fd: c_int) -> Option<c_int> {
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: getpeername(2) into a live buffer of the length given.
     let r = unsafe {
-        libc::syscall(
+        crate::real::syscall_fn()(
             libc::SYS_getpeername,
             fd,
             &mut sa as *mut libc::sockaddr_storage,
@@ -187,7 +187,7 @@ pub(crate) fn int_opt(fd: c_int, name: c_int) -> Option<c_int> {
     let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
     // SAFETY: getsockopt(2) into a live int of the size given.
     let r = unsafe {
-        libc::syscall(
+        crate::real::syscall_fn()(
             libc::SYS_getsockopt,
             fd,
             libc::SOL_SOCKET,

@@ -125,7 +125,7 @@ fn ring(w: &mut Option<Watch>) -> Option<&mut IoUring> {
 fn numbered_high(ring: IoUring) -> std::io::Result<IoUring> {
     let low = ring.as_raw_fd();
     // SAFETY: dup(2) has no memory arguments; the copy is ours.
-    let copy = unsafe { libc::syscall(libc::SYS_dup, low) } as c_int;
+    let copy = unsafe { crate::real::syscall_fn()(libc::SYS_dup, low) } as c_int;
     if copy < 0 {
         state::mark_internal(low);
         return Ok(ring);
@@ -287,7 +287,8 @@ fn side_ep(fd: c_int) -> Option<c_int> {
         return Some(cur - 1);
     }
     // SAFETY: epoll_create1(2) has no memory arguments.
-    let ep = unsafe { libc::syscall(libc::SYS_epoll_create1, libc::EPOLL_CLOEXEC) } as c_int;
+    let ep =
+        unsafe { crate::real::syscall_fn()(libc::SYS_epoll_create1, libc::EPOLL_CLOEXEC) } as c_int;
     if ep < 0 {
         return None;
     }
@@ -298,7 +299,7 @@ fn side_ep(fd: c_int) -> Option<c_int> {
     };
     // SAFETY: `ev` is a valid event for the duration of the call.
     let r = unsafe {
-        libc::syscall(
+        crate::real::syscall_fn()(
             libc::SYS_epoll_ctl,
             ep,
             libc::EPOLL_CTL_ADD,

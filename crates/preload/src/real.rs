@@ -57,7 +57,9 @@ fn ret(r: c_long) -> isize {
 /// write(2) without interposition.
 pub fn sys_write(fd: c_int, b: &[u8]) -> isize {
     // SAFETY: `b` is a live buffer of `b.len()` bytes.
-    ret(unsafe { libc::syscall(libc::SYS_write, fd, b.as_ptr() as *const c_void, b.len()) })
+    ret(unsafe {
+        crate::real::syscall_fn()(libc::SYS_write, fd, b.as_ptr() as *const c_void, b.len())
+    })
 }
 
 /// Ring an eventfd (the app's doorbell).
@@ -65,7 +67,7 @@ pub fn sys_ring(fd: c_int) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live local.
     unsafe {
-        libc::syscall(
+        crate::real::syscall_fn()(
             libc::SYS_write,
             fd,
             &one as *const u64 as *const c_void,
@@ -102,7 +104,7 @@ pub fn sys_ppoll(
     // `mask` is null or a live signal set, of which the kernel reads 8
     // bytes.
     unsafe {
-        libc::syscall(
+        crate::real::syscall_fn()(
             libc::SYS_ppoll,
             fds.as_mut_ptr(),
             fds.len() as libc::nfds_t,
@@ -113,30 +115,40 @@ pub fn sys_ppoll(
     }
 }
 
-/// A system call of at most three arguments through the C library's
-/// `syscall`, not the shim's (which takes `SYS_close` and
-/// `SYS_close_range` of the program's descriptors for itself).
+/// A system call of at most three integer arguments (descriptors,
+/// flags, commands: no pointers) through the C library's `syscall`, not
+/// the shim's (which takes socket calls on descriptors it knows for
+/// itself).
 pub fn sys3(n: c_long, a: c_long, b: c_long, c: c_long) -> c_long {
-    syscall_fn()(n, a, b, c)
+    // SAFETY: by this function's contract no argument is a pointer; a
+    // system call given integers reads or writes no memory of ours.
+    unsafe { syscall_fn()(n, a, b, c) }
 }
 
 /// The C library's `syscall`, resolved once (at load: a program's first
 /// `syscall` may come from a signal handler, where `dlsym` is unsafe).
-pub fn syscall_fn() -> extern "C" fn(c_long, ...) -> c_long {
+///
+/// The shim's own raw system calls go through this, never through
+/// `libc::syscall`: that name is the shim's interposed [`syscall`]
+/// (crate::shim::syscall), which hands socket calls on the shim's own
+/// descriptors to the interposed functions.
+pub fn syscall_fn() -> unsafe extern "C" fn(c_long, ...) -> c_long {
     real!(syscall: fn(c_long; ...) -> c_long)
 }
 
 /// read(2) without interposition.
 pub fn sys_read(fd: c_int, b: &mut [u8]) -> isize {
     // SAFETY: `b` is a live, writable buffer of `b.len()` bytes.
-    ret(unsafe { libc::syscall(libc::SYS_read, fd, b.as_mut_ptr() as *mut c_void, b.len()) })
+    ret(unsafe {
+        crate::real::syscall_fn()(libc::SYS_read, fd, b.as_mut_ptr() as *mut c_void, b.len())
+    })
 }
 
 /// epoll_ctl(2) without interposition.
 pub fn sys_epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: &mut libc::epoll_event) -> c_int {
     // SAFETY: `ev` is a live epoll_event.
     unsafe {
-        libc::syscall(
+        crate::real::syscall_fn()(
             libc::SYS_epoll_ctl,
             ep,
             op,
@@ -149,7 +161,7 @@ pub fn sys_epoll_ctl(ep: c_int, op: c_int, fd: c_int, ev: &mut libc::epoll_event
 /// eventfd2(2) (not interposed).
 pub fn sys_eventfd(flags: c_int) -> c_int {
     // SAFETY: eventfd2(2) has no memory arguments.
-    unsafe { libc::syscall(libc::SYS_eventfd2, 0, flags) as c_int }
+    unsafe { crate::real::syscall_fn()(libc::SYS_eventfd2, 0, flags) as c_int }
 }
 
 /// close(2) without interposition.
@@ -160,14 +172,14 @@ pub fn sys_close(fd: c_int) {
 /// dup3(2) without the shim (`newfd` becomes `fd`'s file, atomically).
 pub fn sys_dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
     // SAFETY: dup3(2) has no memory arguments.
-    unsafe { libc::syscall(libc::SYS_dup3, fd, newfd, flags) as c_int }
+    unsafe { crate::real::syscall_fn()(libc::SYS_dup3, fd, newfd, flags) as c_int }
 }
 
 /// An unconnected TCP socket to hold an Ixora socket's number, or -1.
 pub fn sys_placeholder() -> c_int {
     // SAFETY: socket(2) has no memory arguments.
     unsafe {
-        libc::syscall(
+        crate::real::syscall_fn()(
             libc::SYS_socket,
             libc::AF_INET,
             libc::SOCK_STREAM | libc::SOCK_CLOEXEC,

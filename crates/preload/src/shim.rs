@@ -1506,7 +1506,7 @@ fn drop_kernel_side(fd: c_int, sk: Sock) {
         libc::AF_INET
     };
     let fresh = unsafe {
-        libc::syscall(
+        crate::real::syscall_fn()(
             libc::SYS_socket,
             family,
             libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
@@ -2001,7 +2001,15 @@ pub extern "C" fn vfork() -> libc::pid_t {
 /// took the number, reused by the kernel, for the closed socket. So
 /// `SYS_close` and `SYS_close_range` go to [`close`] and [`close_range`] (a `SYS_close`
 /// of a descriptor the shim knows nothing of goes straight to the
-/// kernel); every other call goes to the C library's `syscall` unchanged.
+/// kernel). Debian 12's libuv (1.44, under BIND's `named` and `dig`)
+/// also receives and sends UDP with `syscall(SYS_recvmmsg)` and
+/// `syscall(SYS_sendmmsg)` and duplicates with `syscall(SYS_dup3)`: on an
+/// Ixora socket those reached its unconnected kernel placeholder (named's
+/// receive found nothing while its epoll said readable, and spun; dig's
+/// send failed with EDESTADDRREQ). So the socket calls the shim
+/// interposes go to it when they name a descriptor it knows, and
+/// `SYS_socket` and `SYS_epoll_create1` always; every other call goes to
+/// the C library's `syscall` unchanged.
 ///
 /// `syscall` is variadic; this definition takes the most arguments a
 /// system call has as fixed ones. On x86-64 and AArch64 Linux, variadic
@@ -2020,18 +2028,99 @@ pub extern "C" fn syscall(
     a5: c_long,
     a6: c_long,
 ) -> c_long {
+    let fd = a1 as c_int;
+    // (Arguments are the caller's, as for the C library's calls.)
+    let p = |a: c_long| a as usize;
+    // SAFETY: each call gets the arguments the program passed for the
+    // system call of that number, whose contract is the C function's.
+    let routed: Option<c_long> = unsafe {
+        match n {
+            libc::SYS_socket => Some(socket(fd, a2 as c_int, a3 as c_int) as c_long),
+            libc::SYS_epoll_create1 => Some(epoll_create1(fd) as c_long),
+            // (A dup onto one of ours must displace it.)
+            _ if !(shim_knows(fd) || is_dup_onto(n) && shim_knows(a2 as c_int)) => None,
+            libc::SYS_bind => Some(bind(fd, p(a2) as _, a3 as socklen_t) as c_long),
+            libc::SYS_listen => Some(listen(fd, a2 as c_int) as c_long),
+            libc::SYS_connect => Some(connect(fd, p(a2) as _, a3 as socklen_t) as c_long),
+            libc::SYS_accept => Some(accept(fd, p(a2) as _, p(a3) as _) as c_long),
+            libc::SYS_accept4 => Some(accept4(fd, p(a2) as _, p(a3) as _, a4 as c_int) as c_long),
+            libc::SYS_read => Some(read(fd, p(a2) as _, p(a3)) as c_long),
+            libc::SYS_write => Some(write(fd, p(a2) as _, p(a3)) as c_long),
+            libc::SYS_readv => Some(readv(fd, p(a2) as _, a3 as c_int) as c_long),
+            libc::SYS_writev => Some(writev(fd, p(a2) as _, a3 as c_int) as c_long),
+            libc::SYS_recvfrom => {
+                Some(recvfrom(fd, p(a2) as _, p(a3), a4 as c_int, p(a5) as _, p(a6) as _) as c_long)
+            }
+            libc::SYS_sendto => Some(sendto(
+                fd,
+                p(a2) as _,
+                p(a3),
+                a4 as c_int,
+                p(a5) as _,
+                a6 as socklen_t,
+            ) as c_long),
+            libc::SYS_recvmsg => Some(recvmsg(fd, p(a2) as _, a3 as c_int) as c_long),
+            libc::SYS_sendmsg => Some(sendmsg(fd, p(a2) as _, a3 as c_int) as c_long),
+            libc::SYS_recvmmsg => {
+                Some(recvmmsg(fd, p(a2) as _, a3 as c_uint, a4 as c_int, p(a5) as _) as c_long)
+            }
+            libc::SYS_sendmmsg => {
+                Some(sendmmsg(fd, p(a2) as _, a3 as c_uint, a4 as c_int) as c_long)
+            }
+            libc::SYS_shutdown => Some(shutdown(fd, a2 as c_int) as c_long),
+            libc::SYS_getsockopt => {
+                Some(getsockopt(fd, a2 as c_int, a3 as c_int, p(a4) as _, p(a5) as _) as c_long)
+            }
+            libc::SYS_setsockopt => {
+                Some(
+                    setsockopt(fd, a2 as c_int, a3 as c_int, p(a4) as _, a5 as socklen_t) as c_long,
+                )
+            }
+            libc::SYS_getsockname => Some(getsockname(fd, p(a2) as _, p(a3) as _) as c_long),
+            libc::SYS_getpeername => Some(getpeername(fd, p(a2) as _, p(a3) as _) as c_long),
+            libc::SYS_dup => Some(dup(fd) as c_long),
+            libc::SYS_dup3 => Some(dup3(fd, a2 as c_int, a3 as c_int) as c_long),
+            libc::SYS_epoll_ctl => {
+                Some(epoll_ctl(fd, a2 as c_int, a3 as c_int, p(a4) as _) as c_long)
+            }
+            libc::SYS_epoll_pwait => {
+                Some(epoll_pwait(fd, p(a2) as _, a3 as c_int, a4 as c_int, p(a5) as _) as c_long)
+            }
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_epoll_wait => {
+                Some(epoll_wait(fd, p(a2) as _, a3 as c_int, a4 as c_int) as c_long)
+            }
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_dup2 => Some(dup2(fd, a2 as c_int) as c_long),
+            _ => None,
+        }
+    };
+    if let Some(r) = routed {
+        return r;
+    }
     match n {
-        libc::SYS_close if shim_knows(a1 as c_int) => close(a1 as c_int) as c_long,
+        libc::SYS_close if shim_knows(fd) => close(fd) as c_long,
         libc::SYS_close_range => close_range(a1 as c_uint, a2 as c_uint, a3 as c_int) as c_long,
         libc::SYS_seccomp => {
             // SECCOMP_SET_MODE_STRICT (0) or SECCOMP_SET_MODE_FILTER (1).
             if a1 == 0 || a1 == 1 {
                 state::sandboxed_from_now();
             }
-            crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6)
+            // SAFETY: the program's own system call, passed on as given.
+            unsafe { crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6) }
         }
-        _ => crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6),
+        // SAFETY: as above.
+        _ => unsafe { crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6) },
     }
+}
+
+/// System call `n` duplicates its first argument onto its second.
+fn is_dup_onto(n: c_long) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if n == libc::SYS_dup2 {
+        return true;
+    }
+    n == libc::SYS_dup3
 }
 
 /// prctl(2): a seccomp filter (or strict mode) the program is about to

@@ -1495,7 +1495,7 @@ fn block_sandboxed(
             // SAFETY: ppoll(2) of no descriptors: a sleep of `ts` with the
             // live (or null) signal mask in force.
             unsafe {
-                libc::syscall(
+                crate::real::syscall_fn()(
                     libc::SYS_ppoll,
                     std::ptr::null_mut::<libc::pollfd>(),
                     0,
