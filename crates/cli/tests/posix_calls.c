@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -988,6 +989,27 @@ static void udp_calls(const char *self_ip, int port) {
     close(b);
 }
 
+/* getifaddrs lists the program's own address once, on an interface that
+ * is up (under `ixora run` the kernel's interfaces do not hold it: BIND's
+ * named binds one socket per listed address and found none). */
+static void own_address_listed(const char *self_ip) {
+    struct in_addr me;
+    inet_pton(AF_INET, self_ip, &me);
+    struct ifaddrs *list = NULL;
+    int r = getifaddrs(&list), found = 0, up = 0, masked = 0;
+    for (struct ifaddrs *i = list; r == 0 && i; i = i->ifa_next) {
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+            ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == me.s_addr) {
+            found++;
+            up = (i->ifa_flags & IFF_UP) != 0;
+            masked = i->ifa_netmask && ((struct sockaddr_in *)i->ifa_netmask)->sin_addr.s_addr != 0;
+        }
+    }
+    freeifaddrs(list);
+    check(r == 0 && found == 1 && up && masked, "getifaddrs_own_address",
+          "r %d found %d up %d masked %d", r, found, up, masked);
+}
+
 /* bind to port 0 picks a free port, which getsockname shows; a second
  * such bind gets another; the program reaches its listener there. */
 static void ephemeral_listener(const char *self_ip) {
@@ -1695,6 +1717,7 @@ int main(int argc, char **argv) {
     server(atoi(argv[3]));
     dual_stack_server(atoi(argv[3]) + 1);
     if (argc == 5) {
+        own_address_listed(argv[4]);
         udp_calls(argv[4], atoi(argv[3]) + 2);
         ephemeral_listener(argv[4]);
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);

@@ -4189,6 +4189,142 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     }
 }
 
+// ------------------------------------------------------------ interfaces
+
+/// The entry the shim adds to `getifaddrs`'s list: the service's address,
+/// on the service's interface. The kernel's interfaces do not hold it
+/// (Ixora owns it), so a program that binds one socket per listed address
+/// (BIND's `named`) or looks its local address up among them never found
+/// it.
+#[repr(C)]
+struct ServiceIfa {
+    ifa: libc::ifaddrs,
+    name: [libc::c_char; libc::IFNAMSIZ],
+    addr: libc::sockaddr_in,
+    mask: libc::sockaddr_in,
+    bcast: libc::sockaddr_in,
+}
+
+/// The [`ServiceIfa`]s handed out and not yet freed (their addresses).
+static SERVICE_IFAS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// getifaddrs(3): the kernel's list, and the service's address at its end
+/// (on the interface of the service's port, up) unless the kernel's
+/// interfaces hold it too. Programs that read the kernel's addresses over
+/// netlink themselves (dnsmasq) are not reached: see the README.
+#[no_mangle]
+pub unsafe extern "C" fn getifaddrs(out: *mut *mut libc::ifaddrs) -> c_int {
+    let r = real!(getifaddrs: fn(*mut *mut libc::ifaddrs) -> c_int)(out);
+    if r != 0 || out.is_null() {
+        return r;
+    }
+    let Some(a) = state::attach() else {
+        return r;
+    };
+    let h = a.r.down_header();
+    let ip = h.ip.load(Ordering::Relaxed);
+    let prefix = h.prefix.load(Ordering::Relaxed).min(32);
+    if ip == 0 {
+        return r;
+    }
+    // SAFETY: `*out` is the list the C library just built, every node
+    // with a valid (or null) address.
+    let mut last: *mut libc::ifaddrs = std::ptr::null_mut();
+    let mut p = unsafe { *out };
+    while !p.is_null() {
+        // SAFETY: as above.
+        let i = unsafe { &*p };
+        if !i.ifa_addr.is_null()
+            // SAFETY: as above; an AF_INET address is a sockaddr_in.
+            && unsafe { (*i.ifa_addr).sa_family } == libc::AF_INET as libc::sa_family_t
+            && u32::from_be(unsafe { (*(i.ifa_addr as *const libc::sockaddr_in)).sin_addr.s_addr })
+                == ip
+        {
+            return r;
+        }
+        last = p;
+        p = i.ifa_next;
+    }
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - prefix)
+    };
+    let sin = |v: u32| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr { s_addr: v.to_be() },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: all-zero is a valid ifaddrs (null pointers) and name.
+    let mut node: Box<ServiceIfa> = Box::new(unsafe { std::mem::zeroed() });
+    node.addr = sin(ip);
+    node.mask = sin(mask);
+    node.bcast = sin(ip | !mask);
+    let index = h.ifindex.load(Ordering::Relaxed);
+    // SAFETY: if_indextoname(3) writes at most IFNAMSIZ bytes into `name`.
+    let named =
+        index != 0 && !unsafe { libc::if_indextoname(index, node.name.as_mut_ptr()) }.is_null();
+    if !named {
+        for (d, s) in node.name.iter_mut().zip(b"ixora\0") {
+            *d = *s as libc::c_char;
+        }
+    }
+    let raw = Box::into_raw(node);
+    // SAFETY: `raw` is ours until freeifaddrs; its pointers point into it.
+    unsafe {
+        let n = &mut *raw;
+        n.ifa.ifa_name = n.name.as_mut_ptr();
+        n.ifa.ifa_flags =
+            (libc::IFF_UP | libc::IFF_RUNNING | libc::IFF_BROADCAST | libc::IFF_MULTICAST)
+                as c_uint;
+        n.ifa.ifa_addr = &mut n.addr as *mut libc::sockaddr_in as *mut sockaddr;
+        n.ifa.ifa_netmask = &mut n.mask as *mut libc::sockaddr_in as *mut sockaddr;
+        n.ifa.ifa_ifu = &mut n.bcast as *mut libc::sockaddr_in as *mut sockaddr;
+        if last.is_null() {
+            *out = raw as *mut libc::ifaddrs;
+        } else {
+            (*last).ifa_next = raw as *mut libc::ifaddrs;
+        }
+    }
+    SERVICE_IFAS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(raw as usize);
+    r
+}
+
+/// freeifaddrs(3): the shim's entry, then the C library's list.
+#[no_mangle]
+pub unsafe extern "C" fn freeifaddrs(list: *mut libc::ifaddrs) {
+    let mut ours = SERVICE_IFAS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut prev: *mut libc::ifaddrs = std::ptr::null_mut();
+    let mut p = list;
+    while !ours.is_empty() && !p.is_null() {
+        // SAFETY: a list getifaddrs returned, as freeifaddrs's contract
+        // says.
+        let next = unsafe { (*p).ifa_next };
+        if let Some(k) = ours.iter().position(|&x| x == p as usize) {
+            ours.swap_remove(k);
+            if !prev.is_null() {
+                // SAFETY: as above.
+                unsafe { (*prev).ifa_next = next };
+            }
+            // SAFETY: made by Box::into_raw in getifaddrs, freed once.
+            drop(unsafe { Box::from_raw(p as *mut ServiceIfa) });
+            if p == list {
+                // The kernel's list was empty.
+                return;
+            }
+            break;
+        }
+        prev = p;
+        p = next;
+    }
+    drop(ours);
+    real!(freeifaddrs: fn(*mut libc::ifaddrs) -> ())(list)
+}
+
 /// ioctl requests on an Ixora socket that its kernel placeholder answers
 /// rightly: close-on-exec (`FIOCLEX`, `FIONCLEX`: Python's
 /// `os.set_inheritable`), and the socket-configuration calls about the
