@@ -71,6 +71,25 @@ static double now_ms(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
+/* The kernel's own close-on-exec flag of `fd` (from /proc, past any
+ * interposer): 1, 0, or -1 if unreadable. */
+static int kernel_cloexec(int fd) {
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    FILE *f = fopen(path, "r");
+    int r = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long flags;
+        if (sscanf(line, "flags: %lo", &flags) == 1) {
+            r = (flags & O_CLOEXEC) != 0;
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return r;
+}
+
 static void check(int ok, const char *name, const char *fmt, ...) {
     if (ok) {
         printf("ok %s\n", name);
@@ -824,6 +843,19 @@ static void dual_stack_server(int port) {
     check(c >= 0 && len == sizeof from && from.sin6_family == AF_INET6 &&
               IN6_IS_ADDR_V4MAPPED(&from.sin6_addr),
           "v6_accept_mapped", "c %d len %u", c, len);
+    /* accept without SOCK_CLOEXEC: a descriptor an exec keeps. */
+    check(c >= 0 && (fcntl(c, F_GETFD) & FD_CLOEXEC) == 0 && kernel_cloexec(c) == 0,
+          "accept_not_cloexec", "flags %#x kernel %d", fcntl(c, F_GETFD), kernel_cloexec(c));
+    /* Close-on-exec set and cleared every way, read back every way, and
+     * the kernel's own flag (what exec obeys) the same. */
+    int s1 = fcntl(c, F_SETFD, FD_CLOEXEC), g1 = fcntl(c, F_GETFD), k1 = kernel_cloexec(c);
+    int i0 = ioctl(c, FIONCLEX), g2 = fcntl(c, F_GETFD), k2 = kernel_cloexec(c);
+    int i1 = ioctl(c, FIOCLEX), g3 = (int)syscall(SYS_fcntl, c, F_GETFD), k3 = kernel_cloexec(c);
+    int s2 = (int)syscall(SYS_fcntl, c, F_SETFD, 0), g4 = fcntl(c, F_GETFD), k4 = kernel_cloexec(c);
+    check(s1 == 0 && g1 == FD_CLOEXEC && k1 == 1 && i0 == 0 && g2 == 0 && k2 == 0 && i1 == 0 &&
+              g3 == FD_CLOEXEC && k3 == 1 && s2 == 0 && g4 == 0 && k4 == 0,
+          "cloexec_set_and_read", "%d %d %d / %d %d %d / %d %d %d / %d %d %d", s1, g1, k1, i0, g2,
+          k2, i1, g3, k3, s2, g4, k4);
     struct sockaddr_in6 me;
     len = sizeof me;
     r = getsockname(c, (struct sockaddr *)&me, &len);

@@ -3841,6 +3841,9 @@ fn postgres_serves_pgbench_as_its_own_user() {
         .arg(&data);
     let mut pg = Proc::spawn(c, "postgres");
     net.wait_port(&mut pg, 5432);
+    // It listens before it has recovered; until then it refuses logins
+    // ("the database system is starting up").
+    wait_log(&pg, "ready to accept connections", 60);
     let client = |args: &[&str], what: &str| -> String {
         let mut c = net.lx.command("timeout");
         c.args(["60", &tool(args[0]), "-h", IX, "-U", "postgres"]);

@@ -303,7 +303,9 @@ pub fn adopt() {
         // The descriptor is still the socket's placeholder (nothing ran
         // in between); a socket closed meanwhile leaves a kernel socket.
         if live(s, gen) && fd_flags(fd).is_some() && int_opt(fd, libc::SO_TYPE).is_some() {
-            state::install(fd, s, gen, flags);
+            // (Kept: not close-on-exec.)
+            let f = flags & !(state::fl::CLOEXEC_KNOWN | state::fl::CLOEXEC);
+            state::install(fd, s, gen, f | state::fl::cloexec(false));
         }
     }
     for &(s, gen) in &inh.closed {

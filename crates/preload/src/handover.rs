@@ -237,6 +237,6 @@ fn claim(fd: c_int) -> bool {
         flags |= fl::BOUND_ANY;
     }
     state::hold(a, s);
-    state::install(fd, s, gen, flags);
+    state::install(fd, s, gen, flags & !(fl::CLOEXEC_KNOWN | fl::CLOEXEC));
     true
 }

@@ -176,13 +176,14 @@ pub fn sys_dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
 }
 
 /// An unconnected TCP socket to hold an Ixora socket's number, or -1.
-pub fn sys_placeholder() -> c_int {
+pub fn sys_placeholder(cloexec: bool) -> c_int {
+    let flags = if cloexec { libc::SOCK_CLOEXEC } else { 0 };
     // SAFETY: socket(2) has no memory arguments.
     unsafe {
         crate::real::syscall_fn()(
             libc::SYS_socket,
             libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            libc::SOCK_STREAM | flags,
             0,
         ) as c_int
     }

@@ -917,6 +917,7 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
             } else {
                 0
             };
+            f |= fl::cloexec(ty & libc::SOCK_CLOEXEC != 0);
             if udp {
                 f |= fl::DGRAM;
             }
@@ -1230,7 +1231,22 @@ pub unsafe extern "C" fn accept4(
             {
                 continue; // gone before we took it
             }
-            let (nfd, fresh) = state::placeholder(sk.a);
+            // Close-on-exec as asked (SOCK_CLOEXEC), as the kernel's
+            // accept4 makes it: a placeholder made now is made so; a
+            // pooled one is as its last socket left it (set if that is
+            // not known to be right).
+            let want = flags & libc::SOCK_CLOEXEC != 0;
+            let (nfd, fresh) = state::placeholder(sk.a, want);
+            let has = if fresh {
+                Some(want)
+            } else {
+                state::entry(nfd).and_then(|e| fl::cloexec_of(e.flags.load(Ordering::Relaxed)))
+            };
+            let set = nfd >= 0 && has != Some(want);
+            if set {
+                let v = if want { libc::FD_CLOEXEC } else { 0 };
+                crate::real::sys3(libc::SYS_fcntl, nfd.into(), libc::F_SETFD.into(), v.into());
+            }
             if nfd < 0 {
                 // Give the connection back to the service.
                 sk.a.r
@@ -1241,7 +1257,7 @@ pub unsafe extern "C" fn accept4(
                 count(sk.a, call("accept"), false);
                 return -1;
             }
-            user &= !fresh;
+            user &= !fresh && !set;
             state::hold(sk.a, c);
             let nb = if flags & libc::SOCK_NONBLOCK != 0 {
                 fl::NONBLOCK
@@ -1250,7 +1266,7 @@ pub unsafe extern "C" fn accept4(
             };
             let inherit = sk.e.flags.load(Ordering::Relaxed)
                 & (fl::NAGLE | fl::KEEPALIVE | fl::LINGER0 | fl::INET6);
-            state::install(nfd, c, gen, nb | inherit);
+            state::install(nfd, c, gen, nb | inherit | fl::cloexec(want));
             sk.a.inherit_opts((sk.s, sk.gen()), (c, gen));
             // SAFETY: the caller passes a writable address buffer and length
             // (or nulls), as accept(2) requires.
@@ -2079,6 +2095,8 @@ pub extern "C" fn syscall(
             libc::SYS_getsockname => Some(getsockname(fd, p(a2) as _, p(a3) as _) as c_long),
             libc::SYS_getpeername => Some(getpeername(fd, p(a2) as _, p(a3) as _) as c_long),
             libc::SYS_dup => Some(dup(fd) as c_long),
+            libc::SYS_fcntl => Some(fcntl(fd, a2 as c_int, p(a3)) as c_long),
+            libc::SYS_ioctl => Some(ioctl(fd, a2 as c_ulong, p(a3)) as c_long),
             libc::SYS_dup3 => Some(dup3(fd, a2 as c_int, a3 as c_int) as c_long),
             libc::SYS_epoll_ctl => {
                 Some(epoll_ctl(fd, a2 as c_int, a3 as c_int, p(a4) as _) as c_long)
@@ -2193,6 +2211,8 @@ pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_in
                     e.kind.store(kind::NONE, Ordering::Release);
                 }
             }
+            // (The kernel sets them close-on-exec below.)
+            kind::IXORA | kind::POOLED | kind::MAYBE => state::note_cloexec(fd as c_int, true),
             _ => {}
         }
         if !cloexec_only && state::epoll(fd as c_int).is_some() {
@@ -3966,13 +3986,15 @@ pub extern "C" fn pselect(
 
 // ------------------------------------------------------- descriptors, opts
 
-fn dup_into(sk: Sock, nfd: c_int) {
+fn dup_into(sk: Sock, nfd: c_int, cloexec: bool) {
     state::hold(sk.a, sk.s);
+    // (Close-on-exec is the new descriptor's own.)
+    let flags = sk.e.flags.load(Ordering::Relaxed) & !(fl::CLOEXEC_KNOWN | fl::CLOEXEC);
     state::install(
         nfd,
         sk.s,
         sk.e.gen.load(Ordering::Relaxed),
-        sk.e.flags.load(Ordering::Relaxed),
+        flags | fl::cloexec(cloexec),
     );
 }
 
@@ -3998,7 +4020,7 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
     let nfd = real!(dup: fn(c_int) -> c_int)(fd);
     match state::sock(fd) {
         Some(sk) if nfd >= 0 => {
-            dup_into(sk, nfd);
+            dup_into(sk, nfd, false);
             count(sk.a, call("dup"), false);
         }
         _ => state::passthrough(),
@@ -4025,7 +4047,7 @@ pub extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
             e.kind.store(kind::NONE, Ordering::Release);
         }
         if let Some(sk) = state::sock(fd) {
-            dup_into(sk, r);
+            dup_into(sk, r, false);
             count(sk.a, call("dup"), false);
         }
     }
@@ -4050,7 +4072,7 @@ pub extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
             e.kind.store(kind::NONE, Ordering::Release);
         }
         if let Some(sk) = state::sock(fd) {
-            dup_into(sk, r);
+            dup_into(sk, r, flags & libc::O_CLOEXEC != 0);
         }
     }
     r
@@ -4072,9 +4094,45 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         }
     }
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, real_fcntl);
+        let r = kernel_fd(fd, real_fcntl);
+        if r == 0 && cmd == libc::F_SETFD && k == kind::MAYBE {
+            state::note_cloexec(fd, arg as c_int & libc::FD_CLOEXEC != 0);
+        }
+        return r;
     };
+    let known = fl::cloexec_of(sk.e.flags.load(Ordering::Relaxed));
     match cmd {
+        // Close-on-exec, where the shim knows it: no system call (a
+        // pre-forking server sets it on every connection it accepts).
+        libc::F_GETFD if known.is_some() => {
+            count(sk.a, call("fcntl"), true);
+            if known == Some(true) {
+                libc::FD_CLOEXEC
+            } else {
+                0
+            }
+        }
+        libc::F_GETFD => {
+            count(sk.a, call("fcntl"), false);
+            let r = real_fcntl();
+            if r >= 0 {
+                state::note_cloexec(fd, r & libc::FD_CLOEXEC != 0);
+            }
+            r
+        }
+        libc::F_SETFD => {
+            let on = arg as c_int & libc::FD_CLOEXEC != 0;
+            if known == Some(on) && arg as c_int & !libc::FD_CLOEXEC == 0 {
+                count(sk.a, call("fcntl"), true);
+                return 0;
+            }
+            count(sk.a, call("fcntl"), false);
+            let r = real_fcntl();
+            if r == 0 {
+                state::note_cloexec(fd, on);
+            }
+            r
+        }
         libc::F_GETFL => {
             count(sk.a, call("fcntl"), true);
             libc::O_RDWR | if sk.nonblock() { libc::O_NONBLOCK } else { 0 }
@@ -4092,7 +4150,7 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             count(sk.a, call("fcntl"), false);
             let nfd = real_fcntl();
             if nfd >= 0 {
-                dup_into(sk, nfd);
+                dup_into(sk, nfd, cmd == libc::F_DUPFD_CLOEXEC);
             }
             nfd
         }
@@ -4128,14 +4186,22 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
             }
         }
         state::passthrough();
-        return real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+        let r = real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+        if r == 0 && state::kind_of(fd) == kind::MAYBE {
+            note_ioctl_cloexec(fd, req);
+        }
+        return r;
     };
     if passes_to_placeholder(req) {
         // The descriptor's own flag, or the kernel's interfaces and
         // routes: the placeholder (an AF_INET socket) answers as the
         // program's socket would.
         count(sk.a, call("ioctl"), false);
-        return real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+        let r = real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+        if r == 0 {
+            note_ioctl_cloexec(fd, req);
+        }
+        return r;
     }
     count(sk.a, call("ioctl"), true);
     if arg == 0 {
@@ -4275,9 +4341,11 @@ pub unsafe extern "C" fn getifaddrs(out: *mut *mut libc::ifaddrs) -> c_int {
     unsafe {
         let n = &mut *raw;
         n.ifa.ifa_name = n.name.as_mut_ptr();
-        n.ifa.ifa_flags =
-            (libc::IFF_UP | libc::IFF_RUNNING | libc::IFF_BROADCAST | libc::IFF_MULTICAST)
-                as c_uint;
+        n.ifa.ifa_flags = (libc::IFF_UP
+            | libc::IFF_RUNNING
+            | libc::IFF_LOWER_UP
+            | libc::IFF_BROADCAST
+            | libc::IFF_MULTICAST) as c_uint;
         n.ifa.ifa_addr = &mut n.addr as *mut libc::sockaddr_in as *mut sockaddr;
         n.ifa.ifa_netmask = &mut n.mask as *mut libc::sockaddr_in as *mut sockaddr;
         n.ifa.ifa_ifu = &mut n.bcast as *mut libc::sockaddr_in as *mut sockaddr;
@@ -4323,6 +4391,15 @@ pub unsafe extern "C" fn freeifaddrs(list: *mut libc::ifaddrs) {
     }
     drop(ours);
     real!(freeifaddrs: fn(*mut libc::ifaddrs) -> ())(list)
+}
+
+/// After a successful `FIOCLEX` / `FIONCLEX` on `fd`: its close-on-exec.
+fn note_ioctl_cloexec(fd: c_int, req: c_ulong) {
+    match req {
+        libc::FIOCLEX => state::note_cloexec(fd, true),
+        libc::FIONCLEX => state::note_cloexec(fd, false),
+        _ => {}
+    }
 }
 
 /// ioctl requests on an Ixora socket that its kernel placeholder answers

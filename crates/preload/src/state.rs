@@ -93,6 +93,33 @@ pub mod fl {
     /// passed connection by its file: a pooled placeholder must be this
     /// process's alone).
     pub const PASSED: u32 = 1 << 20;
+    /// [`CLOEXEC`] says whether the kernel descriptor (the socket, or an
+    /// Ixora socket's placeholder) is close-on-exec. Set only where the
+    /// shim itself made or changed that flag; without it, the kernel is
+    /// asked.
+    pub const CLOEXEC_KNOWN: u32 = 1 << 21;
+    /// The descriptor is close-on-exec (meaningful with [`CLOEXEC_KNOWN`]).
+    pub const CLOEXEC: u32 = 1 << 22;
+
+    /// The close-on-exec bits for a descriptor known to be (or not to be)
+    /// close-on-exec.
+    pub fn cloexec(on: bool) -> u32 {
+        CLOEXEC_KNOWN | if on { CLOEXEC } else { 0 }
+    }
+
+    /// Whether `flags` know the descriptor close-on-exec (Some) or not.
+    pub fn cloexec_of(flags: u32) -> Option<bool> {
+        (flags & CLOEXEC_KNOWN != 0).then_some(flags & CLOEXEC != 0)
+    }
+}
+
+/// Record that `fd`'s kernel descriptor is now close-on-exec or not (the
+/// shim just set it, or a call it passed on did).
+pub fn note_cloexec(fd: c_int, on: bool) {
+    if let Some(e) = entry(fd) {
+        let f = e.flags.load(Ordering::Relaxed) & !(fl::CLOEXEC_KNOWN | fl::CLOEXEC);
+        e.flags.store(f | fl::cloexec(on), Ordering::Relaxed);
+    }
 }
 
 /// One descriptor's entry.
@@ -3062,12 +3089,13 @@ pub fn unpool(fd: c_int) {
 }
 
 /// A placeholder descriptor for a new Ixora socket: from the pool, or a
-/// fresh one (a system call).
-pub fn placeholder(a: &Attached) -> (c_int, bool) {
+/// fresh one (a system call), close-on-exec if `cloexec`. A pooled one is
+/// as its last socket left it (its entry's [`fl::CLOEXEC_KNOWN`] bits).
+pub fn placeholder(a: &Attached, cloexec: bool) -> (c_int, bool) {
     if let Some(fd) = take_lowest_pooled(a, c_int::MAX) {
         return (fd, false);
     }
-    (real::sys_placeholder(), true)
+    (real::sys_placeholder(cloexec), true)
 }
 
 /// Take the lowest pooled number below `below` out of the pool, if any:
