@@ -2053,8 +2053,14 @@ pub extern "C" fn syscall(
         match n {
             libc::SYS_socket => Some(socket(fd, a2 as c_int, a3 as c_int) as c_long),
             libc::SYS_epoll_create1 => Some(epoll_create1(fd) as c_long),
-            // (A dup onto one of ours must displace it.)
-            _ if !(shim_knows(fd) || is_dup_onto(n) && shim_knows(a2 as c_int)) => None,
+            // Other calls (futex above all: Rust's locks make it through
+            // `syscall`) need no look at the descriptor tables. (A dup
+            // onto one of ours must displace it.)
+            _ if !routed_by_fd(n)
+                || !(shim_knows(fd) || is_dup_onto(n) && shim_knows(a2 as c_int)) =>
+            {
+                None
+            }
             libc::SYS_bind => Some(bind(fd, p(a2) as _, a3 as socklen_t) as c_long),
             libc::SYS_listen => Some(listen(fd, a2 as c_int) as c_long),
             libc::SYS_connect => Some(connect(fd, p(a2) as _, a3 as socklen_t) as c_long),
@@ -2130,6 +2136,44 @@ pub extern "C" fn syscall(
         // SAFETY: as above.
         _ => unsafe { crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6) },
     }
+}
+
+/// System call `n` is one [`syscall`] hands to the shim's function when
+/// it names a descriptor the shim knows.
+fn routed_by_fd(n: c_long) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if matches!(n, libc::SYS_epoll_wait | libc::SYS_dup2) {
+        return true;
+    }
+    matches!(
+        n,
+        libc::SYS_bind
+            | libc::SYS_listen
+            | libc::SYS_connect
+            | libc::SYS_accept
+            | libc::SYS_accept4
+            | libc::SYS_read
+            | libc::SYS_write
+            | libc::SYS_readv
+            | libc::SYS_writev
+            | libc::SYS_recvfrom
+            | libc::SYS_sendto
+            | libc::SYS_recvmsg
+            | libc::SYS_sendmsg
+            | libc::SYS_recvmmsg
+            | libc::SYS_sendmmsg
+            | libc::SYS_shutdown
+            | libc::SYS_getsockopt
+            | libc::SYS_setsockopt
+            | libc::SYS_getsockname
+            | libc::SYS_getpeername
+            | libc::SYS_dup
+            | libc::SYS_dup3
+            | libc::SYS_fcntl
+            | libc::SYS_ioctl
+            | libc::SYS_epoll_ctl
+            | libc::SYS_epoll_pwait
+    )
 }
 
 /// System call `n` duplicates its first argument onto its second.
@@ -3594,14 +3638,15 @@ fn poll_common(
     name: usize,
     sigmask: *const sigset_t,
 ) -> Option<c_int> {
-    let start = std::time::Instant::now();
+    // (The clock only for a wait that can end by its time.)
+    let start = (timeout > 0).then(std::time::Instant::now);
     let mut left = timeout;
     loop {
         let n = poll_once(fds, nfds, left, name, sigmask)?;
         if n != 0 || timeout == 0 {
             return Some(n);
         }
-        if timeout > 0 {
+        if let Some(start) = start {
             let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
             if spent >= timeout {
                 return Some(0);
