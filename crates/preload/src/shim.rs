@@ -1043,7 +1043,13 @@ pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         return kernel_fd(fd, || real!(listen: fn(c_int, c_int) -> c_int)(fd, backlog));
     };
     count(sk.a, call("listen"), false);
-    let b = if backlog <= 0 { 128 } else { backlog };
+    // As Linux: capped at `net.core.somaxconn` (its default, 4096; a
+    // negative backlog reads as the cap), 0 meaning one connection.
+    let b = if !(0..=SOMAXCONN).contains(&backlog) {
+        SOMAXCONN
+    } else {
+        backlog
+    };
     let r = state::request(sk.a, Msg::new(op::LISTEN, sk.s, b as i64, 0), &[]);
     if r.a < 0 {
         return fail(-r.a as c_int);
@@ -1162,6 +1168,9 @@ fn auto_bind(fd: c_int) {
         e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
     }
 }
+
+/// Linux's default `net.core.somaxconn`: the most a `listen` backlog is.
+const SOMAXCONN: c_int = 4096;
 
 /// accept4(2).
 #[no_mangle]

@@ -483,6 +483,11 @@ struct Sock {
     spare: bool,
     /// What the slot's `rx_beyond` says.
     beyond: u32,
+    /// A listener's `listen` backlog: at most one more connection than
+    /// this waits in its accept ring, as in a Linux listener's accept
+    /// queue (the rest wait in the stack's, up to the stack listener's
+    /// backlog; beyond that SYNs are dropped).
+    backlog: u32,
 }
 
 impl Sock {
@@ -503,6 +508,7 @@ impl Sock {
             keepalive: false,
             ka: (0, 0, 0),
             beyond: 0,
+            backlog: 0,
         }
     }
 
@@ -2159,12 +2165,19 @@ impl Service {
                 }
             }
             op::LISTEN if valid => {
+                // (A negative backlog is the most, as Linux reads it.)
+                let asked = if msg.a < 0 { 65535 } else { msg.a.min(65535) } as u32;
                 let port = match app.socks[slot as usize].kind {
                     Kind::Bound(p) => p,
-                    Kind::Listen(_) => return Msg::reply(0),
+                    Kind::Listen(_) => {
+                        // Listening again changes the backlog, as Linux.
+                        app.socks[slot as usize].backlog = asked;
+                        return Msg::reply(0);
+                    }
                     _ => return bad(libc::EINVAL),
                 };
-                let backlog = (msg.a.clamp(1, 65535)) as u32;
+                app.socks[slot as usize].backlog = asked;
+                let backlog = asked.max(1);
                 let reuseport = app.socks[slot as usize].reuseport;
                 match self.listeners.get_mut(&port) {
                     // SO_REUSEPORT: one more socket on the stack's
@@ -3561,7 +3574,12 @@ impl Service {
         if queued > app.r.acc_capacity() {
             return Admit::Broken;
         }
-        if queued == app.r.acc_capacity() {
+        // As a Linux listener's accept queue: backlog + 1 at most.
+        let room = app
+            .r
+            .acc_capacity()
+            .min(app.socks[ls as usize].backlog.saturating_add(1));
+        if queued >= room {
             return Admit::Wait;
         }
         let Some(s) = app.alloc() else {
