@@ -309,6 +309,11 @@ pub struct DownSlot {
     /// reader that loads `rx_tail` first may count too few for a moment,
     /// never too many. 0 while the ring has room.
     pub rx_beyond: AtomicU32,
+    /// A listener's accept-ring room: its `listen` backlog + 1, at most
+    /// the ring's capacity (0: not set). A program that takes an entry
+    /// from a ring holding this many signals its listener: connections
+    /// may wait in the stack's queue for the room it made.
+    pub acc_room: AtomicU32,
 }
 
 /// The header page of the up region.

@@ -143,6 +143,16 @@ fn v6only_of(fd: c_int) -> bool {
     kernel_int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY).is_some_and(|v| v != 0)
 }
 
+/// An IPv4 address and port (host order) as a sockaddr_in.
+fn sin(ip: u32, port: u16) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: ip.to_be() },
+        sin_zero: [0; 8],
+    }
+}
+
 /// Write an IPv4 address into the caller's `addr`/`len` (truncating like
 /// the kernel): a sockaddr_in, or for an AF_INET6 socket (`inet6`) a
 /// sockaddr_in6 holding it v4-mapped (`::` for any).
@@ -151,12 +161,7 @@ unsafe fn put_sa(addr: *mut sockaddr, len: *mut socklen_t, packed: u64, inet6: b
         return;
     }
     let (ip, port) = unpack(packed);
-    let v4 = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: port.to_be(),
-        sin_addr: libc::in_addr { s_addr: ip.to_be() },
-        sin_zero: [0; 8],
-    };
+    let v4 = sin(ip, port);
     let mut a6 = [0u8; 16];
     if ip != 0 {
         a6[10] = 0xff;
@@ -1230,9 +1235,14 @@ pub unsafe extern "C" fn accept4(
             {
                 continue;
             }
-            if queued == sk.a.r.acc_capacity() {
-                // The ring was full: connections may wait in the stack's
-                // queue for the room this entry made.
+            let room = match sk.a.r.down_slot(sk.s).acc_room.load(Ordering::Relaxed) {
+                0 => sk.a.r.acc_capacity(),
+                r => r,
+            };
+            if queued >= room {
+                // The ring was full (at the listener's backlog + 1):
+                // connections may wait in the stack's queue for the room
+                // this entry made.
                 state::signal(sk.a, sk.s);
             }
             let (c, gen) = (ent as u32, (ent >> 32) as u32);
@@ -1246,16 +1256,6 @@ pub unsafe extern "C" fn accept4(
             // not known to be right).
             let want = flags & libc::SOCK_CLOEXEC != 0;
             let (nfd, fresh) = state::placeholder(sk.a, want);
-            let has = if fresh {
-                Some(want)
-            } else {
-                state::entry(nfd).and_then(|e| fl::cloexec_of(e.flags.load(Ordering::Relaxed)))
-            };
-            let set = nfd >= 0 && has != Some(want);
-            if set {
-                let v = if want { libc::FD_CLOEXEC } else { 0 };
-                crate::real::sys3(libc::SYS_fcntl, nfd.into(), libc::F_SETFD.into(), v.into());
-            }
             if nfd < 0 {
                 // Give the connection back to the service.
                 sk.a.r
@@ -1265,6 +1265,16 @@ pub unsafe extern "C" fn accept4(
                 state::signal(sk.a, c);
                 count(sk.a, call("accept"), false);
                 return -1;
+            }
+            let has = if fresh {
+                Some(want)
+            } else {
+                state::entry(nfd).and_then(|e| fl::cloexec_of(e.flags.load(Ordering::Relaxed)))
+            };
+            let set = has != Some(want);
+            if set {
+                let v = if want { libc::FD_CLOEXEC } else { 0 };
+                crate::real::sys3(libc::SYS_fcntl, nfd.into(), libc::F_SETFD.into(), v.into());
             }
             user &= !fresh && !set;
             state::hold(sk.a, c);
@@ -2058,31 +2068,36 @@ pub extern "C" fn syscall(
     let p = |a: c_long| a as usize;
     // SAFETY: each call gets the arguments the program passed for the
     // system call of that number, whose contract is the C function's.
+    let k = shim_knows;
     let routed: Option<c_long> = unsafe {
         match n {
             libc::SYS_socket => Some(socket(fd, a2 as c_int, a3 as c_int) as c_long),
-            libc::SYS_epoll_create1 => Some(epoll_create1(fd) as c_long),
-            // Other calls (futex above all: Rust's locks make it through
-            // `syscall`) need no look at the descriptor tables. (A dup
-            // onto one of ours must displace it.)
-            _ if !routed_by_fd(n)
-                || !(shim_knows(fd) || is_dup_onto(n) && shim_knows(a2 as c_int)) =>
-            {
-                None
+            libc::SYS_close_range => {
+                Some(close_range(a1 as c_uint, a2 as c_uint, a3 as c_int) as c_long)
             }
-            libc::SYS_bind => Some(bind(fd, p(a2) as _, a3 as socklen_t) as c_long),
-            libc::SYS_listen => Some(listen(fd, a2 as c_int) as c_long),
-            libc::SYS_connect => Some(connect(fd, p(a2) as _, a3 as socklen_t) as c_long),
-            libc::SYS_accept => Some(accept(fd, p(a2) as _, p(a3) as _) as c_long),
-            libc::SYS_accept4 => Some(accept4(fd, p(a2) as _, p(a3) as _, a4 as c_int) as c_long),
-            libc::SYS_read => Some(read(fd, p(a2) as _, p(a3)) as c_long),
-            libc::SYS_write => Some(write(fd, p(a2) as _, p(a3)) as c_long),
-            libc::SYS_readv => Some(readv(fd, p(a2) as _, a3 as c_int) as c_long),
-            libc::SYS_writev => Some(writev(fd, p(a2) as _, a3 as c_int) as c_long),
-            libc::SYS_recvfrom => {
+            // (A close of a descriptor the shim knows nothing of goes
+            // straight to the kernel.)
+            libc::SYS_close if k(fd) => Some(close(fd) as c_long),
+            libc::SYS_epoll_create1 => Some(epoll_create1(fd) as c_long),
+            // The rest only on a descriptor the shim knows; the guard is
+            // looked at only for these numbers (futex, which Rust's locks
+            // make through `syscall`, costs no look at the tables). A dup
+            // onto one of ours must displace it.
+            libc::SYS_bind if k(fd) => Some(bind(fd, p(a2) as _, a3 as socklen_t) as c_long),
+            libc::SYS_listen if k(fd) => Some(listen(fd, a2 as c_int) as c_long),
+            libc::SYS_connect if k(fd) => Some(connect(fd, p(a2) as _, a3 as socklen_t) as c_long),
+            libc::SYS_accept if k(fd) => Some(accept(fd, p(a2) as _, p(a3) as _) as c_long),
+            libc::SYS_accept4 if k(fd) => {
+                Some(accept4(fd, p(a2) as _, p(a3) as _, a4 as c_int) as c_long)
+            }
+            libc::SYS_read if k(fd) => Some(read(fd, p(a2) as _, p(a3)) as c_long),
+            libc::SYS_write if k(fd) => Some(write(fd, p(a2) as _, p(a3)) as c_long),
+            libc::SYS_readv if k(fd) => Some(readv(fd, p(a2) as _, a3 as c_int) as c_long),
+            libc::SYS_writev if k(fd) => Some(writev(fd, p(a2) as _, a3 as c_int) as c_long),
+            libc::SYS_recvfrom if k(fd) => {
                 Some(recvfrom(fd, p(a2) as _, p(a3), a4 as c_int, p(a5) as _, p(a6) as _) as c_long)
             }
-            libc::SYS_sendto => Some(sendto(
+            libc::SYS_sendto if k(fd) => Some(sendto(
                 fd,
                 p(a2) as _,
                 p(a3),
@@ -2090,41 +2105,47 @@ pub extern "C" fn syscall(
                 p(a5) as _,
                 a6 as socklen_t,
             ) as c_long),
-            libc::SYS_recvmsg => Some(recvmsg(fd, p(a2) as _, a3 as c_int) as c_long),
-            libc::SYS_sendmsg => Some(sendmsg(fd, p(a2) as _, a3 as c_int) as c_long),
-            libc::SYS_recvmmsg => {
+            libc::SYS_recvmsg if k(fd) => Some(recvmsg(fd, p(a2) as _, a3 as c_int) as c_long),
+            libc::SYS_sendmsg if k(fd) => Some(sendmsg(fd, p(a2) as _, a3 as c_int) as c_long),
+            libc::SYS_recvmmsg if k(fd) => {
                 Some(recvmmsg(fd, p(a2) as _, a3 as c_uint, a4 as c_int, p(a5) as _) as c_long)
             }
-            libc::SYS_sendmmsg => {
+            libc::SYS_sendmmsg if k(fd) => {
                 Some(sendmmsg(fd, p(a2) as _, a3 as c_uint, a4 as c_int) as c_long)
             }
-            libc::SYS_shutdown => Some(shutdown(fd, a2 as c_int) as c_long),
-            libc::SYS_getsockopt => {
+            libc::SYS_shutdown if k(fd) => Some(shutdown(fd, a2 as c_int) as c_long),
+            libc::SYS_getsockopt if k(fd) => {
                 Some(getsockopt(fd, a2 as c_int, a3 as c_int, p(a4) as _, p(a5) as _) as c_long)
             }
-            libc::SYS_setsockopt => {
+            libc::SYS_setsockopt if k(fd) => {
                 Some(
                     setsockopt(fd, a2 as c_int, a3 as c_int, p(a4) as _, a5 as socklen_t) as c_long,
                 )
             }
-            libc::SYS_getsockname => Some(getsockname(fd, p(a2) as _, p(a3) as _) as c_long),
-            libc::SYS_getpeername => Some(getpeername(fd, p(a2) as _, p(a3) as _) as c_long),
-            libc::SYS_dup => Some(dup(fd) as c_long),
-            libc::SYS_fcntl => Some(fcntl(fd, a2 as c_int, p(a3)) as c_long),
-            libc::SYS_ioctl => Some(ioctl(fd, a2 as c_ulong, p(a3)) as c_long),
-            libc::SYS_dup3 => Some(dup3(fd, a2 as c_int, a3 as c_int) as c_long),
-            libc::SYS_epoll_ctl => {
+            libc::SYS_getsockname if k(fd) => {
+                Some(getsockname(fd, p(a2) as _, p(a3) as _) as c_long)
+            }
+            libc::SYS_getpeername if k(fd) => {
+                Some(getpeername(fd, p(a2) as _, p(a3) as _) as c_long)
+            }
+            libc::SYS_dup if k(fd) => Some(dup(fd) as c_long),
+            libc::SYS_fcntl if k(fd) => Some(fcntl(fd, a2 as c_int, p(a3)) as c_long),
+            libc::SYS_ioctl if k(fd) => Some(ioctl(fd, a2 as c_ulong, p(a3)) as c_long),
+            libc::SYS_dup3 if k(fd) || k(a2 as c_int) => {
+                Some(dup3(fd, a2 as c_int, a3 as c_int) as c_long)
+            }
+            libc::SYS_epoll_ctl if k(fd) => {
                 Some(epoll_ctl(fd, a2 as c_int, a3 as c_int, p(a4) as _) as c_long)
             }
-            libc::SYS_epoll_pwait => {
+            libc::SYS_epoll_pwait if k(fd) => {
                 Some(epoll_pwait(fd, p(a2) as _, a3 as c_int, a4 as c_int, p(a5) as _) as c_long)
             }
             #[cfg(target_arch = "x86_64")]
-            libc::SYS_epoll_wait => {
+            libc::SYS_epoll_wait if k(fd) => {
                 Some(epoll_wait(fd, p(a2) as _, a3 as c_int, a4 as c_int) as c_long)
             }
             #[cfg(target_arch = "x86_64")]
-            libc::SYS_dup2 => Some(dup2(fd, a2 as c_int) as c_long),
+            libc::SYS_dup2 if k(fd) || k(a2 as c_int) => Some(dup2(fd, a2 as c_int) as c_long),
             _ => None,
         }
     };
@@ -2132,8 +2153,6 @@ pub extern "C" fn syscall(
         return r;
     }
     match n {
-        libc::SYS_close if shim_knows(fd) => close(fd) as c_long,
-        libc::SYS_close_range => close_range(a1 as c_uint, a2 as c_uint, a3 as c_int) as c_long,
         libc::SYS_seccomp => {
             // SECCOMP_SET_MODE_STRICT (0) or SECCOMP_SET_MODE_FILTER (1).
             if a1 == 0 || a1 == 1 {
@@ -2145,53 +2164,6 @@ pub extern "C" fn syscall(
         // SAFETY: as above.
         _ => unsafe { crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6) },
     }
-}
-
-/// System call `n` is one [`syscall`] hands to the shim's function when
-/// it names a descriptor the shim knows.
-fn routed_by_fd(n: c_long) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if matches!(n, libc::SYS_epoll_wait | libc::SYS_dup2) {
-        return true;
-    }
-    matches!(
-        n,
-        libc::SYS_bind
-            | libc::SYS_listen
-            | libc::SYS_connect
-            | libc::SYS_accept
-            | libc::SYS_accept4
-            | libc::SYS_read
-            | libc::SYS_write
-            | libc::SYS_readv
-            | libc::SYS_writev
-            | libc::SYS_recvfrom
-            | libc::SYS_sendto
-            | libc::SYS_recvmsg
-            | libc::SYS_sendmsg
-            | libc::SYS_recvmmsg
-            | libc::SYS_sendmmsg
-            | libc::SYS_shutdown
-            | libc::SYS_getsockopt
-            | libc::SYS_setsockopt
-            | libc::SYS_getsockname
-            | libc::SYS_getpeername
-            | libc::SYS_dup
-            | libc::SYS_dup3
-            | libc::SYS_fcntl
-            | libc::SYS_ioctl
-            | libc::SYS_epoll_ctl
-            | libc::SYS_epoll_pwait
-    )
-}
-
-/// System call `n` duplicates its first argument onto its second.
-fn is_dup_onto(n: c_long) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if n == libc::SYS_dup2 {
-        return true;
-    }
-    n == libc::SYS_dup3
 }
 
 /// prctl(2): a seccomp filter (or strict mode) the program is about to
@@ -4370,17 +4342,11 @@ pub unsafe extern "C" fn getifaddrs(out: *mut *mut libc::ifaddrs) -> c_int {
     } else {
         u32::MAX << (32 - prefix)
     };
-    let sin = |v: u32| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: 0,
-        sin_addr: libc::in_addr { s_addr: v.to_be() },
-        sin_zero: [0; 8],
-    };
     // SAFETY: all-zero is a valid ifaddrs (null pointers) and name.
     let mut node: Box<ServiceIfa> = Box::new(unsafe { std::mem::zeroed() });
-    node.addr = sin(ip);
-    node.mask = sin(mask);
-    node.bcast = sin(ip | !mask);
+    node.addr = sin(ip, 0);
+    node.mask = sin(mask, 0);
+    node.bcast = sin(ip | !mask, 0);
     let index = h.ifindex.load(Ordering::Relaxed);
     // SAFETY: if_indextoname(3) writes at most IFNAMSIZ bytes into `name`.
     let named =

@@ -693,7 +693,8 @@ pub struct Service {
     /// counted against the listener's backlog (beyond it the stack drops
     /// the handshake's last ACK and the peer retries, as with Linux), and
     /// are offered again each cycle ([`Service::admit_held`]). A program
-    /// that takes an entry from a full ring signals its listener.
+    /// that takes an entry from a full ring (`acc_room`) signals its
+    /// listener.
     held: HashMap<(u32, u32), VecDeque<Held>>,
     /// Connections that waited so.
     accept_waits: u64,
@@ -1140,6 +1141,7 @@ impl AppState {
         d.local.store(0, Ordering::Relaxed);
         d.remote.store(0, Ordering::Relaxed);
         d.rx_beyond.store(0, Ordering::Relaxed);
+        d.acc_room.store(0, Ordering::Relaxed);
         d.state.store(state::OPEN, Ordering::Release);
         self.socks[s as usize] = Sock {
             kind: Kind::Open,
@@ -1160,9 +1162,28 @@ impl AppState {
         let d = self.r.down_slot(s);
         d.local.store(local, Ordering::Relaxed);
         if matches!(like.kind, Kind::Listen(_)) {
-            d.state.store(state::LISTEN, Ordering::Release);
+            self.set_backlog(s, like.backlog);
+            self.r
+                .down_slot(s)
+                .state
+                .store(state::LISTEN, Ordering::Release);
         }
         Some(s)
+    }
+
+    /// Listener `s`'s `listen` backlog: its accept ring holds that many
+    /// and one more (as a Linux listener's accept queue), which its down
+    /// slot tells the app (`acc_room`).
+    fn set_backlog(&mut self, s: u32, backlog: u32) {
+        self.socks[s as usize].backlog = backlog;
+        let room = self.acc_room(s);
+        self.r.down_slot(s).acc_room.store(room, Ordering::Relaxed);
+    }
+
+    /// How many connections listener `s`'s accept ring may hold.
+    fn acc_room(&self, s: u32) -> u32 {
+        let backlog = self.socks[s as usize].backlog;
+        self.r.acc_capacity().min(backlog.saturating_add(1))
     }
 
     /// Spare TCP sockets in every empty entry of the app's `spares`, and
@@ -2171,12 +2192,12 @@ impl Service {
                     Kind::Bound(p) => p,
                     Kind::Listen(_) => {
                         // Listening again changes the backlog, as Linux.
-                        app.socks[slot as usize].backlog = asked;
+                        app.set_backlog(slot, asked);
                         return Msg::reply(0);
                     }
                     _ => return bad(libc::EINVAL),
                 };
-                app.socks[slot as usize].backlog = asked;
+                app.set_backlog(slot, asked);
                 let backlog = asked.max(1);
                 let reuseport = app.socks[slot as usize].reuseport;
                 match self.listeners.get_mut(&port) {
@@ -3575,11 +3596,7 @@ impl Service {
             return Admit::Broken;
         }
         // As a Linux listener's accept queue: backlog + 1 at most.
-        let room = app
-            .r
-            .acc_capacity()
-            .min(app.socks[ls as usize].backlog.saturating_add(1));
-        if queued >= room {
+        if queued >= app.acc_room(ls) {
             return Admit::Wait;
         }
         let Some(s) = app.alloc() else {
