@@ -45,8 +45,8 @@ pub mod op {
     /// peer (bound to a free port first if it was not), at once; address
     /// 0 removes the peer.
     pub const CONNECT: u32 = 7;
-    /// Set option `a` of socket `slot` to `b` (see [`opt`](super::opt)).
-    pub const SETOPT: u32 = 8;
+    // 8 was SETOPT: options are set in shared memory now
+    // (`layout::UpSlot::opts`, `layout::req::OPTS`).
     /// Statistics of the service and every app, as JSON text after the
     /// reply.
     pub const STATS: u32 = 9;
@@ -101,20 +101,6 @@ pub mod op {
 /// How long a passed connection ([`op::PASS`]) waits to be claimed
 /// before the service resets it, in seconds.
 pub const PASS_TIMEOUT_S: u64 = 60;
-
-/// Options of `SETOPT`.
-pub mod opt {
-    /// `TCP_NODELAY` (b: 0 or 1).
-    pub const NODELAY: u64 = 1;
-    /// `SO_KEEPALIVE` (b: 0 or 1).
-    pub const KEEPALIVE: u64 = 2;
-    /// `TCP_KEEPIDLE` (b: seconds, 1–32767).
-    pub const KEEPIDLE: u64 = 3;
-    /// `TCP_KEEPINTVL` (b: seconds, 1–32767).
-    pub const KEEPINTVL: u64 = 4;
-    /// `TCP_KEEPCNT` (b: probes, 1–127).
-    pub const KEEPCNT: u64 = 5;
-}
 
 /// One control message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

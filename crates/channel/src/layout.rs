@@ -58,7 +58,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 16;
+pub const VERSION: u32 = 17;
 /// Entries of the change log ([`DownHeader::chlog_head`]): a power of
 /// two.
 pub const CHLOG: u64 = 4096;
@@ -122,6 +122,43 @@ pub mod req {
     /// socket the app took ([`UpHeader::spares`](super::UpHeader::spares));
     /// the service clears it once the socket is connecting (or failed).
     pub const CONNECT: u32 = 8;
+    /// [`UpSlot::opts`] or [`UpSlot::keep`] changed: the service applies
+    /// them before it next acts on the socket, and clears this.
+    pub const OPTS: u32 = 16;
+}
+
+/// [`UpSlot::opts`] bits: the options the stack acts on, as the app last
+/// set them (0, the default: `TCP_NODELAY` on, keep-alive off).
+pub mod opts {
+    /// Nagle's algorithm on (`TCP_NODELAY` off).
+    pub const NAGLE: u32 = 1;
+    /// `SO_KEEPALIVE`.
+    pub const KEEPALIVE: u32 = 2;
+}
+
+/// The keep-alive timing in [`UpSlot::keep`]: `TCP_KEEPIDLE` and
+/// `TCP_KEEPINTVL` (seconds) and `TCP_KEEPCNT` (probes), each 0 for the
+/// stack's default.
+pub const fn pack_keep(idle: u16, intvl: u16, cnt: u8) -> u64 {
+    idle as u64 | (intvl as u64) << 16 | (cnt as u64) << 32
+}
+
+/// What [`pack_keep`] packed, each value within Linux's range (1–32,767
+/// seconds, 1–127 probes; 0 stays the default): a word the app wrote is
+/// taken for no more than the app could have set.
+pub const fn unpack_keep(v: u64) -> (u16, u16, u8) {
+    const fn within(v: u64, max: u64) -> u64 {
+        if v > max {
+            max
+        } else {
+            v
+        }
+    }
+    (
+        within(v & 0xffff, 32767) as u16,
+        within(v >> 16 & 0xffff, 32767) as u16,
+        within(v >> 32 & 0xff, 127) as u8,
+    )
 }
 
 /// Spare TCP sockets the service keeps ready for each app
@@ -365,10 +402,13 @@ pub struct UpSlot {
     pub req: AtomicU32,
     /// Descriptors (in every process of the app) that refer to the socket.
     pub refs: AtomicU32,
-    /// Options set by the app that the service applies (bit 0: Nagle on).
+    /// [`opts`] bits set by the app, which the service applies (with
+    /// [`req::OPTS`]): set in shared memory, an option takes no request.
     pub opts: AtomicU32,
     /// Where [`req::CONNECT`] connects (packed, [`pack`]).
     pub dest: AtomicU64,
+    /// Keep-alive timing ([`pack_keep`]), applied as [`UpSlot::opts`].
+    pub keep: AtomicU64,
 }
 
 /// Bytes of a datagram's header in a UDP socket's ring.
@@ -800,6 +840,15 @@ fn copy_in(region: *mut u8, base: usize, ring: u32, pos: u64, src: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keep_alive_timing_reads_back_within_linux_ranges() {
+        assert_eq!(unpack_keep(pack_keep(7200, 75, 9)), (7200, 75, 9));
+        assert_eq!(unpack_keep(0), (0, 0, 0));
+        // Whatever an app wrote: no more than setsockopt accepts
+        // (TCP_KEEPIDLE/TCP_KEEPINTVL 1–32,767 s, TCP_KEEPCNT 1–127).
+        assert_eq!(unpack_keep(u64::MAX), (32767, 32767, 127));
+    }
 
     #[test]
     fn a_datagram_header_reads_back_as_written() {

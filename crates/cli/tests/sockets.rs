@@ -4667,16 +4667,164 @@ fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
 /// fails with ETIMEDOUT — not after the stack's default two hours.
 #[test]
 fn keepalive_timing_set_on_a_listener_ends_a_silent_connection() {
+    keepalive_ends_a_silent_connection(false);
+}
+
+/// The same options set on the accepted connection itself take effect
+/// the same way, and are set in shared memory: none of the program's
+/// `setsockopt` calls enters the kernel (each took a control round trip
+/// to the service until 2026-11-27).
+#[test]
+fn keepalive_timing_set_on_a_connection_ends_it_without_a_system_call() {
+    keepalive_ends_a_silent_connection(true);
+}
+
+/// Keep-alive options set on a client socket before its `connect` go
+/// with it into shared memory: the connect takes one of the service's
+/// spare sockets (no system call; options forced two or more control round
+/// trips until 2026-11-27), and the connection still dies 1 s idle and
+/// 2 probes after its Linux peer goes silent.
+#[test]
+fn keepalive_set_before_connect_applies_and_the_connect_stays_in_user_space() {
+    let Some((_g, net)) = begin(&["python3", "nft"]) else {
+        return;
+    };
+    let l = net
+        .lx
+        .run(|| std::net::TcpListener::bind("198.18.9.1:7021"))
+        .expect("listener on the Linux side");
+    let prog = "import socket, sys\n\
+                c = socket.socket()\n\
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)\n\
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)\n\
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)\n\
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 2)\n\
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)\n\
+                c.connect(('198.18.9.1', 7021))\n\
+                c.sendall(b'token\\n')\n\
+                print('sent', flush=True)\n\
+                c.settimeout(20)\n\
+                try:\n\
+                \x20   c.recv(10)\n\
+                \x20   print('no error', flush=True)\n\
+                except OSError as e:\n\
+                \x20   print('errno', e.errno, flush=True)\n\
+                sys.stdin.read()\n";
+    let (_child, mut out, stdin) = python_lines(&net, prog, "");
+    let (mut conn, _) = l.accept().expect("the connect from Ixora");
+    let mut token = [0u8; 6];
+    conn.read_exact(&mut token).unwrap();
+    assert_eq!(&token, b"token\n");
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "sent");
+    let st = net.stats();
+    let connect = &st["apps"][0]["calls"]["connect"];
+    assert_eq!(
+        connect["kernel"].as_u64(),
+        Some(0),
+        "connect calls: {connect}"
+    );
+    times_out_when_the_peer_goes_silent(&net, &mut out);
+    drop(stdin);
+}
+
+/// The Linux side drops everything from Ixora; the program's next line
+/// (`out`) must say its blocked read failed with ETIMEDOUT, within 20 s.
+fn times_out_when_the_peer_goes_silent(net: &Setup, out: &mut impl BufRead) {
+    let t = Instant::now();
+    let silent = Silent::start(net);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let took = t.elapsed();
+    drop(silent);
+    assert_eq!(
+        line.trim(),
+        format!("errno {}", libc::ETIMEDOUT),
+        "the silent connection did not time out"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
+/// Python program `prog` (argument `arg`) under `ixora run`, for at most
+/// 60 s: the process, its standard output by lines, and its standard input.
+fn python_lines(
+    net: &Setup,
+    prog: &str,
+    arg: &str,
+) -> (
+    KillOnDrop,
+    BufReader<std::process::ChildStdout>,
+    std::process::ChildStdin,
+) {
+    let mut p = net.ix.command("timeout");
+    p.args(["60", BIN, "run", "--socket", &net.socket, "--"])
+        .args(["python3", "-u", "-c", prog, arg])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = p.spawn().expect("python3 under ixora run");
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let stdin = child.stdin.take().unwrap();
+    (KillOnDrop(child), out, stdin)
+}
+
+/// A child process killed and reaped when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The Linux side drops everything from Ixora while this lives.
+struct Silent<'a>(&'a Setup);
+
+impl<'a> Silent<'a> {
+    fn start(net: &'a Setup) -> Silent<'a> {
+        let rules = format!(
+            "table inet ixka {{\n chain input {{ type filter hook input priority 0; policy accept; ip saddr {IX} drop; }}\n}}\n"
+        );
+        let mut st = net
+            .lx
+            .command("nft")
+            .args(["-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("nft");
+        st.stdin
+            .take()
+            .unwrap()
+            .write_all(rules.as_bytes())
+            .unwrap();
+        assert!(st.wait().unwrap().success(), "nft rules");
+        Silent(net)
+    }
+}
+
+impl Drop for Silent<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.lx.exec("nft", &["delete", "table", "inet", "ixka"]);
+    }
+}
+
+/// Keep-alive (1 s idle, 2 probes 1 s apart) set on the listener or, with
+/// `on_conn`, on the accepted connection; the Linux peer then goes silent.
+fn keepalive_ends_a_silent_connection(on_conn: bool) {
     let Some((_g, net)) = begin(&["python3", "nft"]) else {
         return;
     };
     let prog = "import socket, sys\n\
+                on_conn = sys.argv[1] == 'conn'\n\
+                def keep(s):\n\
+                \x20   s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)\n\
+                \x20   s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)\n\
+                \x20   s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)\n\
+                \x20   s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 2)\n\
                 s = socket.socket()\n\
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)\n\
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)\n\
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)\n\
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 2)\n\
+                if not on_conn: keep(s)\n\
                 s.bind(('0.0.0.0', 7020))\n\
                 s.listen(8)\n\
                 while True:\n\
@@ -4684,6 +4832,7 @@ fn keepalive_timing_set_on_a_listener_ends_a_silent_connection() {
                 \x20   if c.recv(6) != b'token\\n':\n\
                 \x20       c.close()\n\
                 \x20       continue\n\
+                \x20   if on_conn: keep(c)\n\
                 \x20   print('idle', c.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE), flush=True)\n\
                 \x20   c.settimeout(20)  # (then e.errno is None)\n\
                 \x20   try:\n\
@@ -4692,30 +4841,8 @@ fn keepalive_timing_set_on_a_listener_ends_a_silent_connection() {
                 \x20   except OSError as e:\n\
                 \x20       print('errno', e.errno, flush=True)\n\
                 \x20   sys.exit(0)\n";
-    let mut p = net.ix.command("timeout");
-    p.args([
-        "60",
-        BIN,
-        "run",
-        "--socket",
-        &net.socket,
-        "--",
-        "python3",
-        "-u",
-        "-c",
-        prog,
-    ])
-    .stdout(std::process::Stdio::piped());
-    let mut child = p.spawn().expect("python3 under ixora run");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let _child = Kill(child);
+    let mode = if on_conn { "conn" } else { "listener" };
+    let (_child, mut out, _stdin) = python_lines(&net, prog, mode);
     let conn = net.lx.run(|| {
         let t = Instant::now();
         loop {
@@ -4730,35 +4857,15 @@ fn keepalive_timing_set_on_a_listener_ends_a_silent_connection() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "idle 1", "TCP_KEEPIDLE not inherited");
-    // The Linux side goes silent: everything from Ixora is dropped.
-    let rules = format!(
-        "table inet ixka {{\n chain input {{ type filter hook input priority 0; policy accept; ip saddr {IX} drop; }}\n}}\n"
-    );
-    let st = net
-        .lx
-        .command("nft")
-        .args(["-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .spawn();
-    let mut st = st.expect("nft");
-    st.stdin
-        .take()
-        .unwrap()
-        .write_all(rules.as_bytes())
-        .unwrap();
-    assert!(st.wait().unwrap().success(), "nft rules");
-    let t = Instant::now();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    let took = t.elapsed();
-    let _ = net.lx.exec("nft", &["delete", "table", "inet", "ixka"]);
+    if on_conn {
+        // Set on an Ixora socket: in shared memory, no system call.
+        let st = net.stats();
+        let set = &st["apps"][0]["calls"]["setsockopt"];
+        assert_eq!(set["user"].as_u64(), Some(4), "setsockopt calls: {set}");
+        assert_eq!(set["kernel"].as_u64(), Some(0), "setsockopt calls: {set}");
+    }
+    times_out_when_the_peer_goes_silent(&net, &mut out);
     drop(conn);
-    assert_eq!(
-        line.trim(),
-        format!("errno {}", libc::ETIMEDOUT),
-        "the silent connection did not time out"
-    );
-    assert!(took < Duration::from_secs(20), "took {took:?}");
     let probes = net.stats()["stack"]
         .as_object()
         .and_then(|m| m.iter().find(|(k, _)| k.contains("Keepalive probes")))

@@ -9,7 +9,7 @@
 use crate::handover;
 use crate::real::{errno, real, set_errno, sys_poll};
 use crate::state::{self, fl, kind, Attached, Epoll, Item, OnSignal, Sock};
-use ixora_channel::ctl::{op, opt, Msg};
+use ixora_channel::ctl::{op, Msg};
 use ixora_channel::layout::{self, call, pack, state as st, unpack};
 use libc::{
     c_int, c_long, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t,
@@ -795,33 +795,32 @@ fn send_failed(e: c_int, nosignal: bool) -> ssize_t {
 
 /// Make a MAYBE socket an Ixora one: create the slot, then bind or
 /// connect it (`then`: the request's op, `a` and `b`). A TCP connect
-/// without options to hand over takes one of the service's spare sockets
-/// and asks for the connect in shared memory (`req::CONNECT`): no request
-/// at all. Else, without options, both go in one round trip (`op::SOCKET`
-/// with a follow-up); else the socket is made, its options set, then
-/// bound or connected. Ok: whether a request was made (the call entered
-/// the kernel); Err: why it stays a kernel socket.
+/// takes one of the service's spare sockets and asks for the connect in
+/// shared memory (`req::CONNECT`): no request at all. Else both go in one
+/// round trip (`op::SOCKET` with a follow-up). Options set meanwhile go
+/// into the socket's up slot. Ok: whether a request was made (the call
+/// entered the kernel); Err: why it stays a kernel socket.
 fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Result<bool, c_int> {
     let e = state::entry(fd).ok_or(libc::EBADF)?;
     let dgram = e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0;
     let flags = e.flags.load(Ordering::Relaxed);
-    // Options the stack acts on, set while the socket was undecided: the
-    // service holds them for the connection (or the listener's).
-    let mut opts: Vec<(u64, u64)> = Vec::new();
+    // Options the stack acts on, set while the socket was undecided: they
+    // go into its up slot once it has one (the service holds them for the
+    // connection, or the listener's).
+    let mut opts: Vec<StackOpt> = Vec::new();
     if flags & fl::NAGLE != 0 {
-        opts.push((opt::NODELAY, 0));
+        opts.push(StackOpt::Nagle(true));
     }
     if flags & fl::KEEPALIVE != 0 {
-        opts.push((opt::KEEPALIVE, 1));
+        opts.push(StackOpt::KeepAlive(true));
     }
     for name in [libc::TCP_KEEPIDLE, libc::TCP_KEEPINTVL, libc::TCP_KEEPCNT] {
         if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, name)) {
-            opts.push((keep_code(name), v.max(0) as u64));
+            opts.push(StackOpt::Keep(name, v.clamp(0, 32767) as u16));
         }
     }
     let (op_then, ta, tb) = then;
-    let fused = opts.is_empty();
-    let spare = if fused && op_then == op::CONNECT && !dgram {
+    let spare = if op_then == op::CONNECT && !dgram {
         state::take_spare(a)
     } else {
         None
@@ -829,13 +828,9 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     let (s, gen) = match spare {
         Some(sg) => sg,
         None => {
-            let first = if fused {
-                Msg {
-                    c: u64::from(op_then) | tb << 32,
-                    ..Msg::new(op::SOCKET, 0, dgram as i64, ta as u64)
-                }
-            } else {
-                Msg::new(op::SOCKET, 0, dgram as i64, 0)
+            let first = Msg {
+                c: u64::from(op_then) | tb << 32,
+                ..Msg::new(op::SOCKET, 0, dgram as i64, ta as u64)
             };
             let r = state::request(a, first, &[]);
             if r.a < 0 {
@@ -846,23 +841,17 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     };
     state::hold(a, s);
     state::install(fd, s, gen, flags);
+    // (A spare's connect applies them first; a connect made by the
+    // request, before its first byte is sent.)
+    for o in opts {
+        set_stack_opt(a, s, o);
+    }
     if spare.is_some() {
         // The connect, asked in shared memory.
         let u = a.r.up_slot(s);
         u.dest.store(ta as u64, Ordering::Relaxed);
         u.req.fetch_or(layout::req::CONNECT, Ordering::Release);
         state::signal(a, s);
-    } else if !fused {
-        for (o, v) in opts {
-            state::request(a, Msg::new(op::SETOPT, s, o as i64, v), &[]);
-        }
-        let r = state::request(a, Msg::new(op_then, s, ta, tb), &[]);
-        if r.a < 0 {
-            // Undo: the descriptor stays a kernel socket.
-            state::drop_ref(a, s, false);
-            e.kind.store(kind::MAYBE, Ordering::Release);
-            return Err(-r.a as c_int);
-        }
     }
     // Options set while undecided now belong to the Ixora socket (on
     // failure above they stay with the descriptor, for its next try).
@@ -4565,7 +4554,8 @@ pub unsafe extern "C" fn getsockopt(
 }
 
 /// setsockopt(2). Options are kept by the shim; the ones the stack acts
-/// on (TCP_NODELAY, SO_KEEPALIVE) are passed to the service.
+/// on (TCP_NODELAY, SO_KEEPALIVE and its timing) are set in the socket's
+/// up slot for the service ([`set_stack_opt`]).
 #[no_mangle]
 pub unsafe extern "C" fn setsockopt(
     fd: c_int,
@@ -4599,8 +4589,8 @@ pub unsafe extern "C" fn setsockopt(
             e.flags.fetch_and(!bit, Ordering::Relaxed)
         }
     };
-    // An option the stack acts on: (SETOPT code, value) for the service.
-    let mut svc: Option<(u64, u64)> = None;
+    // An option the stack acts on, for the service.
+    let mut svc: Option<StackOpt> = None;
     match (level, name) {
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)
             if e.flags.load(Ordering::Relaxed) & fl::INET6 != 0 =>
@@ -4636,7 +4626,7 @@ pub unsafe extern "C" fn setsockopt(
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
             let on = int().unwrap_or(0) != 0;
             setf(fl::KEEPALIVE, on);
-            svc = Some((opt::KEEPALIVE, on as u64));
+            svc = Some(StackOpt::KeepAlive(on));
         }
         (libc::SOL_SOCKET, libc::SO_LINGER)
             if !val.is_null() && (len as usize) >= std::mem::size_of::<libc::linger>() =>
@@ -4649,7 +4639,7 @@ pub unsafe extern "C" fn setsockopt(
             // Linux's ranges: 1–32767 s, 1–127 probes.
             let max = if n == libc::TCP_KEEPCNT { 127 } else { 32767 };
             match int() {
-                Some(v) if (1..=max).contains(&v) => svc = Some((keep_code(n), v as u64)),
+                Some(v) if (1..=max).contains(&v) => svc = Some(StackOpt::Keep(n, v as u16)),
                 _ if k == kind::IXORA => return fail(libc::EINVAL),
                 _ => {} // the kernel socket says
             }
@@ -4670,7 +4660,7 @@ pub unsafe extern "C" fn setsockopt(
             let on = int().unwrap_or(1) != 0;
             let was_nagle = setf(fl::NAGLE, !on) & fl::NAGLE != 0;
             if was_nagle == on {
-                svc = Some((opt::NODELAY, on as u64));
+                svc = Some(StackOpt::Nagle(!on));
             }
         }
         _ => {}
@@ -4712,23 +4702,56 @@ pub unsafe extern "C" fn setsockopt(
         real_set();
         true
     };
-    match svc {
-        Some((o, v)) => {
-            count(sk.a, call("setsockopt"), false);
-            state::request(sk.a, Msg::new(op::SETOPT, sk.s, o as i64, v), &[]);
-        }
-        None => count(sk.a, call("setsockopt"), !mirrored),
+    if let Some(o) = svc {
+        set_stack_opt(sk.a, sk.s, o);
     }
+    count(sk.a, call("setsockopt"), !mirrored);
     0
 }
 
-/// The SETOPT code of a TCP keep-alive timing option.
-fn keep_code(name: c_int) -> u64 {
-    match name {
-        libc::TCP_KEEPIDLE => opt::KEEPIDLE,
-        libc::TCP_KEEPINTVL => opt::KEEPINTVL,
-        _ => opt::KEEPCNT,
+/// An option the stack acts on.
+#[derive(Clone, Copy)]
+enum StackOpt {
+    /// Nagle's algorithm on (`TCP_NODELAY` off).
+    Nagle(bool),
+    /// `SO_KEEPALIVE`.
+    KeepAlive(bool),
+    /// `TCP_KEEPIDLE`, `TCP_KEEPINTVL` or `TCP_KEEPCNT` (the option's
+    /// name), within Linux's range.
+    Keep(c_int, u16),
+}
+
+/// Set an option the stack acts on in socket `s`'s up slot and ask the
+/// service to apply it (`req::OPTS`; it does before it next acts on the
+/// socket): no request, no system call.
+fn set_stack_opt(a: &Attached, s: u32, o: StackOpt) {
+    use layout::opts;
+    let u = a.r.up_slot(s);
+    let bit = |b: u32, on: bool| {
+        if on {
+            u.opts.fetch_or(b, Ordering::Relaxed);
+        } else {
+            u.opts.fetch_and(!b, Ordering::Relaxed);
+        }
+    };
+    match o {
+        StackOpt::Nagle(on) => bit(opts::NAGLE, on),
+        StackOpt::KeepAlive(on) => bit(opts::KEEPALIVE, on),
+        StackOpt::Keep(name, v) => {
+            let _ = u
+                .keep
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| {
+                    let (idle, intvl, cnt) = layout::unpack_keep(k);
+                    Some(match name {
+                        libc::TCP_KEEPIDLE => layout::pack_keep(v, intvl, cnt),
+                        libc::TCP_KEEPINTVL => layout::pack_keep(idle, v, cnt),
+                        _ => layout::pack_keep(idle, intvl, v as u8),
+                    })
+                });
+        }
     }
+    u.req.fetch_or(layout::req::OPTS, Ordering::Release);
+    state::signal(a, s);
 }
 
 /// getsockname(2).

@@ -33,9 +33,9 @@
 pub mod testkit;
 
 use bytes::Bytes;
-use ixora_channel::ctl::{op, opt, Msg, PASS_TIMEOUT_S};
+use ixora_channel::ctl::{op, Msg, PASS_TIMEOUT_S};
 use ixora_channel::layout::{
-    self, flag, pack, req, state, unpack, Layout, Regions, CALLS, NOT_CALLS,
+    self, flag, opts, pack, req, state, unpack, Layout, Regions, CALLS, NOT_CALLS,
 };
 use ixora_channel::os::{self, Mapping};
 use ixora_core::{ConnHandle, DeadReason, Error, Event, State, UdpHandle};
@@ -510,6 +510,12 @@ impl Sock {
             beyond: 0,
             backlog: 0,
         }
+    }
+
+    /// Its options as an [`UpSlot::opts`](layout::UpSlot::opts) word.
+    fn opts_word(&self) -> u32 {
+        let bit = |on: bool, b: u32| if on { b } else { 0 };
+        bit(!self.nodelay, opts::NAGLE) | bit(self.keepalive, opts::KEEPALIVE)
     }
 
     /// Give connection `h` the options this socket holds (a listener's
@@ -1132,6 +1138,7 @@ impl AppState {
             self.r.held(row, s).store(0, Ordering::Relaxed);
         }
         u.opts.store(0, Ordering::Relaxed);
+        u.keep.store(0, Ordering::Relaxed);
         u.dest.store(0, Ordering::Relaxed);
         d.rx_tail.store(0, Ordering::Relaxed);
         d.tx_head.store(0, Ordering::Relaxed);
@@ -2236,39 +2243,6 @@ impl Service {
                 Ok(()) => Msg::reply(0),
                 Err(e) => Msg::reply(e),
             },
-            op::SETOPT if valid => {
-                let on = msg.b != 0;
-                let s = &mut app.socks[slot as usize];
-                match msg.a as u64 {
-                    opt::NODELAY => {
-                        s.nodelay = on;
-                        if let Kind::Conn(h) = s.kind {
-                            let _ = io.set_nodelay(h, on);
-                        }
-                        Msg::reply(0)
-                    }
-                    opt::KEEPALIVE => {
-                        s.keepalive = on;
-                        if let Kind::Conn(h) = s.kind {
-                            let _ = io.set_keepalive(h, on);
-                        }
-                        Msg::reply(0)
-                    }
-                    o @ (opt::KEEPIDLE | opt::KEEPINTVL | opt::KEEPCNT) => {
-                        let v = msg.b.min(u64::from(u32::MAX)) as u32;
-                        match o {
-                            opt::KEEPIDLE => s.ka.0 = v,
-                            opt::KEEPINTVL => s.ka.1 = v,
-                            _ => s.ka.2 = v.min(255) as u8,
-                        }
-                        if let Kind::Conn(h) = s.kind {
-                            let _ = io.set_keepalive_timing(h, s.ka);
-                        }
-                        Msg::reply(0)
-                    }
-                    _ => bad(libc::ENOPROTOOPT),
-                }
-            }
             _ => bad(libc::EINVAL),
         }
     }
@@ -3225,6 +3199,40 @@ impl Service {
         }
     }
 
+    /// Apply the options the app set in socket `s`'s up slot, if it set
+    /// any since ([`req::OPTS`]): before the service acts on the socket.
+    fn take_opts(app: &mut AppState, io: &mut Io, s: u32) {
+        if app.r.up_slot(s).req.load(Ordering::Acquire) & req::OPTS != 0 {
+            Self::apply_opts(app, io, s);
+        }
+    }
+
+    /// Take socket `s`'s options from its up slot (TCP_NODELAY, keep-alive
+    /// and its timing): kept for a socket not yet connected and for a
+    /// listener's connections, given to its connection if it has one.
+    fn apply_opts(app: &mut AppState, io: &mut Io, s: u32) {
+        let u = app.r.up_slot(s);
+        // Cleared first: a change made meanwhile asks again.
+        u.req.fetch_and(!req::OPTS, Ordering::AcqRel);
+        let o = u.opts.load(Ordering::Acquire);
+        let (idle, intvl, cnt) = layout::unpack_keep(u.keep.load(Ordering::Acquire));
+        let (nodelay, keepalive) = (o & opts::NAGLE == 0, o & opts::KEEPALIVE != 0);
+        let ka = (u32::from(idle), u32::from(intvl), cnt);
+        let sock = &mut app.socks[s as usize];
+        if let Kind::Conn(h) = sock.kind {
+            if nodelay != sock.nodelay {
+                let _ = io.set_nodelay(h, nodelay);
+            }
+            if keepalive != sock.keepalive {
+                let _ = io.set_keepalive(h, keepalive);
+            }
+            if ka != sock.ka {
+                let _ = io.set_keepalive_timing(h, ka);
+            }
+        }
+        (sock.nodelay, sock.keepalive, sock.ka) = (nodelay, keepalive, ka);
+    }
+
     /// Socket `s`'s requests, the bytes taken from its transmit ring so
     /// far and the app's tail: `(req, sent, tail)`; None, the socket
     /// reset, if the tail is impossible. The requests are read first:
@@ -3234,6 +3242,11 @@ impl Service {
         let ring = app.r.layout().ring as u64;
         let u = app.r.up_slot(s);
         let rq = u.req.load(Ordering::Acquire);
+        if rq & req::OPTS != 0 {
+            // Options set before these bytes were written apply to them.
+            Self::apply_opts(app, io, s);
+        }
+        let u = app.r.up_slot(s);
         let tail = u.tx_tail.load(Ordering::Acquire);
         let sent = app.socks[s as usize].sent;
         if tail < sent || tail - sent > ring {
@@ -3411,6 +3424,7 @@ impl Service {
         if !matches!(app.socks[slot as usize].kind, Kind::Open | Kind::Bound(_)) {
             return Err(-i64::from(libc::EISCONN));
         }
+        Self::take_opts(app, io, slot);
         let (dip, dport) = layout::unpack(dest);
         let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
         // A socket bound first connects from its port.
@@ -3467,6 +3481,7 @@ impl Service {
                 }
             }
             Kind::Listen(port) => {
+                Self::take_opts(app, io, s);
                 let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
                 // A listener handed to another process and not yet
                 // claimed outlives its sender's close (it moves at the
@@ -3497,6 +3512,7 @@ impl Service {
                 }
             }
             Kind::Open | Kind::Bound(_) | Kind::Gone => {
+                Self::take_opts(app, io, s);
                 let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
                 // (A bound socket handed over waits for its claim too.)
                 let gen = app.r.down_slot(s).gen.load(Ordering::Relaxed);
@@ -3617,7 +3633,9 @@ impl Service {
             return Admit::Queued;
         }
         // The listener's options pass to the connection (Linux copies
-        // them from the listening socket).
+        // them from the listening socket), and to its up slot, where the
+        // app changes them.
+        Self::take_opts(app, io, ls);
         let l = app.socks[ls as usize];
         l.apply(io, h);
         let c = &mut app.socks[s as usize];
@@ -3625,6 +3643,12 @@ impl Service {
         c.nodelay = l.nodelay;
         c.keepalive = l.keepalive;
         c.ka = l.ka;
+        let u = app.r.up_slot(s);
+        u.opts.store(l.opts_word(), Ordering::Relaxed);
+        u.keep.store(
+            layout::pack_keep(l.ka.0 as u16, l.ka.1 as u16, l.ka.2),
+            Ordering::Relaxed,
+        );
         let d = app.r.down_slot(s);
         d.local.store(pack(ip, port), Ordering::Relaxed);
         d.remote.store(

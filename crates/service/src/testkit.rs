@@ -663,7 +663,7 @@ pub fn vandalise(app: &RawApp, ops: &[VandalOp], socks: &mut Vec<u32>) -> io::Re
                     op::BIND,
                     op::LISTEN,
                     op::CONNECT,
-                    op::SETOPT,
+                    8, // SETOPT, retired: an unknown op now
                     op::STATS,
                     op::HELLO,
                     0,
