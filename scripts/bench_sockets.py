@@ -954,21 +954,127 @@ def write_pg(results, args, cmdline):
                  f"{k['cpu_us_per_tx']:.1f} | {i['cpu_us_per_tx']:.1f} | {k['failed']}/{i['failed']} | "
                  f"{(i['user_share'] or 0) * 100:.1f}% | {runs} |")
     L += ["", f"Plot: `{name}.png`.", ""]
-    plt = write_md(name, L)
+    plot_pairs(write_md(name, L), name, "pgbench", pairs,
+               ((lambda r: r["tps"], "transactions/s"),
+                (lambda r: r["cpu_us_per_tx"], "server CPU µs per transaction")))
+
+
+def plot_pairs(plt, name, what, pairs, panels):
+    """`name`.png: a panel per `(value of a run, unit)` of `panels`, with
+    a kernel and an Ixora bar per `(label, kernel run, Ixora run)` of
+    `pairs` (`plt`: what `write_md` gave; None writes no plot)."""
     if plt is None or not pairs:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    for ax, (key, unit) in zip(axes, (("tps", "transactions/s"), ("cpu_us_per_tx", "server CPU µs per transaction"))):
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2))
+    for ax, (val, unit) in zip(axes, panels):
         for j, lab in enumerate(("kernel", "ixora run")):
-            ax.bar([x + (j - 0.5) * 0.4 for x in range(len(pairs))], [p[1 + j][key] for p in pairs],
+            ax.bar([x + (j - 0.5) * 0.4 for x in range(len(pairs))], [val(p[1 + j]) for p in pairs],
                    0.4, label=lab)
         ax.set_xticks(range(len(pairs)))
-        ax.set_xticklabels([p[0] for p in pairs])
+        ax.set_xticklabels([p[0] for p in pairs], fontsize=8)
         ax.set_ylabel(unit)
-        ax.set_title(f"pgbench: {unit}")
+        ax.set_title(f"{what}: {unit}")
         ax.legend()
     fig.tight_layout()
     fig.savefig(OUT / f"{name}.png", dpi=110)
+
+
+# (label, connections, requests per test at --duration 5, redis-benchmark
+# options): requests one at a time on kept connections, 16 pipelined, and
+# a connection per request (the client closes it: its TIME-WAIT).
+REDIS_MODES = (("keep-alive", 50, 200_000, []), ("pipelined 16", 50, 1_000_000, ["-P", "16"]),
+               ("a connection per request", 50, 20_000, ["-k", "0"]))
+
+
+def redis_run(net, mode, secs):
+    """One redis-benchmark run (SET then GET; the Linux stack, CPU 1)
+    against the redis-server of `net` in REDIS_MODES' mode `mode`:
+    requests/s per test, server CPU µs per request (CPU 0: redis-server,
+    its system calls and softirqs, and for Ixora the service) and the
+    share of redis-server's socket calls answered in user space."""
+    _, conns, n, opts = next(m for m in REDIS_MODES if m[0] == mode)
+    n = max(1000, n * secs // 5)
+    cmd = ["redis-benchmark", "-h", SRV, "-p", "6379", "-t", "set,get", "-n", str(n),
+           "-c", str(conns), "--csv", *opts]
+    st0 = net.stats()
+    r, cpu, client_busy = client_run(net, cmd, 240)
+    st1 = net.stats()
+    rps = {}
+    for line in r.stdout.splitlines():
+        f = [x.strip('"') for x in line.split(",")]
+        if len(f) >= 2 and f[0] in ("SET", "GET"):
+            rps[f[0].lower()] = float(f[1])
+    if r.returncode or set(rps) != {"set", "get"}:
+        raise RuntimeError(f"redis-benchmark printed no result:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return {"mode": mode, "conns": conns, "requests": 2 * n, "rps": rps,
+            "cpu_us_per_req": cpu / (2 * n) * 1e6, "client_cpu_busy": client_busy,
+            "user_share": share(user_calls(st0), user_calls(st1)) if net.ixora else None,
+            "calls": call_deltas(st0, st1)}
+
+
+def redis(args, prog_bar):
+    """redis-server on both stacks side by side, redis-benchmark (SET and
+    GET) from the client's side in each of REDIS_MODES; runs alternate
+    `--repeat` times, the run of median GET requests/s kept. The client
+    namespaces may use every local port and reuse TIME-WAIT ones (a
+    connection per request makes tens of thousands)."""
+    results = []
+    argv = ["redis-server", "--port", "6379", "--bind", SRV, "--save", "", "--appendonly", "no",
+            "--protected-mode", "no"]
+    with side_by_side("redis", lambda _: argv, 6379) as nets:
+        for net in nets.values():
+            be.sh(*be.in_ns(net.cl, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535",
+                            "net.ipv4.tcp_tw_reuse=1"))
+        for mode, *_ in REDIS_MODES:
+            best = alternate(args.repeat, lambda ixora: redis_run(nets[ixora], mode, args.duration),
+                             lambda r: r["rps"]["get"])
+            prog_bar.step(f"redis-benchmark, {mode}\n")
+            keep(best, results, "all_get_rps", lambda r: (
+                f"  redis {mode:24s} {r['stack']:7s} SET {r['rps']['set'] / 1000:6.1f} k/s"
+                f"  GET {r['rps']['get'] / 1000:6.1f} k/s  {r['cpu_us_per_req']:5.1f} us CPU/req"
+                + (f"  user {r['user_share'] * 100:5.1f}%" if r["user_share"] is not None else "")),
+                server="redis")
+    return results
+
+
+def write_redis(results, args, cmdline):
+    """sockets-redis.{json,md,png}."""
+    name = NAME.replace("sockets", "sockets-redis", 1)
+    meta = meta_of(args, cmdline, duration_s=args.duration)
+    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    L = ["# Redis: redis-benchmark against redis-server on the kernel vs under `ixora run`", "",
+         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         f"redis-server 7 pinned to CPU 0, the Ixora service on CPU {SERVICE_CPU}, "
+         "redis-benchmark (the Linux stack) on CPU 1, `-t set,get`; kernel and Ixora runs "
+         f"alternating ({args.repeat} each, the run of median GET requests/s kept). Server CPU "
+         "µs/req: CPU 0 busy time (redis-server, its system calls and softirqs, and for Ixora "
+         "the service) per request; client CPU: how busy CPU 1 was (near 100%: the client set "
+         "the pace, and the CPU per request is the figure to read). Redis sets four keep-alive "
+         "options (`tcp-keepalive 300`) and TCP_NODELAY on every connection it accepts.", "",
+         RX_TEXT[RX], "",
+         "| mode | connections | kernel SET/s | Ixora SET/s | ratio | kernel GET/s | Ixora GET/s | "
+         "ratio | kernel CPU µs/req | Ixora CPU µs/req | CPU ratio | client CPU (k/i) | "
+         "user-space share | runs, GET/s (k / i) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    pairs = []
+    for mode, *_ in REDIS_MODES:
+        k, i = (next((r for r in results if (r["mode"], r["stack"]) == (mode, st)), None)
+                for st in ("kernel", "ixora"))
+        if not (k and i):
+            continue
+        pairs.append((mode, k, i))
+        runs = " / ".join(", ".join(f"{t / 1000:.1f} k" for t in x["all_get_rps"]) for x in (k, i))
+        busy = "/".join(f"{(x['client_cpu_busy'] or 0) * 100:.0f}%" for x in (k, i))
+        L.append(f"| {mode} | {k['conns']} | {k['rps']['set'] / 1000:.1f} k | "
+                 f"{i['rps']['set'] / 1000:.1f} k | **{i['rps']['set'] / k['rps']['set']:.2f}×** | "
+                 f"{k['rps']['get'] / 1000:.1f} k | {i['rps']['get'] / 1000:.1f} k | "
+                 f"**{i['rps']['get'] / k['rps']['get']:.2f}×** | {k['cpu_us_per_req']:.1f} | "
+                 f"{i['cpu_us_per_req']:.1f} | {i['cpu_us_per_req'] / k['cpu_us_per_req']:.2f} | "
+                 f"{busy} | {(i['user_share'] or 0) * 100:.1f}% | {runs} |")
+    L += ["", f"Plot: `{name}.png`.", ""]
+    plot_pairs(write_md(name, L), name, "redis-benchmark", pairs,
+               ((lambda r: r["rps"]["get"], "GET requests/s"),
+                (lambda r: r["cpu_us_per_req"], "server CPU µs per request")))
 
 
 UDP_PORT = 11111
@@ -1591,7 +1697,7 @@ def main():
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
     ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node", "proxy", "pg",
-                                       "apache"],
+                                       "apache", "redis"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
@@ -1603,6 +1709,9 @@ def main():
                          "proxy: nginx as a reverse proxy to a backend on the client's side, "
                          "with and without upstream keep-alive, sockets-proxy.*; "
                          "pg: PostgreSQL with pgbench (select-only, TPC-B-like), sockets-pg.*; "
+                         "redis: redis-server with redis-benchmark from the client's side "
+                         "(kept connections, pipelined, a connection per request), "
+                         "sockets-redis.*; "
                          "apache: Apache's event MPM, one process of 160 threads, "
                          "sockets-apache.*)")
     ap.add_argument("--spin-us", type=int, default=50,
@@ -1712,6 +1821,7 @@ def main():
              + (2 if args.only in (None, "bulk") else 0)
              + (2 if args.only in (None, "local") else 0)
              + (len(PG_MODES) if args.only == "pg" else 0)
+             + (len(REDIS_MODES) if args.only == "redis" else 0)
              + (len(args.udp_sizes.split(",")) + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
@@ -1723,7 +1833,7 @@ def main():
     IPI = ipi_cost()
     if IPI:
         print(f"IPI round trip CPU 0 -> CPU 1: {IPI['round_trip_us']:.1f} µs", flush=True)
-    bulk_results, local_results, udp_results, pg_results = [], [], [], []
+    bulk_results, local_results, udp_results, pg_results, redis_results = [], [], [], [], []
     try:
         if args.only in (None, "web"):
             web(args, "nginx", www, tmp, bar, results)
@@ -1747,6 +1857,8 @@ def main():
             udp_results = udp(args, bar)
         if args.only == "pg":
             pg_results = pg(args, bar)
+        if args.only == "redis":
+            redis_results = redis(args, bar)
     finally:
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
@@ -1765,6 +1877,10 @@ def main():
     if pg_results:
         write_pg(pg_results, args, cmdline)
         b = NAME.replace("sockets", "sockets-pg", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
+    if redis_results:
+        write_redis(redis_results, args, cmdline)
+        b = NAME.replace("sockets", "sockets-redis", 1)
         print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
     if udp_results:
         write_udp(udp_results, args, cmdline)
