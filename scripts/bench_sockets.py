@@ -626,6 +626,17 @@ def bulk(args, prog_bar):
     return results
 
 
+def part_json(part, results, args, cmdline, **extra):
+    """Write sockets-`part`.json (with the suffixes of NAME; no part:
+    NAME.json) from `results`: its name, its meta (`extra` added) and the
+    start of its markdown's command line."""
+    name = NAME.replace("sockets", f"sockets-{part}", 1) if part else NAME
+    meta = meta_of(args, cmdline, **extra)
+    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    return name, meta, (f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, "
+                        f"Linux {meta['kernel']}. ")
+
+
 def write_md(name, lines):
     """Write `name`.md from `lines`; the pyplot module for its plot, or
     None when matplotlib is missing (the table is written anyway)."""
@@ -645,11 +656,10 @@ def write_md(name, lines):
 def write_bulk(results, args, cmdline):
     """sockets-bulk.{json,md,png}: its own files, so that `--only bulk`
     leaves the request/response results alone."""
-    name = NAME.replace("sockets", "sockets-bulk", 1)
-    meta = meta_of(args, cmdline, duration_s=args.duration, ring=args.ring or 65536)
-    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    name, meta, command = part_json("bulk", results, args, cmdline, duration_s=args.duration,
+                                    ring=args.ring or 65536)
     L = ["# Bulk transfer: iperf3 on the kernel vs under `ixora run`", "",
-         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         command +
          f"iperf3 server pinned to CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), the Linux "
          f"iperf3 client to CPU 1; one TCP stream, {args.duration} s per run; kernel and Ixora runs "
          f"alternate ({args.repeat} each, the median kept). iperf3's listener is a dual-stack "
@@ -779,15 +789,13 @@ def local(args, prog_bar):
 
 def write_local(results, args, cmdline):
     """sockets-local.{json,md,png}."""
-    name = NAME.replace("sockets", "sockets-local", 1)
-    meta = meta_of(args, cmdline)
-    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    name, meta, command = part_json("local", results, args, cmdline)
     k = next(r for r in results if r["stack"] == "kernel" and r["server"] == "redis-local")
     i = next(r for r in results if r["stack"] == "ixora" and r["server"] == "redis-local")
     bk = next((r for r in results if r["stack"] == "kernel" and r["server"] == "iperf3-local"), None)
     bi = next((r for r in results if r["stack"] == "ixora" and r["server"] == "iperf3-local"), None)
     L = ["# Two programs on one host, kernel loopback vs one Ixora service: redis-benchmark to redis-server, and iperf3", "",
-         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         command +
          f"redis-server on CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), redis-benchmark "
          f"(50 connections, {k['requests']} SETs then as many GETs) on CPU 1, both in the server's "
          "namespace, connecting to the server's address: on the kernel the connection goes "
@@ -925,11 +933,9 @@ def pg(args, prog_bar):
 
 def write_pg(results, args, cmdline):
     """sockets-pg.{json,md,png}."""
-    name = NAME.replace("sockets", "sockets-pg", 1)
-    meta = meta_of(args, cmdline, duration_s=args.duration)
-    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    name, meta, command = part_json("pg", results, args, cmdline, duration_s=args.duration)
     L = ["# PostgreSQL: pgbench against postgres on the kernel vs under `ixora run`", "",
-         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         command +
          f"postgres (scale 4, run as user postgres; its postmaster forks a backend process per "
          f"connection) pinned to CPU 0, the Ixora service on CPU {SERVICE_CPU}, pgbench (the "
          f"Linux stack) on CPU 1; {args.duration} s per run, kernel and Ixora runs alternating "
@@ -960,13 +966,16 @@ def write_pg(results, args, cmdline):
 
 
 def plot_pairs(plt, name, what, pairs, panels):
-    """`name`.png: a panel per `(value of a run, unit)` of `panels`, with
-    a kernel and an Ixora bar per `(label, kernel run, Ixora run)` of
-    `pairs` (`plt`: what `write_md` gave; None writes no plot)."""
+    """`name`.png: a panel per `(value of a run, unit[, log scale])` of
+    `panels`, with a kernel and an Ixora bar per `(label, kernel run,
+    Ixora run)` of `pairs` (`plt`: what `write_md` gave; None writes no
+    plot)."""
     if plt is None or not pairs:
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2))
-    for ax, (val, unit) in zip(axes, panels):
+    for ax, (val, unit, *log) in zip(axes, panels):
+        if log and log[0]:
+            ax.set_yscale("log")
         for j, lab in enumerate(("kernel", "ixora run")):
             ax.bar([x + (j - 0.5) * 0.4 for x in range(len(pairs))], [val(p[1 + j]) for p in pairs],
                    0.4, label=lab)
@@ -1039,11 +1048,9 @@ def redis(args, prog_bar):
 
 def write_redis(results, args, cmdline):
     """sockets-redis.{json,md,png}."""
-    name = NAME.replace("sockets", "sockets-redis", 1)
-    meta = meta_of(args, cmdline, duration_s=args.duration)
-    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    name, meta, command = part_json("redis", results, args, cmdline, duration_s=args.duration)
     L = ["# Redis: redis-benchmark against redis-server on the kernel vs under `ixora run`", "",
-         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         command +
          f"redis-server 7 pinned to CPU 0, the Ixora service on CPU {SERVICE_CPU}, "
          "redis-benchmark (the Linux stack) on CPU 1, `-t set,get`; kernel and Ixora runs "
          f"alternating ({args.repeat} each, the run of median GET requests/s kept). Server CPU "
@@ -1073,7 +1080,7 @@ def write_redis(results, args, cmdline):
                  f"{busy} | {(i['user_share'] or 0) * 100:.1f}% | {runs} |")
     L += ["", f"Plot: `{name}.png`.", ""]
     plot_pairs(write_md(name, L), name, "redis-benchmark", pairs,
-               ((lambda r: r["rps"]["get"], "GET requests/s"),
+               ((lambda r: r["rps"]["get"], "GET requests/s", True),
                 (lambda r: r["cpu_us_per_req"], "server CPU µs per request")))
 
 
@@ -1156,16 +1163,14 @@ def udp(args, prog_bar):
 
 def write_udp(results, args, cmdline):
     """sockets-udp.{json,md,png}."""
-    name = NAME.replace("sockets", "sockets-udp", 1)
-    meta = meta_of(args, cmdline, duration_s=args.duration, listen_any=LISTEN_ANY)
-    (OUT / f"{name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    name, meta, command = part_json("udp", results, args, cmdline, duration_s=args.duration, listen_any=LISTEN_ANY)
 
     def pick(stack, mode, rate=None, size=64):
         return next((q for q in results if q["stack"] == stack and q["mode"] == mode
                      and q["target_mps"] == rate and q.get("size", 64) == size), None)
 
     L = ["# UDP: sockperf's server on the kernel vs under `ixora run`", "",
-         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         command +
          f"`sockperf server` (one UDP socket, blocking `recvfrom`, `sendto`) pinned to CPU 0 "
          f"(with Ixora: the service on CPU {SERVICE_CPU}); the Linux `sockperf` client on CPU 1: "
          "`ping-pong` (one message in flight; 64 bytes, and longer ones that travel in IPv4 "
@@ -1481,11 +1486,10 @@ RX_TEXT = {
 
 def write(results, args, cmdline):
     OUT.mkdir(parents=True, exist_ok=True)
-    meta = meta_of(args, cmdline, clients=list(CLIENTS), web_conns=WEB_CONNS,
-                   listen_any=LISTEN_ANY, idle_conns=IDLE_CONNS)
-    (OUT / f"{NAME}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    _, meta, command = part_json(None, results, args, cmdline, clients=list(CLIENTS),
+                                 web_conns=WEB_CONNS, listen_any=LISTEN_ANY, idle_conns=IDLE_CONNS)
     L = ["# Sockets benchmark: unmodified servers on the kernel vs under `ixora run`", "",
-         f"Command: `{cmdline}` — {meta['date']}, {meta['cpus']} CPUs, Linux {meta['kernel']}. "
+         command +
          f"Server program pinned to CPU 0, the Ixora service to CPU {SERVICE_CPU}"
          + (" (polling)" if "--poll" in SERVE_EXTRA else "") + ", client to CPU 1. "
          "Both stacks are up side by side; at each point kernel and Ixora runs alternate "
