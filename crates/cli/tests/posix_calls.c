@@ -890,6 +890,17 @@ static void udp_calls(const char *self_ip, int port) {
     socklen_t tl = sizeof type;
     r = getsockopt(a, SOL_SOCKET, SO_TYPE, &type, &tl);
     check(r == 0 && type == SOCK_DGRAM, "udp_so_type", "r %d type %d", r, type);
+    /* A UDP socket has no TCP options (Linux: ip_setsockopt says
+       ENOPROTOOPT, do_ip_getsockopt EOPNOTSUPP). */
+    int one = 1, v = 0;
+    socklen_t vl = sizeof v;
+    errno = 0;
+    r = setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int set_errno = errno;
+    errno = 0;
+    int rg = getsockopt(a, IPPROTO_TCP, TCP_NODELAY, &v, &vl);
+    check(r == -1 && set_errno == ENOPROTOOPT && rg == -1 && errno == EOPNOTSUPP,
+          "udp_no_tcp_options", "set %d (errno %d) get %d (errno %d)", r, set_errno, rg, errno);
     inet_pton(AF_INET, self_ip, &sa.sin_addr);
     /* Three datagrams in one call. */
     char d0[] = "first", d1[] = "the second one", d2[300];

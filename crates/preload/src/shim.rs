@@ -4455,6 +4455,10 @@ pub unsafe extern "C" fn getsockopt(
         });
     };
     count(sk.a, call("getsockopt"), true);
+    if level == libc::IPPROTO_TCP && sk.dgram() {
+        // A UDP socket has no TCP options (Linux: `do_ip_getsockopt`).
+        return fail(libc::EOPNOTSUPP);
+    }
     let f = sk.e.flags.load(Ordering::Relaxed);
     let b = |x: u32| (f & x != 0) as c_int;
     let ring = sk.a.r.layout().ring as c_int;
@@ -4575,6 +4579,15 @@ pub unsafe extern "C" fn setsockopt(
         return real_set();
     }
     let e = state::entry(fd).unwrap();
+    if level == libc::IPPROTO_TCP && e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0 {
+        // A UDP socket has no TCP options (Linux: `ip_setsockopt`); an
+        // undecided one is a kernel socket, which says so itself.
+        if let Some(sk) = state::sock(fd) {
+            count(sk.a, call("setsockopt"), true);
+            return fail(libc::ENOPROTOOPT);
+        }
+        return real_set();
+    }
     let int = || -> Option<c_int> {
         if val.is_null() || (len as usize) < 4 {
             return None;
