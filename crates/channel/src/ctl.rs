@@ -4,7 +4,8 @@
 //!
 //! Every request and reply is a [`Msg`] of [`Msg::LEN`] bytes; a reply
 //! carries the result in `a` (`>= 0` success, `< 0` a negated errno). The
-//! `STATS` and `SOCKETS` replies are followed by text in the same packet.
+//! `STATS` and `SOCKETS` replies are followed by text in the same packet;
+//! an `INFO` reply's fields carry what it says.
 
 /// Magic at the start of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"IXCT");
@@ -94,6 +95,10 @@ pub mod op {
     /// bytes; descriptors: down memfd, up memfd, doorbell). The old
     /// image's waiters are given back first: its threads are gone.
     pub const REMAP: u32 = 15;
+    /// The state of socket `slot`'s TCP connection, for `TCP_INFO`:
+    /// replied in the reply's fields ([`TcpInfo::to_reply`](super::TcpInfo::to_reply));
+    /// `ENOTCONN`: the socket has no connection.
+    pub const INFO: u32 = 16;
     /// A reply.
     pub const REPLY: u32 = 100;
 }
@@ -101,6 +106,74 @@ pub mod op {
 /// How long a passed connection ([`op::PASS`]) waits to be claimed
 /// before the service resets it, in seconds.
 pub const PASS_TIMEOUT_S: u64 = 60;
+
+/// What an [`op::INFO`] reply says of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpInfo {
+    /// Smoothed round-trip time, µs.
+    pub rtt_us: u32,
+    /// Round-trip time variation, µs.
+    pub rttvar_us: u32,
+    /// Retransmission timeout, ms.
+    pub rto_ms: u32,
+    /// Congestion window, bytes.
+    pub cwnd: u32,
+    /// Slow-start threshold, bytes (`u32::MAX`: none yet).
+    pub ssthresh: u32,
+    /// Send MSS, bytes.
+    pub mss: u16,
+    /// Segments retransmitted over the connection's life.
+    pub retrans: u32,
+    /// SACK in use.
+    pub sack: bool,
+    /// Timestamps in use.
+    pub timestamps: bool,
+    /// Window-scale shifts, ours to the peer and the peer's to us, if
+    /// negotiated (each below 16).
+    pub wscale: Option<(u8, u8)>,
+}
+
+impl TcpInfo {
+    /// The reply that carries it: `a` = retransmissions | MSS << 32 |
+    /// flags << 48 (bit 48 SACK, 49 timestamps, 50 window scaling; the
+    /// shifts in bits 52–55 and 56–59: `a` stays positive), `b` = RTT |
+    /// RTT variation << 32, `c` = congestion window | threshold << 32,
+    /// `slot` = RTO.
+    pub fn to_reply(&self) -> Msg {
+        let (ws, snd, rcv) = self.wscale.map_or((0, 0, 0), |(s, r)| (1, s & 15, r & 15));
+        let a = u64::from(self.retrans)
+            | u64::from(self.mss) << 32
+            | u64::from(self.sack) << 48
+            | u64::from(self.timestamps) << 49
+            | ws << 50
+            | u64::from(snd) << 52
+            | u64::from(rcv) << 56;
+        Msg {
+            op: op::REPLY,
+            slot: self.rto_ms,
+            a: a as i64,
+            b: u64::from(self.rtt_us) | u64::from(self.rttvar_us) << 32,
+            c: u64::from(self.cwnd) | u64::from(self.ssthresh) << 32,
+        }
+    }
+
+    /// What [`TcpInfo::to_reply`] packed.
+    pub fn from_reply(m: &Msg) -> TcpInfo {
+        let a = m.a as u64;
+        TcpInfo {
+            rtt_us: m.b as u32,
+            rttvar_us: (m.b >> 32) as u32,
+            rto_ms: m.slot,
+            cwnd: m.c as u32,
+            ssthresh: (m.c >> 32) as u32,
+            mss: (a >> 32) as u16,
+            retrans: a as u32,
+            sack: a >> 48 & 1 != 0,
+            timestamps: a >> 49 & 1 != 0,
+            wscale: (a >> 50 & 1 != 0).then_some(((a >> 52 & 15) as u8, (a >> 56 & 15) as u8)),
+        }
+    }
+}
 
 /// One control message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -189,5 +262,30 @@ mod tests {
         let mut bad = m.encode();
         bad[0] = b'X';
         assert_eq!(Msg::decode(&bad), None);
+    }
+
+    #[test]
+    fn tcp_info_reads_back_from_its_reply() {
+        let i = TcpInfo {
+            rtt_us: 123_456,
+            rttvar_us: 7_890,
+            rto_ms: 204,
+            cwnd: 14_480,
+            ssthresh: u32::MAX,
+            mss: 1448,
+            retrans: 3,
+            sack: true,
+            timestamps: true,
+            wscale: Some((7, 9)),
+        };
+        let m = i.to_reply();
+        assert!(m.a >= 0, "a reply's a is its result: success");
+        assert_eq!(TcpInfo::from_reply(&Msg::decode(&m.encode()).unwrap()), i);
+        let none = TcpInfo {
+            wscale: None,
+            sack: false,
+            ..i
+        };
+        assert_eq!(TcpInfo::from_reply(&none.to_reply()), none);
     }
 }

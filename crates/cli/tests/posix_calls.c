@@ -643,6 +643,12 @@ static void client(const char *ip, int port) {
     r = getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &len);
     check(r == 0 && len > 0 && ti.tcpi_state == 1 /* TCP_ESTABLISHED */, "tcp_info",
           "r %d len %u state %u", r, len, ti.tcpi_state);
+    /* ... with the connection's own figures: it has carried data both
+       ways, so it has a round-trip time, a send MSS and a window. */
+    check(r == 0 && ti.tcpi_rtt > 0 && ti.tcpi_snd_mss >= 500 && ti.tcpi_snd_mss <= 65535 &&
+              ti.tcpi_snd_cwnd >= 1 && ti.tcpi_rto > 0 && ti.tcpi_snd_ssthresh > 0,
+          "tcp_info_figures", "rtt %u us, mss %u, cwnd %u, rto %u us, ssthresh %u", ti.tcpi_rtt,
+          ti.tcpi_snd_mss, ti.tcpi_snd_cwnd, ti.tcpi_rto, ti.tcpi_snd_ssthresh);
 
     /* shutdown(SHUT_WR): the echo server sees EOF, closes: we read EOF. */
     n = write(s, "bye", 3);

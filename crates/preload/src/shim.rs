@@ -9,7 +9,7 @@
 use crate::handover;
 use crate::real::{errno, real, set_errno, sys_poll};
 use crate::state::{self, fl, kind, Attached, Epoll, Item, OnSignal, Sock};
-use ixora_channel::ctl::{op, Msg};
+use ixora_channel::ctl::{op, Msg, TcpInfo};
 use ixora_channel::layout::{self, call, pack, state as st, unpack};
 use libc::{
     c_int, c_long, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, msghdr, nfds_t, off_t,
@@ -4454,7 +4454,11 @@ pub unsafe extern "C" fn getsockopt(
             )
         });
     };
-    count(sk.a, call("getsockopt"), true);
+    // TCP_INFO of a connection asks the service (a round trip).
+    let asks = (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO)
+        && !sk.dgram()
+        && sk.state() == st::ESTABLISHED;
+    count(sk.a, call("getsockopt"), !asks);
     if level == libc::IPPROTO_TCP && sk.dgram() {
         // A UDP socket has no TCP options (Linux: `do_ip_getsockopt`).
         return fail(libc::EOPNOTSUPP);
@@ -4530,6 +4534,12 @@ pub unsafe extern "C" fn getsockopt(
                     _ => 7,
                 };
                 info.tcpi_rcv_space = ring as u32;
+                if asks {
+                    let r = state::request(sk.a, Msg::new(op::INFO, sk.s, 0, 0), &[]);
+                    if r.a >= 0 {
+                        fill_tcp_info(&mut info, &TcpInfo::from_reply(&r));
+                    }
+                }
                 let n = (*len as usize).min(std::mem::size_of::<libc::tcp_info>());
                 std::ptr::copy_nonoverlapping(&info as *const _ as *const u8, val as *mut u8, n);
                 *len = n as socklen_t;
@@ -4554,6 +4564,36 @@ pub unsafe extern "C" fn getsockopt(
                 _ => fail(libc::ENOPROTOOPT),
             },
         }
+    }
+}
+
+/// The figures of the service's `INFO` reply in Linux's `tcp_info`
+/// terms: times in µs, windows and thresholds in segments (no slow-start
+/// threshold yet: `TCP_INFINITE_SSTHRESH`), the peer's window scale as
+/// `snd_wscale` and ours as `rcv_wscale`.
+fn fill_tcp_info(info: &mut libc::tcp_info, t: &TcpInfo) {
+    const TCPI_OPT_TIMESTAMPS: u8 = 1;
+    const TCPI_OPT_SACK: u8 = 2;
+    const TCPI_OPT_WSCALE: u8 = 4;
+    let mss = u32::from(t.mss.max(1));
+    info.tcpi_rto = t.rto_ms.saturating_mul(1000);
+    info.tcpi_snd_mss = mss;
+    info.tcpi_rcv_mss = mss;
+    info.tcpi_advmss = mss;
+    info.tcpi_pmtu = mss + 40;
+    info.tcpi_rtt = t.rtt_us;
+    info.tcpi_rttvar = t.rttvar_us;
+    info.tcpi_snd_cwnd = t.cwnd / mss;
+    info.tcpi_snd_ssthresh = match t.ssthresh {
+        u32::MAX => 0x7fff_ffff,
+        s => s / mss,
+    };
+    info.tcpi_total_retrans = t.retrans;
+    info.tcpi_options =
+        if t.timestamps { TCPI_OPT_TIMESTAMPS } else { 0 } | if t.sack { TCPI_OPT_SACK } else { 0 };
+    if let Some((ours, theirs)) = t.wscale {
+        info.tcpi_options |= TCPI_OPT_WSCALE;
+        info.tcpi_snd_rcv_wscale = (theirs & 15) | (ours & 15) << 4;
     }
 }
 

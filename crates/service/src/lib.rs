@@ -33,7 +33,7 @@
 pub mod testkit;
 
 use bytes::Bytes;
-use ixora_channel::ctl::{op, Msg, PASS_TIMEOUT_S};
+use ixora_channel::ctl::{op, Msg, TcpInfo, PASS_TIMEOUT_S};
 use ixora_channel::layout::{
     self, flag, opts, pack, req, state, unpack, Layout, Regions, CALLS, NOT_CALLS,
 };
@@ -2239,6 +2239,28 @@ impl Service {
                 app.changed(slot);
                 Msg::reply(0)
             }
+            op::INFO if valid => match app.socks[slot as usize].kind {
+                Kind::Conn(h) => match io.stack().tcp_info(h) {
+                    Ok(t) => {
+                        let sat = |v: u128| v.min(u128::from(u32::MAX)) as u32;
+                        TcpInfo {
+                            rtt_us: sat(t.srtt.as_micros()),
+                            rttvar_us: sat(t.rttvar.as_micros()),
+                            rto_ms: sat(t.rto.as_millis()),
+                            cwnd: t.cwnd,
+                            ssthresh: t.ssthresh,
+                            mss: t.mss,
+                            retrans: t.retransmits,
+                            sack: t.sack,
+                            timestamps: t.timestamps,
+                            wscale: t.wscale,
+                        }
+                        .to_reply()
+                    }
+                    Err(_) => bad(libc::ENOTCONN),
+                },
+                _ => bad(libc::ENOTCONN),
+            },
             op::CONNECT if valid => match Self::tcp_connect(app, io, id, slot, msg.a as u64) {
                 Ok(()) => Msg::reply(0),
                 Err(e) => Msg::reply(e),
