@@ -675,6 +675,17 @@ static void client(const char *ip, int port) {
     struct timeval ctv = {0, 0};
     r = select(s + 1, &cs, NULL, NULL, &ctv);
     check(r == -1 && errno == EBADF, "select_closed_ebadf", "r %d", r);
+    /* fcntl64 (fcntl under _FILE_OFFSET_BITS=64, as Python is built)
+       and ioctl on the closed number: EBADF too, not its placeholder's
+       answer. */
+    errno = 0;
+    int fg = fcntl64(s, F_GETFD);
+    int fg_errno = errno;
+    int on_i = 1;
+    errno = 0;
+    int io = ioctl(s, FIONBIO, &on_i);
+    check(fg == -1 && fg_errno == EBADF && io == -1 && errno == EBADF,
+          "closed_fcntl64_ioctl_ebadf", "fcntl64 %d (errno %d) ioctl %d", fg, fg_errno, io);
     /* The closed number can be dup2's target: it is the program's again. */
     int pf[2];
     r = pipe(pf);

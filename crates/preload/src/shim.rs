@@ -4179,7 +4179,8 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 /// fcntl64 (glibc's name for the same call with 64-bit offsets).
 #[no_mangle]
 pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    if state::kind_of(fd) == kind::IXORA || state::kind_of(fd) == kind::MAYBE {
+    // (A pooled placeholder too: fcntl says EBADF for it.)
+    if state::kind_of(fd) != kind::NONE {
         return fcntl(fd, cmd, arg);
     }
     real!(fcntl64: fn(c_int, c_int; ...) -> c_int)(fd, cmd, arg)
@@ -4200,8 +4201,9 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
                 }
             }
         }
-        state::passthrough();
-        let r = real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+        let r = kernel_fd(fd, || {
+            real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg)
+        });
         if r == 0 && state::kind_of(fd) == kind::MAYBE {
             note_ioctl_cloexec(fd, req);
         }
