@@ -1068,6 +1068,33 @@ static void own_address_listed(const char *self_ip) {
     freeifaddrs(list);
     check(r == 0 && found == 1 && up && masked, "getifaddrs_own_address",
           "r %d found %d up %d masked %d", r, found, up, masked);
+    /* SIOCGIFCONF lists it too (Java's NetworkInterface does), the
+       length asked with no buffer fits the list, and SIOCGIFADDR and
+       SIOCGIFNETMASK by its interface's name give it back. */
+    int sk = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq reqs[64];
+    struct ifconf ifc = {.ifc_len = sizeof reqs, .ifc_req = reqs};
+    struct ifconf size = {.ifc_len = 0, .ifc_req = NULL};
+    int rc = ioctl(sk, SIOCGIFCONF, &ifc), rs = ioctl(sk, SIOCGIFCONF, &size);
+    int listed = 0, named = 0;
+    for (int i = 0; rc == 0 && i < ifc.ifc_len / (int)sizeof(struct ifreq); i++) {
+        if (((struct sockaddr_in *)&reqs[i].ifr_addr)->sin_addr.s_addr != me.s_addr) {
+            continue;
+        }
+        listed++;
+        struct ifreq q, m;
+        memset(&q, 0, sizeof q);
+        memcpy(q.ifr_name, reqs[i].ifr_name, IFNAMSIZ);
+        m = q;
+        named = ioctl(sk, SIOCGIFADDR, &q) == 0 &&
+                ((struct sockaddr_in *)&q.ifr_addr)->sin_addr.s_addr == me.s_addr &&
+                ioctl(sk, SIOCGIFNETMASK, &m) == 0 &&
+                ((struct sockaddr_in *)&m.ifr_netmask)->sin_addr.s_addr != 0;
+    }
+    close(sk);
+    check(rc == 0 && rs == 0 && size.ifc_len == ifc.ifc_len && listed == 1 && named,
+          "siocgifconf_own_address", "r %d/%d len %d/%d listed %d named %d", rc, rs, ifc.ifc_len,
+          size.ifc_len, listed, named);
 }
 
 /* bind to port 0 picks a free port, which getsockname shows; a second

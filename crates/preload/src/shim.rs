@@ -4201,9 +4201,14 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
                 }
             }
         }
-        let r = kernel_fd(fd, || {
-            real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg)
-        });
+        let real_ioctl = || real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+        let r = if is_iface_ioctl(req) && !state::pooled(fd) {
+            state::passthrough();
+            // SAFETY: the ioctl's contract on `arg`.
+            unsafe { iface_ioctl(req, arg, real_ioctl) }
+        } else {
+            kernel_fd(fd, real_ioctl)
+        };
         if r == 0 && state::kind_of(fd) == kind::MAYBE {
             note_ioctl_cloexec(fd, req);
         }
@@ -4214,7 +4219,13 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         // routes: the placeholder (an AF_INET socket) answers as the
         // program's socket would.
         count(sk.a, call("ioctl"), false);
-        let r = real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+        let real_ioctl = || real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
+        let r = if is_iface_ioctl(req) {
+            // SAFETY: the ioctl's contract on `arg`.
+            unsafe { iface_ioctl(req, arg, real_ioctl) }
+        } else {
+            real_ioctl()
+        };
         if r == 0 {
             note_ioctl_cloexec(fd, req);
         }
@@ -4288,6 +4299,130 @@ struct ServiceIfa {
     bcast: libc::sockaddr_in,
 }
 
+/// The service's address as an interface of this host shows it: on the
+/// interface of the service's port (its name; "ixora" if that is not
+/// this namespace's), with the subnet's mask.
+struct ServiceIface {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    ip: u32,
+    mask: u32,
+}
+
+impl ServiceIface {
+    /// The service's, attaching to it; None without one, or before it
+    /// has an address.
+    fn get() -> Option<ServiceIface> {
+        let a = state::attach()?;
+        let h = a.r.down_header();
+        let ip = h.ip.load(Ordering::Relaxed);
+        let prefix = h.prefix.load(Ordering::Relaxed).min(32);
+        if ip == 0 {
+            return None;
+        }
+        let mut name = [0 as libc::c_char; libc::IFNAMSIZ];
+        let index = h.ifindex.load(Ordering::Relaxed);
+        // SAFETY: if_indextoname(3) writes at most IFNAMSIZ bytes into `name`.
+        let named =
+            index != 0 && !unsafe { libc::if_indextoname(index, name.as_mut_ptr()) }.is_null();
+        if !named {
+            for (d, s) in name.iter_mut().zip(b"ixora\0") {
+                *d = *s as libc::c_char;
+            }
+        }
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix)
+        };
+        Some(ServiceIface { name, ip, mask })
+    }
+}
+
+/// SIOCGIFCONF, SIOCGIFADDR, SIOCGIFNETMASK and SIOCGIFBRDADDR on any
+/// socket (`real`: the kernel's answer): as for [`getifaddrs`], the
+/// service's address is listed, after the kernel's, on the service's
+/// interface, which no kernel address is on (Java's `NetworkInterface`
+/// lists interfaces with SIOCGIFCONF); asked by that interface's name,
+/// the address calls answer with it.
+///
+/// # Safety
+/// `arg` is what the ioctl's contract says: an `ifconf` or `ifreq`.
+unsafe fn iface_ioctl(req: c_ulong, arg: usize, real: impl FnOnce() -> c_int) -> c_int {
+    const IFREQ: usize = std::mem::size_of::<libc::ifreq>();
+    if arg == 0 {
+        return real();
+    }
+    if req == libc::SIOCGIFCONF {
+        // SAFETY (caller): an ifconf.
+        let ifc = unsafe { &mut *(arg as *mut libc::ifconf) };
+        let room = ifc.ifc_len.max(0) as usize;
+        let r = real();
+        let Some(svc) = (r == 0).then(ServiceIface::get).flatten() else {
+            return r;
+        };
+        // SAFETY: the union's pointer member is the buffer (or null).
+        let buf = unsafe { ifc.ifc_ifcu.ifcu_req };
+        let used = ifc.ifc_len.max(0) as usize;
+        if buf.is_null() {
+            // The length a full list needs.
+            ifc.ifc_len = (used + IFREQ) as c_int;
+            return r;
+        }
+        // SAFETY: the kernel wrote `used` bytes of ifreqs into `buf`.
+        let listed = unsafe { std::slice::from_raw_parts(buf, used / IFREQ) };
+        let has = listed.iter().any(|q| {
+            // SAFETY: SIOCGIFCONF's entries hold AF_INET addresses.
+            let a = unsafe { &*(&q.ifr_ifru.ifru_addr as *const _ as *const libc::sockaddr_in) };
+            u32::from_be(a.sin_addr.s_addr) == svc.ip
+        });
+        if !has && used + IFREQ <= room {
+            // SAFETY: room for one more entry (checked).
+            let q = unsafe { &mut *buf.add(used / IFREQ) };
+            // SAFETY: all-zero is a valid ifreq.
+            *q = unsafe { std::mem::zeroed() };
+            q.ifr_name = svc.name;
+            // SAFETY: a sockaddr_in fits the union's sockaddr.
+            unsafe { put_ifr_addr(q, svc.ip) };
+            ifc.ifc_len = (used + IFREQ) as c_int;
+        }
+        return r;
+    }
+    let r = real();
+    if r == 0 || errno() != libc::EADDRNOTAVAIL {
+        return r;
+    }
+    // SAFETY (caller): an ifreq.
+    let q = unsafe { &mut *(arg as *mut libc::ifreq) };
+    match ServiceIface::get() {
+        Some(svc) if svc.name == q.ifr_name => {
+            let v = match req {
+                libc::SIOCGIFADDR => svc.ip,
+                libc::SIOCGIFNETMASK => svc.mask,
+                _ => svc.ip | !svc.mask,
+            };
+            // SAFETY: as above.
+            unsafe { put_ifr_addr(q, v) };
+            0
+        }
+        _ => r,
+    }
+}
+
+/// An ifreq's address: AF_INET `ip`.
+///
+/// # Safety
+/// `q` is a whole ifreq.
+unsafe fn put_ifr_addr(q: &mut libc::ifreq, ip: u32) {
+    // SAFETY (caller): the union is as large as a sockaddr, which a
+    // sockaddr_in fills.
+    unsafe {
+        std::ptr::write_unaligned(
+            &mut q.ifr_ifru.ifru_addr as *mut sockaddr as *mut libc::sockaddr_in,
+            sin(ip, 0),
+        )
+    };
+}
+
 /// The [`ServiceIfa`]s handed out and not yet freed (their addresses).
 static SERVICE_IFAS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
 
@@ -4301,15 +4436,10 @@ pub unsafe extern "C" fn getifaddrs(out: *mut *mut libc::ifaddrs) -> c_int {
     if r != 0 || out.is_null() {
         return r;
     }
-    let Some(a) = state::attach() else {
+    let Some(svc) = ServiceIface::get() else {
         return r;
     };
-    let h = a.r.down_header();
-    let ip = h.ip.load(Ordering::Relaxed);
-    let prefix = h.prefix.load(Ordering::Relaxed).min(32);
-    if ip == 0 {
-        return r;
-    }
+    let (ip, mask) = (svc.ip, svc.mask);
     // SAFETY: `*out` is the list the C library just built, every node
     // with a valid (or null) address.
     let mut last: *mut libc::ifaddrs = std::ptr::null_mut();
@@ -4328,25 +4458,12 @@ pub unsafe extern "C" fn getifaddrs(out: *mut *mut libc::ifaddrs) -> c_int {
         last = p;
         p = i.ifa_next;
     }
-    let mask = if prefix == 0 {
-        0
-    } else {
-        u32::MAX << (32 - prefix)
-    };
     // SAFETY: all-zero is a valid ifaddrs (null pointers) and name.
     let mut node: Box<ServiceIfa> = Box::new(unsafe { std::mem::zeroed() });
     node.addr = sin(ip, 0);
     node.mask = sin(mask, 0);
     node.bcast = sin(ip | !mask, 0);
-    let index = h.ifindex.load(Ordering::Relaxed);
-    // SAFETY: if_indextoname(3) writes at most IFNAMSIZ bytes into `name`.
-    let named =
-        index != 0 && !unsafe { libc::if_indextoname(index, node.name.as_mut_ptr()) }.is_null();
-    if !named {
-        for (d, s) in node.name.iter_mut().zip(b"ixora\0") {
-            *d = *s as libc::c_char;
-        }
-    }
+    node.name = svc.name;
     let raw = Box::into_raw(node);
     // SAFETY: `raw` is ours until freeifaddrs; its pointers point into it.
     unsafe {
@@ -4421,6 +4538,14 @@ fn note_ioctl_cloexec(fd: c_int, req: c_ulong) {
 /// any socket. Not `SIOCOUTQNSD` (this socket's unsent bytes, which the
 /// placeholder would call 0): like the other requests about the socket's
 /// data that Ixora does not answer, `ENOTTY`.
+/// The interface ioctls [`iface_ioctl`] answers.
+fn is_iface_ioctl(req: c_ulong) -> bool {
+    matches!(
+        req,
+        libc::SIOCGIFCONF | libc::SIOCGIFADDR | libc::SIOCGIFNETMASK | libc::SIOCGIFBRDADDR
+    )
+}
+
 fn passes_to_placeholder(req: c_ulong) -> bool {
     const SIOCOUTQNSD: c_ulong = 0x894B;
     matches!(req, libc::FIOCLEX | libc::FIONCLEX)
