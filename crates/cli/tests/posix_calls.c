@@ -37,7 +37,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -1299,6 +1301,105 @@ static void exec_keeps_sockets(const char *echo_ip, int echo_port, const char *s
     close(gone);
 }
 
+/* A child made by a raw clone(2) without CLONE_VM, as vsftpd starts
+ * each session (syscall(__NR_clone, CLONE_NEWPID | CLONE_NEWIPC |
+ * SIGCHLD, NULL)), is a forked child to the shim, though the C library's
+ * fork handlers never ran: its copy of a connection carries its bytes,
+ * and its close of the listener leaves the parent's listening. */
+static void raw_clone_keeps_sockets(const char *echo_ip, int echo_port, const char *self_ip,
+                                    int port) {
+    struct sockaddr_in ea = {.sin_family = AF_INET, .sin_port = htons(echo_port)};
+    inet_pton(AF_INET, echo_ip, &ea.sin_addr);
+    struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &la.sin_addr);
+    int one = 1;
+    int c = socket(AF_INET, SOCK_STREAM, 0), l = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int ok = connect(c, (struct sockaddr *)&ea, sizeof ea) == 0 &&
+             bind(l, (struct sockaddr *)&la, sizeof la) == 0 && listen(l, 4) == 0;
+    check(ok, "raw_clone_setup", "%s", strerror(errno));
+    if (!ok) {
+        return;
+    }
+    long pid = syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L);
+    if (pid == 0) {
+        close(l);
+        _exit(echo5(c, "clon\n") == 0 ? 0 : 1);
+    }
+    int st = 0;
+    waitpid((pid_t)pid, &st, 0);
+    check(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "raw_clone_child_echoes",
+          "pid %ld status %#x", pid, st);
+    int d = socket(AF_INET, SOCK_STREAM, 0);
+    int rc = connect(d, (struct sockaddr *)&la, sizeof la);
+    int a = rc == 0 ? accept(l, NULL, NULL) : -1;
+    check(a >= 0 && echo5(c, "prnt\n") == 0, "raw_clone_parent_keeps_its_sockets",
+          "connect %d accept %d: %s", rc, a, strerror(errno));
+    close(a);
+    close(d);
+    close(l);
+    close(c);
+}
+
+/* KiB of this process's mappings of the service's regions (none on the
+ * kernel), and of its whole address space. */
+static long regions_kb(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    long kb = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (strstr(line, "memfd:ixora-app") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+            kb += (long)((hi - lo) / 1024);
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return kb;
+}
+
+static long vmsize_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        sscanf(line, "VmSize: %ld kB", &kb);
+    }
+    if (f) {
+        fclose(f);
+    }
+    return kb;
+}
+
+/* A limit a program sets on its own address space (vsftpd's session
+ * process: RLIMIT_AS of 200 MB; Dovecot's default_vsz_limit) is its
+ * budget: the service's regions, which the shim maps, come on top. A
+ * limit 4 MB above what the program itself maps leaves it room for a
+ * 1 MB mmap, set with setrlimit, setrlimit64, prlimit and prlimit64 (in a
+ * child each: the limit stays there). */
+static void address_limit_leaves_the_regions(void) {
+    for (int how = 0; how < 4; how++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            rlim_t lim = (rlim_t)(vmsize_kb() - regions_kb() + 4096) * 1024;
+            struct rlimit rl = {lim, lim};
+            struct rlimit64 rl64 = {lim, lim};
+            int r = how == 0   ? setrlimit(RLIMIT_AS, &rl)
+                    : how == 1 ? setrlimit64(RLIMIT_AS, &rl64)
+                    : how == 2 ? prlimit(0, RLIMIT_AS, &rl, NULL)
+                               : prlimit64(0, RLIMIT_AS, &rl64, NULL);
+            void *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                           0);
+            _exit(r != 0 ? 2 : m == MAP_FAILED ? 3 : 0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        check(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "address_limit_leaves_the_regions",
+              "way %d: status %#x (2: the limit refused, 3: mmap failed)", how, st);
+    }
+}
+
 /* The program posix_spawn starts in spawn_hands_over: its standard input
  * and descriptor 3 are the parent's connections (put there by the
  * spawn's file actions; the second had close-on-exec in the parent),
@@ -1810,6 +1911,8 @@ int main(int argc, char **argv) {
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
         exec_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 4);
         spawn_hands_over(argv[1], atoi(argv[2]));
+        raw_clone_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 6);
+        address_limit_leaves_the_regions();
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));

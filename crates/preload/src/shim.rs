@@ -2141,18 +2141,137 @@ pub extern "C" fn syscall(
     if let Some(r) = routed {
         return r;
     }
+    // SAFETY: the program's own system call, passed on as given.
+    let pass = || unsafe { crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6) };
     match n {
+        // A new process that shares nothing with this one but a copy of
+        // it — a fork, made past the C library's `fork` (vsftpd starts
+        // each session with `syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWIPC
+        // | SIGCHLD, NULL)`), so without its `pthread_atfork` handlers: the
+        // shim's run around it all the same (its copies of the sockets are
+        // counted, it joins the application). Without this the child's
+        // calls failed with EBADF and its close of the listener closed
+        // the parent's.
+        libc::SYS_clone if fork_like(a1 as u64) && a2 == 0 => state::around_raw_fork(pass),
+        // SAFETY: clone3's first argument is a `clone_args` of `a2` bytes,
+        // whose first word is the flags and sixth the stack.
+        libc::SYS_clone3
+            if a1 != 0
+                && a2 as usize >= 6 * 8
+                && unsafe {
+                    let w = a1 as *const u64;
+                    fork_like(w.read_unaligned()) && w.add(5).read_unaligned() == 0
+                } =>
+        {
+            state::around_raw_fork(pass)
+        }
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_fork => state::around_raw_fork(pass),
+        // SAFETY: prlimit64(2)'s arguments, as the C function takes them.
+        libc::SYS_prlimit64 => unsafe {
+            prlimit64(a1 as libc::pid_t, a2 as c_int, p(a3) as _, p(a4) as _) as c_long
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: setrlimit(2)'s arguments.
+        libc::SYS_setrlimit => unsafe { setrlimit(a1 as c_int, p(a2) as _) as c_long },
         libc::SYS_seccomp => {
             // SECCOMP_SET_MODE_STRICT (0) or SECCOMP_SET_MODE_FILTER (1).
             if a1 == 0 || a1 == 1 {
                 state::sandboxed_from_now();
             }
-            // SAFETY: the program's own system call, passed on as given.
-            unsafe { crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6) }
+            pass()
         }
-        // SAFETY: as above.
-        _ => unsafe { crate::real::syscall_fn()(n, a1, a2, a3, a4, a5, a6) },
+        _ => pass(),
     }
+}
+
+/// Whether `clone` flags make a forked process: neither the address space
+/// nor the thread group shared (a thread, or a `vfork`-like child that
+/// borrows this memory, is not one).
+fn fork_like(flags: u64) -> bool {
+    flags & (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_VFORK) as u64 == 0
+}
+
+/// A limit on this process's address space (`RLIMIT_AS`) the program
+/// sets, widened by the bytes of the service's regions the shim maps (or
+/// will map: it attaches to learn them), so that the program keeps the
+/// budget it set for itself: vsftpd's session process limits itself to
+/// 200 MB and Dovecot's to 256 MB, while the regions of the default 4,096
+/// slots take about 540 MB, and their next `mmap` failed. Another
+/// process's limit (`prlimit` with a pid) is left as given. A limit read
+/// back shows the widened value.
+fn widen_as(pid: libc::pid_t, res: c_int, rl: *const libc::rlimit) -> Option<libc::rlimit> {
+    if res != libc::RLIMIT_AS as c_int
+        || rl.is_null()
+        || (pid != 0 && pid as u32 != std::process::id())
+    {
+        return None;
+    }
+    let l = state::attach()?.r.layout();
+    let extra = (l.down_len() + l.up_len()) as libc::rlim_t;
+    // (RLIM_INFINITY is the largest value: it stays infinite.)
+    // SAFETY: a limit the caller gave (checked not null).
+    let rl = unsafe { rl.read_unaligned() };
+    Some(libc::rlimit {
+        rlim_cur: rl.rlim_cur.saturating_add(extra),
+        rlim_max: rl.rlim_max.saturating_add(extra),
+    })
+}
+
+/// `set` with the limit `new` for process `pid`, widened if it is this
+/// process's address space ([`widen_as`]).
+fn with_limit(
+    pid: libc::pid_t,
+    res: c_int,
+    new: *const libc::rlimit,
+    set: impl FnOnce(*const libc::rlimit) -> c_int,
+) -> c_int {
+    let w = widen_as(pid, res, new);
+    set(w.as_ref().map_or(new, |w| w as *const libc::rlimit))
+}
+
+/// setrlimit(2): see [`widen_as`].
+#[no_mangle]
+pub unsafe extern "C" fn setrlimit(res: c_int, rl: *const libc::rlimit) -> c_int {
+    with_limit(0, res, rl, |p| {
+        real!(setrlimit: fn(c_int, *const libc::rlimit) -> c_int)(res, p)
+    })
+}
+
+/// setrlimit64 (the same call under `_FILE_OFFSET_BITS=64`; on 64-bit
+/// Linux the C library's two names are one function).
+#[no_mangle]
+pub unsafe extern "C" fn setrlimit64(res: c_int, rl: *const libc::rlimit) -> c_int {
+    // SAFETY: the caller's contract, which is setrlimit's.
+    unsafe { setrlimit(res, rl) }
+}
+
+/// prlimit(2): see [`widen_as`].
+#[no_mangle]
+pub unsafe extern "C" fn prlimit(
+    pid: libc::pid_t,
+    res: c_int,
+    new: *const libc::rlimit,
+    old: *mut libc::rlimit,
+) -> c_int {
+    with_limit(pid, res, new, |p| {
+        real!(prlimit: fn(libc::pid_t, c_int, *const libc::rlimit, *mut libc::rlimit) -> c_int)(
+            pid, res, p, old,
+        )
+    })
+}
+
+/// prlimit64 (the same call under `_FILE_OFFSET_BITS=64`, one function
+/// with `prlimit` on 64-bit Linux).
+#[no_mangle]
+pub unsafe extern "C" fn prlimit64(
+    pid: libc::pid_t,
+    res: c_int,
+    new: *const libc::rlimit,
+    old: *mut libc::rlimit,
+) -> c_int {
+    // SAFETY: the caller's contract, which is prlimit's.
+    unsafe { prlimit(pid, res, new, old) }
 }
 
 /// prctl(2): a seccomp filter (or strict mode) the program is about to

@@ -742,6 +742,21 @@ extern "C" fn before_fork() {
     hold_locks_over_fork(a);
 }
 
+/// A fork made past the C library's `fork` (a raw `clone` that shares
+/// neither memory nor thread group, or `SYS_fork`, through `syscall(3)`),
+/// whose `pthread_atfork` handlers never run: the shim's run around it
+/// (`fork`: the raw call; its result is returned).
+pub fn around_raw_fork(fork: impl FnOnce() -> libc::c_long) -> libc::c_long {
+    before_fork();
+    let r = fork();
+    if r == 0 {
+        after_fork_child();
+    } else {
+        after_fork_parent();
+    }
+    r
+}
+
 /// The shim's own locks, held by the forking thread over `fork` so that
 /// the child never inherits one another thread held (it would wait for
 /// ever). Taken last in the prepare handler, dropped first after it.
