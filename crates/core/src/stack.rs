@@ -756,7 +756,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let (lo, hi) = self.cfg.tcp.ephemeral_ports;
         let range = u32::from(hi - lo) + 1;
         let offset = self.keyed.port_offset(self.cfg.ip, rip, remote.port());
-        let mut port = None;
+        let (mut port, mut beyond) = (None, None);
         for i in 0..range {
             let p =
                 lo + ((offset.wrapping_add(self.next_ephemeral).wrapping_add(i)) % range) as u16;
@@ -772,16 +772,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 // (Linux `tcp_tw_reuse`): take it over, as the first
                 // candidate in order, so a busy client does not scan the
                 // whole range on every connect.
-                Some(&idx) => {
-                    let msl = self.cfg.tcp.msl;
-                    let reuse = self.conns[idx as usize].tcb.as_ref().is_some_and(|t| {
-                        !t.owned() && t.time_wait_reusable_by_connect(self.now, msl)
-                    });
-                    if reuse {
-                        self.recycle_time_wait(idx);
+                Some(&idx) => match self.time_wait_to_reuse(idx, false) {
+                    Some(after) => {
+                        beyond = Some(after);
+                        true
                     }
-                    reuse
-                }
+                    None => false,
+                },
             };
             if free {
                 self.next_ephemeral = self.next_ephemeral.wrapping_add(i + 1);
@@ -790,7 +787,22 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             }
         }
         let lport = port.ok_or(Error::NoPorts)?;
-        Ok(self.open_active(cookie, remote, lport))
+        Ok(self.open_active(cookie, remote, lport, beyond))
+    }
+
+    /// Take over TIME-WAIT connection `idx` for a new outgoing one if it may
+    /// be (see `Tcb::time_wait_reusable_by_connect`; `bound`: the new
+    /// socket was bound to the port): the sequence number the new one must
+    /// start beyond.
+    fn time_wait_to_reuse(&mut self, idx: u32, bound: bool) -> Option<SeqNum> {
+        let msl = self.cfg.tcp.msl;
+        let t = self.conns[idx as usize].tcb.as_ref()?;
+        if t.owned() || !t.time_wait_reusable_by_connect(self.now, msl, bound) {
+            return None;
+        }
+        let after = t.snd_nxt();
+        self.recycle_time_wait(idx);
+        Some(after)
     }
 
     /// Like [`tcp_connect`](Self::tcp_connect), from local port
@@ -814,21 +826,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             // One TCB meeting itself.
             return Err(Error::AddrInUse);
         }
-        if let Some(&idx) = self
+        let beyond = match self
             .table
             .get(&ConnKey::new(rip, remote.port(), local_port))
         {
-            let msl = self.cfg.tcp.msl;
-            let reuse = self.conns[idx as usize]
-                .tcb
-                .as_ref()
-                .is_some_and(|t| !t.owned() && t.time_wait_reusable_by_connect(self.now, msl));
-            if !reuse {
-                return Err(Error::AddrInUse);
-            }
-            self.recycle_time_wait(idx);
-        }
-        Ok(self.open_active(cookie, remote, local_port))
+            Some(&idx) => Some(self.time_wait_to_reuse(idx, true).ok_or(Error::AddrInUse)?),
+            None => None,
+        };
+        Ok(self.open_active(cookie, remote, local_port, beyond))
     }
 
     /// Whether `remote` can be connected to; true if it is our own
@@ -851,14 +856,31 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     }
 
     /// Start an active open from `lport` to `remote` (both checked).
-    fn open_active(&mut self, cookie: u64, remote: SocketAddrV4, lport: u16) -> ConnHandle {
+    /// Open a connection from `lport` to `remote`. `beyond`: the next
+    /// sequence number of a TIME-WAIT connection on the same tuple that
+    /// this one takes over; it starts a window's worth past it, as Linux
+    /// does (`tw_snd_nxt + 65535 + 2`), unless its own initial sequence
+    /// number (RFC 6528) is further on already.
+    fn open_active(
+        &mut self,
+        cookie: u64,
+        remote: SocketAddrV4,
+        lport: u16,
+        beyond: Option<SeqNum>,
+    ) -> ConnHandle {
         let tuple = Tuple {
             local_ip: self.cfg.ip,
             local_port: lport,
             remote_ip: *remote.ip(),
             remote_port: remote.port(),
         };
-        let iss = SeqNum(self.keyed.isn(&tuple, self.now));
+        let mut iss = SeqNum(self.keyed.isn(&tuple, self.now));
+        if let Some(b) = beyond {
+            let past = b + 65537;
+            if iss.diff(past) < 0 {
+                iss = past;
+            }
+        }
         let ts_offset = self.keyed.ts_offset(&tuple);
         let local_mss = self.local_mss;
         let tcb = {

@@ -586,6 +586,62 @@ fn connect_reuses_a_time_wait_port_after_a_second() {
     assert_eq!(h.stack.tcp_connection_count(), 1);
 }
 
+/// A socket bound to its port takes over that port's TIME-WAIT tuple at
+/// once when the old connection used timestamps (Linux's
+/// `tcp_twsk_unique` for a bound socket: an FTP server's active-mode data
+/// connection from port 20 to a client port used a moment before), its
+/// first sequence number a window past the old connection's (Linux:
+/// `tw_snd_nxt + 65535 + 2`); without timestamps the tuple stays taken.
+//= https://www.rfc-editor.org/rfc/rfc6191#section-2
+//= type=test
+#[test]
+fn connect_from_a_bound_port_takes_over_its_time_wait_at_once() {
+    for timestamps in [true, false] {
+        let mut h = Harness::new(|c| c.tcp.msl = Duration::from_secs(30));
+        let peer = SocketAddrV4::new(PEER, PEER_PORT);
+        let c = h.stack.tcp_connect_from(h.now, 9, peer, 20).unwrap();
+        h.drain();
+        let syn = h.expect_tcp();
+        let iss = syn.seq;
+        let (syn_ts, _) = syn.opts.timestamp.expect("timestamps offered");
+        let synack = Seg::to(20).syn().seq(PEER_ISS).ack(iss + 1);
+        h.send(if timestamps {
+            synack.ts(500, syn_ts)
+        } else {
+            synack
+        });
+        expect_ack(&mut h, iss + 1, P1);
+        h.events();
+        h.stack.tcp_close(h.now, c).unwrap();
+        h.drain();
+        expect_fin(&mut h, iss + 1, P1);
+        let fin = Seg::to(20).seq(P1).ack(iss + 2).fin();
+        h.send(if timestamps { fin.ts(501, syn_ts) } else { fin });
+        expect_ack(&mut h, iss + 2, P1 + 1);
+        assert_eq!(states(&h), vec![State::TimeWait]);
+        h.advance(ms(10));
+        let again = h.stack.tcp_connect_from(h.now, 10, peer, 20);
+        if !timestamps {
+            assert_eq!(again.unwrap_err(), Error::AddrInUse);
+            assert_eq!(states(&h), vec![State::TimeWait]);
+            continue;
+        }
+        let c2 = again.expect("the bound port's TIME-WAIT tuple taken over");
+        h.drain();
+        let syn2 = h.expect_tcp();
+        assert!(syn2.is(Flags::SYN) && syn2.src_port == 20, "{syn2:?}");
+        assert!(
+            (syn2.seq - (iss + 2)) as i32 >= 65535,
+            "new ISS {} not a window past the old connection's next sequence {}",
+            syn2.seq,
+            iss + 2
+        );
+        assert_eq!(h.stack.tcp_state(c2), Ok(State::SynSent));
+        assert_eq!(h.stack.counters().tcp_timewait_recycled, 1);
+        assert_eq!(h.stack.tcp_connection_count(), 1);
+    }
+}
+
 /// The TIME-WAIT timeout (2·MSL) deletes the TCB and frees the tuple.
 //= https://www.rfc-editor.org/rfc/rfc9293#section-3.10.8
 //= type=test

@@ -1829,11 +1829,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// May a new outgoing connection take this TIME-WAIT tuple (as Linux's
     /// `tcp_tw_reuse`)? Only with timestamps, so the peer (RFC 6191) and
     /// PAWS (RFC 7323 §5) tell the incarnations apart, and only a second
-    /// after TIME-WAIT began, so the new timestamps are strictly newer.
-    pub fn time_wait_reusable_by_connect(&self, now: Instant, msl: Duration) -> bool {
+    /// after TIME-WAIT began, so the new timestamps are strictly newer —
+    /// unless the new connection's socket was `bound` to the port: then at
+    /// once, as Linux's `tcp_twsk_unique` allows a bound socket (an FTP
+    /// server's active-mode data connection from port 20 to a client port
+    /// the client used a moment before).
+    pub fn time_wait_reusable_by_connect(&self, now: Instant, msl: Duration, bound: bool) -> bool {
         self.state == State::TimeWait
             && self.has(TS_OK)
-            && now + 2 * msl >= self.t_wait + Duration::from_secs(1)
+            && (bound || now + 2 * msl >= self.t_wait + Duration::from_secs(1))
+    }
+
+    /// The next sequence number this connection would have sent: a new
+    /// connection that takes over its TIME-WAIT tuple starts beyond it.
+    pub fn snd_nxt(&self) -> SeqNum {
+        self.snd_nxt
     }
 
     /// RFC 6191: may a new SYN reuse this TIME-WAIT connection's tuple?
