@@ -329,6 +329,46 @@ fn carrying(envp: *const *const c_char, exec: impl FnOnce(*const *const c_char) 
     r
 }
 
+/// Whether the dynamic loader runs a program with this file's `mode`,
+/// owner and group in secure-execution mode when this process (effective
+/// `euid`, `egid`) executes it: set-user-ID to another user, or
+/// set-group-ID to another group. It then ignores `LD_PRELOAD`.
+fn secure_exec(mode: u32, owner: u32, group: u32, euid: u32, egid: u32) -> bool {
+    (mode & libc::S_ISUID != 0 && owner != euid)
+        || (mode & libc::S_ISGID != 0 && mode & libc::S_IXGRP != 0 && group != egid)
+}
+
+/// Before executing `path` with environment `envp`: if the environment
+/// runs it under `ixora run` but the loader will not preload the shim into
+/// it (a set-user-ID program: Exim re-executes its set-user-ID binary on
+/// SIGHUP), say so once — its sockets will be the kernel's, which cannot
+/// bind the service's address.
+fn warn_secure(path: *const c_char, envp: *const *const c_char) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if path.is_null() || SAID.load(Ordering::Relaxed) || !under_shim(&entries(envp)) {
+        return;
+    }
+    // SAFETY: all-zero is a valid stat; `path` is the caller's
+    // NUL-terminated string.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::stat(path, &mut st) } != 0 {
+        return;
+    }
+    // SAFETY: no preconditions.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if secure_exec(st.st_mode, st.st_uid, st.st_gid, euid, egid)
+        && !SAID.swap(true, Ordering::Relaxed)
+    {
+        // SAFETY: as above.
+        let p = unsafe { std::ffi::CStr::from_ptr(path) }.to_string_lossy();
+        let m = format!(
+            "ixora-preload: {p} is set-user-ID or set-group-ID: the dynamic loader does not \
+             preload libraries into it, so it runs on the kernel's sockets, not Ixora's\n"
+        );
+        sys_write(2, m.as_bytes());
+    }
+}
+
 /// `execve` after [`prepare`]; the C library's execl family (variadic,
 /// `execl.c`) ends here too.
 #[no_mangle]
@@ -337,6 +377,7 @@ pub extern "C" fn ixora_execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
+    warn_secure(path, envp);
     carrying(envp, |env| {
         real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
             path, argv, env,
@@ -964,6 +1005,29 @@ mod tests {
         ] {
             assert!(parse(bad).is_none(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn set_id_programs_of_another_user_or_group_run_without_the_preload() {
+        let (suid, sgid) = (libc::S_ISUID | 0o755, libc::S_ISGID | 0o755);
+        // (mode, owner, group, euid, egid) -> secure
+        assert!(
+            secure_exec(suid, 0, 0, 101, 101),
+            "set-user-ID root run by a user"
+        );
+        assert!(
+            !secure_exec(suid, 0, 0, 0, 0),
+            "set-user-ID root run by root"
+        );
+        assert!(
+            secure_exec(sgid, 0, 8, 0, 0),
+            "set-group-ID mail run by root"
+        );
+        assert!(!secure_exec(sgid | 0o010, 0, 8, 0, 8), "its own group");
+        // Set-group-ID without group execute is mandatory locking, not an
+        // identity change.
+        assert!(!secure_exec(libc::S_ISGID | 0o744, 0, 8, 0, 0));
+        assert!(!secure_exec(0o755, 0, 0, 101, 101), "a plain program");
     }
 
     #[test]
