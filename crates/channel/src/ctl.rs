@@ -110,6 +110,9 @@ pub const PASS_TIMEOUT_S: u64 = 60;
 /// What an [`op::INFO`] reply says of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TcpInfo {
+    /// The connection's state, as Linux numbers it (`TCP_ESTABLISHED` 1
+    /// ... `TCP_CLOSING` 11).
+    pub state: u8,
     /// Smoothed round-trip time, µs.
     pub rtt_us: u32,
     /// Round-trip time variation, µs.
@@ -138,7 +141,7 @@ impl TcpInfo {
     /// flags << 48 (bit 48 SACK, 49 timestamps, 50 window scaling; the
     /// shifts in bits 52–55 and 56–59: `a` stays positive), `b` = RTT |
     /// RTT variation << 32, `c` = congestion window | threshold << 32,
-    /// `slot` = RTO.
+    /// `slot` = RTO (below 2²⁴ ms) | state << 24.
     pub fn to_reply(&self) -> Msg {
         let (ws, snd, rcv) = self.wscale.map_or((0, 0, 0), |(s, r)| (1, s & 15, r & 15));
         let a = u64::from(self.retrans)
@@ -150,7 +153,7 @@ impl TcpInfo {
             | u64::from(rcv) << 56;
         Msg {
             op: op::REPLY,
-            slot: self.rto_ms,
+            slot: self.rto_ms.min(0xff_ffff) | u32::from(self.state) << 24,
             a: a as i64,
             b: u64::from(self.rtt_us) | u64::from(self.rttvar_us) << 32,
             c: u64::from(self.cwnd) | u64::from(self.ssthresh) << 32,
@@ -163,7 +166,8 @@ impl TcpInfo {
         TcpInfo {
             rtt_us: m.b as u32,
             rttvar_us: (m.b >> 32) as u32,
-            rto_ms: m.slot,
+            rto_ms: m.slot & 0xff_ffff,
+            state: (m.slot >> 24) as u8,
             cwnd: m.c as u32,
             ssthresh: (m.c >> 32) as u32,
             mss: (a >> 32) as u16,
@@ -267,6 +271,7 @@ mod tests {
     #[test]
     fn tcp_info_reads_back_from_its_reply() {
         let i = TcpInfo {
+            state: 8,
             rtt_us: 123_456,
             rttvar_us: 7_890,
             rto_ms: 204,

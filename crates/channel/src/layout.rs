@@ -58,7 +58,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 17;
+pub const VERSION: u32 = 18;
 /// Entries of the change log ([`DownHeader::chlog_head`]): a power of
 /// two.
 pub const CHLOG: u64 = 4096;
@@ -409,6 +409,11 @@ pub struct UpSlot {
     pub dest: AtomicU64,
     /// Keep-alive timing ([`pack_keep`]), applied as [`UpSlot::opts`].
     pub keep: AtomicU64,
+    /// Bit 0: a call has reported the connection's error
+    /// ([`DownSlot::err`]) to the program; later calls see the connection
+    /// closed, as Linux reports `sk_err` once. The app's alone (the
+    /// service only clears it for a new socket).
+    pub seen: AtomicU32,
 }
 
 /// Bytes of a datagram's header in a UDP socket's ring.

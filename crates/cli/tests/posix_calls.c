@@ -1400,6 +1400,107 @@ static void address_limit_leaves_the_regions(void) {
     }
 }
 
+/* A connection to the program's own listener: the connecting and the
+ * accepted end (-1 each on failure). */
+static void own_pair(struct sockaddr_in *la, int l, int *c, int *a) {
+    *c = socket(AF_INET, SOCK_STREAM, 0);
+    *a = connect(*c, (struct sockaddr *)la, sizeof *la) == 0 ? accept(l, NULL, NULL) : -1;
+}
+
+/* Wait (at most 3 s) until poll reports any of `ev` on `fd`: its revents. */
+static short poll_for(int fd, short ev) {
+    /* (Only what is waited for: a writable socket would end each poll at
+       once.) */
+    struct pollfd p = {.fd = fd, .events = ev & (POLLIN | POLLOUT | POLLRDHUP)};
+    for (int i = 0; i < 300; i++) {
+        p.revents = 0;
+        if (poll(&p, 1, 10) > 0 && (p.revents & ev)) {
+            return p.revents;
+        }
+    }
+    return p.revents;
+}
+
+/* A connection's error is reported once, as Linux's sock_error clears
+ * sk_err: a reset (SO_LINGER 0 close) makes the first recv fail with
+ * ECONNRESET, then recv sees end of file, send EPIPE, SO_ERROR 0, and
+ * poll no POLLERR but POLLHUP and POLLRDHUP. A reset that follows the
+ * peer's FIN (data sent to a peer that had closed) is EPIPE, and recv
+ * sees end of file first (WEBrick logged ECONNRESET for every such
+ * client; puma, TCP_INFO's CLOSE_WAIT). */
+static void errors_reported_once(const char *self_ip, int port) {
+    struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &la.sin_addr);
+    int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int ok = bind(l, (struct sockaddr *)&la, sizeof la) == 0 && listen(l, 4) == 0;
+    int c = -1, a = -1;
+    if (ok) {
+        own_pair(&la, l, &c, &a);
+    }
+    check(ok && c >= 0 && a >= 0, "reset_setup", "%s", strerror(errno));
+    if (c < 0 || a < 0) {
+        close(l);
+        return;
+    }
+    char b[8];
+    struct linger lg = {1, 0};
+    setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(c);
+    short ev = poll_for(a, POLLERR);
+    errno = 0;
+    ssize_t r1 = recv(a, b, sizeof b, 0);
+    int e1 = errno;
+    ssize_t r2 = recv(a, b, sizeof b, 0);
+    errno = 0;
+    ssize_t s1 = send(a, "x", 1, MSG_NOSIGNAL);
+    int e2 = errno;
+    int so = -1;
+    socklen_t sl = sizeof so;
+    getsockopt(a, SOL_SOCKET, SO_ERROR, &so, &sl);
+    struct pollfd p = {.fd = a, .events = POLLIN | POLLOUT | POLLRDHUP};
+    poll(&p, 1, 0);
+    check((ev & POLLERR) && r1 == -1 && e1 == ECONNRESET && r2 == 0 && s1 == -1 && e2 == EPIPE &&
+              so == 0 && !(p.revents & POLLERR) && (p.revents & POLLHUP) &&
+              (p.revents & POLLRDHUP),
+          "reset_reported_once",
+          "poll %#x, recv %zd (errno %d), recv %zd, send %zd (errno %d), SO_ERROR %d, poll %#x",
+          ev, r1, e1, r2, s1, e2, so, p.revents);
+    close(a);
+    /* The peer closes, then gets data: it resets a connection whose FIN
+       came first. */
+    own_pair(&la, l, &c, &a);
+    close(c);
+    ssize_t eof = a >= 0 && (poll_for(a, POLLIN) & POLLIN) ? recv(a, b, sizeof b, 0) : -2;
+    /* The peer's FIN came: TCP_INFO says CLOSE_WAIT (puma skips the
+       requests of clients that closed so). */
+    struct tcp_info ti;
+    memset(&ti, 0, sizeof ti);
+    socklen_t tl = sizeof ti;
+    int ri = getsockopt(a, IPPROTO_TCP, TCP_INFO, &ti, &tl);
+    check(ri == 0 && ti.tcpi_state == 8, "tcp_info_close_wait", "r %d state %u", ri,
+          ti.tcpi_state);
+    ssize_t w = send(a, "after", 5, MSG_NOSIGNAL);
+    ev = poll_for(a, POLLERR | POLLHUP);
+    ssize_t r3 = recv(a, b, sizeof b, 0);
+    errno = 0;
+    ssize_t s2 = send(a, "x", 1, MSG_NOSIGNAL);
+    int e3 = errno;
+    errno = 0;
+    ssize_t s3 = send(a, "x", 1, MSG_NOSIGNAL);
+    int e4 = errno;
+    so = -1;
+    getsockopt(a, SOL_SOCKET, SO_ERROR, &so, &sl);
+    check(eof == 0 && w == 5 && (ev & POLLHUP) && r3 == 0 && s2 == -1 && e3 == EPIPE &&
+              s3 == -1 && e4 == EPIPE && so == 0,
+          "reset_after_fin_is_epipe",
+          "eof %zd, send %zd, poll %#x, recv %zd, send %zd (errno %d), send %zd (errno %d), "
+          "SO_ERROR %d",
+          eof, w, ev, r3, s2, e3, s3, e4, so);
+    close(a);
+    close(l);
+}
+
 /* The program posix_spawn starts in spawn_hands_over: its standard input
  * and descriptor 3 are the parent's connections (put there by the
  * spawn's file actions; the second had close-on-exec in the parent),
@@ -1913,6 +2014,7 @@ int main(int argc, char **argv) {
         spawn_hands_over(argv[1], atoi(argv[2]));
         raw_clone_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 6);
         address_limit_leaves_the_regions();
+        errors_reported_once(argv[4], atoi(argv[3]) + 7);
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));

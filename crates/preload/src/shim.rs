@@ -489,7 +489,7 @@ fn do_recv_dgram(
                 return (r as ssize_t, src, full > n, None);
             }
             Err(libc::EAGAIN) if !dontwait => {
-                let ready = &mut || sk.readable() > 0 || sk.error() != 0 || !sk.live();
+                let ready = &mut || sk.readable() > 0 || sk.dead() || !sk.live();
                 let mut kp = [pollfd {
                     fd,
                     events: libc::POLLIN,
@@ -666,7 +666,7 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let need: usize = layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
-                let ready = &mut || sk.writable() as usize >= need || sk.error() != 0 || !sk.live();
+                let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
                 if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
                     return r;
                 }
@@ -778,7 +778,7 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
 /// What a blocked send waits for on a TCP socket: room in its ring, an
 /// error, or a state in which sending fails at once.
 fn can_send(sk: Sock) -> bool {
-    sk.writable() > 0 || sk.error() != 0 || sk.state() != st::ESTABLISHED
+    sk.writable() > 0 || sk.dead() || sk.state() != st::ESTABLISHED
 }
 
 /// A send that failed with `e`: EPIPE raises SIGPIPE unless `nosignal`
@@ -1595,10 +1595,12 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             return match sk.state() {
                 st::CONNECTING => fail(libc::EALREADY),
                 st::ESTABLISHED => fail(libc::EISCONN),
-                _ => fail(if sk.error() != 0 {
-                    sk.error()
-                } else {
-                    libc::EINVAL
+                // A failed connection: its error if no call reported it
+                // yet, else ECONNABORTED (Linux's `inet_stream_connect`).
+                _ => fail(match sk.take_error() {
+                    0 if sk.dead() => libc::ECONNABORTED,
+                    0 => libc::EINVAL,
+                    e => e,
                 }),
             };
         }
@@ -1887,10 +1889,9 @@ fn connect_wait(sk: Sock) -> c_int {
     }
     match sk.state() {
         st::ESTABLISHED => 0,
-        _ => fail(if sk.error() != 0 {
-            sk.error()
-        } else {
-            libc::ECONNREFUSED
+        _ => fail(match sk.take_error() {
+            0 => libc::ECONNREFUSED,
+            e => e,
         }),
     }
 }
@@ -4715,7 +4716,7 @@ pub unsafe extern "C" fn getsockopt(
     // SAFETY (all arms): getsockopt(2)'s contract on `val`/`len`.
     unsafe {
         match (level, name) {
-            (libc::SOL_SOCKET, libc::SO_ERROR) => put_int(val, len, sk.error()),
+            (libc::SOL_SOCKET, libc::SO_ERROR) => put_int(val, len, sk.take_error()),
             (libc::SOL_SOCKET, libc::SO_TYPE) => put_int(
                 val,
                 len,
@@ -4822,6 +4823,11 @@ fn fill_tcp_info(info: &mut libc::tcp_info, t: &TcpInfo) {
     const TCPI_OPT_SACK: u8 = 2;
     const TCPI_OPT_WSCALE: u8 = 4;
     let mss = u32::from(t.mss.max(1));
+    if t.state != 0 {
+        // The stack's own (CLOSE_WAIT once the peer's FIN came: puma
+        // skips requests of clients that closed so).
+        info.tcpi_state = t.state;
+    }
     info.tcpi_rto = t.rto_ms.saturating_mul(1000);
     info.tcpi_snd_mss = mss;
     info.tcpi_rcv_mss = mss;

@@ -1930,16 +1930,38 @@ impl Sock {
         tail.wrapping_sub(head).min(self.a.r.acc_capacity())
     }
 
-    /// Pending error (0 if none).
+    /// The connection's error if it failed and no call has reported it
+    /// yet (0 if none; EBADF for a closed descriptor).
     pub fn error(&self) -> c_int {
         if !self.live() {
             return libc::EBADF;
         }
-        if self.flags() & flag::ERROR != 0 {
+        if self.dead() && self.a.r.up_slot(self.s).seen.load(Ordering::Acquire) & 1 == 0 {
             self.a.r.down_slot(self.s).err.load(Ordering::Relaxed)
         } else {
             0
         }
+    }
+
+    /// Report the connection's error to the program: [`error`](Self::error),
+    /// which no later call sees (it sees the connection closed: end of
+    /// file, EPIPE), as Linux's `sock_error` clears `sk_err`. One of two
+    /// threads that ask at once gets it.
+    pub fn take_error(&self) -> c_int {
+        let e = self.error();
+        if e == 0 || e == libc::EBADF {
+            return e;
+        }
+        if self.a.r.up_slot(self.s).seen.fetch_or(1, Ordering::AcqRel) & 1 != 0 {
+            return 0;
+        }
+        e
+    }
+
+    /// The connection failed (reset, refused, timed out, ...), whether or
+    /// not a call has reported its error yet.
+    pub fn dead(&self) -> bool {
+        self.flags() & flag::ERROR != 0
     }
 
     /// The change counter (for edge-triggered epoll).
@@ -1975,7 +1997,7 @@ impl Sock {
             if self.readable() > 0 {
                 r |= libc::POLLIN;
             }
-            if fl & flag::ERROR != 0 {
+            if self.error() != 0 {
                 r |= libc::POLLERR;
             }
             if self.writable() >= (layout::DGRAM_HDR + self.frame_dgram()) as u64 {
@@ -2002,7 +2024,12 @@ impl Sock {
             r |= libc::POLLRDHUP;
         }
         if fl & flag::ERROR != 0 {
-            r |= libc::POLLERR | libc::POLLHUP | libc::POLLIN | libc::POLLOUT;
+            // Closed both ways (Linux: SHUTDOWN_MASK), and the error while
+            // no call has reported it.
+            r |= libc::POLLHUP | libc::POLLIN | libc::POLLRDHUP | libc::POLLOUT;
+            if self.error() != 0 {
+                r |= libc::POLLERR;
+            }
         }
         if st == state::ESTABLISHED && self.writable() > 0 {
             r |= libc::POLLOUT;
@@ -2084,7 +2111,7 @@ impl Sock {
     ) -> Result<(usize, usize, u64), c_int> {
         let avail = self.readable();
         if avail < layout::DGRAM_HDR as u64 {
-            let e = self.error();
+            let e = self.take_error();
             return Err(if e != 0 { e } else { libc::EAGAIN });
         }
         let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
@@ -2159,11 +2186,17 @@ impl Sock {
     pub fn recv(&self, bufs: &mut [&mut [u8]], peek: bool) -> Result<usize, c_int> {
         let avail = self.readable();
         if avail == 0 {
-            let e = self.error();
+            // The peer's FIN came before any error: end of file (Linux
+            // looks at SOCK_DONE first). An error reported already: the
+            // connection is closed, end of file too.
+            if self.flags() & flag::EOF != 0 || self.shut_rd() {
+                return Ok(0);
+            }
+            let e = self.take_error();
             if e != 0 {
                 return Err(e);
             }
-            if self.flags() & flag::EOF != 0 || self.shut_rd() {
+            if self.dead() {
                 return Ok(0);
             }
             return match self.state() {
@@ -2218,7 +2251,7 @@ impl Sock {
     /// or why nothing can be sent now (EAGAIN: the ring is full or the
     /// connection not yet up).
     fn send_room(&self) -> Result<u64, c_int> {
-        let e = self.error();
+        let e = self.take_error();
         if e != 0 {
             return Err(e);
         }

@@ -1073,6 +1073,24 @@ fn errno_of(e: Error) -> i64 {
     } as i64)
 }
 
+/// A connection state as Linux numbers it (`include/net/tcp_states.h`),
+/// for `TCP_INFO`.
+fn linux_tcp_state(s: State) -> u8 {
+    match s {
+        State::Established => 1,
+        State::SynSent => 2,
+        State::SynReceived => 3,
+        State::FinWait1 => 4,
+        State::FinWait2 => 5,
+        State::TimeWait => 6,
+        State::Closed => 7,
+        State::CloseWait => 8,
+        State::LastAck => 9,
+        State::Listen => 10,
+        State::Closing => 11,
+    }
+}
+
 fn dead_errno(r: DeadReason) -> i32 {
     match r {
         DeadReason::Reset => libc::ECONNRESET,
@@ -1139,6 +1157,7 @@ impl AppState {
         }
         u.opts.store(0, Ordering::Relaxed);
         u.keep.store(0, Ordering::Relaxed);
+        u.seen.store(0, Ordering::Relaxed);
         u.dest.store(0, Ordering::Relaxed);
         d.rx_tail.store(0, Ordering::Relaxed);
         d.tx_head.store(0, Ordering::Relaxed);
@@ -2244,6 +2263,7 @@ impl Service {
                     Ok(t) => {
                         let sat = |v: u128| v.min(u128::from(u32::MAX)) as u32;
                         TcpInfo {
+                            state: linux_tcp_state(t.state),
                             rtt_us: sat(t.srtt.as_micros()),
                             rttvar_us: sat(t.rttvar.as_micros()),
                             rto_ms: sat(t.rto.as_millis()),
@@ -4068,7 +4088,13 @@ impl App for Service {
                     if rq & (req::CLOSE | req::ABORT) != 0 {
                         app.release(s);
                     } else {
-                        app.fail(s, dead_errno(reason));
+                        // Reset after the peer's FIN (CLOSE-WAIT): EPIPE,
+                        // as Linux's `tcp_reset` says there.
+                        let e = match reason {
+                            DeadReason::Reset if app.socks[s as usize].peer_closed => libc::EPIPE,
+                            r => dead_errno(r),
+                        };
+                        app.fail(s, e);
                     }
                 }
             }
