@@ -3746,6 +3746,27 @@ fn poll_common(
     }
 }
 
+thread_local! {
+    /// When this thread's `poll` or `select` last looked at the kernel
+    /// descriptors of a set with ready sockets.
+    static POLL_KERNEL_SEEN: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Whether this thread's `poll`/`select` should look at the kernel
+/// descriptors of its set beside the ready sockets now (once per
+/// [`KERNEL_PEEK`]); if so, the look is noted.
+fn kernel_peek_due() -> bool {
+    POLL_KERNEL_SEEN.with(|c| {
+        let now = std::time::Instant::now();
+        let due = c.get().is_none_or(|t| now - t >= KERNEL_PEEK);
+        if due {
+            c.set(Some(now));
+        }
+        due
+    })
+}
+
 /// One look (and wait) of [`poll_common`].
 fn poll_once(
     fds: *mut pollfd,
@@ -3824,7 +3845,15 @@ fn poll_once(
             .iter()
             .any(|f| crate::kwatch::side_maybe_ready(f.fd) != Some(false))
     };
-    let look = !kidx.is_empty() || side_maybe(&kp);
+    let look = if n > 0 && !kidx.is_empty() && !side_maybe(&kp) {
+        // Sockets are ready: the kernel descriptors are looked at once per
+        // KERNEL_PEEK, as an epoll set's are (at most that late under
+        // load; puma's `IO.select` of a pipe and its listener entered the
+        // kernel on every call).
+        kernel_peek_due()
+    } else {
+        !kidx.is_empty() || side_maybe(&kp)
+    };
     if n > 0 && !look {
         count(a, name, !kicked);
         return Some(n as c_int);
