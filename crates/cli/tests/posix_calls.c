@@ -662,6 +662,7 @@ static void client(const char *ip, int port) {
     /* Writing after SHUT_WR: EPIPE (MSG_NOSIGNAL: no signal). */
     n = send(s, "z", 1, MSG_NOSIGNAL);
     check(n == -1 && errno == EPIPE, "send_after_shutdown", "n %zd", n);
+    int cep = epoll_create1(0); /* (before the close: Linux would reuse its number) */
     check(close(s) == 0, "close", "-");
     n = write(s, "z", 1);
     check(n == -1 && errno == EBADF, "closed_fd_ebadf", "n %zd", n);
@@ -688,6 +689,26 @@ static void client(const char *ip, int port) {
     int io = ioctl(s, FIONBIO, &on_i);
     check(fg == -1 && fg_errno == EBADF && io == -1 && errno == EBADF,
           "closed_fcntl64_ioctl_ebadf", "fcntl64 %d (errno %d) ioctl %d", fg, fg_errno, io);
+    /* So do setsockopt, epoll_ctl, bind and connect (the placeholder
+       took them). */
+    errno = 0;
+    int so = setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &on_i, sizeof on_i);
+    int so_errno = errno;
+    struct epoll_event cev = {.events = EPOLLIN};
+    errno = 0;
+    int ec = epoll_ctl(cep, EPOLL_CTL_ADD, s, &cev);
+    int ec_errno = errno;
+    close(cep);
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    errno = 0;
+    int bd = bind(s, (struct sockaddr *)&any, sizeof any);
+    int bd_errno = errno;
+    errno = 0;
+    int cn = connect(s, (struct sockaddr *)&sa, sizeof sa);
+    check(so == -1 && so_errno == EBADF && ec == -1 && ec_errno == EBADF && bd == -1 &&
+              bd_errno == EBADF && cn == -1 && errno == EBADF,
+          "closed_fd_calls_ebadf", "setsockopt %d (%d) epoll_ctl %d (%d) bind %d (%d) connect %d",
+          so, so_errno, ec, ec_errno, bd, bd_errno, cn);
     /* The closed number can be dup2's target: it is the program's again. */
     int pf[2];
     r = pipe(pf);

@@ -945,6 +945,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     match state::kind_of(fd) {
         kind::MAYBE => {}
         kind::IXORA => return fail(libc::EINVAL),
+        kind::POOLED => return fail(libc::EBADF),
         _ => {
             state::passthrough();
             let r = real_bind();
@@ -1604,10 +1605,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
                 }),
             };
         }
-        _ => {
-            state::passthrough();
-            return real_connect();
-        }
+        _ => return kernel_fd(fd, real_connect),
     }
     // SAFETY: the caller passes `len` readable bytes at `addr`.
     let Some((ip, port)) = (unsafe { ixora_addr(fd, addr, len) }) else {
@@ -3065,10 +3063,13 @@ pub unsafe extern "C" fn epoll_ctl(
     let real_ctl =
         || real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(epfd, opn, fd, ev);
     let Some(ep) = state::epoll(epfd) else {
-        state::passthrough();
-        return real_ctl();
+        return kernel_fd(fd, real_ctl);
     };
     let Some(sk) = state::sock(fd) else {
+        if state::pooled(fd) {
+            // A closed socket's number (its placeholder would be added).
+            return fail(libc::EBADF);
+        }
         let r = real_ctl();
         if r == 0 {
             let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
@@ -4896,8 +4897,7 @@ pub unsafe extern "C" fn setsockopt(
     };
     let k = state::kind_of(fd);
     if k != kind::IXORA && k != kind::MAYBE {
-        state::passthrough();
-        return real_set();
+        return kernel_fd(fd, real_set);
     }
     let e = state::entry(fd).unwrap();
     if level == libc::IPPROTO_TCP && e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0 {
