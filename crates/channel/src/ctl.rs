@@ -37,7 +37,10 @@ pub mod op {
     /// Bind socket `slot` to the packed address `a` (a UDP socket: port 0
     /// picks a free one; the reply's `b` is the port bound). `b` bit 0: the
     /// socket set SO_REUSEPORT (a TCP port may then be shared with other
-    /// such sockets of the same user; each connection goes to one).
+    /// such sockets of the same user; each connection goes to one); bit 1:
+    /// it set SO_REUSEADDR (a TCP port may then be bound by other such
+    /// sockets while none of them listens, as Linux's
+    /// `inet_csk_bind_conflict` allows).
     pub const BIND: u32 = 5;
     /// Listen on socket `slot` with backlog `a`.
     pub const LISTEN: u32 = 6;

@@ -1199,6 +1199,28 @@ static void bound_client(const char *echo_ip, int echo_port, const char *self_ip
               ntohs(me.sin_port), got);
         close(s);
     }
+    /* Two sockets with SO_REUSEADDR bind one port while neither listens
+       (Linux's inet_csk_bind_conflict; an FTP server binds each
+       active-mode data connection to port 20); the second's connect to
+       the first's peer finds the 4-tuple taken: EADDRNOTAVAIL, as Linux's
+       __inet_hash_connect says. */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port + 50)};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    int one = 1, s2[2];
+    for (int i = 0; i < 2; i++) {
+        s2[i] = socket(AF_INET, SOCK_STREAM, 0);
+        setsockopt(s2[i], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    }
+    int b0 = bind(s2[0], (struct sockaddr *)&sa, sizeof sa);
+    int b1 = bind(s2[1], (struct sockaddr *)&sa, sizeof sa);
+    int c0 = connect(s2[0], (struct sockaddr *)&to, sizeof to);
+    errno = 0;
+    int c1 = connect(s2[1], (struct sockaddr *)&to, sizeof to);
+    check(b0 == 0 && b1 == 0 && c0 == 0 && c1 == -1 && errno == EADDRNOTAVAIL,
+          "bound_port_shared_and_tuple_taken", "bind %d %d connect %d %d (%s)", b0, b1, c0, c1,
+          strerror(errno));
+    close(s2[0]);
+    close(s2[1]);
 }
 
 /* A server that closes its listener and at once listens again on the

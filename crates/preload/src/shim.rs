@@ -978,12 +978,11 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     let share = |f: u32| {
         f & fl::REUSEPORT != 0 || f & (fl::DGRAM | fl::REUSEADDR) == fl::DGRAM | fl::REUSEADDR
     };
-    let reuseport = state::entry(fd).is_some_and(|e| share(e.flags.load(Ordering::Relaxed)));
-    match become_ixora(
-        fd,
-        a,
-        (op::BIND, pack(ip, port) as i64, u64::from(reuseport)),
-    ) {
+    let f = state::entry(fd).map_or(0, |e| e.flags.load(Ordering::Relaxed));
+    // (A TCP socket's SO_REUSEADDR: bit 1, see `op::BIND`.)
+    let reuseaddr = f & (fl::DGRAM | fl::REUSEADDR) == fl::REUSEADDR;
+    let share_bits = u64::from(share(f)) | u64::from(reuseaddr) << 1;
+    match become_ixora(fd, a, (op::BIND, pack(ip, port) as i64, share_bits)) {
         Ok(_) => {
             if ip == 0 {
                 if let Some(e) = state::entry(fd) {

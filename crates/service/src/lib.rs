@@ -475,6 +475,9 @@ struct Sock {
     /// SO_REUSEPORT was set when it was bound: it may share its port with
     /// other such sockets of the same user.
     reuseport: bool,
+    /// SO_REUSEADDR was set when it was bound (TCP): while it does not
+    /// listen, it may share its port with other such sockets.
+    reuseaddr: bool,
     /// Bound to port 0: the port was ours to pick, so a connect may move
     /// it to another if that 4-tuple is taken.
     auto_port: bool,
@@ -498,6 +501,7 @@ impl Sock {
             dgram: false,
             peer: 0,
             reuseport: false,
+            reuseaddr: false,
             auto_port: false,
             sent: 0,
             rx_tail: 0,
@@ -2014,7 +2018,7 @@ impl Service {
         let (bind_port, port_taken) = match layout::unpack(msg.a as u64).1 {
             _ if !tcp_bind => (0, false),
             0 => self.free_tcp_port(io).map_or((0, true), |p| (p, false)),
-            p => (p, self.port_taken(id, p, msg.b & 1 != 0)),
+            p => (p, self.port_taken(id, p, msg.b & 1 != 0, msg.b & 2 != 0)),
         };
         match msg.op {
             // The control thread could not read the file's inode (its
@@ -2201,6 +2205,7 @@ impl Service {
                 let sk = &mut app.socks[slot as usize];
                 sk.kind = Kind::Bound(port);
                 sk.reuseport = msg.b & 1 != 0;
+                sk.reuseaddr = msg.b & 2 != 0;
                 sk.auto_port = layout::unpack(msg.a as u64).1 == 0;
                 app.r
                     .down_slot(slot)
@@ -2674,7 +2679,7 @@ impl Service {
         match m.sock.kind {
             Kind::Udp(_) => return self.join_udp(m, to),
             Kind::Bound(_) => {
-                if self.port_taken(to, m.port, true) {
+                if self.port_taken(to, m.port, true, m.sock.reuseaddr) {
                     return None;
                 }
                 let b = self.apps.get_mut(&to)?;
@@ -3482,7 +3487,13 @@ impl Service {
             },
             _ => io.connect(cookie(id, slot), dst),
         };
-        let h = opened.map_err(errno_of)?;
+        let h = opened.map_err(|e| match e {
+            // The 4-tuple is taken (by a live connection, or a TIME-WAIT
+            // that may not be taken over): Linux's `__inet_hash_connect`
+            // says EADDRNOTAVAIL.
+            Error::AddrInUse => -i64::from(libc::EADDRNOTAVAIL),
+            e => errno_of(e),
+        })?;
         app.socks[slot as usize].kind = Kind::Conn(h);
         // Options set before the connect (TCP_NODELAY off, keep-alive)
         // take effect now.
@@ -3912,17 +3923,22 @@ impl Service {
     /// bind it (with SO_REUSEPORT or not): a socket bound or listening on
     /// it may share it only if both set SO_REUSEPORT and are one user's,
     /// as on Linux.
-    fn port_taken(&self, id: u32, port: u16, reuseport: bool) -> bool {
+    fn port_taken(&self, id: u32, port: u16, reuseport: bool, reuseaddr: bool) -> bool {
         let uid = self.apps.get(&id).map_or(u32::MAX, |a| a.uid);
         if let Some(l) = self.listeners.get(&port) {
             if !l.admits(reuseport, uid) {
                 return true;
             }
         }
+        // A socket bound and not listening shares its port with one that
+        // SO_REUSEPORT groups with it, or if both set SO_REUSEADDR (Linux's
+        // `inet_csk_bind_conflict`: FTP servers bind each active-mode data
+        // connection to port 20).
         self.apps.values().any(|a| {
             a.socks.iter().any(|s| {
                 s.kind == Kind::Bound(port)
                     && !(reuseport && s.reuseport && a.uid == uid && uid != u32::MAX)
+                    && !(reuseaddr && s.reuseaddr)
             })
         })
     }
