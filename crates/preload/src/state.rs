@@ -1997,7 +1997,7 @@ impl Sock {
             if self.readable() > 0 {
                 r |= libc::POLLIN;
             }
-            if self.error() != 0 {
+            if fl & flag::ERROR != 0 && self.error() != 0 {
                 r |= libc::POLLERR;
             }
             if self.writable() >= (layout::DGRAM_HDR + self.frame_dgram()) as u64 {
