@@ -740,12 +740,21 @@ static void server(int port) {
     r = getsockname(l, (struct sockaddr *)&me, &len);
     check(r == 0 && ntohs(me.sin_port) == port && me.sin_addr.s_addr == htonl(INADDR_ANY),
           "listen_getsockname", "port %d addr %#x", ntohs(me.sin_port), ntohl(me.sin_addr.s_addr));
-    /* Non-blocking accept with nothing queued: EAGAIN. */
-    set_blocking(l, 0);
+    /* Non-blocking accept with nothing queued: EAGAIN. On a listener of
+     * its own, on a port no client knows: the test's client may connect
+     * to `l` as soon as it listens. */
+    int q = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in qa = {.sin_family = AF_INET};
+    qa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int qb = bind(q, (struct sockaddr *)&qa, sizeof qa);
+    int ql = listen(q, 4);
     struct sockaddr_in from;
     len = sizeof from;
-    int c = accept(l, (struct sockaddr *)&from, &len);
-    check(c == -1 && (errno == EAGAIN || errno == EWOULDBLOCK), "accept_eagain", "c %d", c);
+    int c = accept(q, (struct sockaddr *)&from, &len);
+    check(q >= 0 && qb == 0 && ql == 0 && c == -1 && (errno == EAGAIN || errno == EWOULDBLOCK),
+          "accept_eagain", "q %d bind %d listen %d c %d", q, qb, ql, c);
+    close(q);
+    set_blocking(l, 0);
     short ev = wait_for(l, POLLIN, 20000);
     check((ev & POLLIN) != 0, "poll_listener", "revents %#x", ev);
     len = sizeof from;

@@ -4536,30 +4536,39 @@ fn an_idle_service_looks_again_before_it_sleeps_until_traffic_stops() {
             n("backoffs"),
         )
     };
-    let mut s0 = spin(&net.stats());
-    assert_eq!(s0.0, 50, "the default --idle-spin-us");
-    echo(2000);
-    let mut s1 = spin(&net.stats());
-    eprintln!(
-        "2000 round trips: {} looks before sleeping, {} ended by work, {} paused",
-        s1.2 - s0.2,
-        s1.3 - s0.3,
-        s1.4 - s0.4
-    );
-    if s1.3 - s0.3 < 100 {
-        // Once more: a thread of this shared machine that held CPU 0
-        // meanwhile pauses the looks for a second, as it should (the
-        // pause itself is checked below, beside a spinning thread).
-        std::thread::sleep(Duration::from_millis(1200));
-        s0 = spin(&net.stats());
+    let looked = |v: &serde_json::Value| {
+        v["apps"][0]["waits"]["looked"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("apps[0].waits.looked in stats: {v}"))
+    };
+    let v = net.stats();
+    assert_eq!(spin(&v).0, 50, "the default --idle-spin-us");
+    // Up to three tries: a thread of this shared machine that holds CPU 0
+    // meanwhile pauses the looks for a second, as it should (the pause
+    // itself is checked below, beside a spinning thread).
+    let (mut s0, mut l0) = (spin(&v), looked(&v));
+    let (mut s1, mut l1) = (s0, l0);
+    for attempt in 0..3 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(1200));
+            let v = net.stats();
+            (s0, l0) = (spin(&v), looked(&v));
+        }
         echo(2000);
-        s1 = spin(&net.stats());
+        let v = net.stats();
+        (s1, l1) = (spin(&v), looked(&v));
         eprintln!(
-            "again: {} looks before sleeping, {} ended by work, {} paused",
+            "2000 round trips: {} looks before sleeping, {} ended by work, {} paused; \
+             the program looked again {} times: {}",
             s1.2 - s0.2,
             s1.3 - s0.3,
-            s1.4 - s0.4
+            s1.4 - s0.4,
+            l1 - l0,
+            v["apps"][0]["waits"]
         );
+        if s1.3 - s0.3 >= 100 && l1 - l0 >= 100 {
+            break;
+        }
     }
     assert!(
         s1.3 - s0.3 >= 100,
@@ -4570,14 +4579,11 @@ fn an_idle_service_looks_again_before_it_sleeps_until_traffic_stops() {
     // The echo server, on the service's CPU, blocks in recv while the
     // service looks: it yields the CPU to the service and looks again
     // instead of sleeping (`ixora run --spin-us`).
-    let v = net.stats();
-    let waits = &v["apps"][0]["waits"];
-    let looked = waits["looked"].as_u64().expect("waits.looked in stats");
-    eprintln!("the program's blocking waits: {waits}");
     assert!(
-        looked >= 100,
+        l1 - l0 >= 100,
         "in 2000 round trips the program found its data after yielding to the service only \
-         {looked} times: {waits}"
+         {} times",
+        l1 - l0
     );
     // No traffic: every look runs out, halving the window until it is off.
     std::thread::sleep(Duration::from_millis(500));
