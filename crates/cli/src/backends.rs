@@ -22,6 +22,7 @@ pub fn open(a: &DataplaneArgs) -> io::Result<Arc<dyn Port>> {
                     queues: Some(queues),
                     mode,
                     tx_checksum_offload: !a.no_tx_checksum_offload,
+                    ring_size: a.queue_entries,
                     ..af_xdp::AfXdpConfig::default()
                 },
             )?)

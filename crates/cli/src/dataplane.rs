@@ -96,6 +96,14 @@ pub struct DataplaneArgs {
     /// Packet buffers per core.
     #[arg(long, default_value_t = 8192)]
     pub buffers: u32,
+    /// Entries of each of a queue's four AF_XDP rings (fill, receive,
+    /// transmit, completion; af_xdp): a power of two, 64 to 65536. The
+    /// receive ring holds what arrives while the service is off its CPU;
+    /// a burst longer than it (or than the fill ring's buffers, at most
+    /// half of --buffers) is dropped by the kernel, which `ixora stats`
+    /// shows as kernel_rx_ring_full and kernel_fill_ring_empty.
+    #[arg(long, value_parser = parse_queue_entries, default_value_t = 2048)]
+    pub queue_entries: u32,
     /// Local ports for outgoing connections, LOW-HIGH (the IANA dynamic
     /// range by default). A port still in TIME-WAIT is reused for a new
     /// connection after a second, with timestamps.
@@ -120,6 +128,20 @@ pub fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
         return Err(format!("{s:?}: want 1 <= low <= high <= 65535"));
     }
     Ok((lo, hi))
+}
+
+/// Parse a ring's entry count: a power of two in 64..=65536.
+pub fn parse_queue_entries(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of ring entries"))?;
+    if !n.is_power_of_two() || !(64..=65536).contains(&n) {
+        return Err(format!(
+            "{n} ring entries: want a power of two from 64 to 65536, e.g. 4096"
+        ));
+    }
+    Ok(n)
 }
 
 /// Parse `a.b.c.d/len`.

@@ -5406,3 +5406,58 @@ fn stats_lists_the_programs_sockets() {
     );
     drop(py);
 }
+
+/// `ixora serve --queue-entries`: the AF_XDP receive and fill rings hold
+/// a burst that comes while the service is off its CPU (here: stopped).
+/// 1,500 datagrams overflow 64-entry rings, and the kernel's drops show
+/// in `ixora stats`; 4,096-entry rings take them all.
+#[test]
+fn queue_entries_size_the_rings_that_hold_a_burst() {
+    if !need(&["ping"]) {
+        return;
+    }
+    let _g = serial();
+    let burst = 1500u64;
+    let run = |entries: &str| {
+        let net = Setup::with(&["--queue-entries", entries]);
+        // The Linux side learns Ixora's MAC address before the burst.
+        let ping = net.client(&["ping", "-c", "1", "-W", "5", IX], 10);
+        assert!(ping.status.success(), "ping {IX} failed");
+        let n =
+            |v: &serde_json::Value, k: &str| v["interface"]["counters"][k].as_u64().unwrap_or(0);
+        let before = net.stats();
+        let pid = net.serve.pid();
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        let sent = net.lx.run(|| {
+            let u = std::net::UdpSocket::bind("198.18.9.1:0").unwrap();
+            (0..burst)
+                .filter(|i| u.send_to(&i.to_be_bytes(), (IX, 9)).is_ok())
+                .count() as u64
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let after = net.stats();
+        let d = |k: &str| n(&after, k) - n(&before, k);
+        let dropped =
+            d("kernel_rx_ring_full") + d("kernel_fill_ring_empty") + d("kernel_rx_dropped");
+        eprintln!(
+            "--queue-entries {entries}: {sent} sent, {} received, {dropped} dropped by the kernel \
+             ({})",
+            d("rx_frames"),
+            after["interface"]
+        );
+        assert_eq!(sent, burst, "the Linux side could not send the burst");
+        (d("rx_frames"), dropped)
+    };
+    let (got, dropped) = run("64");
+    assert!(
+        dropped > 0 && got < burst,
+        "64-entry rings held a burst of {burst} ({got} received, {dropped} dropped)"
+    );
+    let (got, dropped) = run("4096");
+    assert!(
+        dropped == 0 && got >= burst,
+        "4096-entry rings dropped {dropped} of a burst of {burst} ({got} received)"
+    );
+}

@@ -78,7 +78,7 @@ use std::ffi::{c_int, c_void};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 // linux/if_xdp.h
@@ -223,6 +223,18 @@ pub struct AfXdpStats {
 }
 
 impl AfXdpStats {
+    /// Take the kernel's counters from `XDP_STATISTICS` (`len` bytes of
+    /// it filled: kernels before 5.9 lack the last three).
+    fn set_kernel(&mut self, k: &XdpStatistics, len: usize) {
+        self.kernel_rx_dropped = k.rx_dropped;
+        self.kernel_rx_invalid_descs = k.rx_invalid_descs;
+        self.kernel_tx_invalid_descs = k.tx_invalid_descs;
+        if len >= std::mem::size_of::<XdpStatistics>() {
+            self.kernel_rx_ring_full = k.rx_ring_full;
+            self.kernel_fill_ring_empty = k.rx_fill_ring_empty_descs;
+        }
+    }
+
     fn add(&mut self, o: &AfXdpStats) {
         self.rx_frames += o.rx_frames;
         self.tx_frames += o.tx_frames;
@@ -300,6 +312,11 @@ struct Shared {
     /// Queue `i` has a live socket from this port.
     open: Vec<AtomicBool>,
     counters: Vec<QueueCounters>,
+    /// Each open queue's socket (-1: none), for reading the kernel's
+    /// counters when they are asked for: a queue refreshes its own only
+    /// when polled idle, and a sleeping service polls nothing. The queue
+    /// clears it, under the lock, before it closes the socket.
+    sockets: Vec<Mutex<RawFd>>,
     zc: AtomicU8,
 }
 
@@ -439,6 +456,7 @@ impl AfXdpPort {
         };
         let shared = Arc::new(Shared {
             open: (0..queues).map(|_| AtomicBool::new(false)).collect(),
+            sockets: (0..queues).map(|_| Mutex::new(-1)).collect(),
             counters: (0..queues).map(|_| QueueCounters::default()).collect(),
             zc: AtomicU8::new(ZC_UNKNOWN),
         });
@@ -462,15 +480,28 @@ impl AfXdpPort {
     /// Counters of all queues, summed.
     pub fn stats(&self) -> AfXdpStats {
         let mut s = AfXdpStats::default();
-        for c in &self.shared.counters {
-            s.add(&c.read());
+        for q in 0..self.shared.counters.len() {
+            s.add(&self.read_queue(q));
         }
         s
     }
 
     /// Counters of queue `queue` (`None` past the last queue).
     pub fn queue_stats(&self, queue: u32) -> Option<AfXdpStats> {
-        self.shared.counters.get(queue as usize).map(|c| c.read())
+        ((queue as usize) < self.shared.counters.len()).then(|| self.read_queue(queue as usize))
+    }
+
+    /// Queue `q`'s published counters, with the kernel's as they are now
+    /// when its socket is open.
+    fn read_queue(&self, q: usize) -> AfXdpStats {
+        let mut s = self.shared.counters[q].read();
+        let fd = lock(&self.shared.sockets[q]);
+        if *fd >= 0 {
+            if let Ok((k, len)) = get_opt::<XdpStatistics>(*fd, XDP_STATISTICS) {
+                s.set_kernel(&k, len);
+            }
+        }
+        s
     }
 
     fn is_veth(&self) -> bool {
@@ -885,6 +916,7 @@ impl XskSetup<'_> {
         // Only now may the program redirect frames to the socket.
         bpf::xskmap_set(&port.map, self.queue, raw)
             .map_err(|e| ctx("inserting the socket into the XSKMAP", e))?;
+        *lock(&port.shared.sockets[self.queue as usize]) = raw;
         Ok(q)
     }
 
@@ -973,6 +1005,20 @@ struct AfXdpQueue {
     stats: AfXdpStats,
     last_kernel_stats: Instant,
     idle_polls: u32,
+}
+
+impl Drop for AfXdpQueue {
+    fn drop(&mut self) {
+        // Before the socket closes (its field drops after this): a stats
+        // reader must not ask a reused descriptor number.
+        *lock(&self.shared.sockets[self.queue as usize]) = -1;
+    }
+}
+
+/// A lock whose holder cannot leave the value half-written (an `i32`):
+/// a panic while it was held does not matter.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl AfXdpQueue {
@@ -1073,13 +1119,7 @@ impl AfXdpQueue {
     fn refresh_kernel_stats(&mut self) {
         self.last_kernel_stats = Instant::now();
         if let Ok((k, len)) = get_opt::<XdpStatistics>(self.fd.as_raw_fd(), XDP_STATISTICS) {
-            self.stats.kernel_rx_dropped = k.rx_dropped;
-            self.stats.kernel_rx_invalid_descs = k.rx_invalid_descs;
-            self.stats.kernel_tx_invalid_descs = k.tx_invalid_descs;
-            if len >= std::mem::size_of::<XdpStatistics>() {
-                self.stats.kernel_rx_ring_full = k.rx_ring_full;
-                self.stats.kernel_fill_ring_empty = k.rx_fill_ring_empty_descs;
-            }
+            self.stats.set_kernel(&k, len);
             self.publish();
         }
     }
