@@ -5,7 +5,7 @@
 //! Every request and reply is a [`Msg`] of [`Msg::LEN`] bytes; a reply
 //! carries the result in `a` (`>= 0` success, `< 0` a negated errno). The
 //! `STATS` and `SOCKETS` replies are followed by text in the same packet;
-//! an `INFO` reply's fields carry what it says.
+//! so are an `INFO` reply's [`TcpInfo`] bytes.
 
 /// Magic at the start of every message.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"IXCT");
@@ -99,7 +99,7 @@ pub mod op {
     /// image's waiters are given back first: its threads are gone.
     pub const REMAP: u32 = 15;
     /// The state of socket `slot`'s TCP connection, for `TCP_INFO`:
-    /// replied in the reply's fields ([`TcpInfo::to_reply`](super::TcpInfo::to_reply));
+    /// the bytes of [`TcpInfo::encode`](super::TcpInfo::encode) follow the reply;
     /// `ENOTCONN`: the socket has no connection.
     pub const INFO: u32 = 16;
     /// A reply.
@@ -110,7 +110,8 @@ pub mod op {
 /// before the service resets it, in seconds.
 pub const PASS_TIMEOUT_S: u64 = 60;
 
-/// What an [`op::INFO`] reply says of a connection.
+/// What an [`op::INFO`] reply says of a connection: the bytes of
+/// [`TcpInfo::encode`] follow the reply in its packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TcpInfo {
     /// The connection's state, as Linux numbers it (`TCP_ESTABLISHED` 1
@@ -126,8 +127,12 @@ pub struct TcpInfo {
     pub cwnd: u32,
     /// Slow-start threshold, bytes (`u32::MAX`: none yet).
     pub ssthresh: u32,
-    /// Send MSS, bytes.
+    /// Send MSS: payload bytes per segment, bytes.
     pub mss: u16,
+    /// MSS before options (the path MTU less 40), bytes.
+    pub mss_base: u16,
+    /// The largest payload the peer sent in one segment (at least 536).
+    pub rcv_mss: u16,
     /// Segments retransmitted over the connection's life.
     pub retrans: u32,
     /// SACK in use.
@@ -137,48 +142,109 @@ pub struct TcpInfo {
     /// Window-scale shifts, ours to the peer and the peer's to us, if
     /// negotiated (each below 16).
     pub wscale: Option<(u8, u8)>,
+    /// The peer's receive window, bytes.
+    pub snd_wnd: u32,
+    /// The window we advertise, bytes.
+    pub rcv_wnd: u32,
+    /// Segments in flight.
+    pub unacked_segs: u32,
+    /// Bytes the stack holds that were not sent yet.
+    pub notsent: u32,
+    /// Segments received and sent (pure ACKs and retransmissions
+    /// included).
+    pub segs_in: u32,
+    /// See `segs_in`.
+    pub segs_out: u32,
+    /// Sequence space acknowledged by the peer (SYN and FIN included).
+    pub bytes_acked: u64,
+    /// Sequence space received in order (the FIN included).
+    pub bytes_received: u64,
+    /// Payload bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// Payload bytes retransmitted.
+    pub bytes_retrans: u64,
 }
 
 impl TcpInfo {
-    /// The reply that carries it: `a` = retransmissions | MSS << 32 |
-    /// flags << 48 (bit 48 SACK, 49 timestamps, 50 window scaling; the
-    /// shifts in bits 52–55 and 56–59: `a` stays positive), `b` = RTT |
-    /// RTT variation << 32, `c` = congestion window | threshold << 32,
-    /// `slot` = RTO (below 2²⁴ ms) | state << 24.
-    pub fn to_reply(&self) -> Msg {
-        let (ws, snd, rcv) = self.wscale.map_or((0, 0, 0), |(s, r)| (1, s & 15, r & 15));
-        let a = u64::from(self.retrans)
-            | u64::from(self.mss) << 32
-            | u64::from(self.sack) << 48
-            | u64::from(self.timestamps) << 49
-            | ws << 50
-            | u64::from(snd) << 52
-            | u64::from(rcv) << 56;
-        Msg {
-            op: op::REPLY,
-            slot: self.rto_ms.min(0xff_ffff) | u32::from(self.state) << 24,
-            a: a as i64,
-            b: u64::from(self.rtt_us) | u64::from(self.rttvar_us) << 32,
-            c: u64::from(self.cwnd) | u64::from(self.ssthresh) << 32,
+    /// Bytes of [`TcpInfo::encode`].
+    pub const LEN: usize = 4 + 12 * 4 + 4 * 2 + 4 * 8;
+
+    /// Little-endian, fixed layout: state, option flags (bit 0 SACK, 1
+    /// timestamps, 2 window scaling), the two shifts; the `u32` figures;
+    /// the MSSes; the `u64` byte counts.
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        let (ws, snd, rcv) = self.wscale.map_or((0, 0, 0), |(s, r)| (4, s & 15, r & 15));
+        b[0] = self.state;
+        b[1] = u8::from(self.sack) | u8::from(self.timestamps) << 1 | ws;
+        b[2] = snd;
+        b[3] = rcv;
+        let words = [
+            self.rtt_us,
+            self.rttvar_us,
+            self.rto_ms,
+            self.cwnd,
+            self.ssthresh,
+            self.retrans,
+            self.snd_wnd,
+            self.rcv_wnd,
+            self.unacked_segs,
+            self.notsent,
+            self.segs_in,
+            self.segs_out,
+        ];
+        let mut at = 4;
+        for w in words {
+            b[at..at + 4].copy_from_slice(&w.to_le_bytes());
+            at += 4;
         }
+        for h in [self.mss, self.mss_base, self.rcv_mss, 0] {
+            b[at..at + 2].copy_from_slice(&h.to_le_bytes());
+            at += 2;
+        }
+        for q in [
+            self.bytes_acked,
+            self.bytes_received,
+            self.bytes_sent,
+            self.bytes_retrans,
+        ] {
+            b[at..at + 8].copy_from_slice(&q.to_le_bytes());
+            at += 8;
+        }
+        b
     }
 
-    /// What [`TcpInfo::to_reply`] packed.
-    pub fn from_reply(m: &Msg) -> TcpInfo {
-        let a = m.a as u64;
-        TcpInfo {
-            rtt_us: m.b as u32,
-            rttvar_us: (m.b >> 32) as u32,
-            rto_ms: m.slot & 0xff_ffff,
-            state: (m.slot >> 24) as u8,
-            cwnd: m.c as u32,
-            ssthresh: (m.c >> 32) as u32,
-            mss: (a >> 32) as u16,
-            retrans: a as u32,
-            sack: a >> 48 & 1 != 0,
-            timestamps: a >> 49 & 1 != 0,
-            wscale: (a >> 50 & 1 != 0).then_some(((a >> 52 & 15) as u8, (a >> 56 & 15) as u8)),
-        }
+    /// What [`TcpInfo::encode`] wrote; `None` if `b` is too short.
+    pub fn decode(b: &[u8]) -> Option<TcpInfo> {
+        let b = b.get(..Self::LEN)?;
+        let w = |i: usize| u32::from_le_bytes(b[4 + 4 * i..8 + 4 * i].try_into().unwrap());
+        let h = |i: usize| u16::from_le_bytes(b[52 + 2 * i..54 + 2 * i].try_into().unwrap());
+        let q = |i: usize| u64::from_le_bytes(b[60 + 8 * i..68 + 8 * i].try_into().unwrap());
+        Some(TcpInfo {
+            state: b[0],
+            sack: b[1] & 1 != 0,
+            timestamps: b[1] & 2 != 0,
+            wscale: (b[1] & 4 != 0).then_some((b[2] & 15, b[3] & 15)),
+            rtt_us: w(0),
+            rttvar_us: w(1),
+            rto_ms: w(2),
+            cwnd: w(3),
+            ssthresh: w(4),
+            retrans: w(5),
+            snd_wnd: w(6),
+            rcv_wnd: w(7),
+            unacked_segs: w(8),
+            notsent: w(9),
+            segs_in: w(10),
+            segs_out: w(11),
+            mss: h(0),
+            mss_base: h(1),
+            rcv_mss: h(2),
+            bytes_acked: q(0),
+            bytes_received: q(1),
+            bytes_sent: q(2),
+            bytes_retrans: q(3),
+        })
     }
 }
 
@@ -272,7 +338,7 @@ mod tests {
     }
 
     #[test]
-    fn tcp_info_reads_back_from_its_reply() {
+    fn tcp_info_reads_back_from_its_bytes() {
         let i = TcpInfo {
             state: 8,
             rtt_us: 123_456,
@@ -281,19 +347,30 @@ mod tests {
             cwnd: 14_480,
             ssthresh: u32::MAX,
             mss: 1448,
+            mss_base: 1460,
+            rcv_mss: 536,
             retrans: 3,
             sack: true,
             timestamps: true,
             wscale: Some((7, 9)),
+            snd_wnd: 64_000,
+            rcv_wnd: 65_535,
+            unacked_segs: 10,
+            notsent: 4096,
+            segs_in: 77,
+            segs_out: 99,
+            bytes_acked: 5 << 32,
+            bytes_received: 1 << 40,
+            bytes_sent: (5 << 32) + 7,
+            bytes_retrans: 7,
         };
-        let m = i.to_reply();
-        assert!(m.a >= 0, "a reply's a is its result: success");
-        assert_eq!(TcpInfo::from_reply(&Msg::decode(&m.encode()).unwrap()), i);
+        assert_eq!(TcpInfo::decode(&i.encode()), Some(i));
         let none = TcpInfo {
             wscale: None,
             sack: false,
             ..i
         };
-        assert_eq!(TcpInfo::from_reply(&none.to_reply()), none);
+        assert_eq!(TcpInfo::decode(&none.encode()), Some(none));
+        assert_eq!(TcpInfo::decode(&i.encode()[..TcpInfo::LEN - 1]), None);
     }
 }

@@ -67,6 +67,32 @@ static void check(int ok, const char *name, const char *fmt, ...)
 #include <stdarg.h>
 #include <stdint.h>
 
+/* Linux's struct tcp_info (include/uapi/linux/tcp.h) up to tcpi_rcv_wnd
+ * (Linux 6.2): glibc's <netinet/tcp.h> stops at tcpi_total_retrans, and
+ * <linux/tcp.h> clashes with it. */
+struct tcp_info_linux {
+    uint8_t state, ca_state, retransmits, probes, backoff, options, wscale, app_limited;
+    uint32_t rto, ato, snd_mss, rcv_mss;
+    uint32_t unacked, sacked, lost, retrans, fackets;
+    uint32_t last_data_sent, last_ack_sent, last_data_recv, last_ack_recv;
+    uint32_t pmtu, rcv_ssthresh, rtt, rttvar, snd_ssthresh, snd_cwnd, advmss, reordering;
+    uint32_t rcv_rtt, rcv_space;
+    uint32_t total_retrans;
+    uint64_t pacing_rate, max_pacing_rate;
+    uint64_t bytes_acked, bytes_received;
+    uint32_t segs_out, segs_in;
+    uint32_t notsent_bytes, min_rtt, data_segs_in, data_segs_out;
+    uint64_t delivery_rate;
+    uint64_t busy_time, rwnd_limited, sndbuf_limited;
+    uint32_t delivered, delivered_ce;
+    uint64_t bytes_sent, bytes_retrans;
+    uint32_t dsack_dups, reord_seen;
+    uint32_t rcv_ooopack;
+    uint32_t snd_wnd;
+    uint32_t rcv_wnd;
+    uint32_t rehash;
+};
+
 /* Milliseconds on the monotonic clock. */
 static double now_ms(void) {
     struct timespec t;
@@ -651,6 +677,27 @@ static void client(const char *ip, int port) {
               ti.tcpi_snd_cwnd >= 1 && ti.tcpi_rto > 0 && ti.tcpi_snd_ssthresh > 0,
           "tcp_info_figures", "rtt %u us, mss %u, cwnd %u, rto %u us, ssthresh %u", ti.tcpi_rtt,
           ti.tcpi_snd_mss, ti.tcpi_snd_cwnd, ti.tcpi_rto, ti.tcpi_snd_ssthresh);
+
+    /* ... and its counts, read through Linux's own layout of tcp_info
+       (glibc's stops before them): the connection has carried tens of
+       kilobytes each way, over a link of at least 1500 bytes (veth; on
+       Linux here the echo server may be reached over lo). */
+    struct tcp_info_linux lti;
+    memset(&lti, 0, sizeof lti);
+    len = sizeof lti;
+    r = getsockopt(s, IPPROTO_TCP, TCP_INFO, &lti, &len);
+    check(r == 0 && len == sizeof lti && lti.bytes_acked > 10000 &&
+              lti.bytes_received > 10000 && lti.bytes_sent + 1 >= lti.bytes_acked &&
+              lti.bytes_retrans <= lti.bytes_sent && lti.segs_in > 10 && lti.segs_out > 10 &&
+              lti.snd_wnd > 0 && lti.pmtu >= 1500 && lti.advmss >= 1400 &&
+              lti.advmss + 40 <= lti.pmtu && lti.rcv_mss >= 536 && lti.rcv_mss + 40 <= lti.pmtu &&
+              lti.notsent_bytes == 0,
+          "tcp_info_counts",
+          "r %d len %u acked %llu received %llu sent %llu retrans %llu segs %u/%u snd_wnd %u "
+          "pmtu %u advmss %u rcv_mss %u notsent %u",
+          r, len, (unsigned long long)lti.bytes_acked, (unsigned long long)lti.bytes_received,
+          (unsigned long long)lti.bytes_sent, (unsigned long long)lti.bytes_retrans, lti.segs_in,
+          lti.segs_out, lti.snd_wnd, lti.pmtu, lti.advmss, lti.rcv_mss, lti.notsent_bytes);
 
     /* shutdown(SHUT_WR): the echo server sees EOF, closes: we read EOF. */
     n = write(s, "bye", 3);

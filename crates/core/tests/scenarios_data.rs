@@ -1224,6 +1224,42 @@ fn sack_recovery_retransmits_lost_holes() {
     assert_eq!(h.stack.tcp_info(c.h).unwrap().unacked, 0);
 }
 
+/// `TCP_INFO`'s counts follow the connection: bytes and segments sent,
+/// retransmitted, acknowledged and received, and segments in flight.
+#[test]
+fn tcp_info_counts_what_was_sent_resent_and_acknowledged() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true);
+    let i0 = h.stack.tcp_info(c.h).unwrap();
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().unacked_segs, 10);
+    let o = |n: u32| ours(&c, b + n);
+    h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    h.send(ack(&c, b).sack(&[(o(6000), o(10_000)), (o(1000), o(5000))]));
+    assert_eq!(brief(&segs(&mut h)), [(o(5000), 1000)]);
+    h.send(ack(&c, b + 10_000));
+    h.expect_silence();
+    let i1 = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(
+        i1.bytes_sent - i0.bytes_sent,
+        12_000,
+        "ten segments and two resent"
+    );
+    assert_eq!(i1.bytes_retrans - i0.bytes_retrans, 2_000);
+    assert_eq!(i1.bytes_acked - i0.bytes_acked, 10_000);
+    assert_eq!(
+        i1.bytes_received, i0.bytes_received,
+        "the peer sent no data"
+    );
+    assert_eq!(i1.segs_out - i0.segs_out, 12);
+    assert_eq!(i1.segs_in - i0.segs_in, 3);
+    assert_eq!(i1.unacked_segs, 0);
+    // From the handshake on: the SYN counts one acknowledged.
+    assert!(i0.bytes_acked >= 1 && i0.segs_in >= 1 && i0.segs_out >= 1);
+}
+
 /// RFC 8985 §6.2–6.3: a lost retransmission is found by RACK once a segment
 /// sent no later than it is delivered and RACK.rtt + reo_wnd has passed (the
 /// reordering timer), and is sent again without waiting for the RTO.

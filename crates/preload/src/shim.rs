@@ -4811,9 +4811,9 @@ pub unsafe extern "C" fn getsockopt(
                 };
                 info.tcpi_rcv_space = ring as u32;
                 if asks {
-                    let r = state::request(sk.a, Msg::new(op::INFO, sk.s, 0, 0), &[]);
-                    if r.a >= 0 {
-                        fill_tcp_info(&mut info, &TcpInfo::from_reply(&r));
+                    let (r, tail) = state::request_tail(sk.a, Msg::new(op::INFO, sk.s, 0, 0));
+                    if let (true, Some(t)) = (r.a >= 0, TcpInfo::decode(&tail)) {
+                        fill_tcp_info(&mut info, &t);
                     }
                 }
                 let n = (*len as usize).min(std::mem::size_of::<libc::tcp_info>());
@@ -4844,9 +4844,10 @@ pub unsafe extern "C" fn getsockopt(
 }
 
 /// The figures of the service's `INFO` reply in Linux's `tcp_info`
-/// terms: times in µs, windows and thresholds in segments (no slow-start
-/// threshold yet: `TCP_INFINITE_SSTHRESH`), the peer's window scale as
-/// `snd_wscale` and ours as `rcv_wscale`.
+/// terms: times in µs, the congestion window and threshold in segments
+/// (no threshold yet: `TCP_INFINITE_SSTHRESH`), the peer's window scale
+/// as `snd_wscale` and ours as `rcv_wscale`, the path MTU as the MSS
+/// before options + 40.
 fn fill_tcp_info(info: &mut libc::tcp_info, t: &TcpInfo) {
     const TCPI_OPT_TIMESTAMPS: u8 = 1;
     const TCPI_OPT_SACK: u8 = 2;
@@ -4859,9 +4860,10 @@ fn fill_tcp_info(info: &mut libc::tcp_info, t: &TcpInfo) {
     }
     info.tcpi_rto = t.rto_ms.saturating_mul(1000);
     info.tcpi_snd_mss = mss;
-    info.tcpi_rcv_mss = mss;
+    info.tcpi_rcv_mss = u32::from(t.rcv_mss);
+    // Linux's advmss leaves out the timestamps option, as the send MSS.
     info.tcpi_advmss = mss;
-    info.tcpi_pmtu = mss + 40;
+    info.tcpi_pmtu = u32::from(t.mss_base) + 40;
     info.tcpi_rtt = t.rtt_us;
     info.tcpi_rttvar = t.rttvar_us;
     info.tcpi_snd_cwnd = t.cwnd / mss;
@@ -4870,6 +4872,16 @@ fn fill_tcp_info(info: &mut libc::tcp_info, t: &TcpInfo) {
         s => s / mss,
     };
     info.tcpi_total_retrans = t.retrans;
+    info.tcpi_unacked = t.unacked_segs;
+    info.tcpi_snd_wnd = t.snd_wnd;
+    info.tcpi_rcv_wnd = t.rcv_wnd;
+    info.tcpi_notsent_bytes = t.notsent;
+    info.tcpi_segs_in = t.segs_in;
+    info.tcpi_segs_out = t.segs_out;
+    info.tcpi_bytes_acked = t.bytes_acked;
+    info.tcpi_bytes_received = t.bytes_received;
+    info.tcpi_bytes_sent = t.bytes_sent;
+    info.tcpi_bytes_retrans = t.bytes_retrans;
     info.tcpi_options =
         if t.timestamps { TCPI_OPT_TIMESTAMPS } else { 0 } | if t.sack { TCPI_OPT_SACK } else { 0 };
     if let Some((ours, theirs)) = t.wscale {

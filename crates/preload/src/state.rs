@@ -918,11 +918,31 @@ pub fn request(a: &Attached, m: Msg, fds: &[c_int]) -> Msg {
 
 /// One control request; the reply and the descriptors it carried.
 pub fn request_fds(a: &Attached, m: Msg, fds: &[c_int]) -> (Msg, Vec<OwnedFd>) {
+    let (m, fds, _) = exchange(a, m, fds, &mut [0u8; 64]);
+    (m, fds)
+}
+
+/// One control request whose reply is followed by bytes (`op::INFO`):
+/// the reply and those bytes (at most 256).
+pub fn request_tail(a: &Attached, m: Msg) -> (Msg, Vec<u8>) {
+    let mut buf = [0u8; Msg::LEN + 256];
+    let (m, _, tail) = exchange(a, m, &[], &mut buf);
+    (m, tail.to_vec())
+}
+
+/// Send `m` with `fds`; receive the reply into `buf`: the reply, its
+/// descriptors and the bytes after it.
+fn exchange<'b>(
+    a: &Attached,
+    m: Msg,
+    fds: &[c_int],
+    buf: &'b mut [u8],
+) -> (Msg, Vec<OwnedFd>, &'b [u8]) {
     // The request could not be made: the network is down if the service
     // is gone; else (no control connection of our own) an I/O error.
     let eio = || {
         let e = if gone(a) { libc::ENETDOWN } else { libc::EIO };
-        (Msg::reply(-(e as i64)), Vec::new())
+        (Msg::reply(-(e as i64)), Vec::new(), &[][..])
     };
     if CTL_LOST.load(Ordering::Relaxed) {
         return eio();
@@ -936,10 +956,9 @@ pub fn request_fds(a: &Attached, m: Msg, fds: &[c_int]) -> (Msg, Vec<OwnedFd>) {
     if os::send_msg(g.as_fd(), &m.encode(), &bfds, deadline()).is_err() {
         return eio();
     }
-    let mut buf = [0u8; 64];
-    match os::recv_msg(g.as_fd(), &mut buf, deadline()) {
+    match os::recv_msg(g.as_fd(), buf, deadline()) {
         Ok((n, fds)) => match Msg::decode(&buf[..n]) {
-            Some(m) => (m, fds),
+            Some(m) => (m, fds, &buf[Msg::LEN.min(n)..n]),
             None => eio(),
         },
         Err(_) => eio(),

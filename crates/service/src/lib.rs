@@ -141,7 +141,9 @@ struct Request {
 struct Reply {
     msg: Msg,
     fds: Vec<OwnedFd>,
-    text: Option<String>,
+    /// Bytes that follow the reply in its packet (`STATS`' and
+    /// `SOCKETS`' text, `INFO`'s figures).
+    tail: Vec<u8>,
 }
 
 /// State shared between the control threads and the core.
@@ -386,9 +388,7 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
             break;
         };
         let mut out = rep.msg.encode().to_vec();
-        if let Some(t) = rep.text {
-            out.extend_from_slice(t.as_bytes());
-        }
+        out.extend_from_slice(&rep.tail);
         let fds: Vec<_> = rep.fds.iter().map(|f| f.as_fd()).collect();
         let deadline = Instant::now() + Duration::from_secs(5);
         if os::send_msg(sock.as_fd(), &out, &fds, deadline).is_err() {
@@ -1705,7 +1705,7 @@ impl Service {
                 c: l.ring as u64,
             },
             fds: sent,
-            text: None,
+            tail: Vec::new(),
         })
     }
 
@@ -1847,25 +1847,25 @@ impl Service {
             op::ATTACH if self.conn_app.contains_key(&conn) => Reply {
                 msg: Msg::reply(-i64::from(libc::EISCONN)),
                 fds: Vec::new(),
-                text: None,
+                tail: Vec::new(),
             },
             op::ATTACH => match self.attach(io, conn, pid, uid) {
                 Ok(rep) => rep,
                 Err(e) => Reply {
                     msg: Msg::reply(-(e.raw_os_error().unwrap_or(libc::ENOMEM) as i64)),
                     fds: Vec::new(),
-                    text: None,
+                    tail: Vec::new(),
                 },
             },
             op::STATS => Reply {
                 msg: Msg::reply(0),
                 fds: Vec::new(),
-                text: Some(self.stats(io)),
+                tail: self.stats(io).into_bytes(),
             },
             op::SOCKETS => Reply {
                 msg: Msg::reply(0),
                 fds: Vec::new(),
-                text: Some(self.sockets(io, msg.b)),
+                tail: self.sockets(io, msg.b).into_bytes(),
             },
             DETACH => {
                 if let Some(id) = self.conn_app.remove(&conn) {
@@ -1882,12 +1882,12 @@ impl Service {
                 return;
             }
             _ => {
-                let mut out = Vec::new();
-                let res = self.app_request(io, conn, pid, msg, &mut out);
+                let (mut out, mut tail) = (Vec::new(), Vec::new());
+                let res = self.app_request(io, conn, pid, msg, &mut out, &mut tail);
                 Reply {
                     msg: res,
                     fds: out,
-                    text: None,
+                    tail,
                 }
             }
         };
@@ -1903,6 +1903,7 @@ impl Service {
         pid: u32,
         msg: Msg,
         out: &mut Vec<OwnedFd>,
+        tail: &mut Vec<u8>,
     ) -> Msg {
         let bad = |e: i32| Msg::reply(-(e as i64));
         if msg.op == op::SOCKET && msg.c != 0 {
@@ -1912,7 +1913,7 @@ impl Service {
             if then != op::BIND && then != op::CONNECT {
                 return bad(libc::EINVAL);
             }
-            let r = self.app_request(io, conn, pid, Msg::new(op::SOCKET, 0, msg.a, 0), out);
+            let r = self.app_request(io, conn, pid, Msg::new(op::SOCKET, 0, msg.a, 0), out, tail);
             if r.a < 0 {
                 return r;
             }
@@ -1923,6 +1924,7 @@ impl Service {
                 pid,
                 Msg::new(then, s, msg.b as i64, msg.c >> 32),
                 out,
+                tail,
             );
             if t.a < 0 {
                 // No process holds it yet, and it is still just made.
@@ -2267,20 +2269,35 @@ impl Service {
                 Kind::Conn(h) => match io.stack().tcp_info(h) {
                     Ok(t) => {
                         let sat = |v: u128| v.min(u128::from(u32::MAX)) as u32;
-                        TcpInfo {
-                            state: linux_tcp_state(t.state),
-                            rtt_us: sat(t.srtt.as_micros()),
-                            rttvar_us: sat(t.rttvar.as_micros()),
-                            rto_ms: sat(t.rto.as_millis()),
-                            cwnd: t.cwnd,
-                            ssthresh: t.ssthresh,
-                            mss: t.mss,
-                            retrans: t.retransmits,
-                            sack: t.sack,
-                            timestamps: t.timestamps,
-                            wscale: t.wscale,
-                        }
-                        .to_reply()
+                        tail.extend_from_slice(
+                            &TcpInfo {
+                                state: linux_tcp_state(t.state),
+                                rtt_us: sat(t.srtt.as_micros()),
+                                rttvar_us: sat(t.rttvar.as_micros()),
+                                rto_ms: sat(t.rto.as_millis()),
+                                cwnd: t.cwnd,
+                                ssthresh: t.ssthresh,
+                                mss: t.mss,
+                                mss_base: t.mss_base,
+                                rcv_mss: t.rcv_mss,
+                                retrans: t.retransmits,
+                                sack: t.sack,
+                                timestamps: t.timestamps,
+                                wscale: t.wscale,
+                                snd_wnd: t.snd_wnd,
+                                rcv_wnd: t.rcv_wnd,
+                                unacked_segs: t.unacked_segs,
+                                notsent: t.unsent,
+                                segs_in: t.segs_in,
+                                segs_out: t.segs_out,
+                                bytes_acked: t.bytes_acked,
+                                bytes_received: t.bytes_received,
+                                bytes_sent: t.bytes_sent,
+                                bytes_retrans: t.bytes_retrans,
+                            }
+                            .encode(),
+                        );
+                        Msg::reply(0)
                     }
                     Err(_) => bad(libc::ENOTCONN),
                 },

@@ -162,6 +162,30 @@ pub struct TcpInfo {
     pub readable: u32,
     /// Segments retransmitted over the connection's life.
     pub retransmits: u32,
+    /// Segments in flight (sent, not acknowledged; Linux's `packets_out`).
+    pub unacked_segs: u32,
+    /// MSS before options: what the path carries (`advmss`; + 40 is the
+    /// path MTU).
+    pub mss_base: u16,
+    /// The largest payload the peer sent in one segment (at least 536),
+    /// as Linux's `rcv_mss`.
+    pub rcv_mss: u16,
+    /// Segments received (every one, pure ACKs included) and sent.
+    pub segs_in: u32,
+    /// Segments sent, retransmissions and pure ACKs included.
+    pub segs_out: u32,
+    /// Sequence space the peer acknowledged (SYN and FIN count one each,
+    /// as Linux's `bytes_acked`). This and the other byte counts wrap
+    /// after 1 TiB; `bytes_retrans` stops at 4 GiB.
+    pub bytes_acked: u64,
+    /// Sequence space received in order (the FIN counts one), as
+    /// Linux's `bytes_received`.
+    pub bytes_received: u64,
+    /// Payload bytes sent, retransmissions included (RFC 4898
+    /// `HCDataOctetsOut`).
+    pub bytes_sent: u64,
+    /// Payload bytes retransmitted.
+    pub bytes_retrans: u64,
     /// Options negotiated: SACK, timestamps, window scaling (send, recv).
     pub sack: bool,
     /// Timestamps in use.

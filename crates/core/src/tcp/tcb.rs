@@ -334,8 +334,8 @@ pub(crate) struct Tcb<R, T> {
     /// This connection's keepalive timing (TCP_KEEPIDLE, TCP_KEEPINTVL,
     /// TCP_KEEPCNT): idle and interval in seconds, probes; 0 is the
     /// configuration's.
-    ka_idle_s: u32,
-    ka_intvl_s: u32,
+    ka_idle_s: u16,
+    ka_intvl_s: u16,
     ka_cnt: u8,
     /// Persist-timer backoff shift; reset when the window opens.
     persist_shift: u8,
@@ -349,6 +349,16 @@ pub(crate) struct Tcb<R, T> {
     rcv_mss: u16,
     last_rx: Instant,
     retrans_total: u32,
+    /// `TCP_INFO`'s counts, in 14 bytes (IX's 512-byte budget): segments
+    /// received and sent, payload bytes retransmitted (saturating at 4
+    /// GiB), and how often SND.UNA and RCV.NXT went a whole 2³² past ISS
+    /// and IRS — the bytes acknowledged, received and sent follow from
+    /// those, and wrap after 1 TiB (Linux's after 2⁶⁴).
+    segs_in: u32,
+    segs_out: u32,
+    bytes_retrans: u32,
+    una_wraps: u8,
+    rcv_wraps: u8,
     /// Listener port for passive opens.
     pub listener: u16,
 }
@@ -428,6 +438,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             rcv_mss: local_mss.min(536),
             last_rx: ctx.now,
             retrans_total: 0,
+            segs_in: 0,
+            segs_out: 0,
+            bytes_retrans: 0,
+            una_wraps: 0,
+            rcv_wraps: 0,
             listener: 0,
         }
     }
@@ -464,6 +479,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         t.flags |= PASSIVE | SYN_PENDING;
         t.irs = seg.seq;
         t.rcv_nxt = seg.seq + 1;
+        t.segs_in = 1; // the SYN
         t.negotiate(ctx, &seg.opts);
         // RFC 7323 §2.2: the window field of a SYN is never scaled.
         t.snd_wnd = u32::from(seg.wnd);
@@ -494,6 +510,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         t.flags |= PASSIVE;
         t.irs = seg.seq - 1;
         t.rcv_nxt = seg.seq;
+        t.segs_in = 1; // the ACK that carried the cookie
         t.snd_una = iss + 1;
         t.snd_nxt = iss + 1;
         t.snd_max = iss + 1;
@@ -601,6 +618,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         } else {
             self.data_base() + self.sendq.len()
         }
+    }
+
+    /// RCV.NXT moves forward to `to`, counting its wraps past IRS.
+    fn advance_rcv_nxt(&mut self, to: SeqNum) {
+        if to.0.wrapping_sub(self.irs.0) < self.rcv_nxt.0.wrapping_sub(self.irs.0) {
+            self.rcv_wraps = self.rcv_wraps.wrapping_add(1);
+        }
+        self.rcv_nxt = to;
     }
 
     /// Is our FIN in sequence space yet (sent at least once)?
@@ -757,11 +782,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// This connection's keepalive timing: idle time before the first
     /// probe and between probes in seconds, and unanswered probes before
-    /// it is dropped (0: the configuration's). Takes effect from the next
-    /// probe on.
+    /// it is dropped (0: the configuration's; times above 65,535 s count
+    /// as that — Linux refuses more than 32,767). Takes effect from the
+    /// next probe on.
     pub fn set_keepalive_timing(&mut self, idle_s: u32, intvl_s: u32, cnt: u8) {
-        self.ka_idle_s = idle_s;
-        self.ka_intvl_s = intvl_s;
+        self.ka_idle_s = idle_s.min(u32::from(u16::MAX)) as u16;
+        self.ka_intvl_s = intvl_s.min(u32::from(u16::MAX)) as u16;
         self.ka_cnt = cnt;
         if self.t_ka != Instant::NEVER {
             self.t_ka = Instant::NEVER; // re-armed by `refresh`
@@ -959,6 +985,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// A snapshot for `tcp_info`.
     pub fn info(&self, cfg: &TcpConfig) -> TcpInfo {
         let unacked = self.snd_nxt.since(self.snd_una) as u32;
+        // The SYN and FIN count, as Linux's `bytes_acked`.
+        let bytes_acked =
+            u64::from(self.una_wraps) << 32 | u64::from(self.snd_una.0.wrapping_sub(self.iss.0));
         TcpInfo {
             state: self.state,
             cwnd: self.win.cwnd,
@@ -977,6 +1006,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             },
             readable: self.rcvq.ready_len() as u32,
             retransmits: self.retrans_total,
+            unacked_segs: self.recs.len() as u32,
+            mss_base: self.mss_base,
+            rcv_mss: self.rcv_mss,
+            segs_in: self.segs_in,
+            segs_out: self.segs_out,
+            bytes_acked,
+            bytes_received: (u64::from(self.rcv_wraps) << 32
+                | u64::from(self.rcv_nxt.0.wrapping_sub(self.irs.0)))
+            .saturating_sub(1),
+            // Sequence space sent once (less the SYN and the FIN), and
+            // the retransmissions.
+            bytes_sent: (bytes_acked + self.snd_max.since(self.snd_una) as u64)
+                .saturating_sub(u64::from(self.snd_max != self.iss) + u64::from(self.fin_sent()))
+                + u64::from(self.bytes_retrans),
+            bytes_retrans: u64::from(self.bytes_retrans),
             sack: self.has(SACK_OK),
             timestamps: self.has(TS_OK),
             wscale: self
@@ -1047,6 +1091,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// §3.10.7.4). The frame is kept if it carries payload to deliver.
     #[must_use]
     pub fn on_segment(&mut self, ctx: &mut Ctx, seg: &Segment, frame: R) -> Option<RstReply> {
+        self.segs_in = self.segs_in.wrapping_add(1);
         match self.state {
             State::SynSent => return self.on_segment_syn_sent(ctx, seg),
             State::Closed | State::Listen => {
@@ -1515,6 +1560,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // algorithm, RFC 6298 §5 note); `sample` resets it.
         self.retries = 0;
         let flight_before = self.snd_max.since(self.snd_una) as u32;
+        if ack.0.wrapping_sub(self.iss.0) < self.snd_una.0.wrapping_sub(self.iss.0) {
+            self.una_wraps = self.una_wraps.wrapping_add(1);
+        }
         self.snd_una = ack;
         if self.snd_nxt.diff(ack) < 0 {
             self.snd_nxt = ack;
@@ -1741,8 +1789,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 }
                 let had_ooo = self.rcvq.ooo_segments() > 0;
                 self.rcvq.push_ready(frame, off, off + len, cost);
-                self.rcv_nxt += len;
-                self.rcv_nxt = self.rcvq.drain_ooo(self.rcv_nxt);
+                let to = self.rcvq.drain_ooo(self.rcv_nxt + len);
+                self.advance_rcv_nxt(to);
                 if had_ooo {
                     // RFC 5681 §4.2: ACK at once when a gap is filled.
                     self.flags |= ACK_NOW;
@@ -1800,7 +1848,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// The peer's FIN, in order (RFC 9293 §3.10.7.4 eighth step).
     fn process_fin(&mut self, ctx: &mut Ctx) {
-        self.rcv_nxt += 1;
+        self.advance_rcv_nxt(self.rcv_nxt + 1);
         self.flags |= FIN_RCVD | ACK_NOW;
         self.flags &= !OOO_FIN;
         self.emit_event(ev::PEER_CLOSED);
@@ -2434,6 +2482,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 if rexmit {
                     ctx.counters.tcp_retrans_segs += 1;
                     self.retrans_total += 1;
+                    self.bytes_retrans = self.bytes_retrans.saturating_add(len);
                     self.flags &= !RETX_FIRST;
                 }
                 if self.has(TLP_PROBE) {
@@ -2453,6 +2502,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
         };
         ctx.counters.tcp_out_segs += 1;
+        self.segs_out = self.segs_out.wrapping_add(1);
         Some(n)
     }
 
