@@ -1527,6 +1527,53 @@ static short poll_for(int fd, short ev) {
  * peer's FIN (data sent to a peer that had closed) is EPIPE, and recv
  * sees end of file first (WEBrick logged ECONNRESET for every such
  * client; puma, TCP_INFO's CLOSE_WAIT). */
+/* A non-blocking recv spinning while the peer replies and closes at once
+ * never returns end of file before the bytes that came before the FIN
+ * (the shim read the ring, then the flags: a reply and its FIN published
+ * between the two gave 0 with the reply unread; HAProxy sent clients
+ * empty replies). The peer, on Linux at `ip`:`port`, answers each
+ * 4-byte request with 146 bytes and closes. `exchanges` of them, bounded
+ * at 30 s (`--eof-race IP PORT EXCHANGES`: test
+ * a_spinning_reader_sees_the_bytes_before_the_fin). */
+static void eof_after_data(const char *ip, int port, int exchanges) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    int done = 0, short_n = 0, first_short = -1, failed = 0;
+    size_t short_got = 0;
+    double t0 = now_ms();
+    for (int i = 0; i < exchanges && now_ms() - t0 < 30000; i++) {
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        if (c < 0 || connect(c, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+            send(c, "GET\n", 4, MSG_NOSIGNAL) != 4) {
+            failed = errno;
+            close(c);
+            break;
+        }
+        size_t total = 0;
+        char buf[512];
+        double t1 = now_ms();
+        for (;;) {
+            ssize_t r = recv(c, buf, sizeof buf, MSG_DONTWAIT);
+            if (r > 0) {
+                total += (size_t)r;
+                continue;
+            }
+            if (r == 0 || errno != EAGAIN || now_ms() - t1 > 5000) {
+                break;
+            }
+        }
+        if (total != 146 && short_n++ == 0) {
+            first_short = i;
+            short_got = total;
+        }
+        close(c);
+        done++;
+    }
+    check(!failed && done >= exchanges / 4 && short_n == 0, "eof_after_data",
+          "%d of %d exchanges ended short (the first, #%d, after %zu bytes); %s", short_n, done,
+          first_short, short_got, failed ? strerror(failed) : "-");
+}
+
 static void errors_reported_once(const char *self_ip, int port) {
     struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons(port)};
     inet_pton(AF_INET, self_ip, &la.sin_addr);
@@ -2091,6 +2138,10 @@ int main(int argc, char **argv) {
     }
     if (argc == 5 && strcmp(argv[1], "--stdio-child") == 0) {
         return stdio_child();
+    }
+    if (argc == 5 && strcmp(argv[1], "--eof-race") == 0) {
+        eof_after_data(argv[2], atoi(argv[3]), atoi(argv[4]));
+        return failures != 0;
     }
     if (argc == 5 && strcmp(argv[1], "--shell-child") == 0) {
         return shell_child(atoi(argv[2]));

@@ -2159,15 +2159,9 @@ fn references_follow_processes_across_fork_exec_and_kill() {
     assert!(py.running(), "the server died:\n{}", py.log());
 }
 
-/// Every intercepted call, one check each (tests/posix_calls.c, built with
-/// `_FORTIFY_SOURCE=2` so the `_chk` variants are used): the same program
-/// passes on the Linux stack and under `ixora run`.
-#[test]
-fn posix_calls_behave_as_on_linux() {
-    if !need(&["cc", "socat"]) {
-        return;
-    }
-    let _g = serial();
+/// posix_calls.c built (fortified, warnings as errors): its path, and
+/// the guard that removes it.
+fn posix_calls_exe() -> (String, Removed) {
     let exe = std::env::temp_dir().join(unique_name("ixora-posix-calls", false));
     let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/posix_calls.c");
     succeed(
@@ -2184,8 +2178,86 @@ fn posix_calls_behave_as_on_linux() {
             .arg(src),
         "cc posix_calls.c",
     );
-    let _rm = Removed(exe.clone());
-    let exe = exe.to_str().unwrap().to_string();
+    (exe.to_str().unwrap().to_string(), Removed(exe))
+}
+
+/// A program spinning on a non-blocking `recv` while its peer replies and
+/// closes gets the reply before end of file (posix_calls.c
+/// `eof_after_data`, 3000 exchanges). The shim looked at the ring, then
+/// read the flags to decide: a reply and its FIN published between the
+/// two ended the stream with the reply unread (1–6% of exchanges here;
+/// HAProxy relayed empty replies). The service runs real-time on the
+/// program's CPU, so that it preempts the program anywhere in `recv`,
+/// and the Linux peer sends each reply and its FIN in one segment.
+#[test]
+fn a_spinning_reader_sees_the_bytes_before_the_fin() {
+    if !need(&["cc", "taskset"]) {
+        return;
+    }
+    let _g = serial();
+    let (exe, _rm) = posix_calls_exe();
+    let net = Setup::with(&["--cpus", "0", "--rt-priority", "1"]);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        let replier = s.spawn(|| {
+            net.lx.run(|| {
+                let l = std::net::TcpListener::bind("198.18.9.1:7013").unwrap();
+                l.set_nonblocking(true).unwrap();
+                let t = Instant::now();
+                while !done.load(std::sync::atomic::Ordering::Relaxed)
+                    && t.elapsed() < Duration::from_secs(120)
+                {
+                    let Ok((mut c, _)) = l.accept() else {
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    };
+                    c.set_nonblocking(false).unwrap();
+                    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    let mut req = [0u8; 4];
+                    if c.read_exact(&mut req).is_ok() {
+                        // Corked: the reply and the FIN in one segment.
+                        let _ = socket2::SockRef::from(&c).set_cork(true);
+                        let _ = c.write_all(&[b'r'; 146]);
+                    }
+                }
+            })
+        });
+        let mut c = net.ix.command("timeout");
+        c.args([
+            "60",
+            "taskset",
+            "-c",
+            "0",
+            BIN,
+            "run",
+            "--socket",
+            &net.socket,
+            "--",
+        ]);
+        c.args([&exe, "--eof-race", "198.18.9.1", "7013", "3000"]);
+        let out = c.output().expect("run posix_calls --eof-race");
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        replier.join().expect("the replying server failed");
+        out
+    });
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("ok eof_after_data"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every intercepted call, one check each (tests/posix_calls.c, built with
+/// `_FORTIFY_SOURCE=2` so the `_chk` variants are used): the same program
+/// passes on the Linux stack and under `ixora run`.
+#[test]
+fn posix_calls_behave_as_on_linux() {
+    if !need(&["cc", "socat"]) {
+        return;
+    }
+    let _g = serial();
+    let (exe, _rm) = posix_calls_exe();
     // chk variants really are what the program calls.
     let syms = Command::new("nm").args(["-D", &exe]).output();
     if let Ok(s) = syms {

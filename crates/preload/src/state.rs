@@ -2203,25 +2203,23 @@ impl Sock {
     /// `peek` leaves the bytes. Returns bytes copied (0 at EOF), or
     /// `Err(errno)`.
     pub fn recv(&self, bufs: &mut [&mut [u8]], peek: bool) -> Result<usize, c_int> {
-        let avail = self.readable();
+        let mut avail = self.readable();
         if avail == 0 {
-            // The peer's FIN came before any error: end of file (Linux
-            // looks at SOCK_DONE first). An error reported already: the
-            // connection is closed, end of file too.
-            if self.flags() & flag::EOF != 0 || self.shut_rd() {
-                return Ok(0);
+            // One look at the flags decides, and the ring is looked at
+            // again after it: the service publishes bytes (a release of
+            // the tail) before it sets EOF or ERROR (a release of the
+            // flags, acquired here), so the bytes that came before either
+            // are seen. Until 2026-11-28 the flags were read again to
+            // decide: EOF set after the look at the ring then ended a
+            // non-blocking reader's stream with the peer's last bytes
+            // unread (HAProxy relayed empty replies).
+            let f = self.flags();
+            if f & (flag::EOF | flag::ERROR) != 0 {
+                avail = self.readable();
             }
-            let e = self.take_error();
-            if e != 0 {
-                return Err(e);
+            if avail == 0 {
+                return self.recv_nothing(f);
             }
-            if self.dead() {
-                return Ok(0);
-            }
-            return match self.state() {
-                state::ESTABLISHED | state::CONNECTING => Err(libc::EAGAIN),
-                _ => Err(libc::ENOTCONN),
-            };
         }
         let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
         let mut n = 0u64;
@@ -2241,6 +2239,30 @@ impl Sock {
                 .store(head + n, Ordering::Release);
         }
         Ok(n as usize)
+    }
+
+    /// What a receive from an empty ring says, by the flags `f` looked at
+    /// after it was found empty: end of file after the peer's FIN (before
+    /// any error, as Linux looks at SOCK_DONE first) or once the error
+    /// was reported; the error; `EAGAIN` while the connection lives (or
+    /// fails as we look: the next call says so).
+    fn recv_nothing(&self, f: u32) -> Result<usize, c_int> {
+        if f & flag::EOF != 0 || self.shut_rd() {
+            return Ok(0);
+        }
+        if !self.live() {
+            return Err(libc::EBADF);
+        }
+        if f & flag::ERROR != 0 {
+            return match self.take_error() {
+                0 => Ok(0),
+                e => Err(e),
+            };
+        }
+        match self.state() {
+            state::ESTABLISHED | state::CONNECTING | state::CLOSED => Err(libc::EAGAIN),
+            _ => Err(libc::ENOTCONN),
+        }
     }
 
     /// Copy as much of `bufs` as fits into the transmit ring.
