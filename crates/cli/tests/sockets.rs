@@ -5533,3 +5533,35 @@ fn queue_entries_size_the_rings_that_hold_a_burst() {
         "4096-entry rings dropped {dropped} of a burst of {burst} ({got} received)"
     );
 }
+
+/// A thread asleep in `epoll_wait` on a set created before the program's
+/// first socket (before the shim attached to the service) is woken when
+/// another thread adds that socket, as gRPC's poller thread waits while
+/// the server makes its listener (it slept for its whole day-long
+/// timeout: the set's sleepers were counted only once attached).
+#[test]
+fn an_epoll_sleeper_from_before_the_first_socket_is_woken_for_it() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let prog = "import select, socket, threading, time\n\
+                ep = select.epoll()\n\
+                got = []\n\
+                t = threading.Thread(target=lambda: got.append(ep.poll(20)))\n\
+                t.start()\n\
+                time.sleep(0.5)\n\
+                s = socket.socket()\n\
+                s.bind(('198.18.9.2', 7046))\n\
+                s.listen(4)\n\
+                ep.register(s.fileno(), select.EPOLLIN)\n\
+                t0 = time.time()\n\
+                c = socket.create_connection(('198.18.9.2', 7046))\n\
+                t.join(30)\n\
+                evs = got[0] if got else []\n\
+                print('woken', any(fd == s.fileno() for fd, _ in evs), round(time.time() - t0, 1))\n";
+    let out = net.python(prog, "epoll sleeper before the first socket");
+    assert!(
+        out.contains("woken True"),
+        "the poller was not woken for the listener added while it slept: {out}"
+    );
+}

@@ -3404,7 +3404,10 @@ fn epoll_common(
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
         match attached {
             Some(a) if !g.items().is_empty() => Some(a),
-            Some(_) if timeout != 0 && max > 0 && !out.is_null() => {
+            // (Not attached yet, too: the program's first socket may be
+            // added while this thread sleeps — gRPC's poller thread waits
+            // before the server makes its listener, and slept a day.)
+            _ if timeout != 0 && max > 0 && !out.is_null() => {
                 g.in_kernel += 1;
                 None
             }
