@@ -1020,6 +1020,19 @@ static void udp_calls(const char *self_ip, int port) {
     int avail = -1;
     r = ioctl(a, FIONREAD, &avail);
     check(r == 0 && avail == 5, "udp_fionread", "r %d avail %d", r, avail);
+    /* The error queue is empty: MSG_ERRQUEUE says EAGAIN and leaves the
+       waiting datagram (chronyd asks it; the shim handed it the datagram). */
+    {
+        char eq[64];
+        struct iovec ev = {eq, sizeof eq};
+        struct msghdr em = {.msg_iov = &ev, .msg_iovlen = 1};
+        errno = 0;
+        ssize_t k = recvmsg(a, &em, MSG_ERRQUEUE | MSG_DONTWAIT);
+        int e = errno, still = -1;
+        ioctl(a, FIONREAD, &still);
+        check(k == -1 && e == EAGAIN && still == 5, "udp_errqueue_empty", "r %zd errno %d then %d",
+              k, e, still);
+    }
     /* The first two with recvmmsg: the first truncated to 3 bytes. */
     char r0[3], r1[64];
     struct iovec rv[2] = {{r0, sizeof r0}, {r1, sizeof r1}};
