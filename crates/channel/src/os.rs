@@ -692,6 +692,15 @@ pub fn wait(fd: RawFd, events: i16, deadline: Instant) -> io::Result<()> {
         }
         if n < 0 {
             let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                // RLIMIT_NOFILE below one (vsftpd's pre-login process
+                // sets it to 0): poll refuses any descriptor. Look again
+                // in a moment; the caller's non-blocking call tries
+                // meanwhile. Failing here instead left the request's
+                // reply unread, to be taken as the next request's.
+                std::thread::sleep(Duration::from_millis(ms.clamp(0, 1) as u64));
+                return Ok(());
+            }
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
             }

@@ -2082,6 +2082,18 @@ impl Service {
                 if w >= layout::MAX_WAITERS {
                     return bad(libc::EINVAL);
                 }
+                // The index must be the asking process's (it takes it in
+                // the up header first). One it gave up on — its wait for
+                // this reply failed, and it let the index go — may be
+                // another's by now: replacing that one's ring end would
+                // close it, and its thread would sleep for ever (vsftpd's
+                // sessions, whose pre-login process cannot poll: until
+                // 2026-11-28).
+                let row = app.procs.get(&conn).map_or(layout::NO_ROW, |p| p.row);
+                let owner = app.r.up_header().waiter_owner[w].load(Ordering::Acquire);
+                if owner != layout::waiter_tag(row) {
+                    return bad(libc::EBUSY);
+                }
                 if self.closer.backed_up() {
                     return bad(libc::EAGAIN);
                 }

@@ -281,6 +281,11 @@ impl RawApp {
         idx: u32,
         fd: Option<std::os::fd::BorrowedFd<'_>>,
     ) -> io::Result<Option<OwnedFd>> {
+        // The index is the attaching process's (row 0), as the shim
+        // takes it before asking.
+        if let Some(o) = self.r.up_header().waiter_owner.get(idx as usize) {
+            o.store(ixora_channel::layout::waiter_tag(0), Ordering::Release);
+        }
         let mut buf = [0u8; 64];
         let (n, mut fds) =
             self.exchange(Msg::new(op::WAITER, idx, 0, 0), fd.as_slice(), &mut buf)?;

@@ -648,3 +648,35 @@ fn a_passed_socket_moves_with_its_unread_bytes_and_unclaimed_ones_expire() {
     drop((a, b));
     rig.finish().unwrap();
 }
+
+/// A waiter request for an index the asking process does not hold in the
+/// up header (one it let go of when its wait for the reply failed, which
+/// another process may have taken since) is refused, and the ring end of
+/// the index's holder stays: its thread is still woken. Replacing it
+/// closed that end, and the holder slept for ever (vsftpd's sessions,
+/// whose pre-login process cannot poll and gave its indices up).
+#[test]
+fn a_waiter_request_for_an_index_not_held_leaves_its_holder_ringing() {
+    let rig = Rig::start("stalewaiter").unwrap();
+    let app = RawApp::attach(&rig).unwrap();
+    let wait = app.waiter(1, None).unwrap().expect("a wait end");
+    // The index now held by another process's row (tag 7): a late request
+    // from this connection (row 0) for it is refused.
+    app.regions().up_header().waiter_owner[1].store(7, Ordering::Release);
+    let late = app
+        .request(Msg::new(op::WAITER, 1, 0, 0))
+        .expect("a reply to the late request");
+    assert_eq!(
+        late.a,
+        -i64::from(libc::EBUSY),
+        "the late request was not refused"
+    );
+    app.regions().up_header().waiter_owner[1]
+        .store(ixora_channel::layout::waiter_tag(0), Ordering::Release);
+    app.arm_any(1);
+    app.echo(b"still rung", Duration::from_secs(5)).unwrap();
+    assert!(
+        readable(wait.as_fd(), 2000),
+        "the holder's wait end was not rung after the late request"
+    );
+}
