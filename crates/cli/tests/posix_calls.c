@@ -1418,6 +1418,43 @@ static void exec_keeps_sockets(const char *echo_ip, int echo_port, const char *s
  * SIGCHLD, NULL)), is a forked child to the shim, though the C library's
  * fork handlers never ran: its copy of a connection carries its bytes,
  * and its close of the listener leaves the parent's listening. */
+/* A process that may open no descriptor (RLIMIT_NOFILE 0, as vsftpd's
+ * pre-login process sets it): its connection still answers TCP_INFO, twice
+ * (the shim's requests to the service waited for their replies with poll,
+ * which then fails: the first reply was left to be read as the second's),
+ * and a blocking read still gets what the echo server sends back. */
+static void no_descriptors_left(const char *echo_ip, int echo_port) {
+    int r;
+    int s = connect_to(echo_ip, echo_port, &r);
+    char b[4];
+    int ok = r == 0 && write(s, "abc", 3) == 3 && read_full(s, b, 3) == 0;
+    pid_t p = ok ? fork() : -1;
+    if (p == 0) {
+        struct rlimit none = {0, 0};
+        int bad = setrlimit(RLIMIT_NOFILE, &none) != 0;
+        for (int i = 0; i < 2; i++) {
+            struct tcp_info ti;
+            memset(&ti, 0, sizeof ti);
+            socklen_t len = sizeof ti;
+            if (getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || ti.tcpi_state != 1 ||
+                ti.tcpi_rtt == 0 || ti.tcpi_snd_mss < 500) {
+                bad |= 2 << i;
+            }
+        }
+        if (write(s, "xyz", 3) != 3 || read_full(s, b, 3) != 0 || memcmp(b, "xyz", 3) != 0) {
+            bad |= 8;
+        }
+        _exit(bad);
+    }
+    int st = -1;
+    if (p > 0) {
+        waitpid(p, &st, 0);
+    }
+    check(ok && p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "no_descriptors_left",
+          "ok %d child status %#x (1 setrlimit, 2/4 TCP_INFO, 8 the echo)", ok, st);
+    close(s);
+}
+
 static void raw_clone_keeps_sockets(const char *echo_ip, int echo_port, const char *self_ip,
                                     int port) {
     struct sockaddr_in ea = {.sin_family = AF_INET, .sin_port = htons(echo_port)};
@@ -2176,6 +2213,7 @@ int main(int argc, char **argv) {
         exec_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 4);
         spawn_hands_over(argv[1], atoi(argv[2]));
         raw_clone_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 6);
+        no_descriptors_left(argv[1], atoi(argv[2]));
         address_limit_leaves_the_regions();
         errors_reported_once(argv[4], atoi(argv[3]) + 7);
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
