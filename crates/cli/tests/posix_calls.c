@@ -678,6 +678,15 @@ static void client(const char *ip, int port) {
           "tcp_info_figures", "rtt %u us, mss %u, cwnd %u, rto %u us, ssthresh %u", ti.tcpi_rtt,
           ti.tcpi_snd_mss, ti.tcpi_snd_cwnd, ti.tcpi_rto, ti.tcpi_snd_ssthresh);
 
+    /* SO_RCVLOWAT and SO_SNDLOWAT never set read as Linux's default, 1. */
+    {
+        int lo = -1, so = -1;
+        socklen_t ll = sizeof lo, sl2 = sizeof so;
+        int r1 = getsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &lo, &ll);
+        int r2 = getsockopt(s, SOL_SOCKET, SO_SNDLOWAT, &so, &sl2);
+        check(r1 == 0 && r2 == 0 && lo == 1 && so == 1, "lowat_defaults", "r %d %d rcv %d snd %d",
+              r1, r2, lo, so);
+    }
     /* ... and its counts, read through Linux's own layout of tcp_info
        (glibc's stops before them): the connection has carried tens of
        kilobytes each way, over a link of at least 1500 bytes (veth; on

@@ -4839,6 +4839,11 @@ pub unsafe extern "C" fn getsockopt(
                     Some(vec![0u8; std::mem::size_of::<libc::timeval>()])
                 }
                 (libc::SOL_SOCKET, libc::SO_BINDTODEVICE) => Some(Vec::new()),
+                // Linux's defaults (gRPC reads SO_RCVLOWAT on every
+                // connection, and logged ENOPROTOOPT).
+                (libc::SOL_SOCKET, libc::SO_RCVLOWAT | libc::SO_SNDLOWAT) => {
+                    Some(1i32.to_ne_bytes().to_vec())
+                }
                 _ => None,
             }) {
                 Some(v) if !val.is_null() && !len.is_null() => {
