@@ -698,7 +698,7 @@ pub fn wait(fd: RawFd, events: i16, deadline: Instant) -> io::Result<()> {
                 // in a moment; the caller's non-blocking call tries
                 // meanwhile. Failing here instead left the request's
                 // reply unread, to be taken as the next request's.
-                std::thread::sleep(Duration::from_millis(ms.clamp(0, 1) as u64));
+                std::thread::sleep(Duration::from_millis(1));
                 return Ok(());
             }
             if e.kind() != io::ErrorKind::Interrupted {
