@@ -26,7 +26,8 @@
 //! A UDP socket's rings hold datagrams instead of a byte stream: each is
 //! a [`DGRAM_HDR`]-byte header ([`dgram_hdr`]: payload length, IPv4
 //! address and port — the source in the receive ring, the destination in
-//! the transmit ring) followed by the payload, back to back, wrapping
+//! the transmit ring —, and in the receive ring the time it was received,
+//! [`dgram_stamp`]) followed by the payload, back to back, wrapping
 //! like the stream bytes. The indices count bytes as for a stream, and
 //! move by whole datagrams only.
 //!
@@ -58,7 +59,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 18;
+pub const VERSION: u32 = 19;
 /// Entries of the change log ([`DownHeader::chlog_head`]): a power of
 /// two.
 pub const CHLOG: u64 = 4096;
@@ -417,15 +418,23 @@ pub struct UpSlot {
 }
 
 /// Bytes of a datagram's header in a UDP socket's ring.
-pub const DGRAM_HDR: usize = 8;
+pub const DGRAM_HDR: usize = 16;
 
 /// The ring header of a datagram of `len` bytes from or to `ip:port`:
-/// length (`u16`), port (`u16`), address (`u32`), little-endian.
+/// length (`u16`), port (`u16`), address (`u32`), then the receive time
+/// ([`with_stamp`]; 0 here), little-endian.
 pub fn dgram_hdr(len: u16, ip: u32, port: u16) -> [u8; DGRAM_HDR] {
     let mut h = [0u8; DGRAM_HDR];
     h[0..2].copy_from_slice(&len.to_le_bytes());
     h[2..4].copy_from_slice(&port.to_le_bytes());
     h[4..8].copy_from_slice(&ip.to_le_bytes());
+    h
+}
+
+/// Header `h` with the datagram's receive time: `CLOCK_REALTIME`
+/// nanoseconds when the stack received it (what `SO_TIMESTAMP*` give).
+pub fn with_stamp(mut h: [u8; DGRAM_HDR], realtime_ns: u64) -> [u8; DGRAM_HDR] {
+    h[8..16].copy_from_slice(&realtime_ns.to_le_bytes());
     h
 }
 
@@ -436,6 +445,13 @@ pub fn parse_dgram_hdr(h: &[u8; DGRAM_HDR]) -> (u16, u32, u16) {
         u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
         u16::from_le_bytes([h[2], h[3]]),
     )
+}
+
+/// The receive time [`with_stamp`] wrote (0: none).
+pub fn dgram_stamp(h: &[u8; DGRAM_HDR]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&h[8..16]);
+    u64::from_le_bytes(b)
 }
 
 /// Pack an IPv4 address and port into a `u64` (`ip << 16 | port`).
@@ -864,11 +880,15 @@ mod tests {
         ] {
             let h = dgram_hdr(len, ip, port);
             assert_eq!(parse_dgram_hdr(&h), (len, ip, port));
+            assert_eq!(dgram_stamp(&h), 0);
+            let t = 1_795_000_000_123_456_789;
+            let h = with_stamp(h, t);
+            assert_eq!((parse_dgram_hdr(&h), dgram_stamp(&h)), ((len, ip, port), t));
         }
         // Little-endian, length first: what a ring dump shows.
         assert_eq!(
-            dgram_hdr(5, 0x0102_0304, 0x0a0b),
-            [5, 0, 0x0b, 0x0a, 4, 3, 2, 1]
+            with_stamp(dgram_hdr(5, 0x0102_0304, 0x0a0b), 0x1122),
+            [5, 0, 0x0b, 0x0a, 4, 3, 2, 1, 0x22, 0x11, 0, 0, 0, 0, 0, 0]
         );
     }
 

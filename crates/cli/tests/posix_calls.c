@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <linux/filter.h>
+#include <linux/net_tstamp.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <errno.h>
@@ -984,6 +985,106 @@ static void dual_stack_server(int port) {
           "got %d n %zd", got, n);
     close(c);
     close(l);
+}
+
+/* One datagram from b to a (bound on self_ip) received with recvmsg
+ * into a control buffer of `clen` bytes: the control messages seen, as
+ * (level, type) pairs, the two 64-bit words of an SCM_TIMESTAMP(NS) in
+ * ts[] and the six of an SCM_TIMESTAMPING in tsing[] (zero when absent).
+ * Returns the datagram's length; *before and *after: CLOCK_REALTIME ns
+ * around the exchange. */
+static ssize_t stamped_exchange(int a, int b, const struct sockaddr_in *sa, size_t clen,
+                                int seen[4][2], int *nseen, long long ts[2], long long tsing[6],
+                                int *mflags, long long *before, long long *after) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    sendto(b, "tick", 4, 0, (const struct sockaddr *)sa, sizeof *sa);
+    wait_for(a, POLLIN, 5000);
+    char data[16];
+    union {
+        char buf[512];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec v = {data, sizeof data};
+    struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = control.buf,
+                       .msg_controllen = clen};
+    ssize_t n = recvmsg(a, &m, MSG_DONTWAIT);
+    clock_gettime(CLOCK_REALTIME, &t1);
+    *before = (long long)t0.tv_sec * 1000000000LL + t0.tv_nsec;
+    *after = (long long)t1.tv_sec * 1000000000LL + t1.tv_nsec;
+    *mflags = m.msg_flags;
+    *nseen = 0;
+    memset(ts, 0, 2 * sizeof ts[0]);
+    memset(tsing, 0, 6 * sizeof tsing[0]);
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); n >= 0 && c; c = CMSG_NXTHDR(&m, c)) {
+        if (*nseen < 4) {
+            seen[*nseen][0] = c->cmsg_level;
+            seen[*nseen][1] = c->cmsg_type;
+            (*nseen)++;
+        }
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / 8;
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPING)
+            memcpy(tsing, CMSG_DATA(c), (k > 6 ? 6 : k) * 8);
+        else if (c->cmsg_level == SOL_SOCKET)
+            memcpy(ts, CMSG_DATA(c), (k > 2 ? 2 : k) * 8);
+    }
+    return n;
+}
+
+/* Receive timestamps (chronyd asks for them): SO_TIMESTAMPNS and
+ * SO_TIMESTAMPING's software stamp come with a datagram, before its
+ * IP_PKTINFO, in Linux's order, the same time taken between the send and
+ * the receive (SO_TIMESTAMPING's hardware stamps zero); SO_TIMESTAMP
+ * alone gives a timeval; a control buffer too small for them says
+ * MSG_CTRUNC. (SO_TIMESTAMPING alone is not checked: Linux stamps a
+ * datagram for it only once a deferred work item has turned the stamps
+ * on, some time after the option is set.) */
+static void udp_timestamps(const char *self_ip) {
+    int a = socket(AF_INET, SOCK_DGRAM, 0), b = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    socklen_t sl = sizeof sa;
+    int r = bind(a, (struct sockaddr *)&sa, sizeof sa);
+    getsockname(a, (struct sockaddr *)&sa, &sl);
+    int one = 1, zero = 0;
+    int tsf = SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_RX_SOFTWARE;
+    int r1 = setsockopt(a, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+    int r2 = setsockopt(a, SOL_SOCKET, SO_TIMESTAMPING, &tsf, sizeof tsf);
+    int r3 = setsockopt(a, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
+    int seen[4][2] = {{0}}, nseen = 0, mflags = 0;
+    long long ts[2], tsing[6], before, after;
+    ssize_t n =
+        stamped_exchange(a, b, &sa, 512, seen, &nseen, ts, tsing, &mflags, &before, &after);
+    long long ns = ts[0] * 1000000000LL + ts[1];
+    check(r == 0 && r1 == 0 && r2 == 0 && r3 == 0 && n == 4 && nseen == 3 &&
+              seen[0][0] == SOL_SOCKET && seen[0][1] == SCM_TIMESTAMPNS &&
+              seen[1][0] == SOL_SOCKET && seen[1][1] == SCM_TIMESTAMPING &&
+              seen[2][0] == IPPROTO_IP && seen[2][1] == IP_PKTINFO && ns >= before &&
+              ns <= after && ts[1] < 1000000000LL,
+          "udp_timestamp_ns", "r %d %d %d %d n %zd seen %d (%d/%d %d %d) stamp %lld in [%lld, %lld]",
+          r, r1, r2, r3, n, nseen, seen[0][0], seen[0][1], seen[1][1], seen[2][1], ns, before,
+          after);
+    check(tsing[0] == ts[0] && tsing[1] == ts[1] && tsing[2] == 0 && tsing[3] == 0 &&
+              tsing[4] == 0 && tsing[5] == 0,
+          "udp_timestamping", "software %lld.%09lld (ns option: %lld.%09lld) hardware %lld %lld",
+          tsing[0], tsing[1], ts[0], ts[1], tsing[2], tsing[4]);
+    /* SO_TIMESTAMP alone: a timeval. */
+    r1 = setsockopt(a, SOL_SOCKET, SO_TIMESTAMPING, &zero, sizeof zero);
+    r2 = setsockopt(a, IPPROTO_IP, IP_PKTINFO, &zero, sizeof zero);
+    r3 = setsockopt(a, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof one);
+    n = stamped_exchange(a, b, &sa, 512, seen, &nseen, ts, tsing, &mflags, &before, &after);
+    long long us = ts[0] * 1000000LL + ts[1];
+    check(r1 == 0 && r2 == 0 && r3 == 0 && n == 4 && nseen == 1 && seen[0][0] == SOL_SOCKET &&
+              seen[0][1] == SCM_TIMESTAMP && us >= before / 1000 && us <= after / 1000 &&
+              ts[1] < 1000000,
+          "udp_timestamp", "n %zd seen %d type %d stamp %lld us in [%lld, %lld]", n, nseen,
+          seen[0][1], us, before / 1000, after / 1000);
+    /* No room for it: the datagram, and MSG_CTRUNC. */
+    n = stamped_exchange(a, b, &sa, 8, seen, &nseen, ts, tsing, &mflags, &before, &after);
+    check(n == 4 && (mflags & MSG_CTRUNC), "udp_timestamp_ctrunc", "n %zd flags %x", n, mflags);
+    close(a);
+    close(b);
 }
 
 /* UDP between two sockets of this program on `self_ip` (its own
@@ -2220,6 +2321,7 @@ int main(int argc, char **argv) {
     if (argc == 5) {
         own_address_listed(argv[4]);
         udp_calls(argv[4], atoi(argv[3]) + 2);
+        udp_timestamps(argv[4]);
         ephemeral_listener(argv[4]);
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
         exec_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 4);

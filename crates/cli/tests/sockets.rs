@@ -5565,3 +5565,74 @@ fn an_epoll_sleeper_from_before_the_first_socket_is_woken_for_it() {
         "the poller was not woken for the listener added while it slept: {out}"
     );
 }
+
+/// A datagram's receive timestamp (`SO_TIMESTAMPNS`) is when the frame
+/// reached the interface — taken by the XDP program in the kernel, as
+/// Linux stamps its own sockets' datagrams — not when the service got
+/// round to it: with the service stopped for 400 ms after the datagram
+/// came, the program sees a stamp from before the stop ended (chronyd's
+/// NTP replies depend on it).
+#[test]
+fn a_datagram_is_stamped_when_it_arrives_not_when_the_service_takes_it() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    // The program tells the Linux side it is ready, then waits for one
+    // datagram and prints its stamp and its own clock on receipt.
+    let prog = "import socket, time\n\
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                s.setsockopt(socket.SOL_SOCKET, 35, 1)\n\
+                s.bind(('198.18.9.2', 7061))\n\
+                s.sendto(b'ready', ('198.18.9.1', 7062))\n\
+                d, anc, fl, a = s.recvmsg(64, 256)\n\
+                now = time.time_ns()\n\
+                st = [int.from_bytes(c[:8], 'little') * 10**9 + int.from_bytes(c[8:16], 'little') \
+                      for (l, t, c) in anc if l == socket.SOL_SOCKET and t == 35]\n\
+                print('stamp', st[0] if st else 0, 'now', now, 'data', d.decode())\n";
+    let lx = net
+        .lx
+        .run(|| std::net::UdpSocket::bind("198.18.9.1:7062").unwrap());
+    lx.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(|| net.python(prog, "stamped receiver"));
+        let mut b = [0u8; 16];
+        let (n, from) = lx
+            .recv_from(&mut b)
+            .expect("the program never said it was ready");
+        assert_eq!(&b[..n], b"ready");
+        // Ready, and about to block in recvmsg: stop the service, send.
+        std::thread::sleep(Duration::from_millis(200));
+        let pid = net.serve.pid();
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        let sent = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128;
+        lx.send_to(b"tick", from).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+        (h.join().unwrap(), sent)
+    });
+    let (text, sent) = out;
+    let field = |k: &str| -> i128 {
+        let w: Vec<&str> = text.split_whitespace().collect();
+        let i = w
+            .iter()
+            .position(|x| *x == k)
+            .unwrap_or_else(|| panic!("no {k}: {text}"));
+        w[i + 1].parse().unwrap()
+    };
+    let (stamp, now) = (field("stamp"), field("now"));
+    assert!(text.contains("data tick"), "{text}");
+    assert!(
+        stamp > 0,
+        "no SCM_TIMESTAMPNS came with the datagram: {text}"
+    );
+    // Taken on arrival: after the send, well before the service resumed.
+    assert!(
+        stamp >= sent && stamp - sent < 100_000_000 && now - stamp >= 300_000_000,
+        "stamp {} ms after the send, {} ms before the receipt (want < 100 and >= 300): {text}",
+        (stamp - sent) / 1_000_000,
+        (now - stamp) / 1_000_000
+    );
+}

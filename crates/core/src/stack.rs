@@ -78,6 +78,14 @@ impl<R: AsRef<[u8]>> Datagram<R> {
     pub fn payload(&self) -> &[u8] {
         &self.buf.as_ref()[self.start..self.end]
     }
+    /// The frame holding it, in place (`None` for one reassembled from
+    /// fragments): where a backend left per-frame metadata.
+    pub fn frame_mut(&mut self) -> Option<&mut R> {
+        match &mut self.buf {
+            Buf::Frame(f) => Some(f),
+            Buf::Owned(_) => None,
+        }
+    }
     /// The frame holding it, to return it to its pool (`None` for a
     /// datagram reassembled from fragments, whose frames went back
     /// already).

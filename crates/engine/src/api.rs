@@ -26,10 +26,57 @@ use crate::steer;
 use bytes::Bytes;
 use ixora_core::{ConnHandle, Error, Instant, Stack, UdpHandle};
 use ixora_io::PacketBuf;
+use nix::time::ClockId;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
 pub use ixora_core::Event;
+
+/// A UDP datagram taken from a socket ([`Io::udp_recv`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// Sender.
+    pub src: SocketAddrV4,
+    /// Payload.
+    pub data: Bytes,
+    /// When the frame came in, `CLOCK_MONOTONIC` nanoseconds, if the
+    /// backend stamped it (AF_XDP's XDP program stamps IPv4 UDP frames;
+    /// see [`PacketBuf::take_rx_stamp`]).
+    pub at: Option<u64>,
+}
+
+/// Turns receive stamps ([`Received::at`], `CLOCK_MONOTONIC`) into
+/// `CLOCK_REALTIME` nanoseconds, what `SO_TIMESTAMP*` give. It reads both
+/// clocks once, at first use, so one per batch of datagrams costs two
+/// vDSO reads; a datagram the backend did not stamp gets that reading.
+#[derive(Debug, Default)]
+pub struct WallClock {
+    /// (monotonic, realtime) ns, read together.
+    now: Option<(u64, u64)>,
+}
+
+impl WallClock {
+    /// The realtime of stamp `at` (None: now).
+    pub fn realtime(&mut self, at: Option<u64>) -> u64 {
+        let (mono, real) = *self.now.get_or_insert_with(|| {
+            (
+                clock_ns(ClockId::CLOCK_MONOTONIC),
+                clock_ns(ClockId::CLOCK_REALTIME),
+            )
+        });
+        match at {
+            Some(t) if t <= mono => real.saturating_sub(mono - t),
+            Some(t) => real.saturating_add(t - mono),
+            None => real,
+        }
+    }
+}
+
+fn clock_ns(id: ClockId) -> u64 {
+    nix::time::clock_gettime(id)
+        .map(|t| (t.tv_sec() as u64).saturating_mul(1_000_000_000) + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
 
 /// The stack type of a core.
 pub type CoreStack = Stack<PacketBuf, Bytes>;
@@ -250,13 +297,18 @@ impl Io<'_> {
         self.stack.udp_send(h, dst, data)
     }
 
-    /// The next datagram received on `h`: source and payload (copied out of
-    /// its frame, which is released).
-    pub fn udp_recv(&mut self, h: UdpHandle) -> Result<Option<(SocketAddrV4, Bytes)>, Error> {
-        Ok(self
-            .stack
-            .udp_recv(h)?
-            .map(|d| (d.src, Bytes::copy_from_slice(d.payload()))))
+    /// The next datagram received on `h`: source, payload (copied out of
+    /// its frame, which is released) and the receive stamp the backend
+    /// left with the frame, if any.
+    pub fn udp_recv(&mut self, h: UdpHandle) -> Result<Option<Received>, Error> {
+        Ok(self.stack.udp_recv(h)?.map(|mut d| {
+            let at = d.frame_mut().and_then(|f| f.take_rx_stamp());
+            Received {
+                src: d.src,
+                data: Bytes::copy_from_slice(d.payload()),
+                at,
+            }
+        }))
     }
 
     /// The core's stack, for anything the calls above do not cover

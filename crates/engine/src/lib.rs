@@ -26,7 +26,7 @@ pub mod ev;
 pub mod spin;
 pub mod steer;
 
-pub use api::{App, CoreStack, Event, Io};
+pub use api::{App, CoreStack, Event, Io, Received, WallClock};
 
 use crossbeam_queue::ArrayQueue;
 use ixora_core::wire::Checksum;

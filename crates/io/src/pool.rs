@@ -367,6 +367,19 @@ impl Pool {
     }
 }
 
+/// Bytes of a receive stamp in a frame's headroom, just before the frame:
+/// `CLOCK_MONOTONIC` nanoseconds when it was received (`u64`, native
+/// order), then [`RX_STAMP_MAGIC`]. A backend puts it there (AF_XDP's XDP
+/// program, as metadata; others with [`PacketBuf::set_rx_stamp`]); the
+/// stack reads it with [`PacketBuf::take_rx_stamp`] for the frames it
+/// stamps (UDP, for `SO_TIMESTAMP*`).
+pub const RX_STAMP_LEN: usize = 16;
+
+/// The word after a receive stamp that says it is one: a chunk's headroom
+/// may hold anything else (a transmitted frame's offload metadata, or
+/// nothing the kernel copied).
+pub const RX_STAMP_MAGIC: u64 = 0x6978_6f72_615f_7473; // "ixora_ts"
+
 /// One packet buffer: a chunk of its core's pool, holding a frame of `len`
 /// bytes at offset `off`. Dropping it returns the chunk to the pool.
 pub struct PacketBuf {
@@ -462,6 +475,36 @@ impl PacketBuf {
     #[inline]
     pub fn partial_checksum(&self) -> Option<(u16, u16)> {
         self.csum
+    }
+
+    /// Put receive stamp `mono_ns` (`CLOCK_MONOTONIC`) before the frame
+    /// ([`RX_STAMP_LEN`]); false if the headroom has no room for it.
+    pub fn set_rx_stamp(&mut self, mono_ns: u64) -> bool {
+        let Some(h) = self.stamp_bytes() else {
+            return false;
+        };
+        h[..8].copy_from_slice(&mono_ns.to_ne_bytes());
+        h[8..].copy_from_slice(&RX_STAMP_MAGIC.to_ne_bytes());
+        true
+    }
+
+    /// The receive stamp before the frame (`CLOCK_MONOTONIC` ns), if a
+    /// backend put one there; taken: its magic is cleared, so the chunk's
+    /// next frame never shows it.
+    pub fn take_rx_stamp(&mut self) -> Option<u64> {
+        let h = self.stamp_bytes()?;
+        let magic = u64::from_ne_bytes(h[8..].try_into().ok()?);
+        if magic != RX_STAMP_MAGIC {
+            return None;
+        }
+        h[8..].fill(0);
+        Some(u64::from_ne_bytes(h[..8].try_into().ok()?))
+    }
+
+    fn stamp_bytes(&mut self) -> Option<&mut [u8]> {
+        let h = self.headroom_mut();
+        let n = h.len();
+        n.checked_sub(RX_STAMP_LEN).map(|s| &mut h[s..])
     }
 
     /// Complete a checksum left to the device here, in software (a port or
@@ -569,6 +612,26 @@ mod tests {
         drop(a);
         drop(b);
         assert_eq!(p.available(), 4);
+    }
+
+    #[test]
+    fn a_receive_stamp_is_read_once_and_only_where_one_was_put() {
+        let p = pool(2);
+        let i = p.lend().unwrap();
+        // No headroom before the frame: no stamp fits, none is read.
+        let mut b = p.adopt(i, 0, 10).unwrap();
+        assert!(!b.set_rx_stamp(5));
+        assert_eq!(b.take_rx_stamp(), None);
+        drop(b);
+        let i = p.lend().unwrap();
+        let mut b = p.adopt(i, 256, 10).unwrap();
+        // Whatever the headroom held is not a stamp.
+        b.headroom_mut().fill(0xab);
+        assert_eq!(b.take_rx_stamp(), None);
+        assert!(b.set_rx_stamp(123_456_789));
+        assert_eq!(b.take_rx_stamp(), Some(123_456_789));
+        // Taken: the chunk's next frame does not show it.
+        assert_eq!(b.take_rx_stamp(), None);
     }
 
     #[test]

@@ -318,9 +318,18 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
 
 /// One datagram received: the result, the source ([`pack`]ed, or
 /// [`KERNEL_WROTE`]), whether it was longer than the buffers
-/// (`MSG_TRUNC`), and for one that came in at the kernel's side, the
-/// kernel's `IP_PKTINFO` for it.
-type Dgram = (ssize_t, u64, bool, Option<libc::in_pktinfo>);
+/// (`MSG_TRUNC`), and what its control data says ([`Ctl`]).
+type Dgram = (ssize_t, u64, bool, Ctl);
+
+/// What a datagram's control data says.
+#[derive(Clone, Copy, Default)]
+struct Ctl {
+    /// For one that came in at the kernel's side, the kernel's
+    /// `IP_PKTINFO` for it.
+    dst: Option<libc::in_pktinfo>,
+    /// When it was received, `CLOCK_REALTIME` ns (0: not known).
+    stamp: u64,
+}
 
 /// The source of a [`Dgram`] taken at the kernel side of a dual-stack
 /// socket by the kernel's own `recvmsg`, which wrote its address (an
@@ -430,7 +439,7 @@ fn kernel_recv_into(
         r,
         KERNEL_WROTE,
         r >= 0 && m.msg_flags & libc::MSG_TRUNC != 0,
-        None,
+        Ctl::default(),
     ))
 }
 
@@ -466,11 +475,11 @@ fn do_recv_dgram(
         }
         if sk.shut_rd() && sk.readable() == 0 {
             count(sk.a, call("read"), user);
-            return (0, 0, false, None);
+            return (0, 0, false, Ctl::default());
         }
         let before = sk.readable();
         match sk.recv_dgram(bufs, peek) {
-            Ok((n, full, src)) => {
+            Ok((n, full, src, stamp)) => {
                 // The service may hold a datagram it had no room for.
                 if !peek && before > (sk.a.r.layout().ring as u64) / 4 && state::signal(sk.a, sk.s)
                 {
@@ -486,7 +495,7 @@ fn do_recv_dgram(
                 if kside {
                     next_side(sk, peek.then_some(false));
                 }
-                return (r as ssize_t, src, full > n, None);
+                return (r as ssize_t, src, full > n, Ctl { dst: None, stamp });
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let ready = &mut || sk.readable() > 0 || sk.dead() || !sk.live();
@@ -497,13 +506,13 @@ fn do_recv_dgram(
                 }];
                 let kslice: &mut [pollfd] = if kside { &mut kp } else { &mut [] };
                 if let Err(r) = wait_ring_or(sk, false, &mut start, &mut user, kslice, ready) {
-                    return (r, 0, false, None);
+                    return (r, 0, false, Ctl::default());
                 }
                 woken_by_kernel = kp[0].revents != 0;
             }
             Err(e) => {
                 count(sk.a, call("read"), user);
-                return (fail(e), 0, false, None);
+                return (fail(e), 0, false, Ctl::default());
             }
         }
     }
@@ -515,7 +524,9 @@ fn do_recv_dgram(
 fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<Dgram> {
     // SAFETY: plain data, valid when zeroed.
     let mut src: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    let mut control = [0u64; 8];
+    // IP_PKTINFO (32 bytes with its header) and the timestamps the
+    // program asked for (SCM_TIMESTAMPING: 64).
+    let mut control = [0u64; 24];
     let mut n = Name {
         name: &mut src as *mut libc::sockaddr_in as *mut c_void,
         len: std::mem::size_of::<libc::sockaddr_in>() as socklen_t,
@@ -525,7 +536,7 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
     };
     let (r, _, trunc, _) = kernel_recv_into(fd, bufs, flags, &mut n)?;
     if r < 0 {
-        return Some((r, 0, false, None));
+        return Some((r, 0, false, Ctl::default()));
     }
     let from = pack(
         u32::from_be(src.sin_addr.s_addr),
@@ -535,21 +546,66 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
     let mut m: msghdr = unsafe { std::mem::zeroed() };
     m.msg_control = n.control;
     m.msg_controllen = n.controllen as _;
-    let mut dst = None;
+    let mut ctl = Ctl::default();
     // SAFETY: the kernel wrote `controllen` bytes of control messages
-    // into `control`, which `m` describes; CMSG_* walk within them.
+    // into `control`, which `m` describes; CMSG_* walk within them, and
+    // each message's data is as long as its type says.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&m);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_PKTINFO {
-                dst = Some(std::ptr::read_unaligned(
-                    libc::CMSG_DATA(c) as *const libc::in_pktinfo
-                ));
+            let data = libc::CMSG_DATA(c);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
+                    ctl.dst = Some(std::ptr::read_unaligned(data as *const libc::in_pktinfo));
+                }
+                // (On 64-bit Linux the old and new layouts are the same:
+                // seconds and micro- or nanoseconds, 64 bits each.)
+                (libc::SOL_SOCKET, t) if ctl.stamp == 0 => {
+                    let ts = |i: usize| std::ptr::read_unaligned((data as *const i64).add(i));
+                    ctl.stamp = match t {
+                        tstamp::SCM_TIMESTAMP | tstamp::SCM_TIMESTAMP_NEW => {
+                            wall_ns(ts(0), ts(1).saturating_mul(1000))
+                        }
+                        tstamp::SCM_TIMESTAMPNS
+                        | tstamp::SCM_TIMESTAMPNS_NEW
+                        | tstamp::SCM_TIMESTAMPING
+                        | tstamp::SCM_TIMESTAMPING_NEW => wall_ns(ts(0), ts(1)),
+                        _ => 0,
+                    };
+                }
+                _ => {}
             }
             c = libc::CMSG_NXTHDR(&m, c);
         }
     }
-    Some((r, from, trunc, dst))
+    Some((r, from, trunc, ctl))
+}
+
+/// Receive timestamp options and control messages (asm-generic/socket.h,
+/// linux/net_tstamp.h): each `SCM_*` type is its option's number.
+mod tstamp {
+    use std::ffi::c_int;
+    pub const SO_TIMESTAMP: c_int = 29;
+    pub const SO_TIMESTAMPNS: c_int = 35;
+    pub const SO_TIMESTAMPING: c_int = 37;
+    pub const SO_TIMESTAMP_NEW: c_int = 63;
+    pub const SO_TIMESTAMPNS_NEW: c_int = 64;
+    pub const SO_TIMESTAMPING_NEW: c_int = 65;
+    pub const SCM_TIMESTAMP: c_int = SO_TIMESTAMP;
+    pub const SCM_TIMESTAMPNS: c_int = SO_TIMESTAMPNS;
+    pub const SCM_TIMESTAMPING: c_int = SO_TIMESTAMPING;
+    pub const SCM_TIMESTAMP_NEW: c_int = SO_TIMESTAMP_NEW;
+    pub const SCM_TIMESTAMPNS_NEW: c_int = SO_TIMESTAMPNS_NEW;
+    pub const SCM_TIMESTAMPING_NEW: c_int = SO_TIMESTAMPING_NEW;
+    /// `SOF_TIMESTAMPING_RX_SOFTWARE`, `_SOFTWARE`, `_OPT_RX_FILTER`.
+    pub const RX_SOFTWARE: u32 = 1 << 3;
+    pub const SOFTWARE: u32 = 1 << 4;
+    pub const OPT_RX_FILTER: u32 = 1 << 17;
+}
+
+/// Nanoseconds of a `CLOCK_REALTIME` time (0 for one before 1970).
+fn wall_ns(sec: i64, nsec: i64) -> u64 {
+    u64::try_from(sec.saturating_mul(1_000_000_000).saturating_add(nsec)).unwrap_or(0)
 }
 
 /// Where a datagram of UDP socket `sk` goes.
@@ -1767,6 +1823,12 @@ fn replayable(level: c_int, name: c_int) -> bool {
                 | libc::SO_MARK
                 | libc::SO_OOBINLINE
                 | libc::SO_BROADCAST
+                | tstamp::SO_TIMESTAMP
+                | tstamp::SO_TIMESTAMPNS
+                | tstamp::SO_TIMESTAMPING
+                | tstamp::SO_TIMESTAMP_NEW
+                | tstamp::SO_TIMESTAMPNS_NEW
+                | tstamp::SO_TIMESTAMPING_NEW
         ),
         libc::IPPROTO_TCP => matches!(
             name,
@@ -2547,7 +2609,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     let mut v = unsafe { iovs(m.msg_iov, m.msg_iovlen as c_int) };
     if sk.dgram() {
         let mut whole = Name::whole(m);
-        let (r, src, trunc, dst) = do_recv_dgram(sk, &mut v, flags, Some(&mut whole));
+        let (r, src, trunc, ctl) = do_recv_dgram(sk, &mut v, flags, Some(&mut whole));
         if src == KERNEL_WROTE {
             // The kernel side's own recvmsg filled in `m`.
             whole.back(m);
@@ -2560,12 +2622,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
             if !m.msg_name.is_null() {
                 m.msg_namelen = nl;
             }
-            let ctrunc = if sk.e.flags.load(Ordering::Relaxed) & (fl::PKTINFO | fl::PKTINFO6) != 0 {
-                put_pktinfo(m, sk, dst)
-            } else {
-                m.msg_controllen = 0;
-                0
-            };
+            let ctrunc = put_control(m, sk, ctl);
             m.msg_flags = if trunc { libc::MSG_TRUNC } else { 0 } | ctrunc;
         }
         return r;
@@ -2591,23 +2648,48 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     r
 }
 
-/// Put the `IP_PKTINFO` of a datagram into `m`'s control buffer, and on
-/// a dual-stack socket that asked (`IPV6_RECVPKTINFO`) its
-/// `IPV6_PKTINFO`, the address v4-mapped, as Linux gives both for an
-/// IPv4 datagram: for one Ixora received (its destination is always the
-/// service's address: no broadcast or multicast is received), or one that
-/// came in at the kernel's side, to `kernel` (its destination and
-/// interface). Returns `MSG_CTRUNC` if they do not fit (the buffer is then
-/// left empty), else 0.
-fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<libc::in_pktinfo>) -> c_int {
+/// Put the control data a datagram of UDP socket `sk` comes with, as
+/// the program asked for it, into `m`'s control buffer:
+/// - its `IP_PKTINFO`, and on a dual-stack socket that asked
+///   (`IPV6_RECVPKTINFO`) its `IPV6_PKTINFO`, the address v4-mapped, as
+///   Linux gives both for an IPv4 datagram: for one Ixora received (its
+///   destination is always the service's address: no broadcast or
+///   multicast is received), or one that came in at the kernel's side
+///   (`ctl.dst`, its destination and interface);
+/// - its receive time (`ctl.stamp`) as `SO_TIMESTAMP`/`SO_TIMESTAMPNS`
+///   (`SCM_TIMESTAMP` or `SCM_TIMESTAMPNS`) and `SO_TIMESTAMPING`
+///   (`SCM_TIMESTAMPING`, the software stamp first) ask, in Linux's order
+///   and, after the `_NEW` options, as their `_NEW` types.
+///
+/// Returns `MSG_CTRUNC` if they do not fit (the buffer is then left
+/// empty), else 0.
+fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
     let f = sk.e.flags.load(Ordering::Relaxed);
     let (v4, v6) = (f & fl::PKTINFO != 0, f & fl::PKTINFO6 != 0 && sk.inet6());
+    let stamp = ctl.stamp != 0;
+    let (ts, ts_ns) = (stamp && f & fl::TSTAMP != 0, f & fl::TSTAMP_NS != 0);
+    let tsing = stamp && f & fl::TSTAMPING != 0;
+    let new = f & fl::TSTAMP_NEW != 0;
+    if !(v4 || v6 || ts || tsing) {
+        m.msg_controllen = 0;
+        return 0;
+    }
     let size4 = std::mem::size_of::<libc::in_pktinfo>() as u32;
     let size6 = std::mem::size_of::<libc::in6_pktinfo>() as u32;
+    // A timeval or timespec (two 64-bit words on 64-bit Linux, old and
+    // new alike), or three timespecs.
+    let size_ts = 16u32;
+    let size_tsing = 48u32;
     // SAFETY: CMSG_SPACE is arithmetic on its argument.
     let space = unsafe {
         (if v4 { libc::CMSG_SPACE(size4) } else { 0 }
-            + if v6 { libc::CMSG_SPACE(size6) } else { 0 })
+            + if v6 { libc::CMSG_SPACE(size6) } else { 0 }
+            + if ts { libc::CMSG_SPACE(size_ts) } else { 0 }
+            + if tsing {
+                libc::CMSG_SPACE(size_tsing)
+            } else {
+                0
+            })
     } as usize;
     if m.msg_control.is_null() || m.msg_controllen < space {
         m.msg_controllen = 0;
@@ -2617,7 +2699,7 @@ fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<libc::in_pktinfo>) -> c_
     let ip = libc::in_addr {
         s_addr: sk.a.ip.to_be(),
     };
-    let info = kernel.unwrap_or(libc::in_pktinfo {
+    let info = ctl.dst.unwrap_or(libc::in_pktinfo {
         ipi_ifindex: h.ifindex.load(Ordering::Relaxed) as c_int,
         ipi_spec_dst: ip,
         ipi_addr: ip,
@@ -2630,25 +2712,62 @@ fn put_pktinfo(m: &mut msghdr, sk: Sock, kernel: Option<libc::in_pktinfo>) -> c_
         ipi6_addr: libc::in6_addr { s6_addr: mapped },
         ipi6_ifindex: info.ipi_ifindex as u32,
     };
+    let (sec, nsec) = (
+        (ctl.stamp / 1_000_000_000) as i64,
+        (ctl.stamp % 1_000_000_000) as i64,
+    );
+    let (ts_type, ts_words) = match (ts_ns, new) {
+        (false, false) => (tstamp::SCM_TIMESTAMP, [sec, nsec / 1000]),
+        (false, true) => (tstamp::SCM_TIMESTAMP_NEW, [sec, nsec / 1000]),
+        (true, false) => (tstamp::SCM_TIMESTAMPNS, [sec, nsec]),
+        (true, true) => (tstamp::SCM_TIMESTAMPNS_NEW, [sec, nsec]),
+    };
+    let tsing_type = if new {
+        tstamp::SCM_TIMESTAMPING_NEW
+    } else {
+        tstamp::SCM_TIMESTAMPING
+    };
     m.msg_controllen = space as _;
     // SAFETY: recvmsg(2)'s contract: `msg_control` has `msg_controllen`
-    // writable bytes, at least the space of both headers and their data
+    // writable bytes, at least the space of every header and its data
     // (checked; `msg_controllen` says just that now, so CMSG_NXTHDR
-    // stays within it); the data is written unaligned.
+    // stays within it and gives a non-null header for each message
+    // counted in `space`); the data is written unaligned.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(m);
-        if v4 {
-            (*c).cmsg_level = libc::IPPROTO_IP;
-            (*c).cmsg_type = libc::IP_PKTINFO;
-            (*c).cmsg_len = libc::CMSG_LEN(size4) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::in_pktinfo, info);
+        let mut put = |level: c_int, ty: c_int, len: u32, data: *const u8| {
+            (*c).cmsg_level = level;
+            (*c).cmsg_type = ty;
+            (*c).cmsg_len = libc::CMSG_LEN(len) as _;
+            std::ptr::copy_nonoverlapping(data, libc::CMSG_DATA(c), len as usize);
             c = libc::CMSG_NXTHDR(m, c);
+        };
+        // Linux's order: the socket's timestamps (`sock_recv_timestamp`),
+        // then the IP level's (`ip_cmsg_recv`).
+        if ts {
+            put(
+                libc::SOL_SOCKET,
+                ts_type,
+                size_ts,
+                ts_words.as_ptr() as *const u8,
+            );
         }
-        if v6 && !c.is_null() {
-            (*c).cmsg_level = libc::IPPROTO_IPV6;
-            (*c).cmsg_type = libc::IPV6_PKTINFO;
-            (*c).cmsg_len = libc::CMSG_LEN(size6) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut libc::in6_pktinfo, info6);
+        if tsing {
+            let three: [i64; 6] = [sec, nsec, 0, 0, 0, 0];
+            put(
+                libc::SOL_SOCKET,
+                tsing_type,
+                size_tsing,
+                three.as_ptr() as *const u8,
+            );
+        }
+        if v4 {
+            let p = &info as *const libc::in_pktinfo as *const u8;
+            put(libc::IPPROTO_IP, libc::IP_PKTINFO, size4, p);
+        }
+        if v6 {
+            let p = &info6 as *const libc::in6_pktinfo as *const u8;
+            put(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, size6, p);
         }
     }
     0
@@ -4986,6 +5105,35 @@ pub unsafe extern "C" fn setsockopt(
         }
         (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
             setf(fl::PKTINFO, int().unwrap_or(0) != 0);
+        }
+        (
+            libc::SOL_SOCKET,
+            n @ (tstamp::SO_TIMESTAMP
+            | tstamp::SO_TIMESTAMPNS
+            | tstamp::SO_TIMESTAMP_NEW
+            | tstamp::SO_TIMESTAMPNS_NEW),
+        ) => {
+            // As Linux's `sock_set_timestamp`: on, it says which form
+            // (and old or new); off, both forms go.
+            if int().unwrap_or(0) != 0 {
+                setf(fl::TSTAMP, true);
+                let ns = matches!(n, tstamp::SO_TIMESTAMPNS | tstamp::SO_TIMESTAMPNS_NEW);
+                setf(fl::TSTAMP_NS, ns);
+                let new = matches!(n, tstamp::SO_TIMESTAMP_NEW | tstamp::SO_TIMESTAMPNS_NEW);
+                setf(fl::TSTAMP_NEW, new);
+            } else {
+                setf(fl::TSTAMP | fl::TSTAMP_NS, false);
+            }
+        }
+        (libc::SOL_SOCKET, n @ (tstamp::SO_TIMESTAMPING | tstamp::SO_TIMESTAMPING_NEW)) => {
+            // An int of SOF_TIMESTAMPING_* flags (or a struct
+            // so_timestamping, which starts with them). Software receive
+            // stamps are reported as Linux's `__sock_recv_timestamp` does.
+            let f = int().unwrap_or(0) as u32;
+            let rx = f & tstamp::SOFTWARE != 0
+                && (f & tstamp::RX_SOFTWARE != 0 || f & tstamp::OPT_RX_FILTER == 0);
+            setf(fl::TSTAMPING, rx);
+            setf(fl::TSTAMP_NEW, n == tstamp::SO_TIMESTAMPING_NEW);
         }
         (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO) => {
             setf(fl::PKTINFO6, int().unwrap_or(0) != 0);

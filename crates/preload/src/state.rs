@@ -87,6 +87,17 @@ pub mod fl {
     pub const PKTINFO6: u32 = 1 << 18;
     /// SO_BROADCAST.
     pub const BROADCAST: u32 = 1 << 19;
+    /// SO_TIMESTAMP or SO_TIMESTAMPNS (`SOCK_RCVTSTAMP`): each datagram
+    /// received comes with its receive time (`SCM_TIMESTAMP`).
+    pub const TSTAMP: u32 = 1 << 23;
+    /// SO_TIMESTAMPNS: as a `timespec` (`SCM_TIMESTAMPNS`).
+    pub const TSTAMP_NS: u32 = 1 << 24;
+    /// The last timestamp option set was a `_NEW` one (Linux's
+    /// `SOCK_TSTAMP_NEW`): the control messages are the `_NEW` types.
+    pub const TSTAMP_NEW: u32 = 1 << 25;
+    /// SO_TIMESTAMPING with software receive stamps reported
+    /// (`SCM_TIMESTAMPING`, the stamp in its first `timespec`).
+    pub const TSTAMPING: u32 = 1 << 26;
     /// The descriptor's file went to another process, or came from one,
     /// with a connection handed over (`SCM_RIGHTS`): another process may
     /// hold the file, so it is closed, never pooled (the service names a
@@ -2121,13 +2132,15 @@ impl Sock {
 
     /// Take the next datagram of a UDP socket into `bufs` (`peek`: leave
     /// it). Returns the bytes copied, the datagram's full length (more:
-    /// the rest did not fit and is dropped, as `MSG_TRUNC` tells) and its
-    /// source ([`layout::pack`]ed); `Err(EAGAIN)` if none is there.
+    /// the rest did not fit and is dropped, as `MSG_TRUNC` tells), its
+    /// source ([`layout::pack`]ed) and when the stack received it
+    /// (`CLOCK_REALTIME` ns, [`layout::dgram_stamp`]); `Err(EAGAIN)` if
+    /// none is there.
     pub fn recv_dgram(
         &self,
         bufs: &mut [&mut [u8]],
         peek: bool,
-    ) -> Result<(usize, usize, u64), c_int> {
+    ) -> Result<(usize, usize, u64, u64), c_int> {
         let avail = self.readable();
         if avail < layout::DGRAM_HDR as u64 {
             let e = self.take_error();
@@ -2159,7 +2172,7 @@ impl Sock {
                 .rx_head
                 .store(head + (layout::DGRAM_HDR + len) as u64, Ordering::Release);
         }
-        Ok((n, len, layout::pack(ip, port)))
+        Ok((n, len, layout::pack(ip, port), layout::dgram_stamp(&h)))
     }
 
     /// Queue one datagram of the gathered `bufs` to `dst` ([`layout::pack`]ed)

@@ -40,7 +40,7 @@ use ixora_channel::layout::{
 use ixora_channel::os::{self, Mapping};
 use ixora_core::{ConnHandle, DeadReason, Error, Event, State, UdpHandle};
 use ixora_engine::spin::{YieldPacer, LONG_YIELD};
-use ixora_engine::{App, Io};
+use ixora_engine::{App, Io, Received, WallClock};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -571,7 +571,7 @@ struct AppState {
     rows: [u64; layout::MAX_PROCS as usize / 64],
     /// Per slot: a datagram taken from the stack that its socket's full
     /// receive ring had no room for (delivered when the app reads).
-    udp_held: Vec<Option<(SocketAddrV4, Bytes)>>,
+    udp_held: Vec<Option<Received>>,
     /// Per slot: bytes a connection received that its full receive ring
     /// had no room for, taken out of the stack's packet buffers while they
     /// ran low (see [`Service::spill`]); they go to the ring first.
@@ -3375,18 +3375,20 @@ impl Service {
             return;
         }
         let mut tail = start;
+        let mut clock = WallClock::default();
         loop {
             let next = match (app.udp_held[s as usize].take(), from) {
                 (Some(d), _) => Some(d),
                 (None, Some(h)) => io.udp_recv(h).ok().flatten(),
                 (None, None) => None,
             };
-            let Some((src, data)) = next else { break };
+            let Some(d) = next else { break };
+            let src = d.src;
             let peer = app.socks[s as usize].peer;
             if peer != 0 && pack(u32::from(*src.ip()), src.port()) != peer {
                 continue; // not from the connected peer: dropped
             }
-            let need = (layout::DGRAM_HDR + data.len()) as u64;
+            let need = (layout::DGRAM_HDR + d.data.len()) as u64;
             if need > ring {
                 // Longer than the ring: it never fits (as a datagram over
                 // SO_RCVBUF is dropped).
@@ -3394,12 +3396,13 @@ impl Service {
                 continue;
             }
             if ring - (tail - head) < need {
-                app.udp_held[s as usize] = Some((src, data));
+                app.udp_held[s as usize] = Some(d);
                 break;
             }
-            let hdr = layout::dgram_hdr(data.len() as u16, u32::from(*src.ip()), src.port());
+            let hdr = layout::dgram_hdr(d.data.len() as u16, u32::from(*src.ip()), src.port());
+            let hdr = layout::with_stamp(hdr, clock.realtime(d.at));
             app.r.rx_write(s, tail, &hdr);
-            app.r.rx_write(s, tail + layout::DGRAM_HDR as u64, &data);
+            app.r.rx_write(s, tail + layout::DGRAM_HDR as u64, &d.data);
             tail += need;
         }
         if tail != start {
@@ -3850,7 +3853,8 @@ impl Service {
                 Self::fill_udp(app, io, s, None);
             }
         }
-        while let Ok(Some((src, data))) = io.udp_recv(g.h) {
+        while let Ok(Some(d)) = io.udp_recv(g.h) {
+            let src = d.src;
             // A member connected to the source takes it (Linux ranks a
             // connected socket above the group's hash); the rest go by
             // hash among the members connected to no one.
@@ -3879,7 +3883,7 @@ impl Service {
                 UDP_GROUP_DROPS.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            app.udp_held[s as usize] = Some((src, data));
+            app.udp_held[s as usize] = Some(d);
             Self::fill_udp(app, io, s, None);
         }
     }

@@ -754,7 +754,13 @@ pub fn vandalise(app: &RawApp, ops: &[VandalOp], socks: &mut Vec<u32>) -> io::Re
                 let s = pick(socks, sock);
                 let len = len % 2048;
                 let hdr = match garbage {
-                    Some(g) => g.to_le_bytes(),
+                    Some(g) => {
+                        // A garbage header: its length, port and address
+                        // (a transmit header's time is not read).
+                        let mut h = [0u8; ixora_channel::layout::DGRAM_HDR];
+                        h[..8].copy_from_slice(&g.to_le_bytes());
+                        h
+                    }
                     None if peer => {
                         ixora_channel::layout::dgram_hdr(len, u32::from(PEER_IP), ECHO_PORT)
                     }

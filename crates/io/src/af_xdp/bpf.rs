@@ -35,16 +35,35 @@ pub(super) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 
 // Instruction encoding (linux/bpf_common.h, linux/bpf.h).
 const BPF_LDX_MEM_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
+const BPF_LDX_MEM_H: u8 = 0x69; // BPF_LDX | BPF_MEM | BPF_H
+const BPF_LDX_MEM_B: u8 = 0x71; // BPF_LDX | BPF_MEM | BPF_B
+const BPF_STX_MEM_DW: u8 = 0x7b; // BPF_STX | BPF_MEM | BPF_DW
 const BPF_LD_IMM64: u8 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
 const BPF_MOV64_IMM: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
+const BPF_MOV64_REG: u8 = 0xbf; // BPF_ALU64 | BPF_MOV | BPF_X
+const BPF_ADD64_IMM: u8 = 0x07; // BPF_ALU64 | BPF_ADD | BPF_K
+const BPF_JNE_IMM: u8 = 0x55; // BPF_JMP | BPF_JNE | BPF_K
+const BPF_JGT_REG: u8 = 0x2d; // BPF_JMP | BPF_JGT | BPF_X
 const BPF_CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
 const BPF_EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
 const BPF_PSEUDO_MAP_FD: u8 = 1;
+const BPF_FUNC_KTIME_GET_NS: i32 = 5;
 const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-/// `offsetof(struct xdp_md, rx_queue_index)`.
+const BPF_FUNC_XDP_ADJUST_META: i32 = 54;
+/// Offsets in `struct xdp_md`.
+const XDP_MD_DATA: i16 = 0;
+const XDP_MD_DATA_END: i16 = 4;
+const XDP_MD_DATA_META: i16 = 8;
 const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
 /// `XDP_PASS`: the program's answer when the queue has no socket.
 const XDP_PASS: i32 = 2;
+
+/// The receive stamp the program puts before a UDP frame as XDP
+/// metadata, which AF_XDP copies into the chunk with the frame (copy mode
+/// copies from `data_meta`): see [`PacketBuf::take_rx_stamp`].
+use crate::pool::{RX_STAMP_LEN as STAMP_META, RX_STAMP_MAGIC as STAMP_MAGIC};
+#[cfg(doc)]
+use crate::PacketBuf;
 
 /// `struct bpf_insn`.
 #[repr(C)]
@@ -72,18 +91,83 @@ const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
-/// The redirect program for the map `map_fd`:
+/// Instructions of [`program`]; `REDIRECT` is the index of its last part.
+const PROGRAM_LEN: usize = 31;
+const REDIRECT: usize = 25;
+
+/// Jump offset from instruction `at` to [`REDIRECT`].
+const fn to_redirect(at: usize) -> i16 {
+    (REDIRECT - at - 1) as i16
+}
+
+/// The redirect program for the map `map_fd`. An IPv4 UDP frame first
+/// gets its receive time as metadata ([`STAMP_META`]) for the
+/// `SO_TIMESTAMP*` of the socket it is for, taken where the kernel would
+/// stamp it for its own sockets (other frames go straight on: a stamp
+/// costs two helper calls):
 ///
 /// ```text
-/// r2 = *(u32 *)(r1 + 16)        ; ctx->rx_queue_index
-/// r1 = map_fd ll                ; ld_imm64, src = BPF_PSEUDO_MAP_FD
-/// r3 = 2                        ; XDP_PASS: the action when the slot is empty
-/// call bpf_redirect_map         ; helper 51
-/// exit                          ; r0 = XDP_REDIRECT or XDP_PASS
+///  0 r6 = r1                          ; ctx, kept across calls
+///  1 r2 = *(u32 *)(r6 + 0)            ; data
+///  2 r3 = *(u32 *)(r6 + 4)            ; data_end
+///  3 r4 = r2
+///  4 r4 += 24                         ; Ethernet header and IPv4 up to its protocol
+///  5 if r4 > r3 goto redirect
+///  6 r5 = *(u16 *)(r2 + 12)           ; EtherType
+///  7 if r5 != 0x0008 goto redirect    ; 0x0800 read little-endian
+///  8 r5 = *(u8 *)(r2 + 23)            ; IPv4 protocol
+///  9 if r5 != 17 goto redirect        ; UDP
+/// 10 call bpf_ktime_get_ns            ; helper 5
+/// 11 r7 = r0
+/// 12 r1 = r6
+/// 13 r2 = -16
+/// 14 call bpf_xdp_adjust_meta         ; helper 54
+/// 15 if r0 != 0 goto redirect
+/// 16 r2 = *(u32 *)(r6 + 8)            ; data_meta
+/// 17 r3 = *(u32 *)(r6 + 0)            ; data
+/// 18 r4 = r2
+/// 19 r4 += 16
+/// 20 if r4 > r3 goto redirect
+/// 21 *(u64 *)(r2 + 0) = r7            ; the time
+/// 22 r5 = STAMP_MAGIC ll              ; ld_imm64: two instructions
+/// 24 *(u64 *)(r2 + 8) = r5
+/// redirect:
+/// 25 r2 = *(u32 *)(r6 + 16)           ; ctx->rx_queue_index
+/// 26 r1 = map_fd ll                   ; ld_imm64, src = BPF_PSEUDO_MAP_FD
+/// 28 r3 = 2                           ; XDP_PASS: the action when the slot is empty
+/// 29 call bpf_redirect_map            ; helper 51
+/// 30 exit                             ; r0 = XDP_REDIRECT or XDP_PASS
 /// ```
-fn program(map_fd: i32) -> [Insn; 6] {
+fn program(map_fd: i32) -> [Insn; PROGRAM_LEN] {
+    let magic = STAMP_MAGIC;
     [
-        insn(BPF_LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
+        insn(BPF_MOV64_REG, 6, 1, 0, 0),
+        insn(BPF_LDX_MEM_W, 2, 6, XDP_MD_DATA, 0),
+        insn(BPF_LDX_MEM_W, 3, 6, XDP_MD_DATA_END, 0),
+        insn(BPF_MOV64_REG, 4, 2, 0, 0),
+        insn(BPF_ADD64_IMM, 4, 0, 0, 24),
+        insn(BPF_JGT_REG, 4, 3, to_redirect(5), 0),
+        insn(BPF_LDX_MEM_H, 5, 2, 12, 0),
+        insn(BPF_JNE_IMM, 5, 0, to_redirect(7), 0x0008),
+        insn(BPF_LDX_MEM_B, 5, 2, 23, 0),
+        insn(BPF_JNE_IMM, 5, 0, to_redirect(9), 17),
+        insn(BPF_CALL, 0, 0, 0, BPF_FUNC_KTIME_GET_NS),
+        insn(BPF_MOV64_REG, 7, 0, 0, 0),
+        insn(BPF_MOV64_REG, 1, 6, 0, 0),
+        insn(BPF_MOV64_IMM, 2, 0, 0, -(STAMP_META as i32)),
+        insn(BPF_CALL, 0, 0, 0, BPF_FUNC_XDP_ADJUST_META),
+        insn(BPF_JNE_IMM, 0, 0, to_redirect(15), 0),
+        insn(BPF_LDX_MEM_W, 2, 6, XDP_MD_DATA_META, 0),
+        insn(BPF_LDX_MEM_W, 3, 6, XDP_MD_DATA, 0),
+        insn(BPF_MOV64_REG, 4, 2, 0, 0),
+        insn(BPF_ADD64_IMM, 4, 0, 0, STAMP_META as i32),
+        insn(BPF_JGT_REG, 4, 3, to_redirect(20), 0),
+        insn(BPF_STX_MEM_DW, 2, 7, 0, 0),
+        insn(BPF_LD_IMM64, 5, 0, 0, magic as u32 as i32),
+        insn(0, 0, 0, 0, (magic >> 32) as u32 as i32),
+        insn(BPF_STX_MEM_DW, 2, 5, 8, 0),
+        // redirect:
+        insn(BPF_LDX_MEM_W, 2, 6, XDP_MD_RX_QUEUE_INDEX, 0),
         insn(BPF_LD_IMM64, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
         insn(0, 0, 0, 0, 0), // second half of the 64-bit immediate
         insn(BPF_MOV64_IMM, 3, 0, 0, XDP_PASS),
@@ -321,13 +405,26 @@ mod tests {
     fn instruction_encoding() {
         let p = program(7);
         assert_eq!(std::mem::size_of::<Insn>(), 8);
-        // ldx: dst r2, src r1, offset 16.
-        assert_eq!((p[0].code, p[0].regs, p[0].off), (0x61, 0x12, 16));
+        // r6 = r1: dst r6, src r1.
+        assert_eq!((p[0].code, p[0].regs), (0xbf, 0x16));
+        // Every jump lands on the redirect part.
+        for (at, i) in p.iter().enumerate() {
+            if matches!(i.code, BPF_JNE_IMM | BPF_JGT_REG) {
+                assert_eq!(at as i16 + 1 + i.off, REDIRECT as i16, "jump at {at}");
+            }
+        }
+        // The magic's ld_imm64, both halves.
+        assert_eq!((p[22].code, p[22].regs), (0x18, 0x05));
+        let magic = u64::from(p[22].imm as u32) | u64::from(p[23].imm as u32) << 32;
+        assert_eq!(magic, STAMP_MAGIC);
+        // redirect: ldx dst r2, src r6, offset 16.
+        let r = &p[REDIRECT..];
+        assert_eq!((r[0].code, r[0].regs, r[0].off), (0x61, 0x62, 16));
         // ld_imm64 r1 with the pseudo map fd in src.
-        assert_eq!((p[1].code, p[1].regs, p[1].imm), (0x18, 0x11, 7));
-        assert_eq!((p[3].regs, p[3].imm), (0x03, 2));
-        assert_eq!((p[4].code, p[4].imm), (0x85, 51));
-        assert_eq!(p[5].code, 0x95);
+        assert_eq!((r[1].code, r[1].regs, r[1].imm), (0x18, 0x11, 7));
+        assert_eq!((r[3].regs, r[3].imm), (0x03, 2));
+        assert_eq!((r[4].code, r[4].imm), (0x85, 51));
+        assert_eq!(r[5].code, 0x95);
     }
 
     #[test]
