@@ -22,7 +22,9 @@ same cores, the same client — on the Linux kernel stack, and under
   * UDP: sockperf's server (one socket, blocking recvfrom/sendto) with the
     Linux sockperf client, ping-pong (64-byte messages, and 8000-byte ones
     that travel in IPv4 fragments both ways) and under-load at fixed rates:
-    round trips, drops and server CPU per message (sockets-udp.*).
+    round trips, drops and server CPU per message (sockets-udp.*);
+  * NTP (`--only ntp`): chronyd as a server, measured by a client
+    chronyd: the NTP delay, which receive timestamps make (sockets-ntp.*).
 
 Server side pinned to CPU 0 (with Ixora: the service and the program),
 client to CPU 1. Both stacks are set up side by side (each in its own
@@ -1084,6 +1086,112 @@ def write_redis(results, args, cmdline):
                 (lambda r: r["cpu_us_per_req"], "server CPU µs per request")))
 
 
+def chrony_conf(tmp, who, lines):
+    """A chronyd configuration `who` in `tmp` (its own pid file and log
+    directory; no command port): its path."""
+    d = Path(tmp) / f"chrony-{who}"
+    d.mkdir(exist_ok=True)
+    conf = d / "chrony.conf"
+    conf.write_text("\n".join([*lines, "cmdport 0", f"pidfile {d}/pid", f"logdir {d}",
+                               f"driftfile {d}/drift", ""]))
+    return conf, d
+
+
+def ntp_run(net, tmp, secs):
+    """A client chronyd (the Linux stack, CPU 1) polling the server
+    chronyd of `net` 16 times a second for `secs` seconds: the median and
+    lowest NTP delay it measured (round trip less the server's hold
+    between its receive and transmit stamps), the median |offset|, and
+    how many measurements."""
+    who = f"client-{'i' if net.ixora else 'k'}"
+    conf, d = chrony_conf(tmp, who, [f"server {SRV} minpoll -4 maxpoll -4 iburst",
+                                     "log measurements"])
+    log = d / "measurements.log"
+    log.unlink(missing_ok=True)
+    p = be.start(be.pinned(1, *be.in_ns(net.cl, "chronyd", "-d", "-x", "-u", "root", "-f",
+                                        str(conf))), f"/tmp/ixb-{PID}-{who}.log")
+    time.sleep(secs)
+    be.stop_proc(p)
+    rows = []
+    if log.exists():
+        # Date Time IP L St 123 567 ABCD LP RP Score Offset Peer-del ...
+        rows = [ln.split() for ln in log.read_text().splitlines() if ln[:1].isdigit()]
+    if len(rows) < 10:
+        raise RuntimeError(f"chronyd measured {len(rows)} times in {secs} s")
+    med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+    delay = [float(r[12]) * 1e6 for r in rows]
+    offset = [abs(float(r[11])) * 1e6 for r in rows]
+    return {"measurements": len(rows), "delay_us": med(delay), "min_delay_us": min(delay),
+            "offset_us": med(offset)}
+
+
+def ntp(args, prog_bar):
+    """chronyd as an NTP server (`local stratum 8`, `-x`: the clock left
+    alone) on both stacks side by side; a client chronyd on the client's
+    side measures each, `--repeat` times alternating, the run of median
+    delay kept. Both servers stamp what they receive with the stack's
+    receive time (SO_TIMESTAMPING/SO_TIMESTAMPNS): the kernel's in its
+    receive path, Ixora's in its XDP program."""
+    tmp = tempfile.mkdtemp(prefix=f"ixb-{PID}-ntp-")
+    results = []
+    servers = {ixora: chrony_conf(tmp, f"server-{'i' if ixora else 'k'}",
+                                  ["allow 198.18.0.0/15", "local stratum 8"])[0]
+               for ixora in (False, True)}
+    try:
+        with side_by_side("ntp", lambda ixora: ["chronyd", "-d", "-x", "-u", "root", "-f",
+                                                str(servers[ixora])], client_addr=True) as nets:
+            time.sleep(1)
+            secs = max(5, 4 * args.duration)
+            best = alternate(args.repeat, lambda ixora: ntp_run(nets[ixora], tmp, secs),
+                             lambda r: r["delay_us"])
+            prog_bar.step("chronyd, NTP delay\n")
+            keep(best, results, "all_delay_us", lambda r: (
+                f"  ntp {r['stack']:7s} delay median {r['delay_us']:6.1f} us (lowest "
+                f"{r['min_delay_us']:5.1f}), |offset| median {r['offset_us']:5.2f} us, "
+                f"{r['measurements']} measurements"))
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+    return results
+
+
+def write_ntp(results, args, cmdline):
+    """sockets-ntp.{json,md,png}."""
+    name, meta, command = part_json("ntp", results, args, cmdline, duration_s=4 * args.duration)
+    k, i = (next((r for r in results if r["stack"] == st), None) for st in ("kernel", "ixora"))
+    L = ["# NTP: chronyd as a server on the kernel vs under `ixora run`", "",
+         command +
+         f"chronyd (`local stratum 8`, `-x`) pinned to CPU 0, the Ixora service on CPU "
+         f"{SERVICE_CPU}; a client chronyd (the Linux stack) on CPU 1 polling it 16 times a "
+         f"second for {max(5, 4 * args.duration)} s; kernel and Ixora runs alternating "
+         f"({args.repeat} each, the run of median delay kept). The delay is what the client's "
+         "NTP measures: the round trip less the server's hold between the receive stamp of a "
+         "request and the transmit stamp of its reply. chronyd stamps a request with its "
+         "receive timestamp (SO_TIMESTAMPING) — the kernel's, or under Ixora the one its XDP "
+         "program takes as the frame arrives — and on the kernel its reply with the kernel's "
+         "transmit timestamp (the error queue), which Ixora does not give: there chronyd "
+         "stamps the reply itself before `sendmsg`, so the service's transmit path counts in "
+         "the delay.", "",
+         RX_TEXT[RX], "",
+         "| | kernel | Ixora | ratio |", "|---|---:|---:|---:|"]
+    if k and i:
+        for key, label in (("delay_us", "median NTP delay, µs"),
+                           ("min_delay_us", "lowest NTP delay, µs"),
+                           ("offset_us", "median \\|offset\\|, µs")):
+            L.append(f"| {label} | {k[key]:.1f} | {i[key]:.1f} | {i[key] / k[key]:.2f} |")
+        runs = " / ".join(", ".join(f"{t:.1f}" for t in x["all_delay_us"]) for x in (k, i))
+        L += ["", f"Runs, median delay µs (kernel / Ixora): {runs}. Measurements per run: "
+              f"{k['measurements']} / {i['measurements']}."]
+    L += ["", "Before 2026-11-28 an Ixora UDP socket gave no receive timestamps, and chronyd "
+          "fell back to its own, taken after the service's turn and the program's wake-up: the "
+          "same command at 27ec99c (03:36Z) measured a median delay of 171.8 µs (lowest 105.3, "
+          "median |offset| 15.2) under Ixora against 24.9 µs on the kernel.", "",
+          f"Plot: `{name}.png`.", ""]
+    plot_pairs(write_md(name, L), name, "chronyd NTP server",
+               [("chronyd", k, i)] if k and i else [],
+               ((lambda r: r["delay_us"], "median NTP delay, µs"),
+                (lambda r: r["offset_us"], "median |offset|, µs")))
+
+
 UDP_PORT = 11111
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -1701,7 +1809,7 @@ def main():
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
     ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node", "proxy", "pg",
-                                       "apache", "redis"],
+                                       "apache", "redis", "ntp"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
@@ -1717,7 +1825,9 @@ def main():
                          "(kept connections, pipelined, a connection per request), "
                          "sockets-redis.*; "
                          "apache: Apache's event MPM, one process of 160 threads, "
-                         "sockets-apache.*)")
+                         "sockets-apache.*; "
+                         "ntp: chronyd as an NTP server, measured by a client chronyd: the NTP "
+                         "delay, which receive timestamps make (sockets-ntp.*))")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -1805,8 +1915,14 @@ def main():
         sys.exit("bench_sockets: needs root (network namespaces)")
     for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3", "redis-server",
                  "redis-benchmark", "sockperf", *(["node"] if args.only == "node" else []),
-                 *(["apache2"] if args.only == "apache" else [])):
+                 *(["apache2"] if args.only == "apache" else []),
+                 *(["chronyd"] if args.only == "ntp" else [])):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
+            if tool == "chronyd":
+                # Not in `make deps`: Debian's package starts a system chronyd
+                # that talks to public NTP servers.
+                sys.exit("bench_sockets: chronyd is not installed: apt-get install chrony "
+                         "(then stop the system chronyd it starts, if you do not want it)")
             sys.exit(f"bench_sockets: {tool} is not installed (make deps installs it)")
     signal.signal(signal.SIGINT, be.on_signal)
     signal.signal(signal.SIGTERM, be.on_signal)
@@ -1826,6 +1942,7 @@ def main():
              + (2 if args.only in (None, "local") else 0)
              + (len(PG_MODES) if args.only == "pg" else 0)
              + (len(REDIS_MODES) if args.only == "redis" else 0)
+             + (1 if args.only == "ntp" else 0)
              + (len(args.udp_sizes.split(",")) + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
@@ -1838,6 +1955,7 @@ def main():
     if IPI:
         print(f"IPI round trip CPU 0 -> CPU 1: {IPI['round_trip_us']:.1f} µs", flush=True)
     bulk_results, local_results, udp_results, pg_results, redis_results = [], [], [], [], []
+    ntp_results = []
     try:
         if args.only in (None, "web"):
             web(args, "nginx", www, tmp, bar, results)
@@ -1863,6 +1981,8 @@ def main():
             pg_results = pg(args, bar)
         if args.only == "redis":
             redis_results = redis(args, bar)
+        if args.only == "ntp":
+            ntp_results = ntp(args, bar)
     finally:
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
@@ -1885,6 +2005,10 @@ def main():
     if redis_results:
         write_redis(redis_results, args, cmdline)
         b = NAME.replace("sockets", "sockets-redis", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
+    if ntp_results:
+        write_ntp(ntp_results, args, cmdline)
+        b = NAME.replace("sockets", "sockets-ntp", 1)
         print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
     if udp_results:
         write_udp(udp_results, args, cmdline)
