@@ -1183,7 +1183,7 @@ def write_ntp(results, args, cmdline):
               f"{k['measurements']} / {i['measurements']}."]
     L += ["", "Before 2026-11-28 an Ixora UDP socket gave no receive timestamps, and chronyd "
           "fell back to its own, taken after the service's turn and the program's wake-up: the "
-          "same command at 27ec99c (03:36Z) measured a median delay of 171.8 µs (lowest 105.3, "
+          "same command at 27ec99c (03:35Z) measured a median delay of 171.8 µs (lowest 105.3, "
           "median |offset| 15.2) under Ixora against 24.9 µs on the kernel.", "",
           f"Plot: `{name}.png`.", ""]
     plot_pairs(write_md(name, L), name, "chronyd NTP server",
