@@ -1737,6 +1737,78 @@ static void eof_after_data(const char *ip, int port, int exchanges) {
           first_short, short_got, failed ? strerror(failed) : "-");
 }
 
+/* A non-blocking UDP burst larger than the socket's ring (150 datagrams
+ * of 1000 bytes; Ixora's ring holds 64 KiB) goes out as on Linux, whose
+ * send runs the stack and says EAGAIN only past its 208 KiB send buffer:
+ * at most a few EAGAINs (the service may be slow to wake), not the
+ * burst's second half. The receiver drops what it has no room for. */
+static void udp_nonblocking_burst(const char *self_ip) {
+    int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    socklen_t sl = sizeof sa;
+    int r = bind(rx, (struct sockaddr *)&sa, sizeof sa);
+    r |= getsockname(rx, (struct sockaddr *)&sa, &sl);
+    char d[1000];
+    memset(d, 'b', sizeof d);
+    int sent = 0, eagain = 0, other = 0;
+    for (int i = 0; i < 150; i++) {
+        ssize_t n = sendto(tx, d, sizeof d, 0, (struct sockaddr *)&sa, sizeof sa);
+        if (n == (ssize_t)sizeof d)
+            sent++;
+        else if (n < 0 && errno == EAGAIN)
+            eagain++;
+        else
+            other++;
+    }
+    check(r == 0 && sent >= 145 && other == 0, "udp_nonblocking_burst",
+          "r %d: %d of 150 sent, %d EAGAIN, %d other", r, sent, eagain, other);
+    close(rx);
+    close(tx);
+}
+
+/* TCP_INFO of a connection the peer reset still reads its last figures
+ * (Linux keeps them; the state is CLOSE): nginx and HAProxy log them at
+ * the end of a request. A listener of our own on self_ip; its accepted
+ * end reads 100 bytes, then closes with SO_LINGER 0 (a reset, which may
+ * leave those bytes unacknowledged: the count checked is bytes sent). */
+static void tcp_info_after_reset(const char *self_ip) {
+    int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    socklen_t sl = sizeof sa;
+    int r = bind(l, (struct sockaddr *)&sa, sizeof sa);
+    r |= listen(l, 4);
+    r |= getsockname(l, (struct sockaddr *)&sa, &sl);
+    r |= connect(c, (struct sockaddr *)&sa, sizeof sa);
+    int a = accept(l, NULL, NULL);
+    char buf[100];
+    memset(buf, 'r', sizeof buf);
+    ssize_t n = write(c, buf, sizeof buf);
+    int got = a >= 0 ? read_full(a, buf, sizeof buf) : -1;
+    struct linger lg = {1, 0};
+    setsockopt(a, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(a);
+    wait_for(c, POLLIN, 5000);
+    errno = 0;
+    ssize_t k = read(c, buf, sizeof buf);
+    int e = errno;
+    struct tcp_info_linux lti;
+    memset(&lti, 0, sizeof lti);
+    socklen_t len = sizeof lti;
+    int ri = getsockopt(c, IPPROTO_TCP, TCP_INFO, &lti, &len);
+    check(r == 0 && a >= 0 && n == 100 && got == 0 && k == -1 && e == ECONNRESET && ri == 0 &&
+              lti.state == 7 /* TCP_CLOSE */ && lti.bytes_sent >= 100 && lti.segs_out >= 2 &&
+              lti.snd_mss >= 500,
+          "tcp_info_after_reset",
+          "r %d accept %d write %zd read %d then %zd (errno %d) info %d state %u sent %llu "
+          "segs_out %u mss %u",
+          r, a, n, got, k, e, ri, lti.state, (unsigned long long)lti.bytes_sent, lti.segs_out,
+          lti.snd_mss);
+    close(c);
+    close(l);
+}
+
 static void errors_reported_once(const char *self_ip, int port) {
     struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons(port)};
     inet_pton(AF_INET, self_ip, &la.sin_addr);
@@ -2330,6 +2402,8 @@ int main(int argc, char **argv) {
         no_descriptors_left(argv[1], atoi(argv[2]));
         address_limit_leaves_the_regions();
         errors_reported_once(argv[4], atoi(argv[3]) + 7);
+        tcp_info_after_reset(argv[4]);
+        udp_nonblocking_burst(argv[4]);
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));

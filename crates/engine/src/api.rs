@@ -386,3 +386,28 @@ pub trait App {
         let _ = io;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_monotonic_stamp_becomes_the_realtime_of_that_moment() {
+        let mut c = WallClock::default();
+        let mono = clock_ns(ClockId::CLOCK_MONOTONIC);
+        let real = clock_ns(ClockId::CLOCK_REALTIME);
+        // A stamp from 2 ms ago reads as 2 ms before now (within the
+        // time between the clock reads).
+        let got = c.realtime(Some(mono - 2_000_000));
+        let want = real - 2_000_000;
+        assert!(got.abs_diff(want) < 1_000_000, "{got} vs {want}");
+        // One reading per clock: a later stamp is measured from it too.
+        assert_eq!(c.realtime(Some(mono)) - got, 2_000_000);
+        // No stamp: the reading itself, taken after `real`.
+        let none = c.realtime(None);
+        assert!(
+            none >= real && none - real < 1_000_000_000,
+            "{none} vs {real}"
+        );
+    }
+}

@@ -711,6 +711,8 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
     };
     let mut user = true;
     let mut start = None; // when the call first waits
+    let mut handed = false;
+    let need: usize = layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
     loop {
         match sk.send_dgram(bufs, to) {
             Ok(n) => {
@@ -720,8 +722,24 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 count(sk.a, call("write"), user);
                 return n as ssize_t;
             }
+            Err(libc::EAGAIN) if dontwait && !handed => {
+                // Linux's send runs the stack: a burst goes out as it is
+                // sent, and a non-blocking socket says EAGAIN only past
+                // its send buffer (208 KiB). Here the ring (64 KiB by
+                // default) waits for the service, which may not have had
+                // a turn (its doorbell deferred, or it shares our CPU):
+                // hand the ring over and look for room for the spin time
+                // (`ixora run --spin-us`) before saying EAGAIN.
+                handed = true;
+                user = false;
+                state::kick(sk.a);
+                if state::on_service_cpu(sk.a) {
+                    std::thread::yield_now();
+                }
+                let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
+                state::spin_for(sk.a, sk.a.spin, ready);
+            }
             Err(libc::EAGAIN) if !dontwait => {
-                let need: usize = layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
                 let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
                 if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
                     return r;
@@ -4866,10 +4884,12 @@ pub unsafe extern "C" fn getsockopt(
             )
         });
     };
-    // TCP_INFO of a connection asks the service (a round trip).
+    // TCP_INFO of a connection asks the service (a round trip); so does
+    // one of a closed socket: a connection that died (reset, timed out)
+    // reads its last figures, as on Linux.
     let asks = (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO)
         && !sk.dgram()
-        && sk.state() == st::ESTABLISHED;
+        && matches!(sk.state(), st::ESTABLISHED | st::CLOSED);
     count(sk.a, call("getsockopt"), !asks);
     if level == libc::IPPROTO_TCP && sk.dgram() {
         // A UDP socket has no TCP options (Linux: `do_ip_getsockopt`).

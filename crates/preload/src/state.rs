@@ -1026,7 +1026,7 @@ fn service_sleeping(a: &Attached) -> bool {
 
 /// Whether this thread runs on the CPU the service last ran on (read
 /// through rseq: no system call).
-fn on_service_cpu(a: &Attached) -> bool {
+pub fn on_service_cpu(a: &Attached) -> bool {
     let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
     svc != 0 && u32::from(os::cpu_tag()) == svc
 }
@@ -1654,6 +1654,44 @@ fn restarts_after_signal() -> bool {
     })
 }
 
+/// Look at `ready()` for up to `spin`: off the service's CPU by spinning
+/// (user space only). On it, spinning would only keep the service from
+/// producing what we wait for: there, while the service is awake (it
+/// looks again before it sleeps, `ixora serve --idle-spin-us`), each look
+/// first hands it the CPU. A yield is a system call (the call then counts
+/// as entering the kernel), but it spares a sleep, the service's wake-up
+/// of this thread and the context switches of both; not in a seccomp
+/// sandbox, whose filter may forbid it. Returns whether `ready()` was
+/// found, and whether the CPU was yielded.
+pub fn spin_for(a: &Attached, spin: Duration, ready: &mut dyn FnMut() -> bool) -> (bool, bool) {
+    let start = Instant::now();
+    let on_svc = on_service_cpu(a);
+    let spin = if on_svc && SANDBOXED.load(Ordering::Relaxed) {
+        Duration::ZERO
+    } else {
+        spin
+    };
+    let mut yielded = false;
+    while start.elapsed() < spin {
+        if ready() {
+            return (true, yielded);
+        }
+        if !on_svc {
+            std::hint::spin_loop();
+            continue;
+        }
+        if service_sleeping(a) {
+            break;
+        }
+        if !yielded {
+            yielded = true;
+            IN_KERNEL.with(|k| k.set(true));
+        }
+        std::thread::yield_now();
+    }
+    (false, yielded)
+}
+
 /// Block the calling thread until `ready()`, a descriptor of `kernel`
 /// has an event (its `revents` are set), or `timeout_ms` (-1: forever)
 /// passes; true if something is ready. Spins on `ready()` first, then
@@ -1676,42 +1714,14 @@ pub fn block_until(
     let start = Instant::now();
     IN_KERNEL.with(|k| k.set(kick(a)));
     let limit = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
-    // Look at the rings again for up to `spin` before sleeping. Off the
-    // service's CPU by spinning (user space only). On it, spinning would
-    // only keep the service from producing what we wait for: there, while
-    // the service is awake (it looks again before it sleeps, `ixora serve
-    // --idle-spin-us`), each look first hands it the CPU. A yield is a
-    // system call (the call then counts as entering the kernel), but it
-    // spares the sleep, the service's wake-up of this thread and the
-    // context switches of both; not in a seccomp sandbox, whose filter may
-    // forbid it. Kernel descriptors of a mixed set are not looked at
-    // meanwhile: they are seen by the blocking poll below, at most `spin`
-    // late.
-    let on_svc = on_service_cpu(a);
-    let spin = if on_svc && SANDBOXED.load(Ordering::Relaxed) {
-        Duration::ZERO
-    } else {
-        a.spin.min(limit.unwrap_or(Duration::MAX))
-    };
-    let mut yielded = false;
-    while start.elapsed() < spin {
-        if ready() {
-            let how = if yielded { "look" } else { "wait" };
-            count(a, layout::call(how), true);
-            return true;
-        }
-        if !on_svc {
-            std::hint::spin_loop();
-            continue;
-        }
-        if service_sleeping(a) {
-            break;
-        }
-        if !yielded {
-            yielded = true;
-            IN_KERNEL.with(|k| k.set(true));
-        }
-        std::thread::yield_now();
+    // Look at the rings again before sleeping (kernel descriptors of a
+    // mixed set are not looked at meanwhile: they are seen by the
+    // blocking poll below, at most the spin time late).
+    let (found, yielded) = spin_for(a, a.spin.min(limit.unwrap_or(Duration::MAX)), ready);
+    if found {
+        let how = if yielded { "look" } else { "wait" };
+        count(a, layout::call(how), true);
+        return true;
     }
     if yielded {
         count(a, layout::call("look"), false);

@@ -576,6 +576,10 @@ struct AppState {
     /// had no room for, taken out of the stack's packet buffers while they
     /// ran low (see [`Service::spill`]); they go to the ring first.
     spill: HashMap<u32, Spill>,
+    /// Per slot: the last `TCP_INFO` of a connection that died (reset,
+    /// timed out) while the program still holds its socket, which Linux
+    /// goes on reporting (state CLOSE) until the socket is closed.
+    gone_info: HashMap<u32, TcpInfo>,
     /// When it was last said that all its sockets were in use.
     full_said: Option<std::time::Instant>,
     /// The spare socket put in each entry of its up header's `spares`
@@ -1079,6 +1083,36 @@ fn errno_of(e: Error) -> i64 {
 
 /// A connection state as Linux numbers it (`include/net/tcp_states.h`),
 /// for `TCP_INFO`.
+/// The core's `TCP_INFO` snapshot in the form the `INFO` reply carries.
+fn wire_info(t: &ixora_core::TcpInfo) -> TcpInfo {
+    let sat = |v: u128| v.min(u128::from(u32::MAX)) as u32;
+    TcpInfo {
+        state: linux_tcp_state(t.state),
+        rtt_us: sat(t.srtt.as_micros()),
+        rttvar_us: sat(t.rttvar.as_micros()),
+        rto_ms: sat(t.rto.as_millis()),
+        cwnd: t.cwnd,
+        ssthresh: t.ssthresh,
+        mss: t.mss,
+        mss_base: t.mss_base,
+        rcv_mss: t.rcv_mss,
+        retrans: t.retransmits,
+        sack: t.sack,
+        timestamps: t.timestamps,
+        wscale: t.wscale,
+        snd_wnd: t.snd_wnd,
+        rcv_wnd: t.rcv_wnd,
+        unacked_segs: t.unacked_segs,
+        notsent: t.unsent,
+        segs_in: t.segs_in,
+        segs_out: t.segs_out,
+        bytes_acked: t.bytes_acked,
+        bytes_received: t.bytes_received,
+        bytes_sent: t.bytes_sent,
+        bytes_retrans: t.bytes_retrans,
+    }
+}
+
 fn linux_tcp_state(s: State) -> u8 {
     match s {
         State::Established => 1,
@@ -1288,6 +1322,7 @@ impl AppState {
         // are not the next one's.)
         self.udp_held[s as usize] = None;
         self.spill.remove(&s);
+        self.gone_info.remove(&s);
         self.free.push(s);
         self.mark(s);
     }
@@ -1687,6 +1722,7 @@ impl Service {
             rows: std::array::from_fn(|w| u64::from(w == 0)),
             udp_held: vec![None; l.slots as usize],
             spill: HashMap::new(),
+            gone_info: HashMap::new(),
             full_said: None,
             spares: [None; layout::SPARES],
         };
@@ -2277,44 +2313,20 @@ impl Service {
                 app.changed(slot);
                 Msg::reply(0)
             }
-            op::INFO if valid => match app.socks[slot as usize].kind {
-                Kind::Conn(h) => match io.stack().tcp_info(h) {
-                    Ok(t) => {
-                        let sat = |v: u128| v.min(u128::from(u32::MAX)) as u32;
-                        tail.extend_from_slice(
-                            &TcpInfo {
-                                state: linux_tcp_state(t.state),
-                                rtt_us: sat(t.srtt.as_micros()),
-                                rttvar_us: sat(t.rttvar.as_micros()),
-                                rto_ms: sat(t.rto.as_millis()),
-                                cwnd: t.cwnd,
-                                ssthresh: t.ssthresh,
-                                mss: t.mss,
-                                mss_base: t.mss_base,
-                                rcv_mss: t.rcv_mss,
-                                retrans: t.retransmits,
-                                sack: t.sack,
-                                timestamps: t.timestamps,
-                                wscale: t.wscale,
-                                snd_wnd: t.snd_wnd,
-                                rcv_wnd: t.rcv_wnd,
-                                unacked_segs: t.unacked_segs,
-                                notsent: t.unsent,
-                                segs_in: t.segs_in,
-                                segs_out: t.segs_out,
-                                bytes_acked: t.bytes_acked,
-                                bytes_received: t.bytes_received,
-                                bytes_sent: t.bytes_sent,
-                                bytes_retrans: t.bytes_retrans,
-                            }
-                            .encode(),
-                        );
+            op::INFO if valid => {
+                let info = match app.socks[slot as usize].kind {
+                    Kind::Conn(h) => io.stack().tcp_info(h).ok().map(|t| wire_info(&t)),
+                    Kind::Gone => app.gone_info.get(&slot).copied(),
+                    _ => None,
+                };
+                match info {
+                    Some(t) => {
+                        tail.extend_from_slice(&t.encode());
                         Msg::reply(0)
                     }
-                    Err(_) => bad(libc::ENOTCONN),
-                },
-                _ => bad(libc::ENOTCONN),
-            },
+                    None => bad(libc::ENOTCONN),
+                }
+            }
             op::CONNECT if valid => match Self::tcp_connect(app, io, id, slot, msg.a as u64) {
                 Ok(()) => Msg::reply(0),
                 Err(e) => Msg::reply(e),
@@ -4131,12 +4143,22 @@ impl App for Service {
                 cookie,
                 reason,
             } => {
+                // The connection's last figures, read before it is gone.
+                let last = io.stack().tcp_info(handle).ok();
                 let _ = io.close(handle);
                 if let Some((app, s)) = self.with_conn(cookie, handle) {
                     let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
                     if rq & (req::CLOSE | req::ABORT) != 0 {
                         app.release(s);
                     } else {
+                        if let Some(t) = last {
+                            // Linux's `tcp_done`: the state is CLOSE.
+                            let info = TcpInfo {
+                                state: linux_tcp_state(State::Closed),
+                                ..wire_info(&t)
+                            };
+                            app.gone_info.insert(s, info);
+                        }
                         // Reset after the peer's FIN (CLOSE-WAIT): EPIPE,
                         // as Linux's `tcp_reset` says there.
                         let e = match reason {
