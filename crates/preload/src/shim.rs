@@ -731,13 +731,14 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 // hand the ring over and look for room for the spin time
                 // (`ixora run --spin-us`) before saying EAGAIN.
                 handed = true;
-                user = false;
-                state::kick(sk.a);
-                if state::on_service_cpu(sk.a) {
+                let rang = state::kick(sk.a);
+                let here = state::on_service_cpu(sk.a);
+                if here {
                     std::thread::yield_now();
                 }
                 let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
-                state::spin_for(sk.a, sk.a.spin, ready);
+                let (_, yielded) = state::spin_for(sk.a, sk.a.spin, ready);
+                user &= !(rang || here || yielded);
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();

@@ -1081,8 +1081,6 @@ fn errno_of(e: Error) -> i64 {
     } as i64)
 }
 
-/// A connection state as Linux numbers it (`include/net/tcp_states.h`),
-/// for `TCP_INFO`.
 /// The core's `TCP_INFO` snapshot in the form the `INFO` reply carries.
 fn wire_info(t: &ixora_core::TcpInfo) -> TcpInfo {
     let sat = |v: u128| v.min(u128::from(u32::MAX)) as u32;
@@ -1113,6 +1111,8 @@ fn wire_info(t: &ixora_core::TcpInfo) -> TcpInfo {
     }
 }
 
+/// A connection state as Linux numbers it (`include/net/tcp_states.h`),
+/// for `TCP_INFO`.
 fn linux_tcp_state(s: State) -> u8 {
     match s {
         State::Established => 1,
