@@ -727,18 +727,25 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 // sent, and a non-blocking socket says EAGAIN only past
                 // its send buffer (208 KiB). Here the ring (64 KiB by
                 // default) waits for the service, which may not have had
-                // a turn (its doorbell deferred, or it shares our CPU):
-                // hand the ring over and look for room for the spin time
-                // (`ixora run --spin-us`) before saying EAGAIN.
+                // a turn (its doorbell deferred, it shares our CPU, or it
+                // sleeps) and publishes room once it has sent what the
+                // ring held: hand the ring over and wait for room, as a
+                // blocking send does, for at most NONBLOCK_HANDOVER_MS —
+                // about what Linux's own send of a ring's worth of
+                // datagrams costs the caller — before saying EAGAIN.
                 handed = true;
-                let rang = state::kick(sk.a);
-                let here = state::on_service_cpu(sk.a);
-                if here {
-                    std::thread::yield_now();
-                }
+                let s = [sk.s];
                 let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
-                let (_, yielded) = state::spin_for(sk.a, sk.a.spin, ready);
-                user &= !(rang || here || yielded);
+                state::block_until(
+                    sk.a,
+                    NONBLOCK_HANDOVER_MS,
+                    OnSignal::RESTART,
+                    &mut [],
+                    None,
+                    state::Interest::Slots { rx: &[], tx: &s },
+                    ready,
+                );
+                user &= !state::blocked_in_kernel();
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
@@ -757,6 +764,10 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
         }
     }
 }
+
+/// How long a non-blocking UDP send that finds its ring full waits for
+/// the service to make room (see [`do_send_dgram`]).
+const NONBLOCK_HANDOVER_MS: c_int = 1;
 
 /// A MAYBE UDP socket's first sendto/sendmsg to `addr`: if Ixora reaches
 /// the address, the socket becomes Ixora's, bound to a free port (as the

@@ -1026,7 +1026,7 @@ fn service_sleeping(a: &Attached) -> bool {
 
 /// Whether this thread runs on the CPU the service last ran on (read
 /// through rseq: no system call).
-pub fn on_service_cpu(a: &Attached) -> bool {
+fn on_service_cpu(a: &Attached) -> bool {
     let svc = a.r.down_header().svc_cpu.load(Ordering::Relaxed);
     svc != 0 && u32::from(os::cpu_tag()) == svc
 }
@@ -1663,7 +1663,7 @@ fn restarts_after_signal() -> bool {
 /// of this thread and the context switches of both; not in a seccomp
 /// sandbox, whose filter may forbid it. Returns whether `ready()` was
 /// found, and whether the CPU was yielded.
-pub fn spin_for(a: &Attached, spin: Duration, ready: &mut dyn FnMut() -> bool) -> (bool, bool) {
+fn spin_for(a: &Attached, spin: Duration, ready: &mut dyn FnMut() -> bool) -> (bool, bool) {
     let start = Instant::now();
     let on_svc = on_service_cpu(a);
     let spin = if on_svc && SANDBOXED.load(Ordering::Relaxed) {
