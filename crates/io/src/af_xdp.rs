@@ -1,8 +1,10 @@
 //! The AF_XDP backend: frames move between the interface and the core's
 //! [`Pool`] through an AF_XDP socket per queue, with our own XDP program
-//! steering each queue's frames to its socket. No libbpf or libxdp: the
-//! program is five instructions (six slots) loaded with raw `bpf(2)` (see
-//! `bpf`), the rings are mapped and driven here (see `ring`).
+//! steering each queue's frames to its socket (and stamping IPv4 UDP
+//! frames with their receive time: [`PacketBuf::take_rx_stamp`]). No
+//! libbpf or libxdp: the program is 31 instruction slots loaded with raw
+//! `bpf(2)` (see `bpf`), the rings are mapped and driven here (see
+//! `ring`).
 //!
 //! Setup, in order:
 //!

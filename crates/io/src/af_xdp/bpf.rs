@@ -1,8 +1,9 @@
 //! The BPF side of the AF_XDP backend, through raw `bpf(2)`: an XSKMAP
-//! (receive queue index -> AF_XDP socket), a six-instruction XDP program
+//! (receive queue index -> AF_XDP socket), a 31-instruction XDP program
 //! that redirects each frame to the socket of the queue it arrived on (and
-//! passes it to the kernel stack when that queue has none), and a BPF link
-//! that attaches the program to the interface.
+//! passes it to the kernel stack when that queue has none) after giving an
+//! IPv4 UDP frame its receive time as metadata, and a BPF link that
+//! attaches the program to the interface.
 //!
 //! The link is what makes detaching automatic: an XDP program attached
 //! through `BPF_LINK_CREATE` stays attached exactly as long as the link file
