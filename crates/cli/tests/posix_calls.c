@@ -1083,6 +1083,42 @@ static void udp_timestamps(const char *self_ip) {
     /* No room for it: the datagram, and MSG_CTRUNC. */
     n = stamped_exchange(a, b, &sa, 8, seen, &nseen, ts, tsing, &mflags, &before, &after);
     check(n == 4 && (mflags & MSG_CTRUNC), "udp_timestamp_ctrunc", "n %zd flags %x", n, mflags);
+    /* A socket on any address, reached at 127.0.0.1 by a socket of the
+       kernel's (under `ixora run`, through its kernel side): the kernel's
+       own stamp comes through. */
+    int k = socket(AF_INET, SOCK_DGRAM, 0), c = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in ka = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t kl = sizeof ka;
+    r = bind(k, (struct sockaddr *)&ka, sizeof ka);
+    r |= getsockname(k, (struct sockaddr *)&ka, &kl);
+    r |= setsockopt(k, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+    ka.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    n = stamped_exchange(k, c, &ka, 512, seen, &nseen, ts, tsing, &mflags, &before, &after);
+    ns = ts[0] * 1000000000LL + ts[1];
+    check(r == 0 && n == 4 && nseen == 1 && seen[0][0] == SOL_SOCKET &&
+              seen[0][1] == SCM_TIMESTAMPNS && ns >= before && ns <= after,
+          "udp_timestamp_kernel_side", "r %d n %zd seen %d type %d stamp %lld in [%lld, %lld]", r,
+          n, nseen, seen[0][1], ns, before, after);
+    /* An unbound socket's first send to our address binds it to any
+       address, as Linux's autobind does: it then reaches 127.0.0.1 too
+       (under `ixora run` it said ENETUNREACH until 2026-11-28). */
+    int d = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in ks = ka;
+    inet_pton(AF_INET, self_ip, &ks.sin_addr);
+    ssize_t s1 = sendto(d, "one", 3, 0, (struct sockaddr *)&ks, sizeof ks);
+    errno = 0;
+    ssize_t s2 = sendto(d, "two", 3, 0, (struct sockaddr *)&ka, sizeof ka);
+    int e2 = errno, got = 0;
+    for (int i = 0; i < 2; i++) {
+        char g[8];
+        if ((wait_for(k, POLLIN, 5000) & POLLIN) && recv(k, g, sizeof g, MSG_DONTWAIT) == 3)
+            got++;
+    }
+    check(s1 == 3 && s2 == 3 && got == 2, "udp_autobind_any",
+          "sent %zd then %zd to 127.0.0.1 (errno %d), %d received", s1, s2, e2, got);
+    close(d);
+    close(k);
+    close(c);
     close(a);
     close(b);
 }

@@ -794,7 +794,12 @@ unsafe fn dgram_first_send(fd: c_int, addr: *const sockaddr, alen: socklen_t) ->
     if let Some(e) = state::entry(fd) {
         e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
     }
-    state::sock(fd)
+    // Bound to any address, as Linux binds it at its first send: the
+    // kernel's own addresses (127.0.0.1) reach it, and it them, through
+    // its kernel side, as a socket bound to any address explicitly.
+    let sk = state::sock(fd)?;
+    open_kernel_side(fd, sk, None);
+    Some(sk)
 }
 
 /// Send on an Ixora socket with send(2) semantics (blocking sockets send
