@@ -712,7 +712,8 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
     let mut user = true;
     let mut start = None; // when the call first waits
     let mut handed = false;
-    let need: usize = layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
+    // Ring bytes the datagram takes (asked only when the ring is full).
+    let need = || layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
     loop {
         match sk.send_dgram(bufs, to) {
             Ok(n) => {
@@ -735,6 +736,7 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 // datagrams costs the caller — before saying EAGAIN.
                 handed = true;
                 let s = [sk.s];
+                let need = need();
                 let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
                 state::block_until(
                     sk.a,
@@ -748,6 +750,7 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 user &= !state::blocked_in_kernel();
             }
             Err(libc::EAGAIN) if !dontwait => {
+                let need = need();
                 let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
                 if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
                     return r;
@@ -2709,27 +2712,6 @@ fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
         m.msg_controllen = 0;
         return 0;
     }
-    let size4 = std::mem::size_of::<libc::in_pktinfo>() as u32;
-    let size6 = std::mem::size_of::<libc::in6_pktinfo>() as u32;
-    // A timeval or timespec (two 64-bit words on 64-bit Linux, old and
-    // new alike), or three timespecs.
-    let size_ts = 16u32;
-    let size_tsing = 48u32;
-    // SAFETY: CMSG_SPACE is arithmetic on its argument.
-    let space = unsafe {
-        (if v4 { libc::CMSG_SPACE(size4) } else { 0 }
-            + if v6 { libc::CMSG_SPACE(size6) } else { 0 }
-            + if ts { libc::CMSG_SPACE(size_ts) } else { 0 }
-            + if tsing {
-                libc::CMSG_SPACE(size_tsing)
-            } else {
-                0
-            })
-    } as usize;
-    if m.msg_control.is_null() || m.msg_controllen < space {
-        m.msg_controllen = 0;
-        return libc::MSG_CTRUNC;
-    }
     let h = sk.a.r.down_header();
     let ip = libc::in_addr {
         s_addr: sk.a.ip.to_be(),
@@ -2747,6 +2729,8 @@ fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
         ipi6_addr: libc::in6_addr { s6_addr: mapped },
         ipi6_ifindex: info.ipi_ifindex as u32,
     };
+    // A timeval or timespec (two 64-bit words on 64-bit Linux, old and
+    // new alike), then SO_TIMESTAMPING's three timespecs (software first).
     let (sec, nsec) = (
         (ctl.stamp / 1_000_000_000) as i64,
         (ctl.stamp % 1_000_000_000) as i64,
@@ -2762,47 +2746,65 @@ fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
     } else {
         tstamp::SCM_TIMESTAMPING
     };
+    let three: [i64; 6] = [sec, nsec, 0, 0, 0, 0];
+    // The messages asked for, in Linux's order: the socket's timestamps
+    // (`sock_recv_timestamp`), then the IP level's (`ip_cmsg_recv`):
+    // (wanted, level, type, data, length).
+    let msgs: [(bool, c_int, c_int, *const u8, u32); 4] = [
+        (
+            ts,
+            libc::SOL_SOCKET,
+            ts_type,
+            ts_words.as_ptr() as *const u8,
+            16,
+        ),
+        (
+            tsing,
+            libc::SOL_SOCKET,
+            tsing_type,
+            three.as_ptr() as *const u8,
+            48,
+        ),
+        (
+            v4,
+            libc::IPPROTO_IP,
+            libc::IP_PKTINFO,
+            &info as *const libc::in_pktinfo as *const u8,
+            std::mem::size_of::<libc::in_pktinfo>() as u32,
+        ),
+        (
+            v6,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_PKTINFO,
+            &info6 as *const libc::in6_pktinfo as *const u8,
+            std::mem::size_of::<libc::in6_pktinfo>() as u32,
+        ),
+    ];
+    let wanted = msgs.iter().filter(|m| m.0);
+    // SAFETY: CMSG_SPACE is arithmetic on its argument.
+    let space: usize = wanted
+        .clone()
+        .map(|m| unsafe { libc::CMSG_SPACE(m.4) } as usize)
+        .sum();
+    if m.msg_control.is_null() || m.msg_controllen < space {
+        m.msg_controllen = 0;
+        return libc::MSG_CTRUNC;
+    }
     m.msg_controllen = space as _;
     // SAFETY: recvmsg(2)'s contract: `msg_control` has `msg_controllen`
-    // writable bytes, at least the space of every header and its data
+    // writable bytes, at least the space of every message wanted
     // (checked; `msg_controllen` says just that now, so CMSG_NXTHDR
-    // stays within it and gives a non-null header for each message
-    // counted in `space`); the data is written unaligned.
+    // stays within it and gives a non-null header for each); each data
+    // pointer has its length of readable bytes (locals above); the data
+    // is written unaligned.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(m);
-        let mut put = |level: c_int, ty: c_int, len: u32, data: *const u8| {
+        for &(_, level, ty, data, len) in wanted {
             (*c).cmsg_level = level;
             (*c).cmsg_type = ty;
             (*c).cmsg_len = libc::CMSG_LEN(len) as _;
             std::ptr::copy_nonoverlapping(data, libc::CMSG_DATA(c), len as usize);
             c = libc::CMSG_NXTHDR(m, c);
-        };
-        // Linux's order: the socket's timestamps (`sock_recv_timestamp`),
-        // then the IP level's (`ip_cmsg_recv`).
-        if ts {
-            put(
-                libc::SOL_SOCKET,
-                ts_type,
-                size_ts,
-                ts_words.as_ptr() as *const u8,
-            );
-        }
-        if tsing {
-            let three: [i64; 6] = [sec, nsec, 0, 0, 0, 0];
-            put(
-                libc::SOL_SOCKET,
-                tsing_type,
-                size_tsing,
-                three.as_ptr() as *const u8,
-            );
-        }
-        if v4 {
-            let p = &info as *const libc::in_pktinfo as *const u8;
-            put(libc::IPPROTO_IP, libc::IP_PKTINFO, size4, p);
-        }
-        if v6 {
-            let p = &info6 as *const libc::in6_pktinfo as *const u8;
-            put(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, size6, p);
         }
     }
     0

@@ -4143,15 +4143,15 @@ impl App for Service {
                 cookie,
                 reason,
             } => {
-                // The connection's last figures, read before it is gone.
-                let last = io.stack().tcp_info(handle).ok();
-                let _ = io.close(handle);
                 if let Some((app, s)) = self.with_conn(cookie, handle) {
                     let rq = app.r.up_slot(s).req.load(Ordering::Acquire);
                     if rq & (req::CLOSE | req::ABORT) != 0 {
                         app.release(s);
                     } else {
-                        if let Some(t) = last {
+                        // The program holds the socket: keep the
+                        // connection's last figures, read before the stack
+                        // lets it go (below).
+                        if let Ok(t) = io.stack().tcp_info(handle) {
                             // Linux's `tcp_done`: the state is CLOSE.
                             let info = TcpInfo {
                                 state: linux_tcp_state(State::Closed),
@@ -4168,6 +4168,7 @@ impl App for Service {
                         app.fail(s, e);
                     }
                 }
+                let _ = io.close(handle);
             }
         }
     }
