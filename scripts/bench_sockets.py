@@ -108,6 +108,7 @@ if (workers > 0 && cluster.isPrimary) {
 """
 NAME = "sockets"  # output basename (another for the service placement experiments)
 CLIENTS = ("loadgen", "wrk")  # web clients (--clients)
+SERVERS = ("nginx", "lighttpd")  # web servers of the web part (--servers)
 TMP = "/tmp"  # this run's scratch directory (the wrk script)
 
 
@@ -1882,6 +1883,8 @@ def main():
     ap.add_argument("--clients", default="loadgen,wrk",
                     help="web clients, comma-separated: loadgen (`ixora loadgen http`, the "
                          "client's TCP in user space) and wrk (the kernel's)")
+    ap.add_argument("--servers", default="nginx,lighttpd",
+                    help="web servers of the web part, comma-separated: nginx, lighttpd or both")
     ap.add_argument("--rt-priority", type=int, default=None,
                     help="ixora serve --rt-priority (default: the service's own default)")
     ap.add_argument("--ring", type=int, default=None,
@@ -1898,7 +1901,7 @@ def main():
     args = ap.parse_args()
     global LISTEN_ANY
     LISTEN_ANY = args.listen_any
-    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RX, CLIENTS, TMP, WEB_CONNS, IDLE_CONNS
+    global SPIN_US, SERVICE_CPU, SERVE_EXTRA, NAME, RX, CLIENTS, SERVERS, TMP, WEB_CONNS, IDLE_CONNS
     WEB_CONNS = args.web_conns
     IDLE_CONNS = args.idle_conns
     SPIN_US = args.spin_us
@@ -1906,6 +1909,9 @@ def main():
     CLIENTS = tuple(c for c in args.clients.split(",") if c)
     if not CLIENTS or any(c not in ("loadgen", "wrk") for c in CLIENTS):
         sys.exit(f"bench_sockets: --clients {args.clients!r}: use loadgen, wrk or both")
+    SERVERS = tuple(s for s in args.servers.split(",") if s)
+    if not SERVERS or any(s not in ("nginx", "lighttpd") for s in SERVERS):
+        sys.exit(f"bench_sockets: --servers {args.servers!r}: use nginx, lighttpd or both")
     SERVICE_CPU = args.service_cpu
     SERVE_EXTRA = ["--poll"] if args.serve_poll else []
     if args.rt_priority is not None:
@@ -1929,6 +1935,12 @@ def main():
         NAME += f"-conns{args.conns}"
     if IDLE_CONNS:
         NAME += f"-idle{IDLE_CONNS}"
+    # Some of the web servers or clients: files of their own, so that the
+    # whole comparison's are not overwritten by a part of it.
+    if SERVERS != ("nginx", "lighttpd"):
+        NAME += "-" + "-".join(SERVERS)
+    if CLIENTS != ("loadgen", "wrk"):
+        NAME += "-" + "-".join(CLIENTS)
     if args.only in ("web", "memcached", "node", "proxy", "apache") and SERVICE_CPU == 0 \
             and not args.serve_poll:
         # A part alone does not overwrite the whole comparison's files (the
@@ -1981,8 +1993,8 @@ def main():
     ntp_results = []
     try:
         if args.only in (None, "web"):
-            web(args, "nginx", www, tmp, bar, results)
-            web(args, "lighttpd", www, tmp, bar, results)
+            for server in SERVERS:
+                web(args, server, www, tmp, bar, results)
         if args.only == "proxy":
             web(args, "nginx-proxy", www, tmp, bar, results)
             web(args, "nginx-proxy-keepalive", www, tmp, bar, results)
