@@ -463,7 +463,9 @@ fn info(a: InfoArgs) -> ExitCode {
                 "timer_tick_us": d.timer_tick.as_micros() as u64,
                 "cc": d.tcp.cc.name(),
                 "recv_buffer": d.tcp.recv_buffer,
+                "recv_buffer_max": d.tcp.recv_buffer_limit(),
                 "send_buffer": d.tcp.send_buffer,
+                "send_buffer_max": d.tcp.send_buffer_limit(),
                 "delayed_ack_ms": d.tcp.delayed_ack.as_millis() as u64,
                 "rto_min_ms": d.tcp.rto_min.as_millis() as u64,
                 "msl_s": d.tcp.msl.as_secs(),
@@ -475,12 +477,14 @@ fn info(a: InfoArgs) -> ExitCode {
         println!("ixora {}", env!("CARGO_PKG_VERSION"));
         println!("connection state: {state} bytes per TCP connection (data buffers excluded)");
         println!(
-            "defaults: MTU {}, timer tick {} µs, {} congestion control, {} KiB receive / {} KiB send buffer,",
+            "defaults: MTU {}, timer tick {} µs, {} congestion control, {} KiB receive buffer (grows to {} KiB) / {} KiB send buffer (to {} KiB),",
             d.mtu,
             d.timer_tick.as_micros(),
             d.tcp.cc.name(),
             d.tcp.recv_buffer / 1024,
-            d.tcp.send_buffer / 1024
+            d.tcp.recv_buffer_limit() / 1024,
+            d.tcp.send_buffer / 1024,
+            d.tcp.send_buffer_limit() / 1024
         );
         println!(
             "          delayed ACK {} ms, minimum RTO {} ms, TIME-WAIT {} s",

@@ -312,6 +312,9 @@ pub struct Stack<R, T> {
     ip_ident: u16,
     /// Cost of the frames held out of order by all connections.
     ooo_held: usize,
+    /// Bytes by which the receive buffers of all connections grew past
+    /// `tcp.recv_buffer` (`rcv_tune_memory` bounds it).
+    tune_held: usize,
     scratch_ips: (Vec<Ipv4Addr>, Vec<Ipv4Addr>),
 }
 
@@ -352,6 +355,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             next_ephemeral: 0,
             ip_ident: 0,
             ooo_held: 0,
+            tune_held: 0,
             scratch_ips: (Vec::new(), Vec::new()),
             cfg,
         };
@@ -462,10 +466,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             challenge,
             now,
             ooo_held,
+            tune_held,
             ..
         } = self;
         let tcb = conns.get_mut(idx as usize)?.tcb.as_mut()?;
         let before = tcb.ooo_cost();
+        let grown = tcb.rcv_grown(&cfg.tcp);
         let mut ctx = Ctx {
             now: *now,
             cfg: &cfg.tcp,
@@ -473,10 +479,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             challenge,
             tick: cfg.timer_tick,
             ooo_room: cfg.ooo_memory.saturating_sub(*ooo_held),
+            tune_room: cfg.rcv_tune_memory.saturating_sub(*tune_held),
         };
         let x = f(tcb, &mut ctx);
-        // Out-of-order memory across all connections (a stack-wide cap).
+        // Out-of-order memory and receive-buffer growth across all
+        // connections (stack-wide caps).
         *ooo_held = *ooo_held - before + tcb.ooo_cost();
+        *tune_held = *tune_held - grown + tcb.rcv_grown(&cfg.tcp);
         Some(x)
     }
 
@@ -497,7 +506,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             let was_synq = tcb.flags & flag::SYNQ != 0;
             tcb.flags &= !flag::SYNQ;
             tcb.flags |= flag::ACCEPTQ;
-            if let Some(l) = self.listeners.get_mut(&tcb.listener) {
+            if let Some(l) = self.listeners.get_mut(&tcb.listener()) {
                 if was_synq {
                     l.syn_count = l.syn_count.saturating_sub(1);
                 }
@@ -527,6 +536,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let Some(tcb) = slot.tcb.take() else { return };
         slot.gen = slot.gen.wrapping_add(1).max(1);
         self.ooo_held -= tcb.ooo_cost();
+        self.tune_held -= tcb.rcv_grown(&self.cfg.tcp);
         self.wheel.cancel(idx);
         // Stale queue entries would otherwise point at the slot's next
         // occupant (rare: an application closed with events unread).
@@ -540,7 +550,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let t = tcb.tuple;
         self.table
             .remove(&ConnKey::new(t.remote_ip, t.remote_port, t.local_port));
-        if let Some(l) = self.listeners.get_mut(&tcb.listener) {
+        if let Some(l) = self.listeners.get_mut(&tcb.listener()) {
             if tcb.flags & flag::SYNQ != 0 {
                 l.syn_count = l.syn_count.saturating_sub(1);
             }
@@ -622,7 +632,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                         let t = tcb.tuple;
                         Some(Event::Knock {
                             handle,
-                            listener_cookie: listeners.get(&tcb.listener).map_or(0, |l| l.cookie),
+                            listener_cookie: listeners.get(&tcb.listener()).map_or(0, |l| l.cookie),
                             local_port: t.local_port,
                             remote: SocketAddrV4::new(t.remote_ip, t.remote_port),
                         })
@@ -712,7 +722,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         self.listeners.remove(&port).ok_or(Error::InvalidHandle)?;
         for idx in 0..self.conns.len() as u32 {
             let orphan = matches!(self.conns[idx as usize].tcb.as_ref(),
-                Some(t) if t.passive() && t.listener == port && t.flags & flag::ACCEPTED == 0);
+                Some(t) if t.passive() && t.listener() == port && t.flags & flag::ACCEPTED == 0);
             if orphan {
                 let was_knocked = self.tcb_mut(idx).is_some_and(|t| t.knocked());
                 let rst = self
@@ -899,6 +909,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 challenge: &mut self.challenge,
                 tick: self.cfg.timer_tick,
                 ooo_room: 0,
+                tune_room: 0,
             };
             Tcb::connect(&mut ctx, tuple, iss, ts_offset, local_mss, cookie)
         };
@@ -915,7 +926,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         }
         let tcb = self.tcb_mut(h.idx).ok_or(Error::InvalidHandle)?;
         tcb.accept(cookie);
-        let port = tcb.listener;
+        let port = tcb.listener();
         if tcb.flags & flag::ACCEPTQ != 0 {
             tcb.flags &= !flag::ACCEPTQ;
             if let Some(l) = self.listeners.get_mut(&port) {
@@ -1066,7 +1077,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         if accepted == Some(true) {
             if let Some(tcb) = self.tcb_mut(h.idx) {
                 tcb.flags &= !flag::ACCEPTQ;
-                let port = tcb.listener;
+                let port = tcb.listener();
                 if let Some(l) = self.listeners.get_mut(&port) {
                     l.accept_count = l.accept_count.saturating_sub(1);
                 }
@@ -1643,7 +1654,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 {
                     let full = self
                         .listeners
-                        .get(&tcb.listener)
+                        .get(&tcb.listener())
                         .is_some_and(|l| l.accept_count >= l.backlog);
                     if full {
                         // Linux behaviour: drop the handshake's last ACK; the
@@ -1759,8 +1770,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     challenge: &mut self.challenge,
                     tick: self.cfg.timer_tick,
                     ooo_room: 0,
+                    tune_room: 0,
                 };
-                let mut t = Tcb::from_cookie(
+                let t = Tcb::from_cookie(
                     &mut ctx,
                     tuple,
                     ack - 1,
@@ -1771,7 +1783,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     wscale,
                     sack,
                 );
-                t.listener = port;
+                debug_assert_eq!(t.listener(), port);
                 t
             };
             let idx = self.insert_tcb(tcb);
@@ -1822,10 +1834,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 challenge: &mut self.challenge,
                 tick: self.cfg.timer_tick,
                 ooo_room: 0,
+                tune_room: 0,
             };
             Tcb::from_syn(&mut ctx, tuple, iss, ts_offset, local_mss, seg)
         };
-        tcb.listener = port;
+        debug_assert_eq!(tcb.listener(), port);
         tcb.flags |= flag::SYNQ;
         if let Some(l) = self.listeners.get_mut(&port) {
             l.syn_count += 1;
@@ -1857,7 +1870,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             mss: Some(self.local_mss),
             window_scale: ts.and(
                 (tcp.window_scaling && seg.opts.window_scale.is_some())
-                    .then(|| scale_for(tcp.recv_buffer)),
+                    .then(|| scale_for(tcp.recv_buffer_limit())),
             ),
             sack_permitted: ts.is_some() && tcp.sack && seg.opts.sack_permitted,
             timestamp: ts,

@@ -437,8 +437,9 @@ fn window_scaling_negotiated_shift_used_both_ways() {
     h.stack.tcp_listen(8080, None, 1).unwrap();
     h.send(Seg::to(8080).syn().mss(1460).wscale(2).win(1000));
     let synack = h.expect_tcp();
-    // 256 KiB buffer: shift 3; the SYN-ACK window itself is never scaled.
-    assert_eq!(synack.opts.window_scale, Some(3));
+    // The shift offered is the one the receive buffer's auto-tuning limit
+    // (6 MiB) needs: 7. The SYN-ACK window itself is never scaled.
+    assert_eq!(synack.opts.window_scale, Some(7));
     assert_eq!(synack.win, 65535);
     h.send(Seg::to(8080).seq(theirs(0)).ack(synack.seq + 1).win(1000));
     let Event::Knock { handle, .. } = h.events()[0] else {
@@ -451,7 +452,7 @@ fn window_scaling_negotiated_shift_used_both_ways() {
         iss: synack.seq,
     };
     let info = h.stack.tcp_info(c.h).unwrap();
-    assert_eq!(info.wscale, Some((2, 3)));
+    assert_eq!(info.wscale, Some((2, 7)));
     // The peer's window field 1000 means 1000 << 2.
     assert_eq!(info.snd_wnd, 4000);
     assert_eq!(app_send(&mut h, &c, vec![0; 10_000]), 4000);
@@ -460,7 +461,7 @@ fn window_scaling_negotiated_shift_used_both_ways() {
     h.send(data(&c, 0, &[5; 1000]).ack(ours(&c, 4000)).win(1000));
     h.advance(Duration::from_millis(40));
     let a = h.expect_tcp();
-    assert_eq!(a.win, (262_144u32 - 1000).div_ceil(8) as u16);
+    assert_eq!(a.win, (262_144u32 - 1000).div_ceil(128) as u16);
 }
 
 /// RFC 7323 §2.2: without the option in the peer's SYN, neither side scales.
@@ -500,7 +501,7 @@ fn window_scaling_unused_without_peer_option() {
 fn window_scaling_active_open_declined_by_peer() {
     let mut h = Harness::new(|_| {});
     let (hc, iss) = h.active_open(|syn| {
-        assert_eq!(syn.opts.window_scale, Some(3));
+        assert_eq!(syn.opts.window_scale, Some(7));
         assert_eq!(syn.win, 65535);
         Seg::to(syn.src_port)
             .syn()
@@ -537,8 +538,8 @@ fn window_scaling_active_open_uses_negotiated_shift() {
             .win(1000)
     });
     let a = h.expect_tcp();
-    assert_eq!(u32::from(a.win), 262_144 / 8);
-    assert_eq!(h.stack.tcp_info(hc).unwrap().wscale, Some((2, 3)));
+    assert_eq!(u32::from(a.win), 262_144 / 128);
+    assert_eq!(h.stack.tcp_info(hc).unwrap().wscale, Some((2, 7)));
     let port = hc_port(&h, hc);
     h.send(Seg::to(port).seq(theirs(0)).ack(iss + 1).win(1000));
     assert_eq!(h.stack.tcp_info(hc).unwrap().snd_wnd, 4000);
@@ -1552,5 +1553,99 @@ fn a_new_cookie_names_the_connection_in_its_pending_and_later_events() {
     assert_eq!(
         h.stack.tcp_set_cookie(c.h, 10),
         Err(ixora_core::Error::InvalidHandle)
+    );
+}
+
+// ===== receive-buffer auto-tuning =========================================
+
+/// What a buffer of `buf` bytes may end up holding: each ACK rounds the
+/// window up to the scale's unit (128 bytes at shift 7) so that its edge
+/// never retracts (RFC 7323 §2.4), as Linux's `tcp_select_window` aligns
+/// it; against a reader that stopped, the edge so creeps by up to a unit
+/// per ACK (an ACK per two segments): under 4.5% of the buffer.
+fn with_creep(buf: usize) -> usize {
+    buf + buf / 2920 * 128 + 1460
+}
+
+/// A peer that sends, each 10 ms round trip, all the window allows (at
+/// most `cap` segments), to an application that reads all of it (`read`)
+/// or none; returns the bytes the peer sent over `rounds`.
+fn fill_rounds(h: &mut Harness, c: &Conn, seq: &mut u32, rounds: usize, read: bool) -> usize {
+    let mut sent = 0;
+    for _ in 0..rounds {
+        let n = (h.stack.tcp_info(c.h).unwrap().rcv_wnd / 1460).min(1200);
+        for _ in 0..n {
+            h.send(data(c, *seq, &[7; 1460]));
+            *seq += 1460;
+        }
+        h.drain();
+        let _acks = segs(h);
+        let r = h.stack.tcp_readable(c.h).unwrap();
+        if read {
+            h.stack.tcp_recv_done(h.now, c.h, r).unwrap();
+        }
+        sent += n as usize * 1460;
+        h.advance(Duration::from_millis(10));
+        h.drain();
+        let _updates = segs(h);
+    }
+    sent
+}
+
+/// A connection over a 10 ms round trip (peer MSS 1460, window scale 7)
+/// whose application reads everything for `read` round trips, then nothing
+/// for `idle`: what the stack then holds unread, and the peer's next
+/// sequence offset.
+fn held_after(h: &mut Harness, read: usize, idle: usize) -> (Conn, usize, u32) {
+    let c = open(h, 8080, Duration::from_millis(10), 65535, |s| {
+        s.mss(1460).wscale(7)
+    });
+    let mut seq = 0;
+    fill_rounds(h, &c, &mut seq, read, true);
+    fill_rounds(h, &c, &mut seq, idle, false);
+    let held = h.stack.tcp_readable(c.h).unwrap();
+    (c, held, seq)
+}
+
+/// Receive-buffer auto-tuning (Linux `tcp_rcv_space_adjust`): while the
+/// application reads everything each round trip, the window grows past
+/// `tcp.recv_buffer` (256 KiB) towards `tcp.recv_buffer_max`; once it
+/// stops reading, what arrives fills the grown buffer, the window shuts
+/// (less than a segment left), and round trips without reading neither
+/// open nor grow it.
+#[test]
+fn the_receive_window_grows_while_the_application_reads() {
+    let mut h = Harness::new(|_| {});
+    let (c, held, mut seq) = held_after(&mut h, 8, 6);
+    assert!(held > 1 << 20, "held {held} after eight read round trips");
+    assert!(
+        held <= with_creep(6 << 20),
+        "held {held} past tcp.recv_buffer_max"
+    );
+    assert!(h.stack.tcp_info(c.h).unwrap().rcv_wnd < 1460);
+    assert_eq!(fill_rounds(&mut h, &c, &mut seq, 3, false), 0);
+}
+
+/// A reader that never reads keeps the initial buffer: the window never
+/// offers more than `tcp.recv_buffer`, however many round trips pass.
+#[test]
+fn a_connection_whose_application_does_not_read_keeps_its_initial_buffer() {
+    let mut h = Harness::new(|_| {});
+    let (c, held, _) = held_after(&mut h, 0, 10);
+    assert!(held <= with_creep(256 * 1024), "held {held}");
+    assert!(h.stack.tcp_info(c.h).unwrap().rcv_wnd < 1460);
+}
+
+/// `rcv_tune_memory` bounds the growth of all connections' receive
+/// buffers together (a socket service's programs that read fast and then
+/// stop cannot make it hold more than that beyond their initial windows).
+#[test]
+fn receive_buffer_growth_is_bounded_stack_wide() {
+    let mut h = Harness::new(|c| c.rcv_tune_memory = 100_000);
+    let (_, held, _) = held_after(&mut h, 8, 4);
+    assert!(held <= with_creep(256 * 1024 + 100_000), "held {held}");
+    assert!(
+        held > with_creep(256 * 1024),
+        "held {held}: it grew as far as allowed"
     );
 }

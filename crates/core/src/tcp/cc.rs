@@ -118,20 +118,34 @@ impl CongestionControl for NewReno {
 /// CUBIC (RFC 9438) with fast convergence and the Reno-friendly region.
 /// Window arithmetic is in segments as `f64`, as the RFC writes it; `f64`
 /// operations are deterministic, so the simulator stays reproducible.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Cubic {
     /// W_max: window before the last reduction, in segments.
     w_max: f64,
     /// K: time to reach W_max again, in seconds.
     k: f64,
-    /// Start of the current congestion-avoidance epoch.
-    epoch_start: Option<Instant>,
+    /// Start of the current congestion-avoidance epoch (`NEVER`: none
+    /// begun; an `Option` would cost the connection 8 bytes).
+    epoch_start: Instant,
     /// cwnd (segments) at the start of the epoch.
     cwnd_epoch: f64,
     /// W_est: the Reno-friendly estimate, in segments.
     w_est: f64,
     /// Fractional-segment accumulator for slow growth.
     acc: f64,
+}
+
+impl Default for Cubic {
+    fn default() -> Cubic {
+        Cubic {
+            w_max: 0.0,
+            k: 0.0,
+            epoch_start: Instant::NEVER,
+            cwnd_epoch: 0.0,
+            w_est: 0.0,
+            acc: 0.0,
+        }
+    }
 }
 
 /// RFC 9438 §5: C = 0.4.
@@ -148,7 +162,7 @@ impl Cubic {
         } else {
             cwnd
         };
-        self.epoch_start = None;
+        self.epoch_start = Instant::NEVER;
         // RFC 9438 §4.6: ssthresh = max(cwnd * β, 2).
         let ss = (cwnd * CUBIC_BETA).max(2.0);
         w.ssthresh = (ss * f64::from(w.mss)) as u32;
@@ -168,11 +182,11 @@ impl CongestionControl for Cubic {
         let mss = f64::from(w.mss);
         let cwnd = f64::from(w.cwnd) / mss;
         let start = match self.epoch_start {
-            Some(t) => t,
-            None => {
+            t if !t.is_never() => t,
+            _ => {
                 // RFC 9438 §4.2: a new epoch begins with the first ACK in
                 // congestion avoidance.
-                self.epoch_start = Some(now);
+                self.epoch_start = now;
                 self.cwnd_epoch = cwnd;
                 self.w_est = cwnd;
                 if self.w_max < cwnd {

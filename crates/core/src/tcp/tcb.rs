@@ -57,7 +57,7 @@ pub(crate) mod flag {
     /// A passive connection completed its handshake and was announced.
     pub const KNOCKED: u32 = 1 << 20;
     pub const SYN_RETRANSMITTED: u32 = 1 << 21;
-    /// The handshake RTT is being measured (`syn_at`); data segments are
+    /// The handshake RTT is being measured (`mark_us`); data segments are
     /// timed by their transmission records.
     pub const TIMING: u32 = 1 << 22;
     /// `t_rtx` is the persist timer, not the retransmission timer.
@@ -221,6 +221,8 @@ pub(crate) struct Ctx<'a> {
     pub tick: Duration,
     /// Out-of-order memory still available stack-wide.
     pub ooo_room: usize,
+    /// Bytes receive buffers may still grow by, stack-wide.
+    pub tune_room: usize,
 }
 
 /// What the next segment out of this connection is.
@@ -241,6 +243,11 @@ enum Out {
 /// The timestamp clock: 1 ms per tick (RFC 7323 §5.4 recommends 1 ms–1 s).
 fn ts_clock(now: Instant) -> u32 {
     now.as_millis() as u32
+}
+
+/// A seconds clock (wrapping after 136 years).
+fn secs_clock(now: Instant) -> u32 {
+    (now.as_micros() / 1_000_000) as u32
 }
 
 /// PAWS: TS.Recent is invalid after 24 days idle (RFC 7323 §5.5).
@@ -300,17 +307,26 @@ pub(crate) struct Tcb<R, T> {
     /// itself ([`Tcb::recv_hold`]) and has not released: they still fill
     /// the window, as if unread.
     rcv_held: u32,
+    /// Receive-buffer auto-tuning ([`Tcb::rcv_space_adjust`], Linux's
+    /// `rcvq_space`): the window's base when this round trip's count of
+    /// consumed bytes began (when: `mark_us`), and the most consumed in
+    /// one round trip so far, in KiB (saturating; 0: not begun).
+    rcv_space_seq: SeqNum,
+    rcv_space_kib: u16,
     /// Where the peer's out-of-order FIN sits (with OOO_FIN).
     fin_in: SeqNum,
 
     ts_recent: u32,
-    ts_recent_at: Instant,
+    /// When TS.Recent was last set (seconds clock, for PAWS's 24 days).
+    ts_recent_s: u32,
     ts_offset: u32,
     last_ack_sent: SeqNum,
 
     rtt: RttEstimator,
-    /// When our first SYN left (µs clock, with TIMING).
-    syn_at: u32,
+    /// A µs clock mark: while TIMING, when our first SYN left; after
+    /// the handshake, when the receive-buffer auto-tuning's round trip
+    /// began (`rcv_space_seq`).
+    mark_us: u32,
     /// One record per segment in flight; RACK (RFC 8985 §6).
     recs: RtxRecords,
 
@@ -359,8 +375,6 @@ pub(crate) struct Tcb<R, T> {
     bytes_retrans: u32,
     una_wraps: u8,
     rcv_wraps: u8,
-    /// Listener port for passive opens.
-    pub listener: u16,
 }
 
 impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
@@ -393,7 +407,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             fin_seq: iss,
             snd_wscale: 0,
             rcv_wscale: if cfg.window_scaling {
-                scale_for(cfg.recv_buffer)
+                scale_for(cfg.recv_buffer_limit())
             } else {
                 0
             },
@@ -409,13 +423,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             rcv_buf: cfg.recv_buffer,
             rcvq: RecvQueue::default(),
             rcv_held: 0,
+            rcv_space_seq: SeqNum(0),
+            rcv_space_kib: 0,
             fin_in: SeqNum(0),
             ts_recent: 0,
-            ts_recent_at: Instant::ZERO,
+            ts_recent_s: 0,
             ts_offset,
             last_ack_sent: SeqNum(0),
             rtt: RttEstimator::new(cfg.rto_initial),
-            syn_at: 0,
+            mark_us: 0,
             recs: RtxRecords::default(),
             win: Window::initial(mss),
             cc: Controller::new(cfg.cc),
@@ -443,7 +459,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             bytes_retrans: 0,
             una_wraps: 0,
             rcv_wraps: 0,
-            listener: 0,
         }
     }
 
@@ -559,7 +574,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             if let Some((tsval, _)) = opts.timestamp {
                 self.flags |= TS_OK;
                 self.ts_recent = tsval;
-                self.ts_recent_at = self.last_rx;
+                self.ts_recent_s = secs_clock(self.last_rx);
                 // Every segment carries 12 bytes of timestamp option.
                 mss = mss.saturating_sub(12).max(64);
             }
@@ -704,8 +719,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         let limit = self
             .window_end()
-            .min(self.snd_una + cfg.send_buffer as usize);
+            .min(self.snd_una + self.snd_buf(cfg) as usize);
         limit.since(self.data_end())
+    }
+
+    /// The send buffer: `send_buffer`, or twice the congestion window when
+    /// that is more (Linux `tcp_sndbuf_expand`), so that a window's worth
+    /// can be in flight while the next is queued; at most
+    /// `send_buffer_limit`. (It shrinks with the window after a loss:
+    /// `send` then takes nothing until enough is acknowledged.)
+    fn snd_buf(&self, cfg: &TcpConfig) -> u32 {
+        self.win
+            .cwnd
+            .saturating_mul(2)
+            .min(cfg.send_buffer_limit())
+            .max(cfg.send_buffer)
     }
 
     /// Cost of the frames this connection holds out of order.
@@ -759,6 +787,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// Created from a listener?
     pub fn passive(&self) -> bool {
         self.has(PASSIVE)
+    }
+
+    /// The port of the listener a passive open came through (its local
+    /// port; listeners are by port): 0 for an active open.
+    pub fn listener(&self) -> u16 {
+        if self.passive() {
+            self.tuple.local_port
+        } else {
+            0
+        }
     }
 
     /// Set or clear TCP_NODELAY.
@@ -869,6 +907,69 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.rcv_held -= n as u32;
         self.window_opened(n, old_wnd);
         n
+    }
+
+    /// Receive-buffer auto-tuning (Linux `tcp_rcv_space_adjust`), at each
+    /// in-order arrival: once a round trip (the smoothed RTT), if the
+    /// application consumed more in it than in any round trip before, the
+    /// buffer becomes what lets a sender that doubles its window each
+    /// round trip go on doing so — twice what was consumed plus 16
+    /// segments, and that again twice in the proportion consumption grew —
+    /// at most `recv_buffer_limit`. It never shrinks. A reader that falls
+    /// behind consumes little and leaves the buffer as it is, so a
+    /// connection's window only grows while its bytes are being taken.
+    fn rcv_space_adjust(&mut self, ctx: &Ctx) {
+        let limit = u64::from(ctx.cfg.recv_buffer_limit())
+            .min(u64::from(self.rcv_buf) + ctx.tune_room as u64);
+        if u64::from(self.rcv_buf) >= limit || !self.rtt.has_sample() || self.has(TIMING) {
+            return;
+        }
+        let now = us_clock(ctx.now);
+        let base = self.consumed_seq();
+        let mss = u64::from(self.rcv_mss);
+        if self.rcv_space_kib == 0 {
+            self.rcv_space_seq = base;
+            self.mark_us = now;
+            // Linux starts from the initial window's ten segments.
+            self.rcv_space_kib = (10 * mss / 1024).max(1) as u16;
+            return;
+        }
+        let rtt = self
+            .rtt
+            .srtt()
+            .as_micros()
+            .clamp(1, u128::from(u32::MAX / 2)) as u32;
+        if now.wrapping_sub(self.mark_us) < rtt {
+            return;
+        }
+        let copied = base.since(self.rcv_space_seq) as u64;
+        let space = u64::from(self.rcv_space_kib) * 1024;
+        if copied > space {
+            let mut win = 2 * copied + 16 * mss;
+            win += 2 * win * (copied - space) / space;
+            self.rcv_buf = win.min(limit).max(u64::from(self.rcv_buf)) as u32;
+            self.rcv_space_kib = (copied / 1024).clamp(1, u64::from(u16::MAX)) as u16;
+        }
+        self.rcv_space_seq = base;
+        self.mark_us = now;
+    }
+
+    /// Bytes this connection's receive buffer grew past `recv_buffer`.
+    pub fn rcv_grown(&self, cfg: &TcpConfig) -> usize {
+        self.rcv_buf.saturating_sub(cfg.recv_buffer) as usize
+    }
+
+    /// How many frames (in order, or out of order when `ooo`) this
+    /// connection may hold: the configured count, multiplied as its
+    /// receive buffer grew past `recv_buffer` (the bytes are bounded by
+    /// the buffer itself; this bounds the frames).
+    fn segment_limit(&self, cfg: &TcpConfig, ooo: bool) -> usize {
+        let n = if ooo {
+            cfg.max_ooo_segments
+        } else {
+            cfg.max_rx_segments
+        };
+        usize::from(n) * (self.rcv_buf / cfg.recv_buffer.max(1)).max(1) as usize
     }
 
     /// The first sequence number not yet consumed (read, or released after
@@ -1116,7 +1217,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // TS.Recent is a duplicate: acknowledge and drop it (not for RST).
         if self.has(TS_OK) && !seg.flags.rst() {
             if let Some((tsval, _)) = seg.opts.timestamp {
-                let stale = ctx.now.saturating_since(self.ts_recent_at) > PAWS_IDLE;
+                let idle = secs_clock(ctx.now).wrapping_sub(self.ts_recent_s);
+                let stale = u64::from(idle) > PAWS_IDLE.as_secs();
                 if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 && !stale {
                     ctx.counters.drop(DropReason::TcpPaws);
                     self.flags |= ACK_NOW;
@@ -1202,7 +1304,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     && seq.diff(self.last_ack_sent) <= 0
                 {
                     self.ts_recent = tsval;
-                    self.ts_recent_at = ctx.now;
+                    self.ts_recent_s = secs_clock(ctx.now);
                 }
             }
         }
@@ -1372,7 +1474,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// RTT sample of the handshake, unless the SYN was retransmitted.
     fn on_syn_acked(&mut self, ctx: &mut Ctx, ack: SeqNum) {
         if self.has(TIMING) && ack.diff(self.iss + 1) >= 0 {
-            let r = Duration::from_micros(u64::from(us_clock(ctx.now).wrapping_sub(self.syn_at)));
+            let r = Duration::from_micros(u64::from(us_clock(ctx.now).wrapping_sub(self.mark_us)));
             self.rtt
                 .sample(r, ctx.tick, ctx.cfg.rto_min, ctx.cfg.rto_max);
         }
@@ -1780,7 +1882,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let budget = 2 * self.rcv_buf as usize;
         if seq == self.rcv_nxt {
             if len > 0 {
-                if self.rcvq.ready_segments() >= usize::from(ctx.cfg.max_rx_segments)
+                if self.rcvq.ready_segments() >= self.segment_limit(ctx.cfg, false)
                     || self.rcvq.ready_cost() + cost > budget
                 {
                     ctx.counters.drop(DropReason::TcpRxQueueFull);
@@ -1791,6 +1893,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.rcvq.push_ready(frame, off, off + len, cost);
                 let to = self.rcvq.drain_ooo(self.rcv_nxt + len);
                 self.advance_rcv_nxt(to);
+                self.rcv_space_adjust(ctx);
                 if had_ooo {
                     // RFC 5681 §4.2: ACK at once when a gap is filled.
                     self.flags |= ACK_NOW;
@@ -1808,7 +1911,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         } else {
             if len > 0 {
                 let budget = budget.min(self.rcvq.ooo_cost() + ctx.ooo_room);
-                let limits = (usize::from(ctx.cfg.max_ooo_segments), budget);
+                let limits = (self.segment_limit(ctx.cfg, true), budget);
                 match self
                     .rcvq
                     .insert_ooo(seq, frame, (off, off + len), cost, limits)
@@ -2408,7 +2511,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     self.retrans_total += 1;
                 } else if !self.has(TIMING) {
                     self.flags |= TIMING;
-                    self.syn_at = us_clock(ctx.now);
+                    self.mark_us = us_clock(ctx.now);
                 }
                 self.snd_nxt = self.iss + 1;
                 if self.snd_max.diff(self.snd_nxt) < 0 {
