@@ -1597,7 +1597,12 @@ fn fill_rounds(h: &mut Harness, c: &Conn, seq: &mut u32, rounds: usize, read: bo
 /// for `idle`: what the stack then holds unread, and the peer's next
 /// sequence offset.
 fn held_after(h: &mut Harness, read: usize, idle: usize) -> (Conn, usize, u32) {
-    let c = open(h, 8080, Duration::from_millis(10), 65535, |s| {
+    held_after_on(h, 8080, read, idle)
+}
+
+/// [`held_after`] on a listener of `port`.
+fn held_after_on(h: &mut Harness, port: u16, read: usize, idle: usize) -> (Conn, usize, u32) {
+    let c = open(h, port, Duration::from_millis(10), 65535, |s| {
         s.mss(1460).wscale(7)
     });
     let mut seq = 0;
@@ -1647,5 +1652,21 @@ fn receive_buffer_growth_is_bounded_stack_wide() {
     assert!(
         held > with_creep(256 * 1024),
         "held {held}: it grew as far as allowed"
+    );
+}
+
+/// The stack-wide room for growth comes back when a connection that grew
+/// goes away: a long-running stack does not run out of it.
+#[test]
+fn receive_buffer_growth_room_returns_when_the_connection_ends() {
+    let mut h = Harness::new(|c| c.rcv_tune_memory = 100_000);
+    let (a, _, _) = held_after_on(&mut h, 8080, 8, 0);
+    h.stack.tcp_abort(h.now, a.h).unwrap();
+    h.drain();
+    let _rst = segs(&mut h);
+    let (_, held, _) = held_after_on(&mut h, 8081, 8, 4);
+    assert!(
+        held > with_creep(256 * 1024),
+        "held {held}: the second connection grew too"
     );
 }
