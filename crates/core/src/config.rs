@@ -133,13 +133,7 @@ impl Default for TcpConfig {
             recv_buffer: 256 * 1024,
             recv_buffer_max: 6 << 20,
             send_buffer: 256 * 1024,
-            // Off by default until slow start ends before it overflows a
-            // short path's queue (HyStart++, RFC 9406, not yet): the fixed
-            // 256 KiB is what keeps a bulk sender on a 1 Gbit/s, 1 ms path
-            // with a 256 KiB queue from losing anything; grown with the
-            // window, it retransmitted 1,686 of 2,900 segments and moved
-            // 6% less (the simulator, `clean_link_reaches_line_rate`).
-            send_buffer_max: 256 * 1024,
+            send_buffer_max: 4 << 20,
             mss: None,
             cc: CcAlgorithm::Cubic,
             sack: true,

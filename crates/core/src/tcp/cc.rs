@@ -117,22 +117,23 @@ impl CongestionControl for NewReno {
 
 /// CUBIC (RFC 9438) with fast convergence and the Reno-friendly region.
 /// Window arithmetic is in segments as `f64`, as the RFC writes it; `f64`
-/// operations are deterministic, so the simulator stays reproducible.
+/// operations are deterministic, so the simulator stays reproducible. The
+/// state is kept as `f32` (24 bits of mantissa: windows to 16 M segments,
+/// times to a tenth of a millisecond over a day), 20 bytes of a
+/// connection's 512.
 #[derive(Debug, Clone)]
 pub struct Cubic {
     /// W_max: window before the last reduction, in segments.
-    w_max: f64,
+    w_max: f32,
     /// K: time to reach W_max again, in seconds.
-    k: f64,
+    k: f32,
     /// Start of the current congestion-avoidance epoch (`NEVER`: none
     /// begun; an `Option` would cost the connection 8 bytes).
     epoch_start: Instant,
-    /// cwnd (segments) at the start of the epoch.
-    cwnd_epoch: f64,
     /// W_est: the Reno-friendly estimate, in segments.
-    w_est: f64,
-    /// Fractional-segment accumulator for slow growth.
-    acc: f64,
+    w_est: f32,
+    /// Fractional-byte accumulator for slow growth.
+    acc: f32,
 }
 
 impl Default for Cubic {
@@ -141,7 +142,6 @@ impl Default for Cubic {
             w_max: 0.0,
             k: 0.0,
             epoch_start: Instant::NEVER,
-            cwnd_epoch: 0.0,
             w_est: 0.0,
             acc: 0.0,
         }
@@ -157,11 +157,11 @@ impl Cubic {
     fn reduce(&mut self, w: &mut Window) {
         let cwnd = f64::from(w.cwnd) / f64::from(w.mss);
         // RFC 9438 §4.7 fast convergence.
-        self.w_max = if cwnd < self.w_max {
+        self.w_max = if cwnd < f64::from(self.w_max) {
             cwnd * (1.0 + CUBIC_BETA) / 2.0
         } else {
             cwnd
-        };
+        } as f32;
         self.epoch_start = Instant::NEVER;
         // RFC 9438 §4.6: ssthresh = max(cwnd * β, 2).
         let ss = (cwnd * CUBIC_BETA).max(2.0);
@@ -187,37 +187,40 @@ impl CongestionControl for Cubic {
                 // RFC 9438 §4.2: a new epoch begins with the first ACK in
                 // congestion avoidance.
                 self.epoch_start = now;
-                self.cwnd_epoch = cwnd;
-                self.w_est = cwnd;
-                if self.w_max < cwnd {
-                    self.w_max = cwnd;
+                self.w_est = cwnd as f32;
+                if f64::from(self.w_max) < cwnd {
+                    self.w_max = cwnd as f32;
                 }
-                self.k = ((self.w_max - cwnd) / CUBIC_C).max(0.0).cbrt();
+                let k = ((f64::from(self.w_max) - cwnd) / CUBIC_C).max(0.0).cbrt();
+                self.k = k as f32;
                 now
             }
         };
+        let (w_max, k) = (f64::from(self.w_max), f64::from(self.k));
         let t = (now - start).as_secs_f64();
         let rtt_s = rtt.as_secs_f64();
         // RFC 9438 eq. 1 evaluated one RTT ahead, target clamped to
         // [cwnd, 1.5 cwnd] (§4.4).
-        let w_cubic = |t: f64| CUBIC_C * (t - self.k).powi(3) + self.w_max;
+        let w_cubic = |t: f64| CUBIC_C * (t - k).powi(3) + w_max;
         let target = w_cubic(t + rtt_s).clamp(cwnd, 1.5 * cwnd);
         let segs_acked = f64::from(rest) / mss;
         // RFC 9438 §4.3 Reno-friendly region: α = 3(1-β)/(1+β).
         let alpha = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
-        self.w_est += alpha * segs_acked / cwnd;
-        let grow = if w_cubic(t) < self.w_est {
-            (self.w_est - cwnd).max(0.0)
+        let w_est = f64::from(self.w_est) + alpha * segs_acked / cwnd;
+        self.w_est = w_est as f32;
+        let grow = if w_cubic(t) < w_est {
+            (w_est - cwnd).max(0.0)
         } else {
             // §4.4/4.5: cwnd += (target - cwnd) / cwnd per acknowledged segment.
             (target - cwnd) / cwnd * segs_acked
         };
-        self.acc += grow * mss;
-        if self.acc >= 1.0 {
-            let add = self.acc.floor();
-            self.acc -= add;
+        let mut acc = f64::from(self.acc) + grow * mss;
+        if acc >= 1.0 {
+            let add = acc.floor();
+            acc -= add;
             w.cwnd = w.cwnd.saturating_add(add as u32);
         }
+        self.acc = acc as f32;
     }
 
     fn on_congestion_event(&mut self, _now: Instant, w: &mut Window, _flight: u32) {
