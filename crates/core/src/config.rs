@@ -61,8 +61,7 @@ pub struct TcpConfig {
     /// (twice it, as Linux's `tcp_sndbuf_expand`) up to `send_buffer_max`.
     pub send_buffer: u32,
     /// The most a connection's send buffer grows to (Linux `tcp_wmem[2]`,
-    /// 4 MiB). At most `send_buffer` (the default for now: see the
-    /// default's comment): no auto-tuning.
+    /// 4 MiB). At most `send_buffer`: no auto-tuning.
     pub send_buffer_max: u32,
     /// MSS we advertise and the ceiling of the one we use; derived from the
     /// MTU when `None`.
