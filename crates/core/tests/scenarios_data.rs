@@ -1592,16 +1592,11 @@ fn fill_rounds(h: &mut Harness, c: &Conn, seq: &mut u32, rounds: usize, read: bo
     sent
 }
 
-/// A connection over a 10 ms round trip (peer MSS 1460, window scale 7)
-/// whose application reads everything for `read` round trips, then nothing
+/// A connection to a listener of `port` over a 10 ms round trip (peer MSS
+/// 1460, window scale 7) whose application reads everything for `read` round trips, then nothing
 /// for `idle`: what the stack then holds unread, and the peer's next
 /// sequence offset.
-fn held_after(h: &mut Harness, read: usize, idle: usize) -> (Conn, usize, u32) {
-    held_after_on(h, 8080, read, idle)
-}
-
-/// [`held_after`] on a listener of `port`.
-fn held_after_on(h: &mut Harness, port: u16, read: usize, idle: usize) -> (Conn, usize, u32) {
+fn held_after(h: &mut Harness, port: u16, read: usize, idle: usize) -> (Conn, usize, u32) {
     let c = open(h, port, Duration::from_millis(10), 65535, |s| {
         s.mss(1460).wscale(7)
     });
@@ -1621,7 +1616,7 @@ fn held_after_on(h: &mut Harness, port: u16, read: usize, idle: usize) -> (Conn,
 #[test]
 fn the_receive_window_grows_while_the_application_reads() {
     let mut h = Harness::new(|_| {});
-    let (c, held, mut seq) = held_after(&mut h, 8, 6);
+    let (c, held, mut seq) = held_after(&mut h, 8080, 8, 6);
     assert!(held > 1 << 20, "held {held} after eight read round trips");
     assert!(
         held <= with_creep(6 << 20),
@@ -1636,7 +1631,7 @@ fn the_receive_window_grows_while_the_application_reads() {
 #[test]
 fn a_connection_whose_application_does_not_read_keeps_its_initial_buffer() {
     let mut h = Harness::new(|_| {});
-    let (c, held, _) = held_after(&mut h, 0, 10);
+    let (c, held, _) = held_after(&mut h, 8080, 0, 10);
     assert!(held <= with_creep(256 * 1024), "held {held}");
     assert!(h.stack.tcp_info(c.h).unwrap().rcv_wnd < 1460);
 }
@@ -1647,7 +1642,7 @@ fn a_connection_whose_application_does_not_read_keeps_its_initial_buffer() {
 #[test]
 fn receive_buffer_growth_is_bounded_stack_wide() {
     let mut h = Harness::new(|c| c.rcv_tune_memory = 100_000);
-    let (_, held, _) = held_after(&mut h, 8, 4);
+    let (_, held, _) = held_after(&mut h, 8080, 8, 4);
     assert!(held <= with_creep(256 * 1024 + 100_000), "held {held}");
     assert!(
         held > with_creep(256 * 1024),
@@ -1660,11 +1655,11 @@ fn receive_buffer_growth_is_bounded_stack_wide() {
 #[test]
 fn receive_buffer_growth_room_returns_when_the_connection_ends() {
     let mut h = Harness::new(|c| c.rcv_tune_memory = 100_000);
-    let (a, _, _) = held_after_on(&mut h, 8080, 8, 0);
+    let (a, _, _) = held_after(&mut h, 8080, 8, 0);
     h.stack.tcp_abort(h.now, a.h).unwrap();
     h.drain();
     let _rst = segs(&mut h);
-    let (_, held, _) = held_after_on(&mut h, 8081, 8, 4);
+    let (_, held, _) = held_after(&mut h, 8081, 8, 4);
     assert!(
         held > with_creep(256 * 1024),
         "held {held}: the second connection grew too"

@@ -3181,7 +3181,8 @@ impl Service {
     /// they reach its ring, so a spill is bounded by the window, as the
     /// buffers were. Without this, a program that stops reading pins
     /// buffers with every byte its peers send up to their windows (256 KiB
-    /// each); some tens of such connections took all 8,192, the
+    /// each, up to 6 MiB once auto-tuned); some tens of such connections
+    /// took all 8,192, the
     /// interface had none left to receive into, and every connection of
     /// every program on the service stalled. Linux copies such bytes out
     /// of the device's buffers at once (an skb per segment). A UDP socket
