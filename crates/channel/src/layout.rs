@@ -59,7 +59,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 19;
+pub const VERSION: u32 = 20;
 /// Entries of the change log ([`DownHeader::chlog_head`]): a power of
 /// two.
 pub const CHLOG: u64 = 4096;
@@ -160,6 +160,26 @@ pub const fn unpack_keep(v: u64) -> (u16, u16, u8) {
         within(v >> 16 & 0xffff, 32767) as u16,
         within(v >> 32 & 0xff, 127) as u8,
     )
+}
+
+/// The buffers in [`UpSlot::bufs`]: `SO_RCVBUF` and `SO_SNDBUF` in bytes,
+/// each 0 when not set (the stack's, which grow).
+pub const fn pack_bufs(rcv: u32, snd: u32) -> u64 {
+    rcv as u64 | (snd as u64) << 32
+}
+
+/// What [`pack_bufs`] packed: the receive and send buffers, `None` when
+/// not set. (Any value is one the app could have set; the stack bounds
+/// it.)
+pub const fn unpack_bufs(v: u64) -> (Option<u32>, Option<u32>) {
+    const fn set(v: u32) -> Option<u32> {
+        if v == 0 {
+            None
+        } else {
+            Some(v)
+        }
+    }
+    (set(v as u32), set((v >> 32) as u32))
 }
 
 /// Spare TCP sockets the service keeps ready for each app
@@ -291,6 +311,17 @@ pub struct DownHeader {
     /// transmit ring has room for one this long.
     pub frame_dgram: AtomicU32,
     _pad0: [u32; 2],
+    /// A TCP connection's receive buffer (window) and send buffer as they
+    /// start, and the most either grows to or may be set to (the stack's
+    /// `tcp.recv_buffer`, `recv_buffer_max`, `send_buffer`,
+    /// `send_buffer_max`), for `SO_RCVBUF` and `SO_SNDBUF`.
+    pub tcp_rcvbuf: AtomicU32,
+    /// See `tcp_rcvbuf`.
+    pub tcp_rcvbuf_max: AtomicU32,
+    /// See `tcp_rcvbuf`.
+    pub tcp_sndbuf: AtomicU32,
+    /// See `tcp_rcvbuf`.
+    pub tcp_sndbuf_max: AtomicU32,
     /// Non-zero while the service sleeps: ring its doorbell after activity.
     pub svc_sleeping: AtomicU32,
     /// The CPU the service last ran on, plus one (0: not known). A program
@@ -410,6 +441,9 @@ pub struct UpSlot {
     pub dest: AtomicU64,
     /// Keep-alive timing ([`pack_keep`]), applied as [`UpSlot::opts`].
     pub keep: AtomicU64,
+    /// `SO_RCVBUF` and `SO_SNDBUF` as the app set them ([`pack_bufs`]),
+    /// applied as [`UpSlot::opts`].
+    pub bufs: AtomicU64,
     /// Bit 0: a call has reported the connection's error
     /// ([`DownSlot::err`]) to the program; later calls see the connection
     /// closed, as Linux reports `sk_err` once. The app's alone (the

@@ -4846,6 +4846,143 @@ fn keepalive_set_before_connect_applies_and_the_connect_stays_in_user_space() {
     drop(stdin);
 }
 
+/// The window the Linux side's socket to `port` (its peer's port, or its
+/// own when `local`) is offered, in bytes, as `ss` reads it.
+fn linux_snd_wnd(net: &Setup, port: u16, local: bool) -> u32 {
+    let filter = if local {
+        format!("sport = :{port}")
+    } else {
+        format!("dport = :{port}")
+    };
+    let out = net
+        .lx
+        .command("ss")
+        .args(["-tniH", "state", "established", &filter])
+        .output()
+        .expect("ss");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let wnd = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("snd_wnd:"))
+        .and_then(|v| v.parse().ok());
+    wnd.unwrap_or_else(|| panic!("no snd_wnd for port {port} in: {text}"))
+}
+
+/// `SO_RCVBUF` and `SO_SNDBUF` reach the stack, as on Linux: set on a
+/// listener, its connections inherit them and the SYN-ACK offers the
+/// receive buffer (the Linux peer is never offered more than 4 KiB plus
+/// one unit of the window scale, where the default buffer offers 256 KiB);
+/// set on a client socket before its `connect`, so does its SYN. Read
+/// back, they say what Linux says for the same program (twice the bytes
+/// set, at least 2,304 and 4,608), run on the Linux side too. Set on a
+/// connection, in shared memory: that `setsockopt` enters no kernel.
+#[test]
+fn buffer_sizes_set_by_the_program_reach_the_stack_and_read_back_as_on_linux() {
+    let Some((_g, net)) = begin(&["python3", "ss"]) else {
+        return;
+    };
+    let head = "import socket, sys\n\
+                def g(x):\n\
+                \x20   return [x.getsockopt(socket.SOL_SOCKET, o) for o in (socket.SO_RCVBUF, socket.SO_SNDBUF)]\n\
+                def sized(rcv, snd):\n\
+                \x20   x = socket.socket()\n\
+                \x20   x.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcv)\n\
+                \x20   x.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, snd)\n\
+                \x20   return x\n\
+                s = sized(4096, 8192)\n\
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+                s.bind(('0.0.0.0', 7030))\n\
+                s.listen(8)\n\
+                t = sized(1, 0)\n\
+                t.bind(('0.0.0.0', 7031))\n\
+                t.listen(1)\n\
+                print('listeners', *g(s), *g(t), flush=True)\n";
+    let rest = "c, _ = s.accept()\n\
+                print('conn', *g(c), flush=True)\n\
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)\n\
+                print('conn', *g(c), flush=True)\n\
+                o = sized(4096, 65536)\n\
+                o.connect(('198.18.9.1', 7032))\n\
+                print('client', *g(o), flush=True)\n\
+                while True:\n\
+                \x20   n = 0\n\
+                \x20   while n < 3000:\n\
+                \x20       d = c.recv(3000 - n)\n\
+                \x20       if not d: break\n\
+                \x20       n += len(d)\n\
+                \x20   if n < 3000: break\n\
+                \x20   c.sendall(b'k')\n\
+                print('done', flush=True)\n";
+    // The same program's first part on the Linux stack (other ports).
+    let linux = net
+        .lx
+        .command("python3")
+        .args(["-c", &head.replace("703", "713")])
+        .output()
+        .expect("python3 on the Linux side");
+    let linux = String::from_utf8_lossy(&linux.stdout).trim().to_string();
+    assert!(linux.starts_with("listeners "), "Linux: {linux}");
+    let l = net
+        .lx
+        .run(|| std::net::TcpListener::bind("198.18.9.1:7032"))
+        .expect("listener on the Linux side");
+    let prog = format!("{head}{rest}");
+    let (_child, mut out, _stdin) = python_lines(&net, &prog, "");
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), linux, "read back under Ixora and on Linux");
+    let mut conn = net.lx.run(|| {
+        let t = Instant::now();
+        loop {
+            if let Ok(c) = TcpStream::connect(format!("{IX}:7030")) {
+                return c;
+            }
+            assert!(t.elapsed() < Duration::from_secs(15), "never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let mut want = linux.split_whitespace().skip(1).take(2);
+    let want = format!("conn {} {}", want.next().unwrap(), want.next().unwrap());
+    assert_eq!(line.trim(), want, "an accepted socket inherits them");
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "conn 8192 32768", "set on the connection");
+    // Set on an Ixora socket: in shared memory, no system call.
+    let st = net.stats();
+    let set = &st["apps"][0]["calls"]["setsockopt"];
+    assert_eq!(set["user"].as_u64(), Some(1), "setsockopt calls: {set}");
+    assert_eq!(set["kernel"].as_u64(), Some(0), "setsockopt calls: {set}");
+    // A few requests of 3,000 bytes, each answered with one byte (so
+    // none is left unread to make the close a reset): the window the
+    // Linux client is offered stays the locked buffer's (the scale's
+    // unit is 128 bytes).
+    let mut k = [0u8; 1];
+    for _ in 0..5 {
+        conn.write_all(&[7; 3000]).unwrap();
+        conn.read_exact(&mut k).unwrap();
+    }
+    let wnd = linux_snd_wnd(&net, 7030, false);
+    assert!(wnd <= 4096 + 128, "the Linux client is offered {wnd} bytes");
+    // The client socket's SYN and window, as the Linux listener sees them.
+    let (mut peer, _) = l.accept().expect("the connect from Ixora");
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("client 8192 131072"), "{line}");
+    peer.write_all(&[1; 3000]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let wnd = linux_snd_wnd(&net, 7032, true);
+    assert!(
+        wnd <= 4096 + 128,
+        "the Linux listener is offered {wnd} bytes"
+    );
+    drop(conn);
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+}
+
 /// The Linux side drops everything from Ixora; the program's next line
 /// (`out`) must say its blocked read failed with ETIMEDOUT, within 20 s.
 fn times_out_when_the_peer_goes_silent(net: &Setup, out: &mut impl BufRead) {
@@ -4885,11 +5022,17 @@ fn python_lines(
     (KillOnDrop(child), out, stdin)
 }
 
-/// A child process killed and reaped when dropped.
+/// A child process killed and reaped when dropped, with its process
+/// group when it leads one (`timeout` makes one for what it runs, which
+/// would otherwise outlive a test that failed, blocked as it was).
 struct KillOnDrop(std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        if nix::unistd::getpgid(Some(pid)) == Ok(pid) {
+            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

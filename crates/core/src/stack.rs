@@ -5,7 +5,9 @@ use crate::config::StackConfig;
 use crate::counters::{Counters, DropReason};
 use crate::frag::{self, Fragment, Outcome, Reassembly, HEAD_ROOM};
 use crate::tcp::syncookie::{self, Keyed, Tuple};
-use crate::tcp::tcb::{ev, flag, scale_for, Ctx, IcmpKind, RateLimiter, RstReply, Segment, Tcb};
+use crate::tcp::tcb::{
+    ev, flag, scale_for, Ctx, IcmpKind, RateLimiter, RstReply, Segment, Tcb, MIN_LOCKED_BUFFER,
+};
 use crate::tcp::{ConnHandle, DeadReason, State, TcpInfo};
 use crate::time::Instant;
 use crate::wheel::TimerWheel;
@@ -181,6 +183,8 @@ struct Listener {
     backlog: u32,
     syn_count: u32,
     accept_count: u32,
+    /// Buffers its connections are given ([`Stack::tcp_listener_lock_buffers`]).
+    lock: (Option<u32>, Option<u32>),
 }
 
 struct Slot<R, T> {
@@ -709,8 +713,25 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 backlog: backlog.unwrap_or(self.cfg.tcp.backlog).max(1),
                 syn_count: 0,
                 accept_count: 0,
+                lock: (None, None),
             },
         );
+        Ok(())
+    }
+
+    /// Fix the buffers of the connections listener `port` makes from now
+    /// on, as [`Stack::tcp_lock_buffers`] (a Linux listener's accepted
+    /// sockets inherit its `SO_RCVBUF` and `SO_SNDBUF`, and its SYN-ACK
+    /// offers the receive buffer's window). `None` leaves that buffer as
+    /// it was.
+    pub fn tcp_listener_lock_buffers(
+        &mut self,
+        port: u16,
+        rcv: Option<u32>,
+        snd: Option<u32>,
+    ) -> Result<(), Error> {
+        let l = self.listeners.get_mut(&port).ok_or(Error::InvalidHandle)?;
+        l.lock = (rcv.or(l.lock.0), snd.or(l.lock.1));
         Ok(())
     }
 
@@ -1157,6 +1178,24 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         cnt: u8,
     ) -> Result<(), Error> {
         self.tcp_mut(h)?.set_keepalive_timing(idle_s, intvl_s, cnt);
+        self.after(h.idx);
+        Ok(())
+    }
+
+    /// Fix a connection's buffers, as `SO_RCVBUF` and `SO_SNDBUF` do on
+    /// Linux: the receive buffer (bytes of window) no longer auto-tunes,
+    /// and the send buffer no longer follows the congestion window; each
+    /// within the configuration's limits, the receive buffer's growth past
+    /// `tcp.recv_buffer` within `rcv_tune_memory` (`Tcb::lock_buffers`).
+    /// `None` leaves that buffer as it was.
+    pub fn tcp_lock_buffers(
+        &mut self,
+        h: ConnHandle,
+        rcv: Option<u32>,
+        snd: Option<u32>,
+    ) -> Result<(), Error> {
+        self.lookup_handle(h)?;
+        self.with_tcb(h.idx, |tcb, ctx| tcb.lock_buffers(ctx, rcv, snd));
         self.after(h.idx);
         Ok(())
     }
@@ -1755,6 +1794,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 self.counters.drop(DropReason::TcpListenOverflow);
                 return;
             }
+            let lock = l.lock;
             self.counters.tcp_syncookies_recv += 1;
             let (wscale, sack) = match seg.opts.timestamp {
                 Some((_, ecr)) => syncookie::ts_decode(ecr),
@@ -1772,7 +1812,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     ooo_room: 0,
                     tune_room: 0,
                 };
-                let t = Tcb::from_cookie(
+                let mut t = Tcb::from_cookie(
                     &mut ctx,
                     tuple,
                     ack - 1,
@@ -1784,6 +1824,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     sack,
                 );
                 debug_assert_eq!(t.listener(), port);
+                t.lock_passive_buffers(&ctx, lock.0, lock.1);
                 t
             };
             let idx = self.insert_tcb(tcb);
@@ -1815,12 +1856,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             self.counters.drop(DropReason::TcpListenOverflow);
             return;
         }
+        let lock = l.lock;
         if l.syn_count >= self.cfg.tcp.syn_backlog {
             if !self.cfg.tcp.syn_cookies {
                 self.counters.drop(DropReason::TcpSynQueueFull);
                 return;
             }
-            self.send_syn_cookie(src, seg, &tuple);
+            self.send_syn_cookie(src, seg, &tuple, lock.0);
             return;
         }
         let iss = SeqNum(self.keyed.isn(&tuple, self.now));
@@ -1836,7 +1878,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 ooo_room: 0,
                 tune_room: 0,
             };
-            Tcb::from_syn(&mut ctx, tuple, iss, ts_offset, local_mss, seg)
+            let mut t = Tcb::from_syn(&mut ctx, tuple, iss, ts_offset, local_mss, seg);
+            t.lock_passive_buffers(&ctx, lock.0, lock.1);
+            t
         };
         debug_assert_eq!(tcb.listener(), port);
         tcb.flags |= flag::SYNQ;
@@ -1848,7 +1892,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     }
 
     /// Answer a SYN without keeping state (RFC 4987 §3.6).
-    fn send_syn_cookie(&mut self, src: Ipv4Addr, seg: &Segment, tuple: &Tuple) {
+    /// `rcv`: the listener's locked receive buffer, if any.
+    fn send_syn_cookie(&mut self, src: Ipv4Addr, seg: &Segment, tuple: &Tuple, rcv: Option<u32>) {
         let peer_mss = seg.opts.mss.unwrap_or(536);
         // The cookie remembers the peer's MSS rounded down to its table.
         let (cookie, _) = self.keyed.cookie(tuple, seg.seq.0, peer_mss, self.now);
@@ -1883,7 +1928,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             lport: seg.dst_port,
             iss: SeqNum(cookie),
             ack: seg.seq + 1,
-            wnd: tcp.recv_buffer.min(65535) as u16,
+            // The window the connection made from the cookie offers
+            // (`Tcb::lock_passive_buffers`).
+            wnd: rcv
+                .map_or(tcp.recv_buffer, |v| v.max(MIN_LOCKED_BUFFER))
+                .min(65535) as u16,
             opts,
         });
     }

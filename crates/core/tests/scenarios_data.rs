@@ -1665,3 +1665,123 @@ fn receive_buffer_growth_room_returns_when_the_connection_ends() {
         "held {held}: the second connection grew too"
     );
 }
+
+/// `SO_RCVBUF` (`tcp_lock_buffers`): a connection whose application
+/// reads everything keeps the buffer it was given — it does not auto-tune
+/// — and the window never offers more than that.
+#[test]
+fn a_locked_receive_buffer_does_not_grow() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(10), 65535, |s| {
+        s.mss(1460).wscale(7)
+    });
+    h.stack.tcp_lock_buffers(c.h, Some(100_000), None).unwrap();
+    let mut seq = 0;
+    fill_rounds(&mut h, &c, &mut seq, 8, true);
+    fill_rounds(&mut h, &c, &mut seq, 4, false);
+    let held = h.stack.tcp_readable(c.h).unwrap();
+    assert!(held <= with_creep(100_000), "held {held}");
+    assert!(held > 90_000, "held {held}: the locked buffer filled");
+}
+
+/// `SO_RCVBUF` and `SO_SNDBUF` set on a listener reach the connections it
+/// makes, as a Linux listener's accepted sockets inherit them: the SYN-ACK
+/// offers the receive buffer's window (whether the connection is kept in
+/// the SYN queue or made from a SYN cookie), the window never offers more,
+/// and `send` takes no more than the send buffer.
+#[test]
+fn a_listeners_locked_buffers_reach_its_connections() {
+    for cookies in [false, true] {
+        let mut h = Harness::new(|c| c.tcp.syn_backlog = 1);
+        h.stack.tcp_listen(8080, None, 3).unwrap();
+        h.stack
+            .tcp_listener_lock_buffers(8080, Some(4000), Some(8192))
+            .unwrap();
+        if cookies {
+            // Another peer's SYN fills the SYN queue: the next is
+            // answered with a cookie.
+            h.send(Seg {
+                src_port: 40_001,
+                ..Seg::to(8080).syn()
+            });
+            assert_eq!(h.expect_tcp().win, 4000);
+        }
+        h.send(Seg::to(8080).syn().mss(1460).wscale(7).ts(1000, 0));
+        let synack = h.expect_tcp();
+        assert_eq!(synack.win, 4000, "cookies {cookies}");
+        assert_eq!(h.stack.counters().tcp_syncookies_sent, u64::from(cookies));
+        let (tsval, _) = synack.opts.timestamp.unwrap();
+        h.send(
+            Seg::to(8080)
+                .seq(theirs(0))
+                .ack(synack.seq + 1)
+                .win(65535)
+                .ts(1001, tsval),
+        );
+        let handle = match h.events().as_slice() {
+            [Event::Knock { handle, .. }] => *handle,
+            other => panic!("{other:?}"),
+        };
+        h.stack.tcp_accept(handle, 5).unwrap();
+        let c = Conn {
+            h: handle,
+            port: 8080,
+            iss: synack.seq,
+        };
+        assert!(h.stack.tcp_info(c.h).unwrap().rcv_wnd <= 4000);
+        let mut seq = 0;
+        fill_rounds(&mut h, &c, &mut seq, 3, true);
+        assert!(h.stack.tcp_info(c.h).unwrap().rcv_wnd <= 4000 + 128);
+        let took = h.stack.tcp_send(h.now, c.h, vec![1u8; 100_000]).unwrap();
+        assert_eq!(took, 8192, "cookies {cookies}");
+    }
+}
+
+/// A receive buffer made smaller under a connection that holds more
+/// unread takes back no window already offered (RFC 9293 §3.8.6.2.2:
+/// the right edge SHOULD NOT move left) and no byte it holds; once the
+/// application has read them, the window offers no more than the new
+/// buffer.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
+//= type=test
+#[test]
+fn a_smaller_receive_buffer_takes_back_no_window() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(10), 65535, |s| {
+        s.mss(1460).wscale(7)
+    });
+    let mut seq = 0;
+    for _ in 0..20 {
+        h.send(data(&c, seq, &[7; 1460]));
+        seq += 1460;
+    }
+    h.drain();
+    let acks = segs(&mut h);
+    let last = acks.last().expect("ACKs");
+    let edge = last.ack.unwrap().wrapping_add(u32::from(last.win) << 7);
+    h.stack.tcp_lock_buffers(c.h, Some(4096), None).unwrap();
+    // The peer may still send up to the edge it was offered: taken.
+    let mut room = edge.wrapping_sub(theirs(seq));
+    assert!(room > 40_000, "room {room}");
+    while room > 0 {
+        let n = room.min(1460);
+        h.send(data(&c, seq, &vec![7; n as usize]));
+        seq += n;
+        room -= n;
+    }
+    h.drain();
+    for a in segs(&mut h) {
+        let e = a.ack.unwrap().wrapping_add(u32::from(a.win) << 7);
+        assert!(e.wrapping_sub(edge) as i32 >= 0, "edge {e} left of {edge}");
+    }
+    let held = h.stack.tcp_readable(c.h).unwrap();
+    assert_eq!(held, seq as usize, "bytes within the window were dropped");
+    h.stack.tcp_recv_done(h.now, c.h, held).unwrap();
+    h.drain();
+    let _ = segs(&mut h);
+    // What is left of the old offer (its edge crept by the ACKs' rounding
+    // to the scale's unit meanwhile) is used up in a few read round trips.
+    fill_rounds(&mut h, &c, &mut seq, 3, true);
+    let info = h.stack.tcp_info(c.h).unwrap();
+    assert!(info.rcv_wnd <= 4096 + 128, "{info:?}");
+}

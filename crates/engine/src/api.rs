@@ -282,6 +282,27 @@ impl Io<'_> {
         self.stack.tcp_set_keepalive_timing(h, t.0, t.1, t.2)
     }
 
+    /// Fix a connection's buffers, as `SO_RCVBUF` and `SO_SNDBUF` do
+    /// (`None` leaves one as it is; `Stack::tcp_lock_buffers`).
+    pub fn lock_buffers(
+        &mut self,
+        h: ConnHandle,
+        rcv: Option<u32>,
+        snd: Option<u32>,
+    ) -> Result<(), Error> {
+        self.stack.tcp_lock_buffers(h, rcv, snd)
+    }
+
+    /// The same for the connections listener `port` makes from now on.
+    pub fn listener_lock_buffers(
+        &mut self,
+        port: u16,
+        rcv: Option<u32>,
+        snd: Option<u32>,
+    ) -> Result<(), Error> {
+        self.stack.tcp_listener_lock_buffers(port, rcv, snd)
+    }
+
     /// Bind a UDP socket on this core (port 0: ephemeral).
     pub fn udp_bind(&mut self, port: u16, cookie: u64) -> Result<UdpHandle, Error> {
         self.stack.udp_bind(port, cookie)

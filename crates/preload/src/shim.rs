@@ -913,6 +913,13 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
             opts.push(StackOpt::Keep(name, v.clamp(0, 32767) as u16));
         }
     }
+    if !dgram {
+        for name in BUFFER_OPTS {
+            if let Some(v) = state::pending_int(fd, (libc::SOL_SOCKET, name)) {
+                opts.push(StackOpt::Buf(name, v));
+            }
+        }
+    }
     let (op_then, ta, tb) = then;
     let spare = if op_then == op::CONNECT && !dgram {
         state::take_spare(a)
@@ -4953,6 +4960,9 @@ pub unsafe extern "C" fn getsockopt(
             (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
                 put_int(val, len, (sk.state() == st::LISTEN) as c_int)
             }
+            (libc::SOL_SOCKET, n @ (libc::SO_RCVBUF | libc::SO_SNDBUF)) if !sk.dgram() => {
+                put_int(val, len, tcp_buffer_said(sk.a, sk.s, n))
+            }
             (libc::SOL_SOCKET, libc::SO_RCVBUF | libc::SO_SNDBUF) => put_int(val, len, ring),
             (libc::SOL_SOCKET, libc::SO_REUSEADDR) => put_int(val, len, b(fl::REUSEADDR)),
             (libc::SOL_SOCKET, libc::SO_REUSEPORT) => put_int(val, len, b(fl::REUSEPORT)),
@@ -5210,6 +5220,17 @@ pub unsafe extern "C" fn setsockopt(
             no_multicast(fd);
             return fail(libc::ENODEV);
         }
+        (libc::SOL_SOCKET, n) if BUFFER_OPTS.contains(&n) => {
+            // A TCP socket's buffers are the stack's (a UDP socket's
+            // datagrams wait in its ring and the stack's bounded queue).
+            match int() {
+                Some(v) if e.flags.load(Ordering::Relaxed) & fl::DGRAM == 0 => {
+                    svc = Some(StackOpt::Buf(n, v))
+                }
+                None if k == kind::IXORA => return fail(libc::EINVAL),
+                _ => {}
+            }
+        }
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => {
             let on = int().unwrap_or(1) != 0;
             let was_nagle = setf(fl::NAGLE, !on) & fl::NAGLE != 0;
@@ -5273,6 +5294,38 @@ enum StackOpt {
     /// `TCP_KEEPIDLE`, `TCP_KEEPINTVL` or `TCP_KEEPCNT` (the option's
     /// name), within Linux's range.
     Keep(c_int, u16),
+    /// `SO_RCVBUF` or `SO_SNDBUF` (or their `FORCE` forms; the option's
+    /// name) as the program gave it.
+    Buf(c_int, c_int),
+}
+
+/// The options that set a socket's buffers (the `FORCE` forms, which
+/// Linux lets only `CAP_NET_ADMIN` exceed `net.core.rmem_max` with, set
+/// them within the stack's limits as the others do).
+const BUFFER_OPTS: [c_int; 4] = [
+    libc::SO_RCVBUF,
+    libc::SO_SNDBUF,
+    libc::SO_RCVBUFFORCE,
+    libc::SO_SNDBUFFORCE,
+];
+
+/// What `getsockopt` says of TCP socket `s`'s buffer `name` (`SO_RCVBUF`
+/// or `SO_SNDBUF`), as Linux: twice the bytes set (the kernel counts its
+/// own bookkeeping in a buffer, about half of it), at least 2,304 for
+/// receiving and 4,608 for sending. Here twice the stack's buffer: as
+/// the program set it, within the stack's limit, or else the one a
+/// connection starts with.
+fn tcp_buffer_said(a: &Attached, s: u32, name: c_int) -> c_int {
+    let h = a.r.down_header();
+    let (rcv, snd) = layout::unpack_bufs(a.r.up_slot(s).bufs.load(Ordering::Relaxed));
+    let (set, start, max, least) = if name == libc::SO_RCVBUF {
+        (rcv, &h.tcp_rcvbuf, &h.tcp_rcvbuf_max, 2304)
+    } else {
+        (snd, &h.tcp_sndbuf, &h.tcp_sndbuf_max, 4608)
+    };
+    let max = max.load(Ordering::Relaxed);
+    let bytes = set.map_or(start.load(Ordering::Relaxed), |v| v.min(max));
+    (2 * u64::from(bytes)).clamp(least, c_int::MAX as u64) as c_int
 }
 
 /// Set an option the stack acts on in socket `s`'s up slot and ask the
@@ -5291,6 +5344,19 @@ fn set_stack_opt(a: &Attached, s: u32, o: StackOpt) {
     match o {
         StackOpt::Nagle(on) => bit(opts::NAGLE, on),
         StackOpt::KeepAlive(on) => bit(opts::KEEPALIVE, on),
+        StackOpt::Buf(name, v) => {
+            // As Linux reads it: an unsigned count (a negative one is the
+            // most), 0 the least (0 in the word means "not set").
+            let v = (v as u32).max(1);
+            let rcv = matches!(name, libc::SO_RCVBUF | libc::SO_RCVBUFFORCE);
+            let _ = u
+                .bufs
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                    let (r, s) = layout::unpack_bufs(w);
+                    let (r, s) = if rcv { (Some(v), s) } else { (r, Some(v)) };
+                    Some(layout::pack_bufs(r.unwrap_or(0), s.unwrap_or(0)))
+                });
+        }
         StackOpt::Keep(name, v) => {
             let _ = u
                 .keep

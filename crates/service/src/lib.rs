@@ -484,6 +484,9 @@ struct Sock {
     /// A spare TCP socket not yet taken by the app ([`AppState::spares`]):
     /// not counted or listed as one of its sockets.
     spare: bool,
+    /// `SO_RCVBUF` and `SO_SNDBUF` as set ([`layout::pack_bufs`]; 0:
+    /// neither, the stack's buffers, which grow).
+    bufs: u64,
     /// What the slot's `rx_beyond` says.
     beyond: u32,
     /// A listener's `listen` backlog: at most one more connection than
@@ -511,6 +514,7 @@ impl Sock {
             nodelay: true,
             keepalive: false,
             ka: (0, 0, 0),
+            bufs: 0,
             beyond: 0,
             backlog: 0,
         }
@@ -533,6 +537,10 @@ impl Sock {
         }
         if self.ka != (0, 0, 0) {
             let _ = io.set_keepalive_timing(h, self.ka);
+        }
+        if self.bufs != 0 {
+            let (rcv, snd) = layout::unpack_bufs(self.bufs);
+            let _ = io.lock_buffers(h, rcv, snd);
         }
     }
 }
@@ -1195,6 +1203,7 @@ impl AppState {
         }
         u.opts.store(0, Ordering::Relaxed);
         u.keep.store(0, Ordering::Relaxed);
+        u.bufs.store(0, Ordering::Relaxed);
         u.seen.store(0, Ordering::Relaxed);
         u.dest.store(0, Ordering::Relaxed);
         d.rx_tail.store(0, Ordering::Relaxed);
@@ -1689,6 +1698,13 @@ impl Service {
         h.frame_dgram
             .store(frame_dgram(io) as u32, Ordering::Relaxed);
         h.ifindex.store(self.ifindex, Ordering::Relaxed);
+        let tcp = &io.stack().config().tcp;
+        h.tcp_rcvbuf.store(tcp.recv_buffer, Ordering::Relaxed);
+        h.tcp_rcvbuf_max
+            .store(tcp.recv_buffer_limit(), Ordering::Relaxed);
+        h.tcp_sndbuf.store(tcp.send_buffer, Ordering::Relaxed);
+        h.tcp_sndbuf_max
+            .store(tcp.send_buffer_limit(), Ordering::Relaxed);
         let key = join_key()?;
         h.join_key.store(key, Ordering::Relaxed);
         h.magic.store(layout::MAGIC_DOWN, Ordering::Release);
@@ -2280,6 +2296,7 @@ impl Service {
                 };
                 app.set_backlog(slot, asked);
                 let backlog = asked.max(1);
+                Self::take_opts(app, io, slot);
                 let reuseport = app.socks[slot as usize].reuseport;
                 match self.listeners.get_mut(&port) {
                     // SO_REUSEPORT: one more socket on the stack's
@@ -2306,6 +2323,13 @@ impl Service {
                     }
                 }
                 app.socks[slot as usize].kind = Kind::Listen(port);
+                let bufs = app.socks[slot as usize].bufs;
+                if bufs != 0 {
+                    // SO_RCVBUF/SO_SNDBUF set before listen (with
+                    // SO_REUSEPORT, the last listening socket's).
+                    let (rcv, snd) = layout::unpack_bufs(bufs);
+                    let _ = io.listener_lock_buffers(port, rcv, snd);
+                }
                 app.r
                     .down_slot(slot)
                     .state
@@ -3297,8 +3321,10 @@ impl Service {
     }
 
     /// Take socket `s`'s options from its up slot (TCP_NODELAY, keep-alive
-    /// and its timing): kept for a socket not yet connected and for a
-    /// listener's connections, given to its connection if it has one.
+    /// and its timing, SO_RCVBUF and SO_SNDBUF): kept for a socket not yet
+    /// connected and for a listener's connections, given to its
+    /// connection if it has one (and a listener's buffers to the stack's
+    /// listener, whose SYN-ACK offers the receive buffer).
     fn apply_opts(app: &mut AppState, io: &mut Io, s: u32) {
         let u = app.r.up_slot(s);
         // Cleared first: a change made meanwhile asks again.
@@ -3307,7 +3333,21 @@ impl Service {
         let (idle, intvl, cnt) = layout::unpack_keep(u.keep.load(Ordering::Acquire));
         let (nodelay, keepalive) = (o & opts::NAGLE == 0, o & opts::KEEPALIVE != 0);
         let ka = (u32::from(idle), u32::from(intvl), cnt);
+        let bufs = u.bufs.load(Ordering::Acquire);
         let sock = &mut app.socks[s as usize];
+        if bufs != sock.bufs {
+            // Only what changed: `None` leaves a buffer as it is.
+            let (rcv, snd) = layout::unpack_bufs(bufs);
+            let (was_rcv, was_snd) = layout::unpack_bufs(sock.bufs);
+            let rcv = rcv.filter(|_| rcv != was_rcv);
+            let snd = snd.filter(|_| snd != was_snd);
+            let _ = match sock.kind {
+                Kind::Conn(h) => io.lock_buffers(h, rcv, snd),
+                Kind::Listen(port) => io.listener_lock_buffers(port, rcv, snd),
+                _ => Ok(()),
+            };
+            sock.bufs = bufs;
+        }
         if let Kind::Conn(h) = sock.kind {
             if nodelay != sock.nodelay {
                 let _ = io.set_nodelay(h, nodelay);
@@ -3741,8 +3781,10 @@ impl Service {
         c.nodelay = l.nodelay;
         c.keepalive = l.keepalive;
         c.ka = l.ka;
+        c.bufs = l.bufs;
         let u = app.r.up_slot(s);
         u.opts.store(l.opts_word(), Ordering::Relaxed);
+        u.bufs.store(l.bufs, Ordering::Relaxed);
         u.keep.store(
             layout::pack_keep(l.ka.0 as u16, l.ka.1 as u16, l.ka.2),
             Ordering::Relaxed,

@@ -76,6 +76,9 @@ pub(crate) mod flag {
     pub const TLP_PROBE: u32 = 1 << 29;
     /// A probe is out and not yet acknowledged (`tlp_end`).
     pub const TLP_OUT: u32 = 1 << 30;
+    /// The application fixed the receive buffer (`SO_RCVBUF`): it does
+    /// not auto-tune ([`Tcb::lock_buffers`]).
+    pub const RCVBUF_LOCK: u32 = 1 << 31;
 }
 
 /// Pending application events.
@@ -207,6 +210,10 @@ fn us_clock(now: Instant) -> u32 {
 
 const TLP_MIN_PTO: Duration = Duration::from_millis(10);
 
+/// The least buffer [`Tcb::lock_buffers`] sets: half Linux's least
+/// `SO_RCVBUF` (2,304 bytes of memory, about half of it payload).
+pub const MIN_LOCKED_BUFFER: u32 = 1152;
+
 /// HyStart: ACKs at most this far apart (µs) are one train (Linux
 /// `hystart_ack_delta_us`).
 const HYSTART_ACK_DELTA_US: u32 = 2000;
@@ -317,6 +324,9 @@ pub(crate) struct Tcb<R, T> {
     /// one round trip so far, in KiB (saturating; 0: not begun).
     rcv_space_seq: SeqNum,
     rcv_space_kib: u16,
+    /// The send buffer the application fixed (`SO_SNDBUF`), in KiB; 0:
+    /// it follows the congestion window ([`Tcb::snd_buf`]).
+    snd_lock_kib: u16,
     /// Where the peer's out-of-order FIN sits (with OOO_FIN).
     fin_in: SeqNum,
 
@@ -435,6 +445,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             rcv_held: 0,
             rcv_space_seq: SeqNum(0),
             rcv_space_kib: 0,
+            snd_lock_kib: 0,
             fin_in: SeqNum(0),
             ts_recent: 0,
             ts_recent_s: 0,
@@ -742,6 +753,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// `send_buffer_limit`. (It shrinks with the window after a loss:
     /// `send` then takes nothing until enough is acknowledged.)
     fn snd_buf(&self, cfg: &TcpConfig) -> u32 {
+        if self.snd_lock_kib != 0 {
+            return u32::from(self.snd_lock_kib) * 1024;
+        }
         self.win
             .cwnd
             .saturating_mul(2)
@@ -934,7 +948,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     fn rcv_space_adjust(&mut self, ctx: &Ctx) {
         let limit = u64::from(ctx.cfg.recv_buffer_limit())
             .min(u64::from(self.rcv_buf) + ctx.tune_room as u64);
-        if u64::from(self.rcv_buf) >= limit || !self.rtt.has_sample() || self.has(TIMING) {
+        if u64::from(self.rcv_buf) >= limit
+            || !self.rtt.has_sample()
+            || self.has(TIMING | RCVBUF_LOCK)
+        {
             return;
         }
         let now = us_clock(ctx.now);
@@ -965,6 +982,38 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         self.rcv_space_seq = base;
         self.mark_us = now;
+    }
+
+    /// Fix this connection's buffers, as `SO_RCVBUF` and `SO_SNDBUF` do on
+    /// Linux (`SOCK_RCVBUF_LOCK`, `SOCK_SNDBUF_LOCK`): the receive buffer
+    /// (the most window it offers) becomes `rcv` bytes and no longer
+    /// auto-tunes; the send buffer becomes `snd` bytes (rounded up to a
+    /// KiB) instead of following the congestion window. Each is at least
+    /// [`MIN_LOCKED_BUFFER`] and at most the configuration's limit; the
+    /// receive buffer grows past `recv_buffer` only by the stack-wide room
+    /// left (`rcv_tune_memory`). A smaller buffer takes back no window
+    /// already offered (RFC 9293 §3.8.6.2.2; [`Tcb::rcv_window_field`]) and
+    /// drops none of the bytes sent within it: the edge stays until the
+    /// bytes before it are consumed.
+    pub fn lock_buffers(&mut self, ctx: &Ctx, rcv: Option<u32>, snd: Option<u32>) {
+        let cfg = ctx.cfg;
+        if let Some(v) = rcv {
+            let room = u64::from(self.rcv_buf.max(cfg.recv_buffer)) + ctx.tune_room as u64;
+            let v = u64::from(v.clamp(MIN_LOCKED_BUFFER, cfg.recv_buffer_limit())).min(room);
+            self.rcv_buf = v as u32;
+            self.flags |= RCVBUF_LOCK;
+        }
+        if let Some(v) = snd {
+            let v = v.clamp(MIN_LOCKED_BUFFER, cfg.send_buffer_limit());
+            self.snd_lock_kib = v.div_ceil(1024).min(u32::from(u16::MAX)) as u16;
+        }
+    }
+
+    /// [`Tcb::lock_buffers`] for a passive open as it is made, with its
+    /// listener's buffers: the SYN-ACK offers the receive buffer's window.
+    pub fn lock_passive_buffers(&mut self, ctx: &Ctx, rcv: Option<u32>, snd: Option<u32>) {
+        self.lock_buffers(ctx, rcv, snd);
+        self.rcv_adv = self.rcv_adv_at + self.syn_window() as usize;
     }
 
     /// Bytes this connection's receive buffer grew past `recv_buffer`.
@@ -1928,8 +1977,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         // What holding this frame costs (at least a packet buffer), so tiny
         // segments cannot pin more buffers than a window's worth.
+        // The budget is the buffer's, or the window already offered when
+        // that is more (a buffer made smaller takes back no window).
         let cost = frame.as_ref().len().max(ctx.cfg.frame_truesize as usize);
-        let budget = 2 * self.rcv_buf as usize;
+        let offered = self.rcv_adv.since(self.consumed_seq());
+        let budget = 2 * offered.max(self.rcv_buf as usize);
         if seq == self.rcv_nxt {
             if len > 0 {
                 if self.rcvq.ready_segments() >= self.segment_limit(ctx.cfg, false)
@@ -2712,7 +2764,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         {
             return e("advertised right edge behind RCV.NXT");
         }
-        if self.rcvq.ready_len() > self.rcv_buf as usize + (1 << 14) + 65536 {
+        let offered = self.rcv_adv.since(self.consumed_seq());
+        if self.rcvq.ready_len() > offered.max(self.rcv_buf as usize) + (1 << 14) + 65536 {
             return e("more readable data than the receive buffer allows");
         }
         if self.has(IN_RECOVERY) && !self.state.is_synchronized() {
