@@ -72,6 +72,7 @@ SERVICE_CPU = 0  # where `ixora serve` runs
 SERVE_EXTRA = []  # more `ixora serve` options (e.g. --poll)
 LISTEN_ANY = False  # web servers listen on any address (see --listen-any)
 STALLS = None  # cpu_stalls() measured at the start
+SLOWDOWNS = None  # cpu_slowdowns() measured at the start
 IPI = None  # ipi_cost() measured at the start
 RX = "softirq"  # where each veth end's receive processing runs (see --rx)
 WEB_CONNS = 128  # connections of the web clients (--web-conns)
@@ -402,7 +403,7 @@ def meta_of(args, cmdline, **extra):
     """What a results file says about its run."""
     return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "kernel": platform.release(), "command": cmdline,
-            "cpu_stalls": STALLS, "ipi": IPI, "repeat": args.repeat, "rx": RX, **extra}
+            "cpu_stalls": STALLS, "cpu_slowdowns": SLOWDOWNS, "ipi": IPI, "repeat": args.repeat, "rx": RX, **extra}
 
 
 def web_run(net, port, secs, per_conn, client):
@@ -1429,9 +1430,12 @@ def memcached(args, prog_bar, results):
                     # stack) sets the tail, and the sweep would say nothing
                     # of either stack (2026-11-28: 4.2 ms at 20 k while the
                     # stall probe saw 0.2%).
+                    slow = "; ".join(f"{c} {v['slow_share'] * 100:.1f}%"
+                                     for c, v in (SLOWDOWNS or {}).items())
                     why = (f"the kernel's own p99 at {rate // 1000} k requests/s is {k99:.0f} us "
                            f"(over {NOISY_P99_US} us): this machine cannot measure the p99 <= "
-                           "500 us knee now (--keep-going runs the sweep anyway)")
+                           "500 us knee now (--keep-going runs the sweep anyway)"
+                           + (f"; the CPUs ran at under half speed {slow} of the time" if slow else ""))
                     if args.only == "memcached":
                         raise SystemExit(f"bench_sockets: {why}; stopped, no results written")
                     print(f"  warning: {why}", flush=True)
@@ -1518,6 +1522,47 @@ def cpu_stalls(secs=2.0):
     for c, p in enumerate(procs):
         n, tot, mx = (int(x) for x in p.communicate(timeout=secs + 30)[0].split())
         out[f"cpu{c}"] = {"gaps_over_50us": n, "lost_share": tot / (secs * 1e9), "max_gap_us": mx / 1e3}
+    return out
+
+
+# Fixed work in chunks of about 50-100 µs: the chunks that took more than
+# twice the median and less than 50 times it (the vCPU ran, slowly: not a
+# stall, which the gap probe sees) and the longest run of them.
+SLOW_PROBE = r"""
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+secs = float(sys.argv[2]); clock = time.perf_counter_ns
+d = []; x = 1; t0 = clock(); end = t0 + int(secs * 1e9)
+while t0 < end:
+    for _ in range(400):
+        x = (x * 1103515245 + 12345) & 0xffffffff
+    t1 = clock(); d.append(t1 - t0); t0 = t1
+med = sorted(d)[len(d) // 2]
+slow = run = longest = 0
+for v in d:
+    if 2 * med < v < 50 * med:
+        slow += v; run += v; longest = max(longest, run)
+    else:
+        run = 0
+print(med, slow, sum(d), longest)
+"""
+
+
+def cpu_slowdowns(secs=3.0):
+    """How much of the time each vCPU ran at under half its usual speed,
+    both busy at once as in a run (fixed work in chunks; a chunk more than
+    twice the median is slow). A shared host slows a vCPU without stopping
+    it, for tens of ms at a time, which the gap probe (`cpu_stalls`) does
+    not see: on 2026-11-28, with 0.14-0.24% of the time in gaps, the vCPUs
+    ran slowly 3-14% of it, in runs of 20-55 ms, and the kernel's memcached
+    p99 at 20 k requests/s was 2.6-11 ms."""
+    procs = [subprocess.Popen([sys.executable, "-c", SLOW_PROBE, str(c), str(secs)],
+                              stdout=subprocess.PIPE, text=True) for c in (0, 1)]
+    out = {}
+    for c, p in enumerate(procs):
+        med, slow, tot, longest = (int(x) for x in p.communicate(timeout=secs + 30)[0].split())
+        out[f"cpu{c}"] = {"slow_share": slow / max(tot, 1), "longest_slow_ms": longest / 1e6,
+                          "chunk_us": med / 1e3}
     return out
 
 
@@ -1631,6 +1676,13 @@ def write(results, args, cmdline):
               + ". A request that meets a stall on either CPU waits it out, whatever the stack: when stalls "
               "cover more than about 1% of the time, no stack can keep p99 ≤ 500 µs here, and the "
               "p90 and p99 ≤ 2 ms rows say more.", ""]
+    if SLOWDOWNS:
+        L += ["CPU slowdowns measured before the run (fixed work in chunks on both CPUs at once; a "
+              "chunk taking over twice the median ran at under half speed): "
+              + "; ".join(f"{c.upper()} slow {v['slow_share'] * 100:.1f}% of the time, longest run "
+                          f"{v['longest_slow_ms']:.1f} ms" for c, v in SLOWDOWNS.items())
+              + ". A shared host slows a vCPU without stopping it; a server slowed for tens of ms "
+              "falls behind its load and its queue takes as long again to drain, for either stack.", ""]
     if IPI:
         L += [f"An inter-processor interrupt from CPU 0 to a busy CPU 1 took {IPI['round_trip_us']:.1f} µs "
               "there and back (membarrier, measured before the run; a few µs on bare metal). RPS hands "
@@ -1981,11 +2033,15 @@ def main():
              + (len(args.udp_sizes.split(",")) + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
-    global STALLS, IPI
+    global STALLS, SLOWDOWNS, IPI
     STALLS = cpu_stalls()
     print("CPU stalls (gaps > 50 µs seen by a lone spinning thread): " + "; ".join(
         f"{c} {v['lost_share'] * 100:.2f}% of the time, longest {v['max_gap_us']:.0f} µs"
         for c, v in STALLS.items()), flush=True)
+    SLOWDOWNS = cpu_slowdowns()
+    print("CPU slowdowns (under half speed, both CPUs busy): " + "; ".join(
+        f"{c} {v['slow_share'] * 100:.1f}% of the time, longest {v['longest_slow_ms']:.1f} ms"
+        for c, v in SLOWDOWNS.items()), flush=True)
     IPI = ipi_cost()
     if IPI:
         print(f"IPI round trip CPU 0 -> CPU 1: {IPI['round_trip_us']:.1f} µs", flush=True)
