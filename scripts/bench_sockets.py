@@ -1554,7 +1554,7 @@ def cpu_slowdowns(secs=3.0):
     twice the median is slow). A shared host slows a vCPU without stopping
     it, for tens of ms at a time, which the gap probe (`cpu_stalls`) does
     not see: on 2026-11-28, with 0.14-0.24% of the time in gaps, the vCPUs
-    ran slowly 3-14% of it, in runs of 20-55 ms, and the kernel's memcached
+    ran slowly 3-14% of it, in runs of 20-100 ms, and the kernel's memcached
     p99 at 20 k requests/s was 2.6-11 ms."""
     procs = [subprocess.Popen([sys.executable, "-c", SLOW_PROBE, str(c), str(secs)],
                               stdout=subprocess.PIPE, text=True) for c in (0, 1)]
