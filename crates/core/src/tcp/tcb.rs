@@ -751,7 +751,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// that is more (Linux `tcp_sndbuf_expand`), so that a window's worth
     /// can be in flight while the next is queued; at most
     /// `send_buffer_limit`. (It shrinks with the window after a loss:
-    /// `send` then takes nothing until enough is acknowledged.)
+    /// `send` then takes nothing until enough is acknowledged.) The one
+    /// the application fixed ([`Tcb::lock_buffers`]) instead, if it did.
     fn snd_buf(&self, cfg: &TcpConfig) -> u32 {
         if self.snd_lock_kib != 0 {
             return u32::from(self.snd_lock_kib) * 1024;
