@@ -20,6 +20,8 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <linux/net_tstamp.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -1338,6 +1340,89 @@ static void own_address_listed(const char *self_ip) {
           size.ifc_len, listed, named);
 }
 
+/* One RTM_GETADDR dump of IPv4 over rtnetlink, read as dnsmasq reads it
+ * (`peek`: MSG_PEEK | MSG_TRUNC into a 16-byte buffer first, the buffer
+ * grown to what that says, then the real read) or as iproute2 does with
+ * one large buffer: how many entries give `me` as the local address, on
+ * an interface that exists and with a prefix. -1 if the dump failed. */
+static int netlink_dump_lists(struct in_addr me, int peek) {
+    int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (nl < 0) {
+        return -1;
+    }
+    struct {
+        struct nlmsghdr h;
+        struct ifaddrmsg a;
+    } req = {.h = {.nlmsg_len = sizeof req, .nlmsg_type = RTM_GETADDR,
+                   .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 77},
+             .a = {.ifa_family = AF_INET}};
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    if (sendto(nl, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) !=
+        (ssize_t)sizeof req) {
+        close(nl);
+        return -1;
+    }
+    size_t size = peek ? 16 : 32768;
+    char *buf = malloc(size);
+    int found = 0, done = 0;
+    for (int rounds = 0; buf && !done && rounds < 100; rounds++) {
+        struct iovec v = {.iov_base = buf, .iov_len = size};
+        struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
+        ssize_t n;
+        if (peek) {
+            n = recvmsg(nl, &m, MSG_PEEK | MSG_TRUNC);
+            if (n > 0 && (m.msg_flags & MSG_TRUNC)) {
+                size = (size_t)n;
+                buf = realloc(buf, size);
+                continue;
+            }
+            m.msg_flags = 0;
+        }
+        n = recvmsg(nl, &m, 0);
+        if (n <= 0 || (m.msg_flags & MSG_TRUNC)) {
+            found = -1;
+            break;
+        }
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+             h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_seq != 77) {
+                continue;
+            }
+            if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+                done = 1;
+                break;
+            }
+            struct ifaddrmsg *a = NLMSG_DATA(h);
+            char name[IF_NAMESIZE];
+            if (h->nlmsg_type != RTM_NEWADDR || a->ifa_family != AF_INET ||
+                a->ifa_prefixlen == 0 || !if_indextoname(a->ifa_index, name)) {
+                continue;
+            }
+            int len = IFA_PAYLOAD(h);
+            for (struct rtattr *r = IFA_RTA(a); RTA_OK(r, len); r = RTA_NEXT(r, len)) {
+                if (r->rta_type == IFA_LOCAL &&
+                    ((struct in_addr *)RTA_DATA(r))->s_addr == me.s_addr) {
+                    found++;
+                }
+            }
+        }
+    }
+    free(buf);
+    close(nl);
+    return done ? found : -1;
+}
+
+/* A program that asks the kernel for its addresses over rtnetlink
+ * itself (dnsmasq: its default --local-service answers only the subnets
+ * it finds so; iproute2's `ip addr`) finds its own address once. */
+static void own_address_dumped(const char *self_ip) {
+    struct in_addr me;
+    inet_pton(AF_INET, self_ip, &me);
+    int peeked = netlink_dump_lists(me, 1), read = netlink_dump_lists(me, 0);
+    check(peeked == 1 && read == 1, "netlink_own_address", "listed %d (peeking) %d (reading)",
+          peeked, read);
+}
+
 /* bind to port 0 picks a free port, which getsockname shows; a second
  * such bind gets another; the program reaches its listener there. */
 static void ephemeral_listener(const char *self_ip) {
@@ -2428,6 +2513,7 @@ int main(int argc, char **argv) {
     dual_stack_server(atoi(argv[3]) + 1);
     if (argc == 5) {
         own_address_listed(argv[4]);
+        own_address_dumped(argv[4]);
         udp_calls(argv[4], atoi(argv[3]) + 2);
         udp_timestamps(argv[4]);
         ephemeral_listener(argv[4]);

@@ -3673,6 +3673,96 @@ fn sockperf_and_memcached_serve_udp() {
     assert_eq!(st["protocol_errors"], 0, "{st}");
 }
 
+/// The A record dnsmasq gives for `name` at Ixora's address, asked from
+/// the Linux namespace over UDP (three tries of a second) or TCP.
+fn dns_a(net: &Setup, name: &str, tcp: bool) -> Option<std::net::Ipv4Addr> {
+    let mut q = vec![0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]); // type A, class IN
+                                           // One answer (ANCOUNT 1): its 4-byte RDATA ends the reply.
+    let answer = |b: &[u8]| {
+        let n = b.len();
+        (n >= q.len() + 16 && b[..2] == q[..2] && b[6..8] == [0, 1])
+            .then(|| std::net::Ipv4Addr::new(b[n - 4], b[n - 3], b[n - 2], b[n - 1]))
+    };
+    net.lx.run(|| {
+        let mut b = [0u8; 514];
+        if tcp {
+            let to = format!("{IX}:53").parse().unwrap();
+            let mut c = TcpStream::connect_timeout(&to, Duration::from_secs(1)).ok()?;
+            c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+            framed.extend_from_slice(&q);
+            c.write_all(&framed).ok()?;
+            c.read_exact(&mut b[..2]).ok()?;
+            let n = usize::from(u16::from_be_bytes([b[0], b[1]]));
+            c.read_exact(b.get_mut(..n)?).ok()?;
+            return answer(&b[..n]);
+        }
+        let u = std::net::UdpSocket::bind("198.18.9.1:0").unwrap();
+        u.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        for _ in 0..3 {
+            u.send_to(&q, format!("{IX}:53")).unwrap();
+            if let Some(a) = u.recv(&mut b).ok().and_then(|n| answer(&b[..n])) {
+                return Some(a);
+            }
+        }
+        None
+    })
+}
+
+/// dnsmasq finds the service's address among the interfaces' addresses it
+/// reads over rtnetlink itself, so it answers on it: its `--local-service`
+/// (Debian's default) answers the subnet's clients, `--bind-dynamic
+/// --interface` listens on the service's interface, and listening on all
+/// interfaces it answers queries over TCP. Without the shim's netlink
+/// rewriting the first ignored every query "from non-local network", the
+/// second never listened and the third dropped every TCP query.
+#[test]
+fn dnsmasq_finds_the_services_address_and_answers() {
+    let Some((_g, net)) = begin(&["dnsmasq"]) else {
+        return;
+    };
+    let iface = format!("--interface={}", net._link.a);
+    for mode in [&[][..], &["--local-service"], &["--bind-dynamic", &iface]] {
+        let mut args = vec![
+            "dnsmasq",
+            "--keep-in-foreground",
+            "--log-facility=-",
+            "--conf-file=/dev/null",
+            "--no-resolv",
+            "--no-hosts",
+            "--user=root",
+            "--pid-file=",
+            "--address=/ixora.test/198.18.9.77",
+        ];
+        args.extend_from_slice(mode);
+        let mut d = net.run("dnsmasq", &args);
+        for tcp in [false, true] {
+            let t = Instant::now();
+            let mut got = None;
+            while got.is_none() && t.elapsed() < Duration::from_secs(15) {
+                assert!(d.running(), "dnsmasq {mode:?} exited:\n{}", d.log());
+                got = dns_a(&net, "ixora.test", tcp);
+                if got.is_none() {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            assert_eq!(
+                got,
+                Some(std::net::Ipv4Addr::new(198, 18, 9, 77)),
+                "dnsmasq {mode:?} (tcp: {tcp}):\n{}",
+                d.log()
+            );
+        }
+    }
+    let st = net.stats();
+    assert_eq!(st["protocol_errors"], 0, "{st}");
+}
+
 /// More processes than a 64-row table would hold: a connection shared by
 /// the parent and 100 forked children stays open while any child lives
 /// and ends once every child is killed (each process's references are

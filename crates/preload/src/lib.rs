@@ -49,6 +49,7 @@
 mod exec;
 mod handover;
 mod kwatch;
+mod netlink;
 mod real;
 mod shim;
 mod state;

@@ -1031,8 +1031,15 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
             count(a, call("socket"), false);
         }
     } else if fd >= 0 {
+        let route = domain == libc::AF_NETLINK
+            && proto == libc::NETLINK_ROUTE
+            && state::env().socket.is_some();
+        if route {
+            crate::netlink::forget(fd);
+        }
         if let Some(e) = state::entry(fd) {
-            e.kind.store(kind::NONE, Ordering::Release);
+            let k = if route { kind::NETLINK } else { kind::NONE };
+            e.kind.store(k, Ordering::Release);
         }
         state::passthrough();
     }
@@ -2091,10 +2098,13 @@ pub extern "C" fn close(fd: c_int) -> c_int {
         // must not take them.
         kind::INTERNAL => 0,
         k => {
-            if k == kind::MAYBE {
+            if k == kind::MAYBE || k == kind::NETLINK {
                 if let Some(e) = state::entry(fd) {
                     e.kind.store(kind::NONE, Ordering::Release);
                 }
+            }
+            if k == kind::NETLINK {
+                crate::netlink::forget(fd);
             }
             if state::epoll(fd).is_some() {
                 state::epoll_forget(fd);
@@ -2444,9 +2454,12 @@ pub extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_in
                 }
             }
             kind::POOLED if !cloexec_only => state::unpool(fd as c_int),
-            kind::MAYBE if !cloexec_only => {
+            k @ (kind::MAYBE | kind::NETLINK) if !cloexec_only => {
                 if let Some(e) = state::entry(fd as c_int) {
                     e.kind.store(kind::NONE, Ordering::Release);
+                }
+                if k == kind::NETLINK {
+                    crate::netlink::forget(fd as c_int);
                 }
             }
             // (The kernel sets them close-on-exec below.)
@@ -2477,9 +2490,11 @@ pub extern "C" fn closefrom(lowfd: c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, || {
+        let r = kernel_fd(fd, || {
             real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t)(fd, buf, n)
         });
+        // SAFETY: read(2)'s contract: `buf` has `n` writable bytes.
+        return unsafe { netlink_received(fd, buf, n, r, 0) }.0;
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -2509,9 +2524,11 @@ pub unsafe extern "C" fn __read_chk(
 #[no_mangle]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, || {
+        let r = kernel_fd(fd, || {
             real!(recv: fn(c_int, *mut c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags)
         });
+        // SAFETY: recv(2)'s contract: `buf` has `n` writable bytes.
+        return unsafe { netlink_received(fd, buf, n, r, flags) }.0;
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -2549,11 +2566,13 @@ pub unsafe extern "C" fn recvfrom(
     alen: *mut socklen_t,
 ) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, || {
+        let r = kernel_fd(fd, || {
             real!(recvfrom: fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t)(
                 fd, buf, n, flags, addr, alen,
             )
         });
+        // SAFETY: recvfrom(2)'s contract: `buf` has `n` writable bytes.
+        return unsafe { netlink_received(fd, buf, n, r, flags) }.0;
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -2625,9 +2644,24 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        let r = kernel_fd(fd, || {
+        let mut r = kernel_fd(fd, || {
             real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(fd, msg, flags)
         });
+        if r > 0 && state::kind_of(fd) == kind::NETLINK {
+            // SAFETY: the kernel filled in `msg` (valid, as it succeeded);
+            // its first iovec is a writable buffer.
+            if let Some(m) = unsafe { msg.as_mut() }.filter(|m| m.msg_iovlen > 0) {
+                // SAFETY: as above.
+                let v = unsafe { &*m.msg_iov };
+                let trunc;
+                // SAFETY: as above.
+                (r, trunc) = unsafe { netlink_received(fd, v.iov_base, v.iov_len, r, flags) };
+                if trunc {
+                    m.msg_flags |= libc::MSG_TRUNC;
+                }
+            }
+            return r;
+        }
         // Ixora connections another process passed (a peek's copies are
         // left as they came: the real receive follows).
         if r >= 0 && flags & libc::MSG_PEEK == 0 {
@@ -2821,9 +2855,12 @@ fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, || {
+        let r = kernel_fd(fd, || {
             real!(write: fn(c_int, *const c_void, size_t) -> ssize_t)(fd, buf, n)
         });
+        // SAFETY: write(2)'s contract: `buf` has `n` readable bytes.
+        unsafe { netlink_sent(fd, buf, n, r) };
+        return r;
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -2837,9 +2874,12 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 #[no_mangle]
 pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, || {
+        let r = kernel_fd(fd, || {
             real!(send: fn(c_int, *const c_void, size_t, c_int) -> ssize_t)(fd, buf, n, flags)
         });
+        // SAFETY: send(2)'s contract: `buf` has `n` readable bytes.
+        unsafe { netlink_sent(fd, buf, n, r) };
+        return r;
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -2862,11 +2902,14 @@ pub unsafe extern "C" fn sendto(
     // SAFETY: sendto(2)'s contract on `addr`/`alen`.
     let first = unsafe { dgram_first_send(fd, addr, alen) };
     let Some(sk) = first.or_else(|| state::sock(fd)) else {
-        return kernel_fd(fd, || {
+        let r = kernel_fd(fd, || {
             real!(sendto: fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t)(
                 fd, buf, n, flags, addr, alen,
             )
         });
+        // SAFETY: sendto(2)'s contract: `buf` has `n` readable bytes.
+        unsafe { netlink_sent(fd, buf, n, r) };
+        return r;
     };
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
@@ -2926,6 +2969,16 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         });
         if r < 0 && !passed.is_empty() {
             handover::take_back(&passed);
+        }
+        if r > 0 && state::kind_of(fd) == kind::NETLINK {
+            // SAFETY: the kernel took `msg` (valid, as it succeeded); a
+            // request is one buffer (rtnetlink programs send one iovec).
+            if let Some(m) = unsafe { msg.as_ref() }.filter(|m| m.msg_iovlen > 0) {
+                // SAFETY: as above: its first iovec is a readable buffer.
+                let v = unsafe { &*m.msg_iov };
+                // SAFETY: as above.
+                unsafe { netlink_sent(fd, v.iov_base, v.iov_len, r) };
+            }
         }
         return r;
     };
@@ -4635,6 +4688,9 @@ struct ServiceIface {
     name: [libc::c_char; libc::IFNAMSIZ],
     ip: u32,
     mask: u32,
+    prefix: u8,
+    /// Its interface's index (0 when not this namespace's).
+    index: u32,
 }
 
 impl ServiceIface {
@@ -4653,6 +4709,7 @@ impl ServiceIface {
         // SAFETY: if_indextoname(3) writes at most IFNAMSIZ bytes into `name`.
         let named =
             index != 0 && !unsafe { libc::if_indextoname(index, name.as_mut_ptr()) }.is_null();
+        let index = if named { index } else { 0 };
         if !named {
             for (d, s) in name.iter_mut().zip(b"ixora\0") {
                 *d = *s as libc::c_char;
@@ -4663,7 +4720,73 @@ impl ServiceIface {
         } else {
             u32::MAX << (32 - prefix)
         };
-        Some(ServiceIface { name, ip, mask })
+        Some(ServiceIface {
+            name,
+            ip,
+            mask,
+            prefix: prefix as u8,
+            index,
+        })
+    }
+}
+
+/// The shim's answer after the kernel's receive of `r` bytes into the
+/// program's buffer (`buf`, `n` bytes) on descriptor `fd`: an rtnetlink
+/// socket's address dump gets the service's address (see `netlink`).
+/// Returns the length to give the program, and whether the datagram was
+/// longer than the buffer (a peek that found no room for the entry).
+///
+/// # Safety
+/// `buf` has `n` writable bytes (or is null), the kernel's `r` of them
+/// received.
+unsafe fn netlink_received(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    r: ssize_t,
+    flags: c_int,
+) -> (ssize_t, bool) {
+    if r <= 0 || buf.is_null() || state::kind_of(fd) != kind::NETLINK {
+        return (r, false);
+    }
+    // SAFETY (caller): `n` writable bytes.
+    let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) };
+    let peek = flags & libc::MSG_PEEK != 0;
+    let iface = || {
+        ServiceIface::get().map(|s| crate::netlink::Iface {
+            ip: s.ip,
+            prefix: s.prefix,
+            index: s.index,
+            name: s.name.map(|c| c as u8),
+        })
+    };
+    match crate::netlink::received(fd, b, r as usize, peek, iface) {
+        crate::netlink::Received::Grew(len) => (len as ssize_t, false),
+        // (A peek with MSG_TRUNC is told the whole length, as the kernel
+        // tells it; the bytes are a view of the datagram cut short.)
+        crate::netlink::Received::NoRoom(len) if peek => {
+            let told = if flags & libc::MSG_TRUNC != 0 {
+                len
+            } else {
+                r as usize
+            };
+            (told as ssize_t, true)
+        }
+        _ => (r, false),
+    }
+}
+
+/// After the kernel took `r` bytes of the program's `n` at `buf` on
+/// descriptor `fd`: an rtnetlink socket's request may open an address
+/// dump (see `netlink`).
+///
+/// # Safety
+/// `buf` has `n` readable bytes (or is null).
+unsafe fn netlink_sent(fd: c_int, buf: *const c_void, n: size_t, r: ssize_t) {
+    if r > 0 && !buf.is_null() && state::kind_of(fd) == kind::NETLINK {
+        // SAFETY (caller): `n` readable bytes, of which the kernel took `r`.
+        let b = unsafe { std::slice::from_raw_parts(buf as *const u8, n.min(r as usize)) };
+        crate::netlink::sent(fd, b);
     }
 }
 
@@ -4757,8 +4880,9 @@ static SERVICE_IFAS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::n
 
 /// getifaddrs(3): the kernel's list, and the service's address at its end
 /// (on the interface of the service's port, up) unless the kernel's
-/// interfaces hold it too. Programs that read the kernel's addresses over
-/// netlink themselves (dnsmasq) are not reached: see the README.
+/// interfaces hold it too. Programs that ask the kernel for its addresses
+/// over rtnetlink themselves (dnsmasq, `ip addr`) get it too: see
+/// `netlink`.
 #[no_mangle]
 pub unsafe extern "C" fn getifaddrs(out: *mut *mut libc::ifaddrs) -> c_int {
     let r = real!(getifaddrs: fn(*mut *mut libc::ifaddrs) -> c_int)(out);

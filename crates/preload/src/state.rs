@@ -30,6 +30,9 @@ pub mod kind {
     /// A closed Ixora socket's placeholder, kept open in the pool for the
     /// next `accept`: to the program it is a closed descriptor (EBADF).
     pub const POOLED: u8 = 4;
+    /// A kernel rtnetlink socket: its address dumps get the service's
+    /// address (see `netlink`).
+    pub const NETLINK: u8 = 5;
 }
 
 /// Per-descriptor flags.
