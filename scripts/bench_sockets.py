@@ -1943,6 +1943,12 @@ def main():
                     help="ixora serve --ring: bytes per socket ring (default: the service's "
                          "64 KiB); the receive ring bounds the TCP window. Results get a "
                          "-ringN suffix")
+    ap.add_argument("--idle-spin-us", type=int, default=None,
+                    help="ixora serve --idle-spin-us: how long an idle service looks again "
+                         "(yielding its CPU between looks) before it sleeps (default: the "
+                         "service's own, 50). The look is CPU time on the server's CPU even "
+                         "when it finds nothing; 0 turns it off. Results get an -idlespinN "
+                         "suffix")
     ap.add_argument("--serve-poll", action="store_true",
                     help="run `ixora serve --poll` (the service spins instead of sleeping)")
     ap.add_argument("--listen-any", action="store_true",
@@ -1970,6 +1976,8 @@ def main():
         SERVE_EXTRA += ["--rt-priority", str(args.rt_priority)]
     if args.ring is not None:
         SERVE_EXTRA += ["--ring", str(args.ring)]
+    if args.idle_spin_us is not None:
+        SERVE_EXTRA += ["--idle-spin-us", str(args.idle_spin_us)]
     if IDLE_CONNS:
         # Room for the idle ones, the clients' and spares (a multiple of 64).
         SERVE_EXTRA += ["--slots", str(max(4096, (IDLE_CONNS + 2 * WEB_CONNS + 1087) // 64 * 64))]
@@ -1980,6 +1988,8 @@ def main():
              "client-native": "-client-native"}[RX]
     if args.ring is not None:
         NAME += f"-ring{args.ring}"
+    if args.idle_spin_us is not None:
+        NAME += f"-idlespin{args.idle_spin_us}"
     if LISTEN_ANY:
         NAME += "-listen-any"
     if args.conns != 16:
