@@ -163,15 +163,18 @@ pub struct TcpInfo {
     pub bytes_sent: u64,
     /// Payload bytes retransmitted.
     pub bytes_retrans: u64,
+    /// The receive auto-tuning's measure of a round trip's reading, bytes
+    /// (Linux's `tcpi_rcv_space`).
+    pub rcv_space: u32,
 }
 
 impl TcpInfo {
     /// Bytes of [`TcpInfo::encode`].
-    pub const LEN: usize = 4 + 12 * 4 + 4 * 2 + 4 * 8;
+    pub const LEN: usize = 4 + 12 * 4 + 4 * 2 + 4 * 8 + 4;
 
     /// Little-endian, fixed layout: state, option flags (bit 0 SACK, 1
     /// timestamps, 2 window scaling), the two shifts; the `u32` figures;
-    /// the MSSes; the `u64` byte counts.
+    /// the MSSes; the `u64` byte counts; `rcv_space`.
     pub fn encode(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         let (ws, snd, rcv) = self.wscale.map_or((0, 0, 0), |(s, r)| (4, s & 15, r & 15));
@@ -211,6 +214,7 @@ impl TcpInfo {
             b[at..at + 8].copy_from_slice(&q.to_le_bytes());
             at += 8;
         }
+        b[at..at + 4].copy_from_slice(&self.rcv_space.to_le_bytes());
         b
     }
 
@@ -244,6 +248,7 @@ impl TcpInfo {
             bytes_received: q(1),
             bytes_sent: q(2),
             bytes_retrans: q(3),
+            rcv_space: u32::from_le_bytes(b[92..96].try_into().unwrap()),
         })
     }
 }
@@ -363,6 +368,7 @@ mod tests {
             bytes_received: 1 << 40,
             bytes_sent: (5 << 32) + 7,
             bytes_retrans: 7,
+            rcv_space: 14_480,
         };
         assert_eq!(TcpInfo::decode(&i.encode()), Some(i));
         let none = TcpInfo {

@@ -1626,6 +1626,28 @@ fn the_receive_window_grows_while_the_application_reads() {
     assert_eq!(fill_rounds(&mut h, &c, &mut seq, 3, false), 0);
 }
 
+/// `tcp_info`'s `rcv_space` (Linux's `tcpi_rcv_space`) is what the tuning
+/// measured: ten of our segments at first, then what a round trip read
+/// when that grew the buffer; it does not fall when the reader stops.
+#[test]
+fn rcv_space_follows_what_a_round_trip_read() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(10), 65535, |s| {
+        s.mss(1460).wscale(7)
+    });
+    let space = |h: &Harness| h.stack.tcp_info(c.h).unwrap().rcv_space;
+    assert_eq!(space(&h), 14_600, "ten segments of 1460");
+    let mut seq = 0;
+    fill_rounds(&mut h, &c, &mut seq, 6, true);
+    let grown = space(&h);
+    assert!(
+        grown > 256 * 1024,
+        "rcv_space {grown} after six read round trips"
+    );
+    fill_rounds(&mut h, &c, &mut seq, 3, false);
+    assert_eq!(space(&h), grown);
+}
+
 /// A reader that never reads keeps the initial buffer: the window never
 /// offers more than `tcp.recv_buffer`, however many round trips pass.
 #[test]

@@ -5189,6 +5189,9 @@ fn fill_tcp_info(info: &mut libc::tcp_info, t: &TcpInfo) {
     info.tcpi_unacked = t.unacked_segs;
     info.tcpi_snd_wnd = t.snd_wnd;
     info.tcpi_rcv_wnd = t.rcv_wnd;
+    if t.rcv_space != 0 {
+        info.tcpi_rcv_space = t.rcv_space;
+    }
     info.tcpi_notsent_bytes = t.notsent;
     info.tcpi_segs_in = t.segs_in;
     info.tcpi_segs_out = t.segs_out;

@@ -1116,6 +1116,7 @@ fn wire_info(t: &ixora_core::TcpInfo) -> TcpInfo {
         bytes_received: t.bytes_received,
         bytes_sent: t.bytes_sent,
         bytes_retrans: t.bytes_retrans,
+        rcv_space: t.rcv_space,
     }
 }
 

@@ -170,6 +170,11 @@ pub struct TcpInfo {
     /// The largest payload the peer sent in one segment (at least 536),
     /// as Linux's `rcv_mss`.
     pub rcv_mss: u16,
+    /// What the receive auto-tuning last measured the application read in
+    /// a round trip, and so grew the buffer for (Linux's
+    /// `rcvq_space.space`, `tcpi_rcv_space`): until a round trip read
+    /// more, ten segments of our MSS, at most the buffer. It never falls.
+    pub rcv_space: u32,
     /// Segments received (every one, pure ACKs included) and sent.
     pub segs_in: u32,
     /// Segments sent, retransmissions and pure ACKs included.

@@ -985,6 +985,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.mark_us = now;
     }
 
+    /// The auto-tuning's measure of a round trip's reading ([`TcpInfo`]'s
+    /// `rcv_space`): Linux starts it at ten segments of its advertised MSS
+    /// (`tcp_init_buffer_space`), which the first measurement here rounds
+    /// down to whole KiB.
+    fn rcv_space(&self) -> u32 {
+        let ts = if self.has(TS_OK) { 12 } else { 0 };
+        let first = (10 * u32::from(self.local_mss.saturating_sub(ts))).min(self.rcv_buf);
+        (u32::from(self.rcv_space_kib) * 1024).max(first)
+    }
+
     /// Fix this connection's buffers, as `SO_RCVBUF` and `SO_SNDBUF` do on
     /// Linux (`SOCK_RCVBUF_LOCK`, `SOCK_SNDBUF_LOCK`): the receive buffer
     /// (the most window it offers) becomes `rcv` bytes and no longer
@@ -1173,6 +1183,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             unacked_segs: self.recs.len() as u32,
             mss_base: self.mss_base,
             rcv_mss: self.rcv_mss,
+            rcv_space: self.rcv_space(),
             segs_in: self.segs_in,
             segs_out: self.segs_out,
             bytes_acked,
