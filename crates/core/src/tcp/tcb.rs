@@ -1022,7 +1022,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// [`Tcb::lock_buffers`] for a passive open as it is made, with its
     /// listener's buffers: the SYN-ACK offers the receive buffer's window.
+    /// (A listener that fixed neither leaves the connection as made.)
     pub fn lock_passive_buffers(&mut self, ctx: &Ctx, rcv: Option<u32>, snd: Option<u32>) {
+        if (rcv, snd) == (None, None) {
+            return;
+        }
         self.lock_buffers(ctx, rcv, snd);
         self.rcv_adv = self.rcv_adv_at + self.syn_window() as usize;
     }
