@@ -1608,6 +1608,9 @@ impl Service {
             // packet buffers (`Service::spill`).
             "spilled": a.spill.get(&s).map_or(0, |sp| sp.left().len()),
             "refs": u.refs.load(Ordering::Relaxed),
+            // The program marked it changed and the service has not
+            // looked yet (its bit in the activity bitmap).
+            "marked": a.r.bitmap_word(s / 64).load(Ordering::Relaxed) & 1 << (s % 64) != 0,
             "eof": flags & flag::EOF != 0,
             "error": if flags & flag::ERROR != 0 { d.err.load(Ordering::Relaxed) } else { 0 },
         });
