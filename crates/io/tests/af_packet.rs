@@ -373,9 +373,22 @@ fn many_frames(mode: RxRing, net_id: u8) {
     );
     // veth itself may drop under a burst (the peer's backlog), so allow a
     // little loss, but every frame the kernel dropped in our ring is
-    // counted and the rest were delivered.
-    assert!(got >= N * 9 / 10, "only {got} of {N} frames");
-    assert!(got + st.rx_ring_drops as usize <= N);
+    // counted and the rest were delivered. How many the ring drops
+    // depends on the scheduler, not on the port: a receiver the VM
+    // stops for 30 ms lets the blast (20,000 frames in some 70 ms)
+    // overrun its 2,048 slots (a workspace test run on 2026-11-28:
+    // 13,663 received, 6,337 counted as ring drops). It must still
+    // have received several rings' worth.
+    let drops = st.rx_ring_drops as usize;
+    assert!(
+        got + drops >= N * 9 / 10,
+        "only {got} of {N} frames, {drops} counted as dropped"
+    );
+    assert!(
+        got >= N / 5,
+        "only {got} of {N} frames ({drops} ring drops)"
+    );
+    assert!(got + drops <= N);
     // Incomplete checksums are exactly the ones flagged CSUMNOTREADY.
     assert!(
         bad_csum as u64 <= st.rx_csum_not_ready,
