@@ -277,8 +277,8 @@ fn wait_ring_or(
 /// fill the ring between the look and the read, and a read that found
 /// the ring empty, then took a whole ring, told no one until 2026-11-28 —
 /// the connection's last bytes stayed in the service, and the program
-/// slept on an empty ring for good (once in some hundred runs of the
-/// sockets test `a_program_that_does_not_read_...`, after a full ring).
+/// slept on an empty ring for good (about one run in 25 of the sockets
+/// test `a_program_that_does_not_read_...`, after a full ring).
 fn ring_was_filling(sk: Sock, before: u64, took: usize) -> bool {
     before.max(took as u64) > (sk.a.r.layout().ring as u64) / 4
 }
