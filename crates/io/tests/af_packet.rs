@@ -377,15 +377,16 @@ fn many_frames(mode: RxRing, net_id: u8) {
     // depends on the scheduler, not on the port: a receiver the VM
     // stops for 30 ms lets the blast (20,000 frames in some 70 ms)
     // overrun its 2,048 slots (a workspace test run on 2026-11-28:
-    // 13,663 received, 6,337 counted as ring drops). It must still
-    // have received several rings' worth.
+    // 13,663 received, 6,337 counted as ring drops; a VM here has stopped
+    // a vCPU for 68 ms). It must still have received a full ring's worth,
+    // which the ring holds until the receiver runs.
     let drops = st.rx_ring_drops as usize;
     assert!(
         got + drops >= N * 9 / 10,
         "only {got} of {N} frames, {drops} counted as dropped"
     );
     assert!(
-        got >= N / 5,
+        got >= 2_000,
         "only {got} of {N} frames ({drops} ring drops)"
     );
     assert!(got + drops <= N);
