@@ -1660,19 +1660,7 @@ fn a_program_that_does_not_read_leaves_the_packet_buffers_to_the_others() {
     std::fs::write(&go, b"").unwrap();
     // FIONREAD counts every byte received, also those beyond the ring
     // (Linux: the receive queue).
-    let done = |want: &str| {
-        let t = Instant::now();
-        while !h.log().contains(want) {
-            let stalled = h.log().contains("STALLED") || t.elapsed() > Duration::from_secs(30);
-            assert!(
-                !stalled,
-                "no {want:?}:\n{}\n{}",
-                h.log(),
-                net.sockets_report()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
+    let done = |want: &str| wait_log_or(&h, want, 30, Some("STALLED"), || net.sockets_report());
     done("FIONREAD short on 0 connections");
     done(&format!("read {CONNS} connections, 0 wrong"));
     let st = net.stats();
@@ -5338,12 +5326,20 @@ fn reader_aborted(py: &mut Proc) {
 
 /// Wait (`secs` at most) until `p`'s standard error holds `want`.
 fn wait_log(p: &Proc, want: &str, secs: u64) {
+    wait_log_or(p, want, secs, None, String::new);
+}
+
+/// [`wait_log`] that also fails as soon as the log shows `bad`, and adds
+/// `report()` to the failure's message.
+fn wait_log_or(p: &Proc, want: &str, secs: u64, bad: Option<&str>, report: impl Fn() -> String) {
     let t = Instant::now();
     while !p.log().contains(want) {
+        let failed = bad.is_some_and(|b| p.log().contains(b));
         assert!(
-            t.elapsed() < Duration::from_secs(secs),
-            "no {want:?} within {secs} s:\n{}",
-            p.log()
+            !failed && t.elapsed() < Duration::from_secs(secs),
+            "no {want:?} within {secs} s:\n{}\n{}",
+            p.log(),
+            report()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
