@@ -107,6 +107,8 @@ def main():
     failed_any = False
     for t in a.tests:
         fails = []
+        tty = sys.stdout.isatty()
+        lead, tail = ("\r", "") if tty else ("", "\n")
         for i in range(1, a.runs + 1):
             hog = a.hog == "every" or (a.hog == "odd" and i % 2 == 1)
             h = hogs() if hog else []
@@ -124,9 +126,11 @@ def main():
                 log = keep / f"{t}-{i}.log"
                 log.write_bytes(text)
                 fails.append(str(log))
-            print(f"\r{t}: run {i}/{a.runs}{' (hogs)' if hog else ''} {secs:.0f} s, "
-                  f"{len(fails)} failed", end="", flush=True)
-        print()
+            # One line rewritten on a terminal; a line per run in a log.
+            print(f"{lead}{t}: run {i}/{a.runs}{' (hogs)' if hog else ''} {secs:.0f} s, "
+                  f"{len(fails)} failed", end=tail, flush=True)
+        if tty:
+            print()
         for f in fails:
             print(f"  failed: {f}")
         failed_any |= bool(fails)
