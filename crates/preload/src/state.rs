@@ -1453,7 +1453,9 @@ struct ThreadWaiter(Option<Waiter>);
 
 impl ThreadWaiter {
     /// Make the thread's waiter if it has none (or one inherited over fork).
-    fn ensure(&mut self, a: &Attached) {
+    /// Make sure the thread has a waiter; true if it asked the service
+    /// for one now (system calls).
+    fn ensure(&mut self, a: &Attached) -> bool {
         if self.0.as_ref().is_some_and(|w| !w.current()) {
             // Inherited over fork: not ours to use. Its descriptor is left
             // open (one per fork): the child may have closed the number
@@ -1461,9 +1463,11 @@ impl ThreadWaiter {
             // its own, which a close here would take from it.
             self.0 = None;
         }
-        if self.0.is_none() {
-            self.0 = Waiter::new(a);
+        if self.0.is_some() {
+            return false;
         }
+        self.0 = Waiter::new(a);
+        true
     }
 }
 
@@ -1548,6 +1552,7 @@ fn block_sandboxed(
     sig: OnSignal,
     kernel: &mut [libc::pollfd],
     ready: &mut dyn FnMut() -> bool,
+    sleep: &mut Sleep,
 ) -> bool {
     loop {
         if ready() {
@@ -1562,6 +1567,7 @@ fn block_sandboxed(
             }
             nap = nap.min(l - e);
         }
+        sleep.now();
         let n = if kernel.is_empty() {
             let ts = libc::timespec {
                 tv_sec: 0,
@@ -1592,6 +1598,26 @@ fn block_sandboxed(
         }
         if n > 0 && !kernel.is_empty() {
             return true;
+        }
+    }
+}
+
+/// A blocking call's sleeps in the kernel: the first makes the call one
+/// that entered the kernel and is counted (`slept` of `ixora stats`); a
+/// call whose condition came after its look ran out but before it slept
+/// is neither.
+struct Sleep<'a> {
+    a: &'a Attached,
+    counted: bool,
+}
+
+impl Sleep<'_> {
+    /// The call is about to sleep (or poll) in the kernel.
+    fn now(&mut self) {
+        if !self.counted {
+            self.counted = true;
+            IN_KERNEL.with(|k| k.set(true));
+            count(self.a, layout::call("wait"), false);
         }
     }
 }
@@ -1729,15 +1755,17 @@ pub fn block_until(
     if yielded {
         count(a, layout::call("look"), false);
     }
-    // From here on the call sleeps (or polls) in the kernel.
-    IN_KERNEL.with(|k| k.set(true));
-    count(a, layout::call("wait"), false);
+    // From here on the call sleeps (or polls) in the kernel, unless its
+    // condition comes before it does (`Sleep`).
+    let mut sleep = Sleep { a, counted: false };
     if SANDBOXED.load(Ordering::Relaxed) {
-        return block_sandboxed(limit, start, sig, kernel, ready);
+        return block_sandboxed(limit, start, sig, kernel, ready, &mut sleep);
     }
     THREAD_WAITER.with(|tw| {
         let mut tw = tw.borrow_mut();
-        tw.ensure(a);
+        if tw.ensure(a) {
+            IN_KERNEL.with(|k| k.set(true));
+        }
         // With kernel descriptors, the waiter is polled after them; with
         // none, the waiter alone is slept on (below).
         let mut fds: Vec<libc::pollfd> = Vec::new();
@@ -1783,6 +1811,7 @@ pub fn block_until(
                     // sleep on the waiter and take its edges in one system
                     // call. Otherwise poll the kernel descriptors and the
                     // waiter (level-triggered), then take the edges.
+                    sleep.now();
                     let (n, rung, kernel_ready) = if fds.is_empty() || clean {
                         // SAFETY: epoll_event is plain old data.
                         let mut evs: [libc::epoll_event; os::EDGES] = unsafe { std::mem::zeroed() };
@@ -1853,6 +1882,7 @@ pub fn block_until(
                 None if gone(a) => {
                     // Nothing of Ixora's can change now: wait on the
                     // kernel's descriptors alone (or out the timeout).
+                    sleep.now();
                     let n = real::sys_ppoll(kernel, left, sig.mask());
                     if n < 0 && real::errno() == libc::EINTR {
                         if sig.restart && limit.is_none() && restarts_after_signal() {
@@ -1867,7 +1897,7 @@ pub fn block_until(
                 }
                 // No waiter available (the service's limit): look in short
                 // sleeps, as a sandboxed process does.
-                None => return block_sandboxed(limit, start, sig, kernel, ready),
+                None => return block_sandboxed(limit, start, sig, kernel, ready, &mut sleep),
             }
         }
     })

@@ -1460,8 +1460,9 @@ impl Service {
                 "waiters": h.waiter_owner.iter().filter(|o| o.load(Ordering::Relaxed) != 0).count(),
                 // How blocking calls waited: found it while spinning, or
                 // after yielding the CPU to the service (on its CPU), or
-                // slept in the kernel (some after a look that ran out);
-                // and doorbells rung to wake the sleeping service.
+                // slept in the kernel (some after a look that ran out:
+                // the rest of those found it before sleeping); and
+                // doorbells rung to wake the sleeping service.
                 "waits": {
                     "spun": h.counters[layout::call("wait")][0].load(Ordering::Relaxed),
                     "looked": h.counters[layout::call("look")][0].load(Ordering::Relaxed),
