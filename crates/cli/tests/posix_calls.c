@@ -47,6 +47,7 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -724,6 +725,9 @@ static void client(const char *ip, int port) {
     /* Writing after SHUT_WR: EPIPE (MSG_NOSIGNAL: no signal). */
     n = send(s, "z", 1, MSG_NOSIGNAL);
     check(n == -1 && errno == EPIPE, "send_after_shutdown", "n %zd", n);
+    struct stat live;
+    r = fstat(s, &live);
+    check(r == 0 && S_ISSOCK(live.st_mode), "fstat_socket", "r %d mode %#o", r, live.st_mode);
     int cep = epoll_create1(0); /* (before the close: Linux would reuse its number) */
     check(close(s) == 0, "close", "-");
     n = write(s, "z", 1);
@@ -771,6 +775,29 @@ static void client(const char *ip, int port) {
               bd_errno == EBADF && cn == -1 && errno == EBADF,
           "closed_fd_calls_ebadf", "setsockopt %d (%d) epoll_ctl %d (%d) bind %d (%d) connect %d",
           so, so_errno, ec, ec_errno, bd, bd_errno, cn);
+    /* The stat calls on the closed number: EBADF (an Ixora socket's
+       number stays a placeholder socket in the kernel, pooled for the
+       next accept); through it, an absolute path is still looked up. */
+    struct stat cst;
+    struct statx cstx;
+    errno = 0;
+    int fs = fstat(s, &cst);
+    int fs_errno = errno;
+    errno = 0;
+    int fa = fstatat(s, "", &cst, AT_EMPTY_PATH);
+    int fa_errno = errno;
+    errno = 0;
+    int fr = fstatat(s, "x", &cst, 0);
+    int fr_errno = errno;
+    errno = 0;
+    int sx = statx(s, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &cstx);
+    int sx_errno = errno;
+    int abs = fstatat(s, "/", &cst, 0);
+    check(fs == -1 && fs_errno == EBADF && fa == -1 && fa_errno == EBADF && fr == -1 &&
+              fr_errno == EBADF && sx == -1 && sx_errno == EBADF && abs == 0,
+          "closed_fd_stat_ebadf",
+          "fstat %d (%d) fstatat empty %d (%d) relative %d (%d) statx %d (%d) absolute %d", fs,
+          fs_errno, fa, fa_errno, fr, fr_errno, sx, sx_errno, abs);
     /* The closed number can be dup2's target: it is the program's again. */
     int pf[2];
     r = pipe(pf);

@@ -4677,6 +4677,76 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     }
 }
 
+// ------------------------------------------------------- stat of a number
+
+/// Whether a stat through descriptor `fd` with `path` (the `*at` forms; null
+/// for `fstat`) is of a pooled placeholder, a number the program closed:
+/// the kernel would say EBADF for it, where the placeholder, a socket the
+/// kernel still holds, would be described. An absolute path ignores the
+/// descriptor; an empty one (`AT_EMPTY_PATH`) or a relative one resolves
+/// against it.
+fn stat_through_pooled(fd: c_int, path: *const libc::c_char) -> bool {
+    // SAFETY: a non-null `path` is the NUL-terminated string the program
+    // passed to the stat call; only its first byte is read.
+    fd >= 0 && state::pooled(fd) && (path.is_null() || unsafe { *path } != b'/' as libc::c_char)
+}
+
+/// An interposed stat call `$name`: EBADF through a pooled number
+/// ([`stat_through_pooled`] of descriptor `$fd` and path `$path`), else
+/// the C library's.
+macro_rules! stat_call {
+    ($(#[$doc:meta])* $name:ident($($a:ident: $t:ty),*), $fd:ident, $path:expr) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub extern "C" fn $name($($a: $t),*) -> c_int {
+            if stat_through_pooled($fd, $path) {
+                return fail(libc::EBADF);
+            }
+            real!($name: fn($($t),*) -> c_int)($($a),*)
+        }
+    };
+}
+
+type CStr = *const libc::c_char;
+const NO_PATH: CStr = std::ptr::null();
+
+stat_call!(
+    /// fstat(2) (glibc 2.33 and later).
+    fstat(fd: c_int, buf: *mut c_void), fd, NO_PATH
+);
+stat_call!(
+    /// fstat64(2).
+    fstat64(fd: c_int, buf: *mut c_void), fd, NO_PATH
+);
+stat_call!(
+    /// fstat as programs built against glibc before 2.33 call it.
+    __fxstat(ver: c_int, fd: c_int, buf: *mut c_void), fd, NO_PATH
+);
+stat_call!(
+    /// fstat64 as programs built against glibc before 2.33 call it.
+    __fxstat64(ver: c_int, fd: c_int, buf: *mut c_void), fd, NO_PATH
+);
+stat_call!(
+    /// fstatat(2).
+    fstatat(fd: c_int, path: CStr, buf: *mut c_void, flags: c_int), fd, path
+);
+stat_call!(
+    /// fstatat64(2).
+    fstatat64(fd: c_int, path: CStr, buf: *mut c_void, flags: c_int), fd, path
+);
+stat_call!(
+    /// fstatat as programs built against glibc before 2.33 call it.
+    __fxstatat(ver: c_int, fd: c_int, path: CStr, buf: *mut c_void, flags: c_int), fd, path
+);
+stat_call!(
+    /// fstatat64 as programs built against glibc before 2.33 call it.
+    __fxstatat64(ver: c_int, fd: c_int, path: CStr, buf: *mut c_void, flags: c_int), fd, path
+);
+stat_call!(
+    /// statx(2).
+    statx(fd: c_int, path: CStr, flags: c_int, mask: c_uint, buf: *mut c_void), fd, path
+);
+
 // ------------------------------------------------------------ interfaces
 
 /// The entry the shim adds to `getifaddrs`'s list: the service's address,
