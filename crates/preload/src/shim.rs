@@ -4707,8 +4707,9 @@ macro_rules! stat_call {
     };
 }
 
-type CStr = *const libc::c_char;
-const NO_PATH: CStr = std::ptr::null();
+/// A path argument of a stat call (a C string).
+type CPath = *const libc::c_char;
+const NO_PATH: CPath = std::ptr::null();
 
 stat_call!(
     /// fstat(2) (glibc 2.33 and later).
@@ -4728,23 +4729,23 @@ stat_call!(
 );
 stat_call!(
     /// fstatat(2).
-    fstatat(fd: c_int, path: CStr, buf: *mut c_void, flags: c_int), fd, path
+    fstatat(fd: c_int, path: CPath, buf: *mut c_void, flags: c_int), fd, path
 );
 stat_call!(
     /// fstatat64(2).
-    fstatat64(fd: c_int, path: CStr, buf: *mut c_void, flags: c_int), fd, path
+    fstatat64(fd: c_int, path: CPath, buf: *mut c_void, flags: c_int), fd, path
 );
 stat_call!(
     /// fstatat as programs built against glibc before 2.33 call it.
-    __fxstatat(ver: c_int, fd: c_int, path: CStr, buf: *mut c_void, flags: c_int), fd, path
+    __fxstatat(ver: c_int, fd: c_int, path: CPath, buf: *mut c_void, flags: c_int), fd, path
 );
 stat_call!(
     /// fstatat64 as programs built against glibc before 2.33 call it.
-    __fxstatat64(ver: c_int, fd: c_int, path: CStr, buf: *mut c_void, flags: c_int), fd, path
+    __fxstatat64(ver: c_int, fd: c_int, path: CPath, buf: *mut c_void, flags: c_int), fd, path
 );
 stat_call!(
     /// statx(2).
-    statx(fd: c_int, path: CStr, flags: c_int, mask: c_uint, buf: *mut c_void), fd, path
+    statx(fd: c_int, path: CPath, flags: c_int, mask: c_uint, buf: *mut c_void), fd, path
 );
 
 // ------------------------------------------------------------ interfaces

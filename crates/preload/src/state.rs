@@ -1452,9 +1452,8 @@ impl Waiter {
 struct ThreadWaiter(Option<Waiter>);
 
 impl ThreadWaiter {
-    /// Make the thread's waiter if it has none (or one inherited over fork).
-    /// Make sure the thread has a waiter; true if it asked the service
-    /// for one now (system calls).
+    /// Make the thread's waiter if it has none (or one inherited over
+    /// fork); true if it asked the service for one now (system calls).
     fn ensure(&mut self, a: &Attached) -> bool {
         if self.0.as_ref().is_some_and(|w| !w.current()) {
             // Inherited over fork: not ours to use. Its descriptor is left
