@@ -1601,13 +1601,18 @@ fn block_sandboxed(
     }
 }
 
-/// A blocking call's sleeps in the kernel: the first makes the call one
-/// that entered the kernel and is counted (`slept` of `ixora stats`); a
-/// call whose condition came after its look ran out but before it slept
-/// is neither.
+/// How a blocking call ended, counted once (the `waits` of `ixora
+/// stats`): found while spinning (`spun`), found after yielding the CPU to
+/// the service (`looked`; also when the look ran out but the condition
+/// came before the call slept), or slept in the kernel (`slept`; after a
+/// look that ran out also `look_ran_out`). Only a sleep (or a yield)
+/// makes the call one that entered the kernel.
 struct Sleep<'a> {
     a: &'a Attached,
+    /// The sleep was counted.
     counted: bool,
+    /// The call yielded the CPU to the service while it looked.
+    looked: bool,
 }
 
 impl Sleep<'_> {
@@ -1616,7 +1621,29 @@ impl Sleep<'_> {
         if !self.counted {
             self.counted = true;
             IN_KERNEL.with(|k| k.set(true));
+            if self.looked {
+                count(self.a, layout::call("look"), false);
+            }
             count(self.a, layout::call("wait"), false);
+        }
+    }
+
+    /// The call ends (`found`: its condition came) without a sleep
+    /// counted: it is counted as spun or looked; one that timed out after
+    /// a look, as a look that ran out.
+    fn end(&mut self, found: bool) {
+        if self.counted {
+            return;
+        }
+        self.counted = true;
+        match (found, self.looked) {
+            (true, looked) => count(
+                self.a,
+                layout::call(if looked { "look" } else { "wait" }),
+                true,
+            ),
+            (false, true) => count(self.a, layout::call("look"), false),
+            (false, false) => {}
         }
     }
 }
@@ -1746,20 +1773,42 @@ pub fn block_until(
     // mixed set are not looked at meanwhile: they are seen by the
     // blocking poll below, at most the spin time late).
     let (found, yielded) = spin_for(a, a.spin.min(limit.unwrap_or(Duration::MAX)), ready);
+    // From here on the call sleeps (or polls) in the kernel, unless its
+    // condition comes before it does (`Sleep`, which counts how it ended).
+    let mut sleep = Sleep {
+        a,
+        counted: false,
+        looked: yielded,
+    };
     if found {
-        let how = if yielded { "look" } else { "wait" };
-        count(a, layout::call(how), true);
+        sleep.end(true);
         return true;
     }
-    if yielded {
-        count(a, layout::call("look"), false);
-    }
-    // From here on the call sleeps (or polls) in the kernel, unless its
-    // condition comes before it does (`Sleep`).
-    let mut sleep = Sleep { a, counted: false };
-    if SANDBOXED.load(Ordering::Relaxed) {
-        return block_sandboxed(limit, start, sig, kernel, ready, &mut sleep);
-    }
+    let r = if SANDBOXED.load(Ordering::Relaxed) {
+        block_sandboxed(limit, start, sig, kernel, ready, &mut sleep)
+    } else {
+        block_on_waiter(
+            a, limit, start, sig, kernel, nest, interest, ready, &mut sleep,
+        )
+    };
+    sleep.end(r);
+    r
+}
+
+/// [`block_until`]'s sleep on the thread's waiter (and `kernel`), after
+/// its spin or look found nothing.
+#[allow(clippy::too_many_arguments)]
+fn block_on_waiter(
+    a: &Attached,
+    limit: Option<Duration>,
+    start: Instant,
+    sig: OnSignal,
+    kernel: &mut [libc::pollfd],
+    nest: Option<u64>,
+    interest: Interest<'_>,
+    ready: &mut dyn FnMut() -> bool,
+    sleep: &mut Sleep,
+) -> bool {
     THREAD_WAITER.with(|tw| {
         let mut tw = tw.borrow_mut();
         if tw.ensure(a) {
@@ -1896,7 +1945,7 @@ pub fn block_until(
                 }
                 // No waiter available (the service's limit): look in short
                 // sleeps, as a sandboxed process does.
-                None => return block_sandboxed(limit, start, sig, kernel, ready, &mut sleep),
+                None => return block_sandboxed(limit, start, sig, kernel, ready, sleep),
             }
         }
     })

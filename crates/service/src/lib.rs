@@ -1458,10 +1458,10 @@ impl Service {
                 // Threads (of all its processes) that have blocked on
                 // Ixora's sockets: each holds a waiter until it ends.
                 "waiters": h.waiter_owner.iter().filter(|o| o.load(Ordering::Relaxed) != 0).count(),
-                // How blocking calls waited: found it while spinning, or
-                // after yielding the CPU to the service (on its CPU), or
-                // slept in the kernel (some after a look that ran out:
-                // the rest of those found it before sleeping); and
+                // How blocking calls ended, each counted once: found it
+                // while spinning, or after yielding the CPU to the service
+                // (on its CPU), or slept in the kernel (`look_ran_out`:
+                // those that slept, or timed out, after a look); and
                 // doorbells rung to wake the sleeping service.
                 "waits": {
                     "spun": h.counters[layout::call("wait")][0].load(Ordering::Relaxed),
