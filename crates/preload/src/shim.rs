@@ -1346,12 +1346,12 @@ pub unsafe extern "C" fn accept4(
             // Was the ring full (at the listener's backlog + 1) as the pop
             // took this entry? Then connections may wait in the stack's
             // queue for the room it made. Counted with the tail as it is
-            // now, after the pop: the service may have filled the ring
-            // since `queued` was read, and a look taken only before the
-            // pop would then tell no one (the read's race of
-            // `ring_was_filling`).
+            // now, after the pop (never fewer than `queued`): the service
+            // may have filled the ring since `queued` was read, and a look
+            // taken only before the pop would then tell no one (the read's
+            // race of `ring_was_filling`).
             let tail = sk.a.r.down_slot(sk.s).acc_tail.load(Ordering::Acquire);
-            if queued.max(tail.wrapping_sub(head)) >= room {
+            if tail.wrapping_sub(head) >= room {
                 state::signal(sk.a, sk.s);
             }
             let (c, gen) = (ent as u32, (ent >> 32) as u32);

@@ -1605,8 +1605,9 @@ fn block_sandboxed(
 /// stats`): found while spinning (`spun`), found after yielding the CPU to
 /// the service (`looked`; also when the look ran out but the condition
 /// came before the call slept), or slept in the kernel (`slept`; after a
-/// look that ran out also `look_ran_out`). Only a sleep (or a yield)
-/// makes the call one that entered the kernel.
+/// look that ran out also `look_ran_out`). The call counts as one that
+/// entered the kernel only if it made a system call: the sleep, or
+/// before it the look's yields, a doorbell, or the asking for a waiter.
 struct Sleep<'a> {
     a: &'a Attached,
     /// The sleep was counted.
