@@ -2195,8 +2195,14 @@ fn references_follow_processes_across_fork_exec_and_kill() {
 /// posix_calls.c built (fortified, warnings as errors): its path, and
 /// the guard that removes it.
 fn posix_calls_exe() -> (String, Removed) {
-    let exe = std::env::temp_dir().join(unique_name("ixora-posix-calls", false));
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/posix_calls.c");
+    c_test_exe("posix_calls")
+}
+
+/// `tests/NAME.c` built (fortified, warnings as errors): its path, and
+/// the guard that removes it.
+fn c_test_exe(name: &str) -> (String, Removed) {
+    let exe = std::env::temp_dir().join(unique_name(&format!("ixora-{name}"), false));
+    let src = format!("{}/tests/{name}.c", env!("CARGO_MANIFEST_DIR"));
     succeed(
         Command::new("cc")
             .args([
@@ -2208,8 +2214,8 @@ fn posix_calls_exe() -> (String, Removed) {
                 "-o",
             ])
             .arg(&exe)
-            .arg(src),
-        "cc posix_calls.c",
+            .arg(&src),
+        &format!("cc {name}.c"),
     );
     (exe.to_str().unwrap().to_string(), Removed(exe))
 }
@@ -2380,6 +2386,65 @@ fn posix_calls_behave_as_on_linux() {
     case("Ixora", i, "198.18.9.1", IX);
     // (The service's namespace gives the kernel no address and no route:
     // the run can only pass with its sockets on Ixora.)
+    drop(echo);
+}
+
+/// Random sequences of socket calls on one connection (tests/socket_ops.c:
+/// reads and writes by every call, peeks, poll/select/epoll, flags,
+/// options valid and not, duplicates and their closes, the half-close and
+/// end of file), the same seeds on the Linux stack and under `ixora run`:
+/// the two must print the same results, call for call.
+/// `IXORA_SOCKET_OPS_SEEDS=N` runs N seeds (default 6) for a longer hunt.
+#[test]
+fn random_socket_call_sequences_give_what_linux_gives() {
+    if !need(&["cc", "socat"]) {
+        return;
+    }
+    let _g = serial();
+    let (exe, _rm) = c_test_exe("socket_ops");
+    let seeds: u64 = std::env::var("IXORA_SOCKET_OPS_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let net = Setup::new();
+    let mut echo_cmd = net.lx.command("socat");
+    echo_cmd.args(["TCP-LISTEN:7020,fork,reuseaddr", "EXEC:cat"]);
+    let mut echo = Proc::spawn(echo_cmd, "echo");
+    net.wait_listen(&mut echo, "198.18.9.1:7020");
+    let run = |mut cmd: Command, ip: &str, seed: u64| {
+        cmd.args([&exe, ip, "7020", &seed.to_string(), "300"]);
+        let out = cmd.output().expect("run socket_ops");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "socket_ops seed {seed} could not go on:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    for seed in 1..=seeds {
+        let mut k = net.lx.command("timeout");
+        k.arg("120");
+        let linux = run(k, "127.0.0.1", seed);
+        let mut i = net.ix.command("timeout");
+        i.args(["120", BIN, "run", "--socket", &net.socket, "--"]);
+        let ixora = run(i, "198.18.9.1", seed);
+        assert!(
+            !linux.contains("CORRUPT"),
+            "seed {seed}: Linux's own run is not clean:\n{linux}"
+        );
+        if let Some((l, x)) = linux.lines().zip(ixora.lines()).find(|(l, x)| l != x) {
+            panic!(
+                "seed {seed}: Ixora differs from Linux first at\n  Linux: {l}\n  Ixora: {x}\n\
+                 Linux's run:\n{linux}\nIxora's run:\n{ixora}"
+            );
+        }
+        assert_eq!(
+            linux.lines().count(),
+            ixora.lines().count(),
+            "seed {seed}: the runs differ in length:\n{linux}\n---\n{ixora}"
+        );
+    }
     drop(echo);
 }
 

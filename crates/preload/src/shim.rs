@@ -283,10 +283,20 @@ fn ring_was_filling(sk: Sock, before: u64, took: usize) -> bool {
     before.max(took as u64) > (sk.a.r.layout().ring as u64) / 4
 }
 
-/// Receive on an Ixora socket with recv(2) semantics.
+/// Receive on an Ixora socket with recv(2) semantics. `MSG_WAITALL`
+/// (blocking) goes on until the buffers are full, as Linux's
+/// `tcp_recvmsg`: it returns less only at end of file, an error, a signal
+/// or the receive timeout, and then what it got so far if anything (a
+/// peek waits until the ring holds it all). `MSG_OOB`: the stack keeps no
+/// urgent byte apart (the urgent pointer is ignored and the byte arrives
+/// in line, as with `SO_OOBINLINE`), so, as Linux says then, `EINVAL`.
 fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     if sk.dgram() {
         return do_recv_dgram(sk, bufs, flags, None).0;
+    }
+    if flags & libc::MSG_OOB != 0 {
+        count(sk.a, call("read"), true);
+        return fail(libc::EINVAL);
     }
     let peek = flags & libc::MSG_PEEK != 0;
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
@@ -294,27 +304,49 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     if want == 0 {
         return 0;
     }
+    let waitall = flags & libc::MSG_WAITALL != 0 && !dontwait;
     let mut user = true;
     let mut start = None; // when the call first waits
+    let mut got = 0; // what a MSG_WAITALL read took so far
+    let done = || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0 || !sk.live();
     loop {
         let before = sk.readable();
-        match sk.recv(bufs, peek) {
+        let r = if peek && waitall && (before as usize) < want && !done() {
+            Err(libc::EAGAIN) // (not all there yet)
+        } else if got == 0 {
+            sk.recv(bufs, peek)
+        } else {
+            sk.recv(&mut rest_of(bufs, got), peek)
+        };
+        match r {
             Ok(n) => {
                 if n > 0 && !peek && ring_was_filling(sk, before, n) && state::signal(sk.a, sk.s) {
                     user = false;
                 }
+                got += n;
+                if waitall && !peek && n > 0 && got < want {
+                    continue; // (the ring may hold more already)
+                }
                 count(sk.a, call("read"), user);
-                return n as ssize_t;
+                return got as ssize_t;
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let ready = &mut || {
-                    sk.readable() > 0
-                        || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0
-                        || !sk.live()
+                    let have = sk.readable() as usize;
+                    (if peek && waitall {
+                        have >= want
+                    } else {
+                        have > 0
+                    }) || done()
                 };
                 if let Err(r) = wait_ring(sk, false, &mut start, &mut user, ready) {
-                    return r;
+                    // (A timeout or a signal after some bytes: those.)
+                    return if got > 0 { got as ssize_t } else { r };
                 }
+            }
+            Err(_) if got > 0 => {
+                count(sk.a, call("read"), user);
+                return got as ssize_t;
             }
             Err(e) => {
                 count(sk.a, call("read"), user);
@@ -322,6 +354,49 @@ fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
             }
         }
     }
+}
+
+/// Whether a receive with `flags` on Ixora socket `sk` discards rather
+/// than copies: `MSG_TRUNC` (without `MSG_PEEK`) on TCP, where Linux's
+/// `tcp_recvmsg` drops the bytes it would have copied (the buffer may be
+/// null).
+fn discards(sk: Sock, flags: c_int) -> bool {
+    !sk.dgram() && flags & libc::MSG_TRUNC != 0 && flags & libc::MSG_PEEK == 0
+}
+
+/// Receive `n` bytes on TCP socket `sk` into nothing ([`discards`]): as
+/// a read of that many (blocking, `MSG_WAITALL`, end of file alike).
+/// Until 2026-11-29 a null buffer got `EFAULT` and any other one the
+/// bytes (`socket_ops.c`).
+fn discard(sk: Sock, n: size_t, flags: c_int) -> ssize_t {
+    let flags = flags & !libc::MSG_TRUNC;
+    let mut tmp = vec![0u8; n.min(sk.a.r.layout().ring as usize)];
+    let mut got = 0;
+    loop {
+        let want = (n - got).min(tmp.len());
+        let r = do_recv(sk, &mut [&mut tmp[..want]], flags);
+        if r <= 0 {
+            return if got > 0 { got as ssize_t } else { r };
+        }
+        got += r as usize;
+        if got == n || flags & libc::MSG_WAITALL == 0 {
+            return got as ssize_t;
+        }
+    }
+}
+
+/// What is left of `bufs` past their first `skip` bytes.
+fn rest_of<'a>(bufs: &'a mut [&mut [u8]], mut skip: usize) -> Vec<&'a mut [u8]> {
+    let mut out = Vec::with_capacity(bufs.len());
+    for b in bufs.iter_mut() {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        out.push(&mut b[skip..]);
+        skip = 0;
+    }
+    out
 }
 
 /// One datagram received: the result, the source ([`pack`]ed, or
@@ -2542,6 +2617,9 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
         // SAFETY: recv(2)'s contract: `buf` has `n` writable bytes.
         return unsafe { netlink_received(fd, buf, n, r, flags) }.0;
     };
+    if discards(sk, flags) {
+        return discard(sk, n, flags);
+    }
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
     }
@@ -2586,6 +2664,9 @@ pub unsafe extern "C" fn recvfrom(
         // SAFETY: recvfrom(2)'s contract: `buf` has `n` writable bytes.
         return unsafe { netlink_received(fd, buf, n, r, flags) }.0;
     };
+    if discards(sk, flags) {
+        return discard(sk, n, flags);
+    }
     if buf.is_null() && n > 0 {
         return fail(libc::EFAULT);
     }
@@ -4548,11 +4629,8 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         }
         libc::F_SETFL => {
             count(sk.a, call("fcntl"), true);
-            if arg as c_int & libc::O_NONBLOCK != 0 {
-                sk.e.flags.fetch_or(fl::NONBLOCK, Ordering::Relaxed);
-            } else {
-                sk.e.flags.fetch_and(!fl::NONBLOCK, Ordering::Relaxed);
-            }
+            // The open file description's flag: every duplicate's.
+            state::flag_socket(sk, fl::NONBLOCK, arg as c_int & libc::O_NONBLOCK != 0);
             0
         }
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
@@ -4666,11 +4744,7 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         libc::FIONBIO => {
             // SAFETY: FIONBIO's argument is a readable int pointer.
             let on = unsafe { *(arg as *const c_int) } != 0;
-            if on {
-                sk.e.flags.fetch_or(fl::NONBLOCK, Ordering::Relaxed);
-            } else {
-                sk.e.flags.fetch_and(!fl::NONBLOCK, Ordering::Relaxed);
-            }
+            state::flag_socket(sk, fl::NONBLOCK, on);
             0
         }
         _ => fail(libc::ENOTTY),
@@ -5123,6 +5197,11 @@ pub unsafe extern "C" fn getsockopt(
     let asks = (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO)
         && !sk.dgram()
         && matches!(sk.state(), st::ESTABLISHED | st::CLOSED);
+    // An option never set is answered by a new kernel socket (Linux's
+    // default), or for a connection's MSS by the service: system calls.
+    let asks = asks
+        || (!(answered_by_shim(level, name) || level == libc::IPPROTO_TCP && sk.dgram())
+            && sk.a.opt(sk.s, sk.gen(), (level, name)).is_none());
     count(sk.a, call("getsockopt"), !asks);
     if level == libc::IPPROTO_TCP && sk.dgram() {
         // A UDP socket has no TCP options (Linux: `do_ip_getsockopt`).
@@ -5190,6 +5269,31 @@ pub unsafe extern "C" fn getsockopt(
                 0
             }
             (libc::IPPROTO_TCP, libc::TCP_NODELAY) => put_int(val, len, 1 - b(fl::NAGLE)),
+            (libc::IPPROTO_TCP, libc::TCP_CONGESTION)
+                if sk.a.opt(sk.s, sk.gen(), (level, name)).is_none() =>
+            {
+                // The stack's (CUBIC), not the kernel's default.
+                if val.is_null() || len.is_null() {
+                    return fail(libc::EFAULT);
+                }
+                let cc = b"cubic\0";
+                let n = (*len as usize).min(cc.len());
+                std::ptr::copy_nonoverlapping(cc.as_ptr(), val as *mut u8, n);
+                *len = n as socklen_t;
+                0
+            }
+            (libc::IPPROTO_TCP, libc::TCP_MAXSEG)
+                if sk.a.opt(sk.s, sk.gen(), (level, name)).is_none()
+                    && sk.state() == st::ESTABLISHED =>
+            {
+                // A connection's: the MSS it sends with (Linux's
+                // `mss_cache`); before one, what was set or Linux's default.
+                let (r, tail) = state::request_tail(sk.a, Msg::new(op::INFO, sk.s, 0, 0));
+                match TcpInfo::decode(&tail) {
+                    Some(t) if r.a >= 0 && t.mss > 0 => put_int(val, len, c_int::from(t.mss)),
+                    _ => default_opt(sk, level, name, val, len),
+                }
+            }
             (libc::IPPROTO_TCP, libc::TCP_INFO) => {
                 if val.is_null() || len.is_null() {
                     return fail(libc::EFAULT);
@@ -5234,10 +5338,75 @@ pub unsafe extern "C" fn getsockopt(
                     *len = n as socklen_t;
                     0
                 }
-                _ => fail(libc::ENOPROTOOPT),
+                Some(_) => fail(libc::EFAULT),
+                // Never set: Linux's default, or its error for an option
+                // it does not know (until 2026-11-29 ENOPROTOOPT for
+                // every option the shim did not keep: TCP_KEEPIDLE,
+                // TCP_MAXSEG, IP_TTL, TCP_CONGESTION; `socket_ops.c`).
+                None => default_opt(sk, level, name, val, len),
             },
         }
     }
+}
+
+/// Whether `getsockopt` of option `(level, name)` on an Ixora socket is
+/// answered by the shim whatever was set (the arms of [`getsockopt`]
+/// before the options kept as set).
+fn answered_by_shim(level: c_int, name: c_int) -> bool {
+    matches!(
+        (level, name),
+        (
+            libc::SOL_SOCKET,
+            libc::SO_ERROR
+                | libc::SO_TYPE
+                | libc::SO_DOMAIN
+                | libc::SO_PROTOCOL
+                | libc::SO_ACCEPTCONN
+                | libc::SO_RCVBUF
+                | libc::SO_SNDBUF
+                | libc::SO_REUSEADDR
+                | libc::SO_REUSEPORT
+                | libc::SO_KEEPALIVE
+                | libc::SO_LINGER
+                | libc::SO_RCVTIMEO
+                | libc::SO_SNDTIMEO
+                | libc::SO_BINDTODEVICE
+                | libc::SO_RCVLOWAT
+                | libc::SO_SNDLOWAT
+        ) | (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)
+            | (
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY | libc::TCP_INFO | libc::TCP_CONGESTION
+            )
+    )
+}
+
+/// Linux's answer to `getsockopt` of an option no one set on Ixora
+/// socket `sk`: what a new kernel socket of its family and type says
+/// (`TCP_KEEPIDLE` 7200, `IP_TTL` 64), or its error for an option it does
+/// not have. Made and closed each time: no descriptor of the shim's lives
+/// on where the program could close or reuse it, and an option read back
+/// unset is rare.
+unsafe fn default_opt(
+    sk: Sock,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut socklen_t,
+) -> c_int {
+    let Ok(k) = scratch_socket(sk.e) else {
+        return fail(libc::ENOPROTOOPT);
+    };
+    // (getsockopt(2)'s contract on `val`/`len` is the caller's.)
+    let r = real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
+        k, level, name, val, len,
+    );
+    let e = errno();
+    crate::real::sys_close(k);
+    if r < 0 {
+        return fail(e);
+    }
+    r
 }
 
 /// The figures of the service's `INFO` reply in Linux's `tcp_info`
@@ -5320,6 +5489,14 @@ pub unsafe extern "C" fn setsockopt(
         }
         return real_set();
     }
+    if let Some(e) = refused_opt(level, name, len, val.is_null()) {
+        if k == kind::IXORA || e == libc::EINVAL || e == libc::EFAULT {
+            if let Some(sk) = state::sock(fd) {
+                count(sk.a, call("setsockopt"), true);
+            }
+            return fail(e);
+        }
+    }
     let int = || -> Option<c_int> {
         if val.is_null() || (len as usize) < 4 {
             return None;
@@ -5327,15 +5504,25 @@ pub unsafe extern "C" fn setsockopt(
         // SAFETY: setsockopt(2)'s contract: `len` readable bytes at `val`.
         Some(unsafe { std::ptr::read_unaligned(val as *const c_int) })
     };
+    // An option is the socket's: every duplicate of an Ixora socket's
+    // descriptor sees it (until 2026-11-29 only the one it was set on).
     let setf = |bit: u32, on: bool| {
-        if on {
-            e.flags.fetch_or(bit, Ordering::Relaxed)
-        } else {
-            e.flags.fetch_and(!bit, Ordering::Relaxed)
+        let was = e.flags.load(Ordering::Relaxed);
+        match state::sock(fd) {
+            Some(sk) => state::flag_socket(sk, bit, on),
+            None if on => {
+                e.flags.fetch_or(bit, Ordering::Relaxed);
+            }
+            None => {
+                e.flags.fetch_and(!bit, Ordering::Relaxed);
+            }
         }
+        was
     };
     // An option the stack acts on, for the service.
     let mut svc: Option<StackOpt> = None;
+    // The kernel was asked whether it takes the option.
+    let mut checked = false;
     match (level, name) {
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)
             if e.flags.load(Ordering::Relaxed) & fl::INET6 != 0 =>
@@ -5448,6 +5635,22 @@ pub unsafe extern "C" fn setsockopt(
                 svc = Some(StackOpt::Nagle(!on));
             }
         }
+        // Kept as set, any int (nginx's `tcp_nopush`, HAProxy's quick
+        // ACKs: on every connection, so no system call).
+        (libc::IPPROTO_TCP, libc::TCP_CORK | libc::TCP_QUICKACK) => {}
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => {}
+        _ if k == kind::IXORA => {
+            // Kept as set, after the kernel said it takes it: an option
+            // Linux does not have, or a value it refuses, fails as on
+            // Linux (until 2026-11-29 every one was kept: `socket_ops.c`).
+            if let Err(err) = kernel_takes_opt(e, level, name, val, len) {
+                if let Some(sk) = state::sock(fd) {
+                    count(sk.a, call("setsockopt"), false);
+                }
+                return fail(err);
+            }
+            checked = true;
+        }
         _ => {}
     }
     // The value as the program gave it (kept to be read back; no more
@@ -5490,8 +5693,113 @@ pub unsafe extern "C" fn setsockopt(
     if let Some(o) = svc {
         set_stack_opt(sk.a, sk.s, o);
     }
-    count(sk.a, call("setsockopt"), !mirrored);
+    count(sk.a, call("setsockopt"), !mirrored && !checked);
     0
+}
+
+/// A new kernel socket of the family and type of descriptor entry `e`
+/// (for the caller to ask and close), or the kernel's error.
+fn scratch_socket(e: &state::FdEntry) -> Result<c_int, c_int> {
+    let f = e.flags.load(Ordering::Relaxed);
+    let family = if f & fl::INET6 != 0 {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    let ty = if f & fl::DGRAM != 0 {
+        libc::SOCK_DGRAM
+    } else {
+        libc::SOCK_STREAM
+    };
+    // SAFETY: socket(2) has no memory arguments.
+    let k = unsafe {
+        crate::real::syscall_fn()(libc::SYS_socket, family, ty | libc::SOCK_CLOEXEC, 0) as c_int
+    };
+    if k < 0 {
+        Err(errno())
+    } else {
+        Ok(k)
+    }
+}
+
+/// Whether the kernel takes option `(level, name)` with the `len` bytes
+/// at `val` on a new socket of the family and type of descriptor entry
+/// `e` (made and closed here): `Err` with its error if not.
+fn kernel_takes_opt(
+    e: &state::FdEntry,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: socklen_t,
+) -> Result<(), c_int> {
+    let k = scratch_socket(e)?;
+    // (setsockopt(2)'s contract on `val` is the caller's.)
+    let r = real!(setsockopt: fn(c_int, c_int, c_int, *const c_void, socklen_t) -> c_int)(
+        k, level, name, val, len,
+    );
+    let err = errno();
+    crate::real::sys_close(k);
+    if r < 0 {
+        Err(err)
+    } else {
+        Ok(())
+    }
+}
+
+/// TCP options that take a string or a structure rather than an int
+/// (Linux's `do_tcp_setsockopt` reads them before it requires an int).
+const TCP_NOT_INT: [c_int; 8] = [
+    libc::TCP_CONGESTION,
+    libc::TCP_MD5SIG,
+    libc::TCP_ULP,
+    libc::TCP_MD5SIG_EXT,
+    libc::TCP_FASTOPEN_KEY,
+    38, // TCP_AO_ADD_KEY
+    39, // TCP_AO_DEL_KEY
+    40, // TCP_AO_INFO
+];
+
+/// The error `setsockopt` of `(level, name)` with `len` bytes gets before
+/// the shim keeps it, as Linux's: `EINVAL` for less than an int where
+/// Linux wants one (every socket-level option but `SO_BINDTODEVICE`, and
+/// TCP's but those of [`TCP_NOT_INT`]), `EFAULT` for no value; and, on an
+/// Ixora socket, `ENOPROTOOPT` for what the stack cannot do and whose
+/// absence a program must not mistake for success: kernel TLS (`TCP_ULP`,
+/// level `SOL_TLS`: OpenSSL would hand plaintext to a socket it believed
+/// encrypted), TCP-MD5 and TCP-AO signatures (a BGP session believed
+/// signed), `SO_ZEROCOPY` (completions that never come) and TCP repair.
+/// Until 2026-11-29 all of these were kept and succeeded (`socket_ops.c`).
+fn refused_opt(level: c_int, name: c_int, len: socklen_t, null: bool) -> Option<c_int> {
+    const SOL_TLS: c_int = 282;
+    let wants_int = match level {
+        libc::SOL_SOCKET => name != libc::SO_BINDTODEVICE,
+        libc::IPPROTO_TCP => !TCP_NOT_INT.contains(&name),
+        _ => false,
+    };
+    if wants_int && (len as usize) < std::mem::size_of::<c_int>() {
+        return Some(libc::EINVAL);
+    }
+    if null && len > 0 {
+        return Some(libc::EFAULT);
+    }
+    let unsupported = match level {
+        SOL_TLS => true,
+        libc::SOL_SOCKET => name == libc::SO_ZEROCOPY,
+        libc::IPPROTO_TCP => matches!(
+            name,
+            libc::TCP_ULP
+                | libc::TCP_MD5SIG
+                | libc::TCP_MD5SIG_EXT
+                | libc::TCP_REPAIR
+                | libc::TCP_REPAIR_QUEUE
+                | libc::TCP_QUEUE_SEQ
+                | libc::TCP_REPAIR_OPTIONS
+                | libc::TCP_REPAIR_WINDOW
+                | 38..=42 // TCP_AO_ADD_KEY .. TCP_AO_REPAIR
+        ),
+        _ => false,
+    };
+    unsupported.then_some(libc::ENOPROTOOPT)
 }
 
 /// An option the stack acts on.
@@ -5638,4 +5946,73 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
     // SAFETY: getpeername(2)'s contract.
     unsafe { put_sa(addr, len, remote, sk.inet6()) };
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a `MSG_WAITALL` read continues into: the buffers past what it
+    /// took, across their boundaries.
+    #[test]
+    fn rest_of_skips_whole_and_part_buffers() {
+        let (mut a, mut b, mut c) = ([0u8; 3], [0u8; 4], [0u8; 5]);
+        let mut bufs: [&mut [u8]; 3] = [&mut a, &mut b, &mut c];
+        let mut lens =
+            |skip| -> Vec<usize> { rest_of(&mut bufs, skip).iter().map(|x| x.len()).collect() };
+        assert_eq!(lens(0), [3, 4, 5]);
+        assert_eq!(lens(2), [1, 4, 5]);
+        assert_eq!(lens(3), [4, 5]);
+        assert_eq!(lens(8), [4]);
+        assert_eq!(lens(12), Vec::<usize>::new());
+    }
+
+    /// setsockopt's errors before an option is kept, as Linux's.
+    #[test]
+    fn options_too_short_or_beyond_the_stack_are_refused() {
+        let int = std::mem::size_of::<c_int>() as socklen_t;
+        // Less than an int where Linux wants one (`sk_setsockopt`,
+        // `do_tcp_setsockopt`): EINVAL; a name takes any length.
+        assert_eq!(
+            refused_opt(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1, false),
+            Some(libc::EINVAL)
+        );
+        assert_eq!(
+            refused_opt(libc::IPPROTO_TCP, libc::TCP_NODELAY, 2, false),
+            Some(libc::EINVAL)
+        );
+        assert_eq!(
+            refused_opt(libc::SOL_SOCKET, libc::SO_BINDTODEVICE, 2, false),
+            None
+        );
+        assert_eq!(
+            refused_opt(libc::IPPROTO_TCP, libc::TCP_CONGESTION, 4, false),
+            None
+        );
+        // IP-level options take a byte too (`do_ip_setsockopt`).
+        assert_eq!(refused_opt(libc::IPPROTO_IP, libc::IP_TOS, 1, false), None);
+        assert_eq!(
+            refused_opt(libc::SOL_SOCKET, libc::SO_KEEPALIVE, int, true),
+            Some(libc::EFAULT)
+        );
+        // What the stack cannot do: kernel TLS, signatures, zero copy.
+        for (level, name) in [
+            (libc::IPPROTO_TCP, libc::TCP_ULP),
+            (282, 1), // SOL_TLS, TLS_TX
+            (libc::IPPROTO_TCP, libc::TCP_MD5SIG),
+            (libc::IPPROTO_TCP, 38), // TCP_AO_ADD_KEY
+            (libc::SOL_SOCKET, libc::SO_ZEROCOPY),
+            (libc::IPPROTO_TCP, libc::TCP_REPAIR),
+        ] {
+            assert_eq!(
+                refused_opt(level, name, 64, false),
+                Some(libc::ENOPROTOOPT),
+                "{level} {name}"
+            );
+        }
+        assert_eq!(
+            refused_opt(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, int, false),
+            None
+        );
+    }
 }

@@ -2153,6 +2153,18 @@ impl Sock {
                 r |= libc::POLLERR;
             }
         }
+        // Shut for writing (by any descriptor of it): always writable (a
+        // write fails at once, EPIPE), and hung up once the other way is
+        // shut too, as Linux's `tcp_poll` (SHUTDOWN_MASK; until 2026-11-29
+        // no POLLHUP at end of file after shutdown(SHUT_WR): `socket_ops.c`).
+        let shut_wr = st == state::ESTABLISHED
+            && self.a.r.up_slot(self.s).req.load(Ordering::Acquire) & layout::req::SHUT_WR != 0;
+        if shut_wr {
+            r |= libc::POLLOUT;
+            if fl & flag::EOF != 0 || shut_rd {
+                r |= libc::POLLHUP;
+            }
+        }
         if st == state::ESTABLISHED && self.writable() > 0 {
             r |= libc::POLLOUT;
         }
