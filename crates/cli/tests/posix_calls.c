@@ -1890,6 +1890,45 @@ static void eof_after_data(const char *ip, int port, int exchanges) {
  * send runs the stack and says EAGAIN only past its 208 KiB send buffer:
  * at most a few EAGAINs (the service may be slow to wake), not the
  * burst's second half. The receiver drops what it has no room for. */
+/* A send Linux refuses for want of an address still binds the socket to
+ * a port (inet_autobind), and a UDP socket flag it has no use for is
+ * refused: the socket, addressed afterwards, is served on that one port
+ * at every address, the kernel's loopback too. (Until 2026-11-29 the
+ * shim gave the socket a port of Ixora's whose kernel side the kernel
+ * refused, having bound it already: loopback did not reach it, and a
+ * warning said so; MSG_OOB was ignored.) */
+static void udp_send_before_address(const char *self_ip, int port) {
+    int c = socket(AF_INET, SOCK_DGRAM, 0), a = socket(AF_INET, SOCK_DGRAM, 0);
+    int k = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    int rb = bind(a, (struct sockaddr *)&sa, sizeof sa);
+    errno = 0;
+    ssize_t n = send(c, "x", 1, 0);
+    int e1 = errno;
+    errno = 0;
+    ssize_t o = sendto(c, "o", 1, MSG_OOB, (struct sockaddr *)&sa, sizeof sa);
+    int e2 = errno;
+    ssize_t s = sendto(c, "late", 4, 0, (struct sockaddr *)&sa, sizeof sa);
+    struct sockaddr_in cs;
+    socklen_t cl = sizeof cs;
+    getsockname(c, (struct sockaddr *)&cs, &cl);
+    char buf[8];
+    ssize_t m = wait_for(a, POLLIN, 5000) & POLLIN ? recv(a, buf, sizeof buf, MSG_DONTWAIT) : -1;
+    struct sockaddr_in lo = {.sin_family = AF_INET, .sin_port = cs.sin_port};
+    inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
+    ssize_t l = sendto(k, "lo", 2, 0, (struct sockaddr *)&lo, sizeof lo);
+    ssize_t q = wait_for(c, POLLIN, 5000) & POLLIN ? recv(c, buf, sizeof buf, MSG_DONTWAIT) : -1;
+    check(rb == 0 && n == -1 && e1 == EDESTADDRREQ && o == -1 && e2 == EOPNOTSUPP && s == 4 &&
+              m == 4 && l == 2 && q == 2,
+          "udp_send_before_address",
+          "bind %d send %zd (errno %d) oob %zd (errno %d) sendto %zd got %zd loopback %zd got %zd",
+          rb, n, e1, o, e2, s, m, l, q);
+    close(c);
+    close(a);
+    close(k);
+}
+
 static void udp_nonblocking_burst(const char *self_ip) {
     int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -2553,6 +2592,7 @@ int main(int argc, char **argv) {
         errors_reported_once(argv[4], atoi(argv[3]) + 7);
         tcp_info_after_reset(argv[4]);
         udp_nonblocking_burst(argv[4]);
+        udp_send_before_address(argv[4], atoi(argv[3]) + 8);
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));

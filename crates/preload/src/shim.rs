@@ -768,6 +768,11 @@ fn kernel_side_send(sk: Sock, flags: c_int, mut send: impl FnMut(c_int) -> ssize
 
 /// Send one datagram on an Ixora UDP socket to `dst` (`None`: its peer).
 fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>) -> ssize_t {
+    if flags & libc::MSG_OOB != 0 {
+        // (UDP has no urgent data: Linux's `udp_sendmsg`.)
+        count(sk.a, call("write"), true);
+        return fail(libc::EOPNOTSUPP);
+    }
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let to = match dst {
         // (One only the kernel reaches went by the kernel side: see
@@ -1276,7 +1281,15 @@ fn listen_kernel_too(fd: c_int, sk: Sock, backlog: c_int) {
 /// the port), the socket serves Ixora's address alone and the program is
 /// told why on standard error.
 fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
-    let ok = kernel_bind_like(fd, sk) == 0
+    let mut bound = kernel_bind_like(fd, sk) == 0;
+    if !bound && errno() == libc::EINVAL && sk.dgram() {
+        // Bound already: Linux binds a UDP socket to a port of its own at
+        // any send, also one it refused for want of an address while the
+        // socket was undecided. A new kernel socket takes the socket's.
+        renew_kernel_socket(fd, sk);
+        bound = kernel_bind_like(fd, sk) == 0;
+    }
+    let ok = bound
         && match backlog {
             Some(b) => real!(listen: fn(c_int, c_int) -> c_int)(fd, b) == 0,
             // (A dual-stack socket's kernel side hands the kernel's own
@@ -1716,23 +1729,17 @@ fn drop_kernel_side(fd: c_int, sk: Sock) {
         kernel_epoll_del(epfd, fd);
         true
     });
+    renew_kernel_socket(fd, sk);
+    state::flag_socket(sk, fl::KSIDE | fl::NEXT_KERNEL | fl::NEXT_IXORA, false);
+}
+
+/// Put a new unbound kernel socket of Ixora socket `sk`'s family and type
+/// (a dual-stack one stays AF_INET6) under its descriptor `fd`, as
+/// close-on-exec as the old one; the old one closes unless a `fork`
+/// child holds it.
+fn renew_kernel_socket(fd: c_int, sk: Sock) {
     let fdflags = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFD);
-    // SAFETY: socket(2) has no memory arguments.
-    // (Of the socket's own family: a dual-stack one stays AF_INET6.)
-    let family = if sk.inet6() {
-        libc::AF_INET6
-    } else {
-        libc::AF_INET
-    };
-    let fresh = unsafe {
-        crate::real::syscall_fn()(
-            libc::SYS_socket,
-            family,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-        )
-    } as c_int;
-    if fresh >= 0 {
+    if let Ok(fresh) = scratch_socket(sk.e) {
         let cloexec = if fdflags >= 0 && fdflags & libc::FD_CLOEXEC == 0 {
             0
         } else {
@@ -1741,7 +1748,6 @@ fn drop_kernel_side(fd: c_int, sk: Sock) {
         crate::real::sys_dup3(fresh, fd, cloexec);
         crate::real::sys_close(fresh);
     }
-    state::flag_socket(sk, fl::KSIDE | fl::NEXT_KERNEL | fl::NEXT_IXORA, false);
 }
 
 /// connect(2).
