@@ -2392,12 +2392,14 @@ fn posix_calls_behave_as_on_linux() {
 /// Random sequences of socket calls on one connection (tests/socket_ops.c:
 /// reads and writes by every call, peeks, poll/select/epoll, flags,
 /// options valid and not, duplicates and their closes, the half-close and
-/// end of file), the same seeds on the Linux stack and under `ixora run`:
-/// the two must print the same results, call for call.
+/// end of file) and on one UDP socket (datagrams to an echo, received
+/// into short buffers, peeked, connected and not), the same seeds on the
+/// Linux stack and under `ixora run`: the two must print the same
+/// results, call for call.
 /// `IXORA_SOCKET_OPS_SEEDS=N` runs N seeds (default 6) for a longer hunt.
 #[test]
 fn random_socket_call_sequences_give_what_linux_gives() {
-    if !need(&["cc", "socat"]) {
+    if !need(&["cc", "socat", "python3"]) {
         return;
     }
     let _g = serial();
@@ -2411,8 +2413,35 @@ fn random_socket_call_sequences_give_what_linux_gives() {
     echo_cmd.args(["TCP-LISTEN:7020,fork,reuseaddr", "EXEC:cat"]);
     let mut echo = Proc::spawn(echo_cmd, "echo");
     net.wait_listen(&mut echo, "198.18.9.1:7020");
-    let run = |mut cmd: Command, ip: &str, seed: u64| {
-        cmd.args([&exe, ip, "7020", &seed.to_string(), "300"]);
+    // The datagram echo: each one back to its source, in order.
+    let mut udp_cmd = net.lx.command("python3");
+    udp_cmd.args([
+        "-c",
+        "import socket\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.bind(('0.0.0.0', 7021))\n\
+         s.settimeout(600)\n\
+         while True:\n    d, a = s.recvfrom(65536)\n    s.sendto(d, a)\n",
+    ]);
+    let _udp_echo = Proc::spawn(udp_cmd, "udp echo");
+    net.lx.run(|| {
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        u.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let t = Instant::now();
+        while u.send_to(b"up?", "127.0.0.1:7021").is_err() || u.recv(&mut [0; 8]).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "the UDP echo never answered"
+            );
+        }
+    });
+    let run = |mut cmd: Command, ip: &str, seed: u64, udp: bool| {
+        let port = if udp { "7021" } else { "7020" };
+        cmd.args([&exe, ip, port, &seed.to_string(), "300"]);
+        if udp {
+            cmd.arg("udp");
+        }
         let out = cmd.output().expect("run socket_ops");
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
@@ -2422,27 +2451,28 @@ fn random_socket_call_sequences_give_what_linux_gives() {
         );
         text
     };
-    for seed in 1..=seeds {
+    for (seed, udp) in (1..=seeds).flat_map(|s| [(s, false), (s, true)]) {
+        let seed_mode = format!("{seed} ({})", if udp { "udp" } else { "tcp" });
         let mut k = net.lx.command("timeout");
         k.arg("120");
-        let linux = run(k, "127.0.0.1", seed);
+        let linux = run(k, "127.0.0.1", seed, udp);
         let mut i = net.ix.command("timeout");
         i.args(["120", BIN, "run", "--socket", &net.socket, "--"]);
-        let ixora = run(i, "198.18.9.1", seed);
+        let ixora = run(i, "198.18.9.1", seed, udp);
         assert!(
-            !linux.contains("CORRUPT"),
-            "seed {seed}: Linux's own run is not clean:\n{linux}"
+            !linux.contains("CORRUPT") && !linux.contains("first_ok 0"),
+            "seed {seed_mode}: Linux's own run is not clean:\n{linux}"
         );
         if let Some((l, x)) = linux.lines().zip(ixora.lines()).find(|(l, x)| l != x) {
             panic!(
-                "seed {seed}: Ixora differs from Linux first at\n  Linux: {l}\n  Ixora: {x}\n\
+                "seed {seed_mode}: Ixora differs from Linux first at\n  Linux: {l}\n  Ixora: {x}\n\
                  Linux's run:\n{linux}\nIxora's run:\n{ixora}"
             );
         }
         assert_eq!(
             linux.lines().count(),
             ixora.lines().count(),
-            "seed {seed}: the runs differ in length:\n{linux}\n---\n{ixora}"
+            "seed {seed_mode}: the runs differ in length:\n{linux}\n---\n{ixora}"
         );
     }
     drop(echo);

@@ -2594,7 +2594,19 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
     }
     // SAFETY: read(2)'s contract: `buf` has `n` writable bytes.
     let b = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, n) };
-    do_recv(sk, &mut [b], 0)
+    do_read(sk, &mut [b])
+}
+
+/// read(2) and readv(2) on an Ixora socket: as `recv` without flags, but
+/// a read of nothing returns 0 at once and takes nothing — a waiting
+/// datagram stays, as Linux's `sock_read_iter` leaves it (a `recv` of
+/// nothing takes it; until 2026-11-29 a read did too: `socket_ops.c`).
+fn do_read(sk: Sock, bufs: &mut [&mut [u8]]) -> ssize_t {
+    if bufs.iter().all(|b| b.is_empty()) {
+        count(sk.a, call("read"), true);
+        return 0;
+    }
+    do_recv(sk, bufs, 0)
 }
 
 /// __read_chk (glibc fortify).
@@ -2736,7 +2748,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
     };
     // SAFETY: readv(2)'s contract.
     let mut v = unsafe { iovs(iov, n) };
-    do_recv(sk, &mut v, 0)
+    do_read(sk, &mut v)
 }
 
 /// recvmsg(2).
@@ -5338,6 +5350,10 @@ pub unsafe extern "C" fn getsockopt(
                 }
                 _ => None,
             }) {
+                // (Linux reads a flag back as 0 or 1, whatever was set.)
+                Some(v) if flag_opt(level, name) && !val.is_null() && !len.is_null() => {
+                    put_int(val, len, c_int::from(v.iter().any(|&b| b != 0)))
+                }
                 Some(v) if !val.is_null() && !len.is_null() => {
                     let n = (*len as usize).min(v.len());
                     std::ptr::copy_nonoverlapping(v.as_ptr(), val as *mut u8, n);
@@ -5385,6 +5401,36 @@ fn answered_by_shim(level: c_int, name: c_int) -> bool {
                 libc::TCP_NODELAY | libc::TCP_INFO | libc::TCP_CONGESTION
             )
     )
+}
+
+/// Options Linux keeps as a flag and reads back as 0 or 1 whatever int
+/// was set (`sock_valbool_flag`, the `inet` flag bits): kept as set here,
+/// so read back so (until 2026-11-29 as set: `SO_BROADCAST` 2 read 2).
+fn flag_opt(level: c_int, name: c_int) -> bool {
+    match level {
+        libc::SOL_SOCKET => matches!(
+            name,
+            libc::SO_BROADCAST
+                | libc::SO_DONTROUTE
+                | libc::SO_OOBINLINE
+                | libc::SO_PASSCRED
+                | libc::SO_DEBUG
+                | libc::SO_TIMESTAMP
+                | libc::SO_TIMESTAMPNS
+        ),
+        libc::IPPROTO_TCP => name == libc::TCP_CORK,
+        libc::IPPROTO_IP => matches!(
+            name,
+            libc::IP_PKTINFO
+                | libc::IP_RECVTTL
+                | libc::IP_RECVTOS
+                | libc::IP_FREEBIND
+                | libc::IP_TRANSPARENT
+                | libc::IP_RECVERR
+        ),
+        libc::IPPROTO_IPV6 => name == libc::IPV6_RECVPKTINFO,
+        _ => false,
+    }
 }
 
 /// Linux's answer to `getsockopt` of an option no one set on Ixora
