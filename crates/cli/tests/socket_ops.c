@@ -625,7 +625,6 @@ static void u_recv(void) {
     /* (A read of nothing takes nothing; a recv of nothing takes it.) */
     if (r >= 0 && !peek && !(k == 2 && cap == 0))
         u_pop();
-    (void)want;
 }
 
 static void u_misc(void) {
