@@ -123,6 +123,19 @@ static void wait_for(short ev) {
     }
 }
 
+/* After a call that moved `r` bytes: 1 if it would have blocked (the
+ * readiness `ev` is waited for, and the caller tries again), 0 if it
+ * moved some; anything else ends the program. */
+static int again(ssize_t r, short ev, const char *what) {
+    if (r < 0 && errno == EAGAIN) {
+        wait_for(ev);
+        return 1;
+    }
+    if (r <= 0)
+        die(what);
+    return 0;
+}
+
 static void op_write(void) {
     /* At most 48 KiB outstanding: the echo's path holds that much without
      * a reader, so a blocking write never waits for our reads. */
@@ -161,12 +174,8 @@ static void op_write(void) {
         case 3: r = writev(fd(), iov, niov); break;
         default: r = sendmsg(fd(), &m, 0); break;
         }
-        if (r < 0 && errno == EAGAIN) {
-            wait_for(POLLOUT);
+        if (again(r, POLLOUT, how[k]))
             continue;
-        }
-        if (r <= 0)
-            die(how[k]);
         off += (size_t)r;
     }
     sent += n;
@@ -201,12 +210,8 @@ static void op_read(void) {
         case 4: r = readv(fd(), iov, 2); break;
         default: r = recvmsg(fd(), &m, 0); break;
         }
-        if (r < 0 && errno == EAGAIN) {
-            wait_for(POLLIN);
+        if (again(r, POLLIN, how[k]))
             continue;
-        }
-        if (r <= 0)
-            die(how[k]);
         if (k == 2 && !nonblocking() && (size_t)r != len) {
             say("recv_waitall short %zd of %zu", r, len);
         }
@@ -393,12 +398,8 @@ static void op_discard(void) {
     size_t n = 1 + rnd(out < 20000 ? (unsigned)out : 20000), off = 0;
     while (off < n) {
         ssize_t r = recv(fd(), NULL, n - off, MSG_TRUNC | MSG_WAITALL);
-        if (r < 0 && errno == EAGAIN) {
-            wait_for(POLLIN);
+        if (again(r, POLLIN, "recv MSG_TRUNC"))
             continue;
-        }
-        if (r <= 0)
-            die("recv MSG_TRUNC");
         off += (size_t)r;
     }
     got += n;

@@ -5215,11 +5215,15 @@ pub unsafe extern "C" fn getsockopt(
     let asks = (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO)
         && !sk.dgram()
         && matches!(sk.state(), st::ESTABLISHED | st::CLOSED);
+    // What the program set (kept as it was set), if anything.
+    let kept = sk.a.opt(sk.s, sk.gen(), (level, name));
     // An option never set is answered by a new kernel socket (Linux's
     // default), or for a connection's MSS by the service: system calls.
     let asks = asks
-        || (!(answered_by_shim(level, name) || level == libc::IPPROTO_TCP && sk.dgram())
-            && sk.a.opt(sk.s, sk.gen(), (level, name)).is_none());
+        || (kept.is_none()
+            && !answered_by_shim(level, name)
+            && shim_default((level, name)).is_none()
+            && !(level == libc::IPPROTO_TCP && sk.dgram()));
     count(sk.a, call("getsockopt"), !asks);
     if level == libc::IPPROTO_TCP && sk.dgram() {
         // A UDP socket has no TCP options (Linux: `do_ip_getsockopt`).
@@ -5287,22 +5291,8 @@ pub unsafe extern "C" fn getsockopt(
                 0
             }
             (libc::IPPROTO_TCP, libc::TCP_NODELAY) => put_int(val, len, 1 - b(fl::NAGLE)),
-            (libc::IPPROTO_TCP, libc::TCP_CONGESTION)
-                if sk.a.opt(sk.s, sk.gen(), (level, name)).is_none() =>
-            {
-                // The stack's (CUBIC), not the kernel's default.
-                if val.is_null() || len.is_null() {
-                    return fail(libc::EFAULT);
-                }
-                let cc = b"cubic\0";
-                let n = (*len as usize).min(cc.len());
-                std::ptr::copy_nonoverlapping(cc.as_ptr(), val as *mut u8, n);
-                *len = n as socklen_t;
-                0
-            }
             (libc::IPPROTO_TCP, libc::TCP_MAXSEG)
-                if sk.a.opt(sk.s, sk.gen(), (level, name)).is_none()
-                    && sk.state() == st::ESTABLISHED =>
+                if kept.is_none() && sk.state() == st::ESTABLISHED =>
             {
                 // A connection's: the MSS it sends with (Linux's
                 // `mss_cache`); before one, what was set or Linux's default.
@@ -5335,21 +5325,9 @@ pub unsafe extern "C" fn getsockopt(
                 *len = n as socklen_t;
                 0
             }
-            // Anything else the program set is read back as it was set
-            // (timeouts never set read as zero, no timeout, as on Linux;
-            // a device never bound to reads as none, sshd's VRF lookup).
-            key => match sk.a.opt(sk.s, sk.gen(), key).or_else(|| match key {
-                (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => {
-                    Some(vec![0u8; std::mem::size_of::<libc::timeval>()])
-                }
-                (libc::SOL_SOCKET, libc::SO_BINDTODEVICE) => Some(Vec::new()),
-                // Linux's defaults (gRPC reads SO_RCVLOWAT on every
-                // connection, and logged ENOPROTOOPT).
-                (libc::SOL_SOCKET, libc::SO_RCVLOWAT | libc::SO_SNDLOWAT) => {
-                    Some(1i32.to_ne_bytes().to_vec())
-                }
-                _ => None,
-            }) {
+            // Anything else the program set is read back as it was set;
+            // never set, a default ([`shim_default`], [`default_opt`]).
+            key => match kept.or_else(|| shim_default(key)) {
                 // (Linux reads a flag back as 0 or 1, whatever was set.)
                 Some(v) if flag_opt(level, name) && !val.is_null() && !len.is_null() => {
                     put_int(val, len, c_int::from(v.iter().any(|&b| b != 0)))
@@ -5390,17 +5368,33 @@ fn answered_by_shim(level: c_int, name: c_int) -> bool {
                 | libc::SO_REUSEPORT
                 | libc::SO_KEEPALIVE
                 | libc::SO_LINGER
-                | libc::SO_RCVTIMEO
-                | libc::SO_SNDTIMEO
-                | libc::SO_BINDTODEVICE
-                | libc::SO_RCVLOWAT
-                | libc::SO_SNDLOWAT
         ) | (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)
-            | (
-                libc::IPPROTO_TCP,
-                libc::TCP_NODELAY | libc::TCP_INFO | libc::TCP_CONGESTION
-            )
+            | (libc::IPPROTO_TCP, libc::TCP_NODELAY | libc::TCP_INFO)
     )
+}
+
+/// An option never set that the shim answers itself: timeouts read 0
+/// (none), a device never bound reads as none (sshd's VRF lookup), the
+/// low-water marks 1 (gRPC reads `SO_RCVLOWAT` on every connection, and
+/// logged ENOPROTOOPT), and `TCP_CONGESTION` the stack's own, CUBIC, not
+/// the kernel's default. Others go to [`default_opt`].
+fn shim_default(key: (c_int, c_int)) -> Option<Vec<u8>> {
+    match key {
+        (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => {
+            Some(vec![0u8; std::mem::size_of::<libc::timeval>()])
+        }
+        (libc::SOL_SOCKET, libc::SO_BINDTODEVICE) => Some(Vec::new()),
+        (libc::SOL_SOCKET, libc::SO_RCVLOWAT | libc::SO_SNDLOWAT) => {
+            Some(1i32.to_ne_bytes().to_vec())
+        }
+        // (Linux's name buffer: TCP_CA_NAME_MAX bytes, zero-padded.)
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
+            let mut name = b"cubic".to_vec();
+            name.resize(16, 0);
+            Some(name)
+        }
+        _ => None,
+    }
 }
 
 /// Options Linux keeps as a flag and reads back as 0 or 1 whatever int
