@@ -1929,6 +1929,75 @@ static void udp_send_before_address(const char *self_ip, int port) {
     close(k);
 }
 
+/* Duplicates made before a socket is decided (before its bind, connect
+ * or first send) name the same socket: an option and O_NONBLOCK set
+ * through one hold for all, and once one connects or sends, every one is
+ * connected, or bound, on one port. (Until 2026-11-29, under `ixora run`
+ * a duplicate made before stayed the kernel's unconnected socket: a send
+ * through it failed, and O_NONBLOCK set through it left the connect
+ * blocking; a datagram through the UDP duplicate was refused.) */
+static void undecided_duplicates(const char *echo_ip, int echo_port, const char *self_ip,
+                                 int port) {
+    struct sockaddr_in ea = {.sin_family = AF_INET, .sin_port = htons(echo_port)};
+    inet_pton(AF_INET, echo_ip, &ea.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int d = dup(s), d2 = fcntl(s, F_DUPFD_CLOEXEC, 0);
+    int one = 1, ka = 0;
+    socklen_t kl = sizeof ka;
+    int r = setsockopt(d, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    r |= fcntl(d2, F_SETFL, O_NONBLOCK);
+    errno = 0;
+    int c = connect(s, (struct sockaddr *)&ea, sizeof ea);
+    int ce = errno;
+    short w = wait_for(d, POLLOUT, 5000);
+    ssize_t n = send(d, "dup", 3, MSG_NOSIGNAL);
+    char buf[8] = {0};
+    ssize_t m = wait_for(d2, POLLIN, 5000) & POLLIN ? recv(d2, buf, sizeof buf, 0) : -1;
+    r |= getsockopt(d2, SOL_SOCKET, SO_KEEPALIVE, &ka, &kl);
+    struct sockaddr_in p1 = {0}, p2 = {0};
+    socklen_t l1 = sizeof p1, l2 = sizeof p2;
+    r |= getpeername(d, (struct sockaddr *)&p1, &l1) | getpeername(d2, (struct sockaddr *)&p2, &l2);
+    int fl = fcntl(s, F_GETFL), cx1 = fcntl(d, F_GETFD), cx2 = fcntl(d2, F_GETFD);
+    check(r == 0 && c == -1 && ce == EINPROGRESS && (w & POLLOUT) && n == 3 && m == 3 &&
+              memcmp(buf, "dup", 3) == 0 && ka == 1 && p1.sin_port == ea.sin_port &&
+              p2.sin_port == ea.sin_port && (fl & O_NONBLOCK) && cx1 == 0 && cx2 == FD_CLOEXEC,
+          "undecided_duplicates tcp",
+          "r %d connect %d (errno %d) poll %#x send %zd echo %zd keepalive %d peers %d %d "
+          "flags %#x cloexec %d %d",
+          r, c, ce, w, n, m, ka, ntohs(p1.sin_port), ntohs(p2.sin_port), fl, cx1, cx2);
+    close(s);
+    close(d);
+    close(d2);
+
+    int rx = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    r = bind(rx, (struct sockaddr *)&sa, sizeof sa);
+    int u = socket(AF_INET, SOCK_DGRAM, 0), du = dup(u);
+    ssize_t s1 = sendto(u, "a", 1, 0, (struct sockaddr *)&sa, sizeof sa);
+    errno = 0;
+    ssize_t s2 = sendto(du, "b", 1, 0, (struct sockaddr *)&sa, sizeof sa);
+    int se = errno;
+    struct sockaddr_in from[2] = {{0}}, mine = {0};
+    socklen_t ml = sizeof mine;
+    r |= getsockname(du, (struct sockaddr *)&mine, &ml);
+    int got = 0;
+    while (got < 2 && wait_for(rx, POLLIN, 5000) & POLLIN) {
+        socklen_t fl2 = sizeof from[got];
+        if (recvfrom(rx, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from[got], &fl2) != 1)
+            break;
+        got++;
+    }
+    check(r == 0 && s1 == 1 && s2 == 1 && got == 2 && from[0].sin_port == mine.sin_port &&
+              from[1].sin_port == mine.sin_port,
+          "undecided_duplicates udp", "r %d sent %zd %zd (errno %d) got %d from %d %d, bound %d",
+          r, s1, s2, se, got, ntohs(from[0].sin_port), ntohs(from[1].sin_port),
+          ntohs(mine.sin_port));
+    close(u);
+    close(du);
+    close(rx);
+}
+
 static void udp_nonblocking_burst(const char *self_ip) {
     int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -2593,6 +2662,7 @@ int main(int argc, char **argv) {
         tcp_info_after_reset(argv[4]);
         udp_nonblocking_burst(argv[4]);
         udp_send_before_address(argv[4], atoi(argv[3]) + 8);
+        undecided_duplicates(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 9);
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));

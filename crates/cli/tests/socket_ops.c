@@ -717,13 +717,7 @@ static int main_udp(int ops) {
         case 6: op_flags(); break;
         case 7: if (u_out == 0) op_ready(); break;
         case 8: u_misc(); break;
-        default:
-            /* (Duplicates of a socket that has sent: one made while it was
-             * undecided stays the kernel's, a gap of the shim's,
-             * docs/ARCHITECTURE.md.) */
-            if (u_seq > 0)
-                op_dup();
-            break;
+        default: op_dup(); break;
         }
     }
     while (u_out)

@@ -509,15 +509,6 @@ to_c!(execle, ixora_c_execle);
 /// and flags.
 const SPAWN_VAR: &str = "IXORA_SPAWN";
 
-/// The inode of open descriptor `fd` if it is a socket.
-fn socket_inode(fd: c_int) -> Option<u64> {
-    // SAFETY: stat is plain old data; fstat(2) writes it or fails.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `st` is a valid, writable stat buffer.
-    let r = unsafe { libc::fstat(fd, &mut st) };
-    (r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(st.st_ino)
-}
-
 /// A spawn that offers Ixora sockets to its child: the environment to
 /// give it, and our copy of its control connection.
 struct Offer {
@@ -545,7 +536,7 @@ fn prepare_spawn(envp: *const *const c_char) -> Option<Offer> {
     fds.dedup_by_key(|f| f.1);
     let offers: Vec<(u64, u32, u32, u32)> = fds
         .into_iter()
-        .filter_map(|(fd, s, gen, flags)| Some((socket_inode(fd)?, s, gen, flags)))
+        .filter_map(|(fd, s, gen, flags)| Some((state::socket_inode(fd)?, s, gen, flags)))
         .collect();
     if offers.is_empty() {
         return None;
@@ -572,7 +563,7 @@ fn prepare_spawn(envp: *const *const c_char) -> Option<Offer> {
     }
     let slots: Vec<u32> = offers.iter().map(|o| o.1).collect();
     let (ctl, row) = state::offer(a, &slots)?;
-    let ctl_ino = socket_inode(ctl);
+    let ctl_ino = state::socket_inode(ctl);
     let var = format!(
         "{SPAWN_VAR}={ctl}:{}:{row}:{}:{list}",
         ctl_ino.unwrap_or(0),
@@ -662,7 +653,7 @@ pub fn adopt_spawned() {
     };
     // The spawn's file actions may have closed the connection, or put
     // another descriptor at its number.
-    if socket_inode(o.ctl) != Some(o.ctl_ino)
+    if state::socket_inode(o.ctl) != Some(o.ctl_ino)
         || int_opt(o.ctl, libc::SO_DOMAIN) != Some(libc::AF_UNIX)
     {
         return say("its control connection was not passed on");
@@ -681,7 +672,7 @@ pub fn adopt_spawned() {
             if fd == o.ctl {
                 continue;
             }
-            let Some(ino) = socket_inode(fd) else {
+            let Some(ino) = state::socket_inode(fd) else {
                 continue;
             };
             if let Some(&(_, s, gen, flags)) = o.socks.iter().find(|x| x.0 == ino) {

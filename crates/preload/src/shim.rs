@@ -875,15 +875,11 @@ unsafe fn dgram_first_send(fd: c_int, addr: *const sockaddr, alen: socklen_t) ->
         // The kernel's: it binds the socket at this send, and the
         // replies come to that kernel port — the socket stays the
         // kernel's from now on.
-        if let Some(e) = state::entry(fd) {
-            e.kind.store(kind::NONE, Ordering::Release);
-        }
+        state::decide_kernel(fd);
         return None;
     }
     become_ixora(fd, a, (op::BIND, pack(0, 0) as i64, 0)).ok()?;
-    if let Some(e) = state::entry(fd) {
-        e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
-    }
+    state::flag_socket(state::sock(fd)?, fl::BOUND_ANY, true);
     // Bound to any address, as Linux binds it at its first send: the
     // kernel's own addresses (127.0.0.1) reach it, and it them, through
     // its kernel side, as a socket bound to any address explicitly.
@@ -1046,6 +1042,16 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     state::take_pending(fd, Some((a, s, gen)));
     if let Some(sk) = state::sock(fd) {
         state::adopt_undecided(fd, sk, &mut |epfd| kernel_epoll_del(epfd, fd));
+        // Its duplicates name the same socket: Ixora's too (until
+        // 2026-11-29 they stayed the kernel's unconnected socket).
+        for d in state::undecided_dups(fd, true) {
+            let cloexec = state::entry(d)
+                .and_then(|e| fl::cloexec_of(e.flags.load(Ordering::Relaxed)))
+                .unwrap_or(false);
+            dup_into(sk, d, cloexec);
+            state::take_pending(d, None);
+            state::adopt_undecided(d, sk, &mut |epfd| kernel_epoll_del(epfd, d));
+        }
     }
     Ok(spare.is_none())
 }
@@ -1161,9 +1167,7 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         return real_bind();
     };
     if ip != 0 && ip != a.ip {
-        if let Some(e) = state::entry(fd) {
-            e.kind.store(kind::NONE, Ordering::Release);
-        }
+        state::decide_kernel(fd);
         return real_bind();
     }
     count(a, call("bind"), false);
@@ -1180,8 +1184,8 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     match become_ixora(fd, a, (op::BIND, pack(ip, port) as i64, share_bits)) {
         Ok(_) => {
             if ip == 0 {
-                if let Some(e) = state::entry(fd) {
-                    e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
+                if let Some(sk) = state::sock(fd) {
+                    state::flag_socket(sk, fl::BOUND_ANY, true);
                 }
                 // A UDP socket on any address receives at the kernel's
                 // own addresses too (a TCP socket does once it listens).
@@ -1243,7 +1247,7 @@ pub extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
     if r.a < 0 {
         return fail(-r.a as c_int);
     }
-    sk.e.flags.fetch_or(fl::LISTENING, Ordering::Relaxed);
+    state::flag_socket(sk, fl::LISTENING, true);
     listen_kernel_too(fd, sk, b);
     0
 }
@@ -1361,8 +1365,8 @@ fn auto_bind(fd: c_int) {
     let Some(a) = state::attach() else { return };
     let reuseport = flags & fl::REUSEPORT != 0;
     let bound = become_ixora(fd, a, (op::BIND, pack(0, 0) as i64, u64::from(reuseport)));
-    if bound.is_ok() {
-        e.flags.fetch_or(fl::BOUND_ANY, Ordering::Relaxed);
+    if let (Ok(_), Some(sk)) = (bound, state::sock(fd)) {
+        state::flag_socket(sk, fl::BOUND_ANY, true);
     }
 }
 
@@ -1817,9 +1821,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     // 0.0.0.0 (or `::`) means this host's kernel. Ixora's own address is
     // Ixora's: the service loops the connection inside its stack.
     if !reaches(a, ip) || ip == 0 {
-        if let Some(e) = state::entry(fd) {
-            e.kind.store(kind::NONE, Ordering::Release);
-        }
+        state::decide_kernel(fd);
         return real_connect();
     }
     if port == 0
@@ -4506,6 +4508,15 @@ fn dup_into(sk: Sock, nfd: c_int, cloexec: bool) {
     );
 }
 
+/// `nfd` (if a descriptor) was made a duplicate of `fd`: if `fd` is an
+/// undecided socket, `nfd` is the same undecided socket, and goes where
+/// the socket is decided (see [`state::dup_undecided`]).
+fn dup_if_undecided(fd: c_int, nfd: c_int, cloexec: bool) {
+    if nfd >= 0 && state::kind_of(fd) == kind::MAYBE {
+        state::dup_undecided(fd, nfd, cloexec);
+    }
+}
+
 /// Before `newfd` is replaced by dup2/dup3: drop its Ixora socket.
 fn displace(newfd: c_int) {
     if let Some(sk) = state::sock(newfd) {
@@ -4531,7 +4542,10 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
             dup_into(sk, nfd, false);
             count(sk.a, call("dup"), false);
         }
-        _ => state::passthrough(),
+        _ => {
+            dup_if_undecided(fd, nfd, false);
+            state::passthrough();
+        }
     }
     nfd
 }
@@ -4557,6 +4571,8 @@ pub extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
         if let Some(sk) = state::sock(fd) {
             dup_into(sk, r, false);
             count(sk.a, call("dup"), false);
+        } else {
+            dup_if_undecided(fd, r, false);
         }
     }
     r
@@ -4581,6 +4597,8 @@ pub extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
         }
         if let Some(sk) = state::sock(fd) {
             dup_into(sk, r, flags & libc::O_CLOEXEC != 0);
+        } else {
+            dup_if_undecided(fd, r, flags & libc::O_CLOEXEC != 0);
         }
     }
     r
@@ -4593,18 +4611,15 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     let real_fcntl = || real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, cmd, arg);
     let k = state::kind_of(fd);
     if k == kind::MAYBE && cmd == libc::F_SETFL {
-        if let Some(e) = state::entry(fd) {
-            if arg as c_int & libc::O_NONBLOCK != 0 {
-                e.flags.fetch_or(fl::NONBLOCK, Ordering::Relaxed);
-            } else {
-                e.flags.fetch_and(!fl::NONBLOCK, Ordering::Relaxed);
-            }
-        }
+        state::flag_undecided(fd, fl::NONBLOCK, arg as c_int & libc::O_NONBLOCK != 0);
     }
     let Some(sk) = state::sock(fd) else {
         let r = kernel_fd(fd, real_fcntl);
         if r == 0 && cmd == libc::F_SETFD && k == kind::MAYBE {
             state::note_cloexec(fd, arg as c_int & libc::FD_CLOEXEC != 0);
+        }
+        if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
+            dup_if_undecided(fd, r, cmd == libc::F_DUPFD_CLOEXEC);
         }
         return r;
     };
@@ -4681,15 +4696,9 @@ pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     let Some(sk) = state::sock(fd) else {
         if state::kind_of(fd) == kind::MAYBE && req == libc::FIONBIO && arg != 0 {
-            if let Some(e) = state::entry(fd) {
-                // SAFETY: FIONBIO's argument is a readable int pointer.
-                let on = unsafe { *(arg as *const c_int) } != 0;
-                if on {
-                    e.flags.fetch_or(fl::NONBLOCK, Ordering::Relaxed);
-                } else {
-                    e.flags.fetch_and(!fl::NONBLOCK, Ordering::Relaxed);
-                }
-            }
+            // SAFETY: FIONBIO's argument is a readable int pointer.
+            let on = unsafe { *(arg as *const c_int) } != 0;
+            state::flag_undecided(fd, fl::NONBLOCK, on);
         }
         let real_ioctl = || real!(ioctl: fn(c_int, c_ulong; ...) -> c_int)(fd, req, arg);
         let r = if is_iface_ioctl(req) && !state::pooled(fd) {
@@ -5550,18 +5559,13 @@ pub unsafe extern "C" fn setsockopt(
         // SAFETY: setsockopt(2)'s contract: `len` readable bytes at `val`.
         Some(unsafe { std::ptr::read_unaligned(val as *const c_int) })
     };
-    // An option is the socket's: every duplicate of an Ixora socket's
-    // descriptor sees it (until 2026-11-29 only the one it was set on).
+    // An option is the socket's: every duplicate of its descriptor sees
+    // it, decided or not (until 2026-11-29 only the one it was set on).
     let setf = |bit: u32, on: bool| {
         let was = e.flags.load(Ordering::Relaxed);
         match state::sock(fd) {
             Some(sk) => state::flag_socket(sk, bit, on),
-            None if on => {
-                e.flags.fetch_or(bit, Ordering::Relaxed);
-            }
-            None => {
-                e.flags.fetch_and(!bit, Ordering::Relaxed);
-            }
+            None => state::flag_undecided(fd, bit, on),
         }
         was
     };

@@ -214,11 +214,18 @@ pub struct Attached {
 type FdOpt = (c_int, (c_int, c_int), Vec<u8>);
 static PENDING_OPTS: Mutex<Vec<FdOpt>> = Mutex::new(Vec::new());
 
-/// Keep an option set on the undecided socket `fd`.
+/// Keep an option set on the undecided socket `fd` (for each of its
+/// descriptors).
 pub fn pend_opt(fd: c_int, key: (c_int, c_int), val: &[u8]) {
+    // (Its duplicates' too: an option is the socket's.)
+    let fds: Vec<c_int> = std::iter::once(fd)
+        .chain(undecided_dups(fd, false))
+        .collect();
     let mut p = PENDING_OPTS.lock().unwrap_or_else(|e| e.into_inner());
-    p.retain(|(f, k, _)| !(*f == fd && *k == key));
-    p.push((fd, key, val[..val.len().min(OPT_MAX)].to_vec()));
+    p.retain(|(f, k, _)| !(fds.contains(f) && *k == key));
+    for f in fds {
+        p.push((f, key, val[..val.len().min(OPT_MAX)].to_vec()));
+    }
 }
 
 /// An int option kept for the undecided socket `fd`.
@@ -3187,6 +3194,108 @@ pub fn adopt_undecided(fd: c_int, sk: Sock, unwatch: &mut dyn FnMut(c_int) -> bo
         }
         g.push(Item::new(fd, sk.s, sk.gen(), events, data, sk.seq()));
     });
+}
+
+/// Descriptors that name one undecided socket, as `(fd, inode)`: an
+/// undecided descriptor's duplicates (dup, dup2, dup3, `F_DUPFD`), made
+/// before the socket's bind, connect or first send. Kept only while such
+/// duplicates exist (rarely), so that the socket's decision, its options
+/// and `O_NONBLOCK` reach each of its descriptors, as they reach every
+/// descriptor of one kernel socket. A record whose descriptor no longer
+/// names that socket (closed, replaced, decided) is stale: its inode or
+/// kind tells, and it goes at the next look.
+static UNDECIDED_DUPS: Mutex<Vec<(c_int, u64)>> = Mutex::new(Vec::new());
+
+/// [`UNDECIDED_DUPS`] is not empty (else no undecided socket looks).
+static ANY_UNDECIDED_DUPS: AtomicBool = AtomicBool::new(false);
+
+/// The inode of open descriptor `fd` if it is a socket (the same in every
+/// descriptor of one socket, in every process).
+pub fn socket_inode(fd: c_int) -> Option<u64> {
+    // SAFETY: stat is plain old data; fstat(2) writes it or fails.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat buffer.
+    let r = unsafe { libc::fstat(fd, &mut st) };
+    (r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(st.st_ino)
+}
+
+/// `nfd` was made a duplicate of undecided descriptor `fd` (in the
+/// kernel already): it is undecided too, with `fd`'s flags and kept
+/// options, and close-on-exec as `cloexec` says.
+pub fn dup_undecided(fd: c_int, nfd: c_int, cloexec: bool) {
+    let (Some(e), Some(n)) = (entry(fd), entry(nfd)) else {
+        return;
+    };
+    let Some(ino) = socket_inode(fd) else { return };
+    let f = e.flags.load(Ordering::Relaxed) & !(fl::CLOEXEC_KNOWN | fl::CLOEXEC);
+    n.flags.store(f | fl::cloexec(cloexec), Ordering::Relaxed);
+    forget_undecided(nfd);
+    {
+        let mut p = PENDING_OPTS.lock().unwrap_or_else(|e| e.into_inner());
+        p.retain(|(f, _, _)| *f != nfd);
+        let mine: Vec<_> = p.iter().filter(|(f, _, _)| *f == fd).cloned().collect();
+        p.extend(mine.into_iter().map(|(_, k, v)| (nfd, k, v)));
+    }
+    n.kind.store(kind::MAYBE, Ordering::Release);
+    let mut d = UNDECIDED_DUPS.lock().unwrap_or_else(|e| e.into_inner());
+    d.retain(|&(f, i)| f != nfd && !(f == fd && i != ino));
+    if !d.contains(&(fd, ino)) {
+        d.push((fd, ino));
+    }
+    d.push((nfd, ino));
+    ANY_UNDECIDED_DUPS.store(true, Ordering::Relaxed);
+}
+
+/// The other descriptors of this process that name the same undecided
+/// socket as `fd` (its duplicates, still undecided); `take`: the socket
+/// is being decided through `fd`, and its record goes. Empty at once
+/// when no undecided socket has a duplicate.
+pub fn undecided_dups(fd: c_int, take: bool) -> Vec<c_int> {
+    if !ANY_UNDECIDED_DUPS.load(Ordering::Relaxed) {
+        return Vec::new();
+    }
+    let mut d = UNDECIDED_DUPS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ino) = socket_inode(fd) else {
+        return Vec::new();
+    };
+    d.retain(|&(f, i)| f == fd || (kind_of(f) == kind::MAYBE && socket_inode(f) == Some(i)));
+    let dups = d
+        .iter()
+        .filter(|&&(f, i)| i == ino && f != fd)
+        .map(|&(f, _)| f)
+        .collect();
+    if take {
+        d.retain(|&(_, i)| i != ino);
+    }
+    if d.is_empty() {
+        ANY_UNDECIDED_DUPS.store(false, Ordering::Relaxed);
+    }
+    dups
+}
+
+/// Set (`on`) or clear flag `bit` of undecided descriptor `fd` and its
+/// duplicates (an option, `O_NONBLOCK`: the socket's, not one
+/// descriptor's).
+pub fn flag_undecided(fd: c_int, bit: u32, on: bool) {
+    for f in std::iter::once(fd).chain(undecided_dups(fd, false)) {
+        if let Some(e) = entry(f) {
+            if on {
+                e.flags.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                e.flags.fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Undecided descriptor `fd` stays the kernel's (bound or connected
+/// where Ixora does not serve): so do its duplicates.
+pub fn decide_kernel(fd: c_int) {
+    for f in std::iter::once(fd).chain(undecided_dups(fd, true)) {
+        if let Some(e) = entry(f) {
+            e.kind.store(kind::NONE, Ordering::Release);
+        }
+    }
 }
 
 /// Set (`on`) or clear flag `bit` on every descriptor of this process
