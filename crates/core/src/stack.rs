@@ -1931,7 +1931,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             // The window the connection made from the cookie offers
             // (`Tcb::lock_passive_buffers`).
             wnd: rcv
-                .map_or(tcp.recv_buffer, |v| v.max(MIN_LOCKED_BUFFER))
+                .map_or(tcp.recv_buffer, |v| {
+                    v.max(MIN_LOCKED_BUFFER).max(2 * u32::from(self.local_mss))
+                })
                 .min(65535) as u16,
             opts,
         });

@@ -1759,6 +1759,27 @@ fn a_listeners_locked_buffers_reach_its_connections() {
     }
 }
 
+/// A receive buffer fixed below one segment (`SO_RCVBUF` 1000, Linux's
+/// least, 1,152 bytes of window) still offers two segments of our MSS,
+/// and a window left below a segment opens again once read: a sender
+/// that, as Linux's, sends only whole segments inside the window would
+/// otherwise send one window's worth per persist timeout (200 ms).
+#[test]
+fn a_tiny_receive_buffer_still_offers_two_whole_segments() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(10), 65535, |s| {
+        s.mss(1460).wscale(7)
+    });
+    h.stack.tcp_lock_buffers(c.h, Some(1152), None).unwrap();
+    let mut seq = 0;
+    // The window offered before is used up first.
+    fill_rounds(&mut h, &c, &mut seq, 3, true);
+    let wnd = h.stack.tcp_info(c.h).unwrap().rcv_wnd;
+    assert!((2920..=2920 + 128).contains(&wnd), "window {wnd}");
+    let sent = fill_rounds(&mut h, &c, &mut seq, 4, true);
+    assert_eq!(sent, 4 * 2920, "two whole segments each round trip");
+}
+
 /// A receive buffer made smaller under a connection that holds more
 /// unread takes back no window already offered (RFC 9293 §3.8.6.2.2:
 /// the right edge SHOULD NOT move left) and no byte it holds; once the

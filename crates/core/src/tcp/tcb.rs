@@ -1000,7 +1000,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// (the most window it offers) becomes `rcv` bytes and no longer
     /// auto-tunes; the send buffer becomes `snd` bytes (rounded up to a
     /// KiB) instead of following the congestion window. Each is at least
-    /// [`MIN_LOCKED_BUFFER`] and at most the configuration's limit; the
+    /// [`MIN_LOCKED_BUFFER`] (the receive buffer at least two of our MSS)
+    /// and at most the configuration's limit; the
     /// receive buffer grows past `recv_buffer` only by the stack-wide room
     /// left (`rcv_tune_memory`). A smaller buffer takes back no window
     /// already offered (RFC 9293 §3.8.6.2.2; [`Tcb::rcv_window_field`]) and
@@ -1010,7 +1011,19 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let cfg = ctx.cfg;
         if let Some(v) = rcv {
             let room = u64::from(self.rcv_buf.max(cfg.recv_buffer)) + ctx.tune_room as u64;
-            let v = u64::from(v.clamp(MIN_LOCKED_BUFFER, cfg.recv_buffer_limit())).min(room);
+            // At least two segments of our MSS. Offered less than one, a
+            // Linux sender sends nothing until its persist timer fires,
+            // then one window's worth, every 200 ms (`tcp_snd_wnd_test`
+            // wants a whole segment inside the window); with one, a
+            // window left below a segment cannot move its edge by the
+            // receiver's SWS step (half the buffer), and the same
+            // happens. Linux as a receiver escapes it by rounding its
+            // window up to its scale's unit (3 KiB at `wscale` 10 for
+            // the least buffer); on loopback (MSS 65,483) it crawls too.
+            // Found by `socket_ops.c` (seed 102: 46 s against Linux's
+            // 0.3 s over veth).
+            let least = MIN_LOCKED_BUFFER.max(2 * u32::from(self.local_mss));
+            let v = u64::from(v.clamp(least, cfg.recv_buffer_limit().max(least))).min(room);
             self.rcv_buf = v as u32;
             self.flags |= RCVBUF_LOCK;
         }
