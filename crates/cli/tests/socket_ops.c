@@ -19,88 +19,10 @@
  * the sequence ran (agreement is the test's to judge), 1 when the program
  * itself could not go on (connect failed, a wait timed out).
  */
-#define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/ioctl.h>
-#include <sys/select.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
-static uint64_t rng;
-static unsigned rnd(unsigned n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
-}
+#include "ops_common.h"
 
 /* The byte at offset `k` of the stream the program sends (and gets back). */
 static unsigned char pat(uint64_t k) { return (unsigned char)((k * 131 + (k >> 9)) ^ 0x5a); }
-
-static int step;
-static void say(const char *fmt, ...) {
-    va_list ap;
-    printf("%d ", step);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
-
-static const char *ename(int e) {
-    switch (e) {
-    case 0: return "0";
-    case EAGAIN: return "EAGAIN";
-    case EBADF: return "EBADF";
-    case EINVAL: return "EINVAL";
-    case EISCONN: return "EISCONN";
-    case ENOTCONN: return "ENOTCONN";
-    case EPIPE: return "EPIPE";
-    case EEXIST: return "EEXIST";
-    case ENOENT: return "ENOENT";
-    case ENOPROTOOPT: return "ENOPROTOOPT";
-    case EOPNOTSUPP: return "EOPNOTSUPP";
-    case EFAULT: return "EFAULT";
-    case ENOTSOCK: return "ENOTSOCK";
-    case EALREADY: return "EALREADY";
-    case EADDRINUSE: return "EADDRINUSE";
-    case EAFNOSUPPORT: return "EAFNOSUPPORT";
-    default: {
-        static char b[32];
-        snprintf(b, sizeof b, "errno%d", e);
-        return b;
-    }
-    }
-}
-
-/* The result of a call returning -1/errno or a value. */
-static const char *res(long r) {
-    static char b[64];
-    if (r < 0)
-        snprintf(b, sizeof b, "-1 %s", ename(errno));
-    else
-        snprintf(b, sizeof b, "%ld", r);
-    return b;
-}
-
-static void die(const char *what) {
-    printf("%d FATAL %s: %s\n", step, what, strerror(errno));
-    exit(1);
-}
 
 /* Descriptors open on the connection (dups of each other): ops use fds[cur]. */
 static int fds[8], nfds, cur;

@@ -2463,19 +2463,74 @@ fn random_socket_call_sequences_give_what_linux_gives() {
             !linux.contains("CORRUPT") && !linux.contains("first_ok 0"),
             "seed {seed_mode}: Linux's own run is not clean:\n{linux}"
         );
-        if let Some((l, x)) = linux.lines().zip(ixora.lines()).find(|(l, x)| l != x) {
-            panic!(
-                "seed {seed_mode}: Ixora differs from Linux first at\n  Linux: {l}\n  Ixora: {x}\n\
-                 Linux's run:\n{linux}\nIxora's run:\n{ixora}"
-            );
-        }
-        assert_eq!(
-            linux.lines().count(),
-            ixora.lines().count(),
-            "seed {seed_mode}: the runs differ in length:\n{linux}\n---\n{ixora}"
-        );
+        same_as_linux(&format!("seed {seed_mode}"), &linux, &ixora);
     }
     drop(echo);
+}
+
+/// A differential test's two runs (`what`: which) printed the same lines;
+/// else the first that differs, and both runs.
+fn same_as_linux(what: &str, linux: &str, ixora: &str) {
+    if let Some((l, x)) = linux.lines().zip(ixora.lines()).find(|(l, x)| l != x) {
+        panic!(
+            "{what}: Ixora differs from Linux first at\n  Linux: {l}\n  Ixora: {x}\n\
+             Linux's run:\n{linux}\nIxora's run:\n{ixora}"
+        );
+    }
+    assert_eq!(
+        linux.lines().count(),
+        ixora.lines().count(),
+        "{what}: the runs differ in length:\n{linux}\n---\n{ixora}"
+    );
+}
+
+/// Random sequences of calls on a listener and the connections it
+/// accepts (tests/listen_ops.c: the program connects to itself — connect
+/// blocking and not, accept and accept4 with every flag and address
+/// length, data both ways before and after the accept, half-closes, end
+/// of file, closes that reset (unread bytes, SO_LINGER 0) and what the
+/// peer reads then, the listener's readiness by poll and epoll, calls
+/// that fail on a listener or a connection, and the listener closed with
+/// connections queued), the same seeds on the Linux stack and under
+/// `ixora run`, where both ends of each connection are Ixora's: the two
+/// must print the same results, call for call.
+/// `IXORA_LISTEN_OPS_SEEDS=N` runs N seeds (default 20, about 4 s).
+#[test]
+fn random_listener_call_sequences_give_what_linux_gives() {
+    if !need(&["cc"]) {
+        return;
+    }
+    let _g = serial();
+    let (exe, _rm) = c_test_exe("listen_ops");
+    let seeds: u64 = std::env::var("IXORA_LISTEN_OPS_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let net = Setup::new();
+    let run = |mut cmd: Command, ip: &str, seed: u64| -> String {
+        cmd.args([&exe, ip, "7030", &seed.to_string(), "400"]);
+        let out = cmd.output().expect("run listen_ops");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "listen_ops seed {seed} could not go on:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    for seed in 1..=seeds {
+        let mut k = net.lx.command("timeout");
+        k.arg("120");
+        let linux = run(k, "198.18.9.1", seed);
+        let mut i = net.ix.command("timeout");
+        i.args(["120", BIN, "run", "--socket", &net.socket, "--"]);
+        let ixora = run(i, IX, seed);
+        assert!(
+            !linux.contains("CORRUPT"),
+            "seed {seed}: Linux's own run is not clean:\n{linux}"
+        );
+        same_as_linux(&format!("listen_ops seed {seed}"), &linux, &ixora);
+    }
 }
 
 /// A thread blocked reading a connection is not woken each time the

@@ -1797,9 +1797,17 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         kind::IXORA => {
             let sk = state::sock(fd).unwrap();
             count(sk.a, call("connect"), true);
+            let in_progress = sk.e.flags.load(Ordering::Relaxed) & fl::IN_PROGRESS != 0;
+            if in_progress && sk.state() != st::CONNECTING {
+                state::flag_socket(sk, fl::IN_PROGRESS, false);
+            }
             return match sk.state() {
                 st::CONNECTING => fail(libc::EALREADY),
-                st::ESTABLISHED => fail(libc::EISCONN),
+                // The first connect to look after EINPROGRESS says it
+                // is done, as Linux's (`__inet_stream_connect`); a
+                // listener is "connected" there too.
+                st::ESTABLISHED if in_progress => 0,
+                st::ESTABLISHED | st::LISTEN => fail(libc::EISCONN),
                 // A failed connection: its error if no call reported it
                 // yet, else ECONNABORTED (Linux's `inet_stream_connect`).
                 _ => fail(match sk.take_error() {
@@ -2080,6 +2088,7 @@ fn connect_wait(sk: Sock) -> c_int {
     loop {
         let limit = sk.wait_limit(true, &mut start);
         if sk.nonblock() || limit == 0 {
+            state::flag_socket(sk, fl::IN_PROGRESS, true);
             return fail(libc::EINPROGRESS);
         }
         set_errno(0);
@@ -2088,6 +2097,7 @@ fn connect_wait(sk: Sock) -> c_int {
             break;
         }
         if errno() == libc::EINTR {
+            state::flag_socket(sk, fl::IN_PROGRESS, true);
             return fail(libc::EINTR);
         }
         // Still connecting: the time ran out (the next turn says so), or
@@ -2127,6 +2137,11 @@ pub extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
     };
     if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
         return fail(libc::EINVAL);
+    }
+    // (Linux's `inet_shutdown` ends the state a connect's EINPROGRESS
+    // left, as the next connect would: that connect says EISCONN.)
+    if sk.e.flags.load(Ordering::Relaxed) & fl::IN_PROGRESS != 0 {
+        state::flag_socket(sk, fl::IN_PROGRESS, false);
     }
     if sk.state() == st::LISTEN {
         // As Linux: shutting a listener's reading side stops it listening

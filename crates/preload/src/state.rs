@@ -114,6 +114,11 @@ pub mod fl {
     pub const CLOEXEC_KNOWN: u32 = 1 << 21;
     /// The descriptor is close-on-exec (meaningful with [`CLOEXEC_KNOWN`]).
     pub const CLOEXEC: u32 = 1 << 22;
+    /// A connect returned `EINPROGRESS` (or was interrupted) and no
+    /// connect call has looked since: the next on the established socket
+    /// returns 0, then `EISCONN` (Linux's `SS_CONNECTING`, which only a
+    /// connect call ends).
+    pub const IN_PROGRESS: u32 = 1 << 27;
 
     /// The close-on-exec bits for a descriptor known to be (or not to be)
     /// close-on-exec.

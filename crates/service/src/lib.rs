@@ -1121,7 +1121,10 @@ fn wire_info(t: &ixora_core::TcpInfo) -> TcpInfo {
 }
 
 /// A connection state as Linux numbers it (`include/net/tcp_states.h`),
-/// for `TCP_INFO`.
+/// for a program's `TCP_INFO`. TIME-WAIT reads as CLOSE: Linux hands
+/// that state to a separate time-wait socket and closes the program's
+/// (`tcp_time_wait`, `tcp_done`), so its `TCP_INFO` never says 6 (until
+/// 2026-11-29 Ixora's did).
 fn linux_tcp_state(s: State) -> u8 {
     match s {
         State::Established => 1,
@@ -1129,8 +1132,7 @@ fn linux_tcp_state(s: State) -> u8 {
         State::SynReceived => 3,
         State::FinWait1 => 4,
         State::FinWait2 => 5,
-        State::TimeWait => 6,
-        State::Closed => 7,
+        State::TimeWait | State::Closed => 7,
         State::CloseWait => 8,
         State::LastAck => 9,
         State::Listen => 10,
@@ -3003,10 +3005,7 @@ impl Service {
     /// a reply and exited without closing, or whose peer read slowly,
     /// lost the end of what it wrote.
     fn orphan(&mut self, io: &mut Io, app: &mut AppState, s: u32, h: ConnHandle) {
-        let unread = app.r.down_slot(s).rx_tail.load(Ordering::Acquire)
-            != app.r.up_slot(s).rx_head.load(Ordering::Acquire)
-            || io.readable(h).unwrap_or(0) > 0
-            || app.spill.contains_key(&s);
+        let unread = Self::unread(app, io, s, h);
         // (An impossible tail resets the connection.)
         let Some((_, sent, tail)) = Self::tx_pending(app, io, s) else {
             self.orphan_counts.reset += 1;
@@ -3270,17 +3269,35 @@ impl Service {
         }
     }
 
+    /// Whether connection `s` of `app` (handle `h`) holds received bytes
+    /// its program never read: in its receive ring, spilled, or in the
+    /// stack.
+    fn unread(app: &AppState, io: &mut Io, s: u32, h: ConnHandle) -> bool {
+        app.r.down_slot(s).rx_tail.load(Ordering::Acquire)
+            != app.r.up_slot(s).rx_head.load(Ordering::Acquire)
+            || io.readable(h).unwrap_or(0) > 0
+            || app.spill.contains_key(&s)
+    }
+
     /// Offer what the app wrote to the send window; carry out close and
-    /// shutdown requests once the ring has drained.
+    /// shutdown requests once the ring has drained. A close with received
+    /// bytes unread resets the connection at once, what is unsent
+    /// dropped, as Linux's `tcp_close` does (RFC 9293 §3.10.4, RFC 1122
+    /// §4.2.2.13: the peer learns that data was lost). Until 2026-11-29
+    /// only bytes still in the stack did: those in the ring, most of
+    /// them, were closed with a FIN (`listen_ops.c`).
     fn pump_tx(app: &mut AppState, io: &mut Io, s: u32) {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return;
         };
-        let Some((rq, sent, tail)) = Self::tx_pending(app, io, s) else {
+        let Some((mut rq, sent, tail)) = Self::tx_pending(app, io, s) else {
             return;
         };
+        if rq & req::CLOSE != 0 && rq & req::ABORT == 0 && Self::unread(app, io, s, h) {
+            rq |= req::ABORT;
+        }
         let avail = (tail - sent) as usize;
-        if avail > 0 {
+        if avail > 0 && rq & req::ABORT == 0 {
             let space = io.send_space(h).unwrap_or(0);
             let n = avail.min(space);
             if n == 0 {
