@@ -319,12 +319,11 @@ static void op_close(void) {
         return;
     uint64_t unread = outstanding(p, 1 - side);
     /* (Not before the accept: a reset connection in the queue may be
-     * accepted before or after the reset comes. A reset only where
-     * neither end shut: after a shutdown, Linux's FIN has gone before the
-     * reset, Ixora's may still wait for the service and then the reset
-     * goes alone — written down in ARCHITECTURE.) */
-    int linger = rnd(4) == 0 && p->accepted && !e->shut_wr;
-    if ((linger || unread > 0) && !o->closed && (e->shut_wr || o->shut_wr))
+     * accepted before or after the reset comes. Not where both ends shut:
+     * whether the closing end's state is CLOSE already, which sends no
+     * reset, depends on when the last ACK came.) */
+    int linger = rnd(4) == 0 && p->accepted;
+    if ((linger || unread > 0) && !o->closed && e->shut_wr && o->shut_wr)
         return;
     if (!o->closed && (side == 1 || p->accepted)) {
         /* Settled: what it holds unread arrived, and what it sent arrived

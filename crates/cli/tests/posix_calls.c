@@ -1998,6 +1998,69 @@ static void undecided_duplicates(const char *echo_ip, int echo_port, const char 
     close(rx);
 }
 
+/* A server that replies and closes with the request's bytes unread
+ * resets the connection (RFC 1122 §4.2.2.13), and the reply goes first:
+ * the client reads it, then the reset (after a shutdown, end of file).
+ * Three ways: reply and close; read, shut down and close with SO_LINGER
+ * 0; reply, shut down and close. (Until 2026-11-29 under `ixora run` the
+ * first was closed with a FIN; for a day after, the reset went before
+ * the reply and the FIN, and the client read nothing but ECONNRESET.) */
+static void close_resets_after_reply(const char *self_ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(l, (struct sockaddr *)&sa, sizeof sa) || listen(l, 4)) {
+        check(0, "close_resets_after_reply", "listen: %s", strerror(errno));
+        close(l);
+        return;
+    }
+    /* What the client reads in each way: the reply's bytes, then. */
+    const char *want[] = {"1000 ECONNRESET", "0 eof", "1000 eof"};
+    for (int mode = 0; mode < 3; mode++) {
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        int r = connect(c, (struct sockaddr *)&sa, sizeof sa);
+        int s = accept(l, NULL, NULL);
+        r |= send(c, "request", 7, 0) == 7 ? 0 : -1;
+        int v = 0;
+        for (int i = 0; i < 5000 && v != 7; i++) {
+            ioctl(s, FIONREAD, &v);
+            usleep(1000);
+        }
+        char big[1000], buf[2000];
+        memset(big, 'r', sizeof big);
+        if (mode == 1) {
+            recv(s, buf, 7, 0);
+            struct linger lg = {1, 0};
+            setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        } else {
+            r |= send(s, big, sizeof big, 0) == (ssize_t)sizeof big ? 0 : -1;
+        }
+        if (mode > 0)
+            shutdown(s, SHUT_WR);
+        close(s);
+        /* The reset has come (an error, and the connection is over). */
+        short ev = wait_for(c, 0, 5000);
+        size_t got = 0;
+        ssize_t n;
+        while ((n = recv(c, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+            got += (size_t)n;
+        char saw[64];
+        snprintf(saw, sizeof saw, "%zu %s", got, n == 0 ? "eof" : errno == ECONNRESET ? "ECONNRESET" : strerror(errno));
+        errno = 0;
+        ssize_t w = send(c, "x", 1, MSG_NOSIGNAL);
+        int we = errno;
+        char name[64];
+        snprintf(name, sizeof name, "close_resets_after_reply %d", mode);
+        check(r == 0 && v == 7 && (ev & POLLERR) && strcmp(saw, want[mode]) == 0 && w == -1 &&
+                  we == EPIPE,
+              name, "r %d held %d revents %#x read %s (want %s) send %zd errno %d", r, v, ev, saw,
+              want[mode], w, we);
+        close(c);
+    }
+    close(l);
+}
+
 static void udp_nonblocking_burst(const char *self_ip) {
     int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -2663,6 +2726,7 @@ int main(int argc, char **argv) {
         udp_nonblocking_burst(argv[4]);
         udp_send_before_address(argv[4], atoi(argv[3]) + 8);
         undecided_duplicates(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 9);
+        close_resets_after_reply(argv[4], atoi(argv[3]) + 10);
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));

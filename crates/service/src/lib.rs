@@ -588,6 +588,9 @@ struct AppState {
     /// timed out) while the program still holds its socket, which Linux
     /// goes on reporting (state CLOSE) until the socket is closed.
     gone_info: HashMap<u32, TcpInfo>,
+    /// Connections its program closed with a reset, their sockets freed:
+    /// reset once this cycle's frames are out ([`Service::pump_tx`]).
+    doomed: Vec<ConnHandle>,
     /// When it was last said that all its sockets were in use.
     full_said: Option<std::time::Instant>,
     /// The spare socket put in each entry of its up header's `spares`
@@ -1746,6 +1749,7 @@ impl Service {
             udp_held: vec![None; l.slots as usize],
             spill: HashMap::new(),
             gone_info: HashMap::new(),
+            doomed: Vec::new(),
             full_said: None,
             spares: [None; layout::SPARES],
         };
@@ -1853,6 +1857,9 @@ impl Service {
         let Some(mut app) = self.apps.remove(&id) else {
             return;
         };
+        for h in app.doomed.drain(..) {
+            let _ = io.abort(h);
+        }
         // A process of it may live on holding the doorbell: no more
         // wake-ups from it.
         os::unwatch(self.bells.as_fd(), app.bell.as_raw_fd());
@@ -3281,11 +3288,16 @@ impl Service {
 
     /// Offer what the app wrote to the send window; carry out close and
     /// shutdown requests once the ring has drained. A close with received
-    /// bytes unread resets the connection at once, what is unsent
-    /// dropped, as Linux's `tcp_close` does (RFC 9293 §3.10.4, RFC 1122
-    /// §4.2.2.13: the peer learns that data was lost). Until 2026-11-29
-    /// only bytes still in the stack did: those in the ring, most of
-    /// them, were closed with a FIN (`listen_ops.c`).
+    /// bytes unread resets the connection, as Linux's `tcp_close` does
+    /// (RFC 9293 §3.10.4, RFC 1122 §4.2.2.13: the peer learns that data
+    /// was lost); until 2026-11-29 only bytes still in the stack did:
+    /// those in the ring, most of them, were closed with a FIN
+    /// (`listen_ops.c`). A reset (that, or `SO_LINGER` 0) first lets out
+    /// what Linux's sends would have sent already: what the program wrote
+    /// goes to the window now, and a shutdown asked before the close its
+    /// FIN; the reset follows once this cycle's frames are out
+    /// ([`Service::transmitted`]). What the window has no room for goes
+    /// with it, as on Linux.
     fn pump_tx(app: &mut AppState, io: &mut Io, s: u32) {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return;
@@ -3297,7 +3309,7 @@ impl Service {
             rq |= req::ABORT;
         }
         let avail = (tail - sent) as usize;
-        if avail > 0 && rq & req::ABORT == 0 {
+        if avail > 0 {
             let space = io.send_space(h).unwrap_or(0);
             let n = avail.min(space);
             if n == 0 {
@@ -3323,7 +3335,10 @@ impl Service {
         let drained = app.socks[s as usize].sent == tail;
         if rq & req::ABORT != 0 {
             APP_ABORTS.fetch_add(1, Ordering::Relaxed);
-            let _ = io.abort(h);
+            if rq & req::SHUT_WR != 0 && drained && !app.socks[s as usize].shut {
+                let _ = io.shutdown(h);
+            }
+            app.doomed.push(h);
             app.release(s);
         } else if rq & req::CLOSE != 0 && drained {
             let _ = io.close(h);
@@ -4312,7 +4327,7 @@ impl App for Service {
     /// so the woken thread runs now rather than when the service next
     /// sleeps: its replies are then in the rings at the service's next
     /// cycle, and it need not ring the doorbell of a sleeping service.
-    fn transmitted(&mut self, _io: &mut Io) {
+    fn transmitted(&mut self, io: &mut Io) {
         // The service's CPU, read at the first ring (most cycles ring none).
         let mut here = None;
         // The waiters rung on this CPU (app, index), the first few.
@@ -4323,6 +4338,10 @@ impl App for Service {
                 continue;
             }
             app.dirty = false;
+            // (A closing reset frees its socket, which marks the app.)
+            for h in app.doomed.drain(..) {
+                let _ = io.abort(h);
+            }
             publish_changes(&app.r, &app.changed_bits, &app.tx_bits);
             app.r.down_header().event_seq.fetch_add(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
