@@ -222,15 +222,16 @@ static PENDING_OPTS: Mutex<Vec<FdOpt>> = Mutex::new(Vec::new());
 /// Keep an option set on the undecided socket `fd` (for each of its
 /// descriptors).
 pub fn pend_opt(fd: c_int, key: (c_int, c_int), val: &[u8]) {
-    // (Its duplicates' too: an option is the socket's.)
-    let fds: Vec<c_int> = std::iter::once(fd)
-        .chain(undecided_dups(fd, false))
-        .collect();
+    // (Its duplicates' too: an option is the socket's. Most sockets have
+    // none, and this allocates nothing for them.)
+    let dups = undecided_dups(fd, false);
+    let v = val[..val.len().min(OPT_MAX)].to_vec();
     let mut p = PENDING_OPTS.lock().unwrap_or_else(|e| e.into_inner());
-    p.retain(|(f, k, _)| !(fds.contains(f) && *k == key));
-    for f in fds {
-        p.push((f, key, val[..val.len().min(OPT_MAX)].to_vec()));
+    p.retain(|(f, k, _)| !((*f == fd || dups.contains(f)) && *k == key));
+    for &d in &dups {
+        p.push((d, key, v.clone()));
     }
+    p.push((fd, key, v));
 }
 
 /// An int option kept for the undecided socket `fd`.
