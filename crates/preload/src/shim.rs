@@ -5239,13 +5239,20 @@ pub unsafe extern "C" fn getsockopt(
     let asks = (level, name) == (libc::IPPROTO_TCP, libc::TCP_INFO)
         && !sk.dgram()
         && matches!(sk.state(), st::ESTABLISHED | st::CLOSED);
-    // What the program set (kept as it was set), if anything.
-    let kept = sk.a.opt(sk.s, sk.gen(), (level, name));
+    // What the program set (kept as it was set), if anything: looked up
+    // (a lock) only for the options not answered by the shim's own arms
+    // (SO_ERROR and TCP_INFO are asked on every connection).
+    let by_shim = answered_by_shim(level, name);
+    let kept = if by_shim {
+        None
+    } else {
+        sk.a.opt(sk.s, sk.gen(), (level, name))
+    };
     // An option never set is answered by a new kernel socket (Linux's
     // default), or for a connection's MSS by the service: system calls.
     let asks = asks
         || (kept.is_none()
-            && !answered_by_shim(level, name)
+            && !by_shim
             && shim_default((level, name)).is_none()
             && !(level == libc::IPPROTO_TCP && sk.dgram()));
     count(sk.a, call("getsockopt"), !asks);

@@ -3285,12 +3285,17 @@ pub fn undecided_dups(fd: c_int, take: bool) -> Vec<c_int> {
 pub fn flag_undecided(fd: c_int, bit: u32, on: bool) {
     for f in std::iter::once(fd).chain(undecided_dups(fd, false)) {
         if let Some(e) = entry(f) {
-            if on {
-                e.flags.fetch_or(bit, Ordering::Relaxed);
-            } else {
-                e.flags.fetch_and(!bit, Ordering::Relaxed);
-            }
+            set_flag(e, bit, on);
         }
+    }
+}
+
+/// Set (`on`) or clear flag `bit` in one descriptor's entry.
+fn set_flag(e: &FdEntry, bit: u32, on: bool) {
+    if on {
+        e.flags.fetch_or(bit, Ordering::Relaxed);
+    } else {
+        e.flags.fetch_and(!bit, Ordering::Relaxed);
     }
 }
 
@@ -3308,13 +3313,7 @@ pub fn decide_kernel(fd: c_int) {
 /// that is Ixora socket `sk` (a scan of the table, unless `sk`'s
 /// descriptor is its only holder).
 pub fn flag_socket(sk: Sock, bit: u32, on: bool) {
-    let set = |e: &FdEntry| {
-        if on {
-            e.flags.fetch_or(bit, Ordering::Relaxed);
-        } else {
-            e.flags.fetch_and(!bit, Ordering::Relaxed);
-        }
-    };
+    let set = |e: &FdEntry| set_flag(e, bit, on);
     set(sk.e);
     if sk.a.r.up_slot(sk.s).refs.load(Ordering::Acquire) <= 1 {
         return;
