@@ -299,6 +299,19 @@ static void op_sockopt(void) {
             bufs_set |= buf;
         int g = getsockopt(fd(), o->level, o->name, &got_v, &l);
         say("setsockopt %s %d %s get %d %d len %u", o->label, v, res(r), g, got_v, l);
+        if (o->name == SO_RCVBUF && v < 65536) {
+            /* The clamp was checked; now a buffer that holds what is
+             * outstanding again. Linux never shrinks a window it has
+             * offered, so a small buffer set mid-stream takes in less than
+             * the echo may send: the rest is dropped (the segments' memory,
+             * not their bytes, fills it) and comes again only at the echo's
+             * backed-off retransmission timer: Linux's own run then stalls
+             * for seconds, past its waits (seed 1 did, at 4096). */
+            v = 65536;
+            r = setsockopt(fd(), o->level, o->name, &v, sizeof v);
+            g = getsockopt(fd(), o->level, o->name, &got_v, &l);
+            say("setsockopt %s %d %s get %d %d len %u", o->label, v, res(r), g, got_v, l);
+        }
     } else if (k == 3) {
         /* An option length too short for an int. */
         char c = 1;
