@@ -1929,6 +1929,80 @@ static void udp_send_before_address(const char *self_ip, int port) {
     close(k);
 }
 
+/* Receive up to `n` one-byte datagrams on `rx` (5 s for each), their
+ * sources in `from`: how many came. */
+static int one_byte_datagrams(int rx, struct sockaddr_in *from, int n) {
+    int got = 0;
+    char b[8];
+    while (got < n && wait_for(rx, POLLIN, 5000) & POLLIN) {
+        socklen_t fl = sizeof from[got];
+        if (recvfrom(rx, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&from[got], &fl) != 1)
+            break;
+        got++;
+    }
+    return got;
+}
+
+/* A UDP socket's port that the program did not choose (given at its
+ * first send, or a bind to port 0) is given up at a disconnect, as
+ * Linux's __udp_disconnect does: getsockname reads 0.0.0.0:0, the next
+ * send binds another port (the reply and the kernel's loopback reach it
+ * there), and bind works again. A port the program bound stays. (Until
+ * 2026-11-29 under `ixora run` the socket kept its port.) */
+static void udp_disconnect_gives_port_up(const char *self_ip, int port) {
+    int rx = socket(AF_INET, SOCK_DGRAM, 0), u = socket(AF_INET, SOCK_DGRAM, 0);
+    int k = socket(AF_INET, SOCK_DGRAM, 0), v = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    struct sockaddr un = {.sa_family = AF_UNSPEC};
+    struct sockaddr_in m[5] = {{0}}, any = {.sin_family = AF_INET};
+    socklen_t l;
+    int r = bind(rx, (struct sockaddr *)&sa, sizeof sa);
+    ssize_t s1 = sendto(u, "a", 1, 0, (struct sockaddr *)&sa, sizeof sa);
+    r |= getsockname(u, (struct sockaddr *)&m[0], (l = sizeof m[0], &l));
+    r |= connect(u, (struct sockaddr *)&sa, sizeof sa) | connect(u, &un, sizeof un);
+    r |= getsockname(u, (struct sockaddr *)&m[1], (l = sizeof m[1], &l));
+    ssize_t s2 = sendto(u, "b", 1, 0, (struct sockaddr *)&sa, sizeof sa);
+    r |= getsockname(u, (struct sockaddr *)&m[2], (l = sizeof m[2], &l));
+    struct sockaddr_in from[2] = {{0}};
+    int got = one_byte_datagrams(rx, from, 2);
+    /* The reply, and a datagram from the kernel's loopback, to the new port. */
+    struct sockaddr_in back = sa, lo = {.sin_family = AF_INET, .sin_port = m[2].sin_port};
+    back.sin_port = m[2].sin_port;
+    inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
+    ssize_t s3 = sendto(rx, "c", 1, 0, (struct sockaddr *)&back, sizeof back);
+    ssize_t s4 = sendto(k, "d", 1, 0, (struct sockaddr *)&lo, sizeof lo);
+    char two[2] = {0};
+    for (int i = 0; i < 2 && wait_for(u, POLLIN, 5000) & POLLIN; i++)
+        recv(u, &two[i], 1, MSG_DONTWAIT);
+    /* Bound again by hand to port 0 after another disconnect: not locked. */
+    r |= connect(u, (struct sockaddr *)&sa, sizeof sa) | connect(u, &un, sizeof un);
+    int rb = bind(u, (struct sockaddr *)&any, sizeof any);
+    r |= getsockname(u, (struct sockaddr *)&m[3], (l = sizeof m[3], &l));
+    /* A port the program chose is kept. */
+    any.sin_port = htons(port + 1);
+    r |= bind(v, (struct sockaddr *)&any, sizeof any);
+    r |= connect(v, (struct sockaddr *)&sa, sizeof sa) | connect(v, &un, sizeof un);
+    r |= getsockname(v, (struct sockaddr *)&m[4], (l = sizeof m[4], &l));
+    int twice = (two[0] == 'c' && two[1] == 'd') || (two[0] == 'd' && two[1] == 'c');
+    check(r == 0 && s1 == 1 && m[0].sin_port != 0 && m[1].sin_port == 0 &&
+              m[1].sin_addr.s_addr == 0 && s2 == 1 && m[2].sin_port != 0 && got == 2 &&
+              from[0].sin_port == m[0].sin_port && from[1].sin_port == m[2].sin_port &&
+              s3 == 1 && s4 == 1 && twice && rb == 0 && m[3].sin_port != 0 &&
+              m[4].sin_port == htons(port + 1),
+          "udp_disconnect_gives_port_up",
+          "r %d sent %zd port %d, disconnected %s:%d, sent %zd port %d; got %d from %d %d; "
+          "replies %zd %zd got %c%c; bind again %d port %d; chosen port kept %d",
+          r, s1, ntohs(m[0].sin_port), inet_ntoa(m[1].sin_addr), ntohs(m[1].sin_port), s2,
+          ntohs(m[2].sin_port), got, ntohs(from[0].sin_port), ntohs(from[1].sin_port), s3, s4,
+          two[0] ? two[0] : '-', two[1] ? two[1] : '-', rb, ntohs(m[3].sin_port),
+          ntohs(m[4].sin_port));
+    close(rx);
+    close(u);
+    close(k);
+    close(v);
+}
+
 /* Duplicates made before a socket is decided (before its bind, connect
  * or first send) name the same socket: an option and O_NONBLOCK set
  * through one hold for all, and once one connects or sends, every one is
@@ -1981,13 +2055,7 @@ static void undecided_duplicates(const char *echo_ip, int echo_port, const char 
     struct sockaddr_in from[2] = {{0}}, mine = {0};
     socklen_t ml = sizeof mine;
     r |= getsockname(du, (struct sockaddr *)&mine, &ml);
-    int got = 0;
-    while (got < 2 && wait_for(rx, POLLIN, 5000) & POLLIN) {
-        socklen_t fl2 = sizeof from[got];
-        if (recvfrom(rx, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&from[got], &fl2) != 1)
-            break;
-        got++;
-    }
+    int got = one_byte_datagrams(rx, from, 2);
     check(r == 0 && s1 == 1 && s2 == 1 && got == 2 && from[0].sin_port == mine.sin_port &&
               from[1].sin_port == mine.sin_port,
           "undecided_duplicates udp", "r %d sent %zd %zd (errno %d) got %d from %d %d, bound %d",
@@ -2727,6 +2795,7 @@ int main(int argc, char **argv) {
         udp_send_before_address(argv[4], atoi(argv[3]) + 8);
         undecided_duplicates(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 9);
         close_resets_after_reply(argv[4], atoi(argv[3]) + 10);
+        udp_disconnect_gives_port_up(argv[4], atoi(argv[3]) + 11);
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));

@@ -12,8 +12,8 @@
  * closes after the client's shutdown(SHUT_WR); with `udp`, a datagram
  * echo (each datagram sent back to its source, in order), and the calls
  * are those of one UDP socket: sends connected and not, receives into
- * short buffers, peeks, MSG_TRUNC, connect and disconnect, FIONREAD. Every line is a result the
- * two stacks must agree on: where the timing of arrivals could make them
+ * short buffers, peeks, MSG_TRUNC, connect and disconnect, bind, FIONREAD.
+ * Every line is a result the two stacks must agree on: where the timing of arrivals could make them
  * differ (how much a non-blocking read returns), the program waits or
  * loops until the result is settled and prints only that. Exits 0 when
  * the sequence ran (agreement is the test's to judge), 1 when the program
@@ -564,7 +564,7 @@ static void u_recv(void) {
 }
 
 static void u_misc(void) {
-    int k = rnd(9), r, v = -1;
+    int k = rnd(10), r, v = -1;
     socklen_t l = sizeof v;
     struct sockaddr_in a;
     socklen_t al = sizeof a;
@@ -628,6 +628,14 @@ static void u_misc(void) {
         say("udp setsockopt %d %d %s get %d %d", o, val, res(r), g, v);
         r = setsockopt(fd(), IPPROTO_TCP, TCP_NODELAY, &val, sizeof val);
         say("udp tcp option %s", res(r));
+        break;
+    }
+    case 8: {
+        /* Allowed while unbound: before the first send, or after a
+         * disconnect gave up a port the program did not choose. */
+        struct sockaddr_in any = {.sin_family = AF_INET};
+        r = bind(fd(), (struct sockaddr *)&any, sizeof any);
+        say("udp bind any %s", res(r));
         break;
     }
     default:

@@ -2400,6 +2400,23 @@ fn posix_calls_behave_as_on_linux() {
     drop(echo);
 }
 
+/// The seeds environment variable `var` asks for: `N` (1 to N) or `A-B`;
+/// 1 to `default` when unset. A value that is neither fails the test.
+fn seed_range(var: &str, default: u64) -> std::ops::RangeInclusive<u64> {
+    let Ok(v) = std::env::var(var) else {
+        return 1..=default;
+    };
+    let num = |s: &str| -> u64 {
+        s.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}={v}: want N or A-B (seed numbers)"))
+    };
+    match v.split_once('-') {
+        Some((a, b)) => num(a)..=num(b),
+        None => 1..=num(&v),
+    }
+}
+
 /// Random sequences of socket calls on one connection (tests/socket_ops.c:
 /// reads and writes by every call, peeks, poll/select/epoll, flags,
 /// options valid and not, duplicates and their closes, the half-close and
@@ -2407,7 +2424,8 @@ fn posix_calls_behave_as_on_linux() {
 /// into short buffers, peeked, connected and not), the same seeds on the
 /// Linux stack and under `ixora run`: the two must print the same
 /// results, call for call.
-/// `IXORA_SOCKET_OPS_SEEDS=N` runs N seeds (default 30, about 4 s).
+/// `IXORA_SOCKET_OPS_SEEDS=N` runs seeds 1 to N (default 30, about 4 s);
+/// `=A-B` runs seeds A to B.
 #[test]
 fn random_socket_call_sequences_give_what_linux_gives() {
     if !need(&["cc", "socat", "python3"]) {
@@ -2415,10 +2433,7 @@ fn random_socket_call_sequences_give_what_linux_gives() {
     }
     let _g = serial();
     let (exe, _rm) = c_test_exe("socket_ops");
-    let seeds: u64 = std::env::var("IXORA_SOCKET_OPS_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30);
+    let seeds = seed_range("IXORA_SOCKET_OPS_SEEDS", 30);
     let net = Setup::new();
     net.loopback_like_veth();
     let mut echo_cmd = net.lx.command("socat");
@@ -2463,7 +2478,7 @@ fn random_socket_call_sequences_give_what_linux_gives() {
         );
         text
     };
-    for (seed, udp) in (1..=seeds).flat_map(|s| [(s, false), (s, true)]) {
+    for (seed, udp) in seeds.flat_map(|s| [(s, false), (s, true)]) {
         let seed_mode = format!("{seed} ({})", if udp { "udp" } else { "tcp" });
         let mut k = net.lx.command("timeout");
         k.arg("120");
@@ -2506,7 +2521,8 @@ fn same_as_linux(what: &str, linux: &str, ixora: &str) {
 /// connections queued), the same seeds on the Linux stack and under
 /// `ixora run`, where both ends of each connection are Ixora's: the two
 /// must print the same results, call for call.
-/// `IXORA_LISTEN_OPS_SEEDS=N` runs N seeds (default 20, about 4 s).
+/// `IXORA_LISTEN_OPS_SEEDS=N` runs seeds 1 to N (default 20, about 4 s);
+/// `=A-B` runs seeds A to B.
 #[test]
 fn random_listener_call_sequences_give_what_linux_gives() {
     if !need(&["cc"]) {
@@ -2514,10 +2530,7 @@ fn random_listener_call_sequences_give_what_linux_gives() {
     }
     let _g = serial();
     let (exe, _rm) = c_test_exe("listen_ops");
-    let seeds: u64 = std::env::var("IXORA_LISTEN_OPS_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let seeds = seed_range("IXORA_LISTEN_OPS_SEEDS", 20);
     let net = Setup::new();
     net.loopback_like_veth();
     let run = |mut cmd: Command, ip: &str, seed: u64| -> String {
@@ -2531,7 +2544,7 @@ fn random_listener_call_sequences_give_what_linux_gives() {
         );
         text
     };
-    for seed in 1..=seeds {
+    for seed in seeds {
         let mut k = net.lx.command("timeout");
         k.arg("120");
         let linux = run(k, "198.18.9.1", seed);

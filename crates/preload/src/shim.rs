@@ -714,6 +714,9 @@ enum Route {
 /// # Safety
 /// `len` readable bytes at `addr` (if not null).
 unsafe fn dgram_route(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen_t) -> Route {
+    if let Err(e) = bind_at_send(sk) {
+        return Route::Refused(e);
+    }
     if addr.is_null() {
         return Route::Service(None);
     }
@@ -731,6 +734,23 @@ unsafe fn dgram_route(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen_t
         None if unsafe { is_inet6_addr(sk, addr, len) } => Route::Kernel,
         None => Route::Refused(libc::EINVAL),
     }
+}
+
+/// A UDP socket that gave its port up at a disconnect ([`fl::UNBOUND`])
+/// binds to any address and a free port at its next send, whatever the
+/// send does then (Linux's `inet_send_prepare`: `EAGAIN` if it cannot),
+/// and gets its kernel side back with it.
+fn bind_at_send(sk: Sock) -> Result<(), c_int> {
+    if sk.e.flags.load(Ordering::Relaxed) & fl::UNBOUND == 0 {
+        return Ok(());
+    }
+    let r = state::request(sk.a, Msg::new(op::BIND, sk.s, pack(0, 0) as i64, 0), &[]);
+    if r.a < 0 {
+        return Err(libc::EAGAIN);
+    }
+    state::flag_socket(sk, fl::UNBOUND, false);
+    open_kernel_side(sk.fd, sk, None);
+    Ok(())
 }
 
 /// A datagram by the kernel side of UDP socket `sk` (its descriptor, a
@@ -892,6 +912,10 @@ unsafe fn dgram_first_send(fd: c_int, addr: *const sockaddr, alen: socklen_t) ->
 /// everything).
 fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     if sk.dgram() {
+        if let Err(e) = bind_at_send(sk) {
+            count(sk.a, call("write"), true);
+            return fail(e);
+        }
         return do_send_dgram(sk, bufs, flags, None);
     }
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
@@ -1143,8 +1167,13 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     let real_bind = || real!(bind: fn(c_int, *const sockaddr, socklen_t) -> c_int)(fd, addr, len);
+    // A UDP socket that gave its port up at a disconnect may bind again,
+    // as on Linux (its port is 0 again).
+    let unbound = |sk: &Sock| sk.e.flags.load(Ordering::Relaxed) & fl::UNBOUND != 0;
+    let again = state::sock(fd).filter(unbound);
     match state::kind_of(fd) {
         kind::MAYBE => {}
+        kind::IXORA if again.is_some() => {}
         kind::IXORA => return fail(libc::EINVAL),
         kind::POOLED => return fail(libc::EBADF),
         _ => {
@@ -1161,12 +1190,19 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     }
     // SAFETY: the caller passes `len` readable bytes at `addr`.
     let Some((ip, port)) = (unsafe { ixora_addr(fd, addr, len) }) else {
-        return real_bind();
+        return match again {
+            Some(_) => fail(libc::EADDRNOTAVAIL),
+            None => real_bind(),
+        };
     };
     let Some(a) = state::attach() else {
         return real_bind();
     };
     if ip != 0 && ip != a.ip {
+        if again.is_some() {
+            // (Ixora's now: only its own addresses.)
+            return fail(libc::EADDRNOTAVAIL);
+        }
         state::decide_kernel(fd);
         return real_bind();
     }
@@ -1181,7 +1217,19 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     // (A TCP socket's SO_REUSEADDR: bit 1, see `op::BIND`.)
     let reuseaddr = f & (fl::DGRAM | fl::REUSEADDR) == fl::REUSEADDR;
     let share_bits = u64::from(share(f)) | u64::from(reuseaddr) << 1;
-    match become_ixora(fd, a, (op::BIND, pack(ip, port) as i64, share_bits)) {
+    let then = (op::BIND, pack(ip, port) as i64, share_bits);
+    let bound = match again {
+        Some(sk) => match state::request(a, Msg::new(then.0, sk.s, then.1, then.2), &[]).a {
+            e if e < 0 => Err(-e as c_int),
+            _ => {
+                state::flag_socket(sk, fl::UNBOUND, false);
+                state::flag_socket(sk, fl::BOUND_ANY, ip == 0);
+                Ok(true)
+            }
+        },
+        None => become_ixora(fd, a, then),
+    };
+    match bound {
         Ok(_) => {
             if ip == 0 {
                 if let Some(sk) = state::sock(fd) {
@@ -1691,9 +1739,28 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
         };
         peer
     };
-    let r = state::request(sk.a, Msg::new(op::CONNECT, sk.s, peer as i64, 0), &[]);
+    // (Disconnecting, bit 0 of `b` asks the service to give a port it
+    // picked up; its reply's `b` says it did.)
+    let r = state::request(
+        sk.a,
+        Msg::new(op::CONNECT, sk.s, peer as i64, u64::from(unspec)),
+        &[],
+    );
     if r.a < 0 {
         return fail(-r.a as c_int);
+    }
+    if peer != 0 {
+        // (Given a port by the service if it had none.)
+        state::flag_socket(sk, fl::UNBOUND, false);
+    } else if r.b == 1 {
+        // Unbound, on any address (as Linux's socket, its address reset
+        // too): no kernel side until its next send binds it.
+        if kernel_side(sk) {
+            drop_kernel_side(fd, sk);
+        }
+        state::flag_socket(sk, fl::UNBOUND | fl::BOUND_ANY, true);
+        state::flag_socket(sk, fl::KSIDE_DROPPED, false);
+        return 0;
     }
     // Connected, it receives only from its peer (Ixora's): its kernel side
     // goes. Disconnected, a socket bound to any address gets it back.

@@ -119,6 +119,10 @@ pub mod fl {
     /// returns 0, then `EISCONN` (Linux's `SS_CONNECTING`, which only a
     /// connect call ends).
     pub const IN_PROGRESS: u32 = 1 << 27;
+    /// A UDP socket that gave up the port it was given (not one the
+    /// program chose) at a disconnect: its next send binds another, as
+    /// Linux's `inet_send_prepare` binds an unbound socket.
+    pub const UNBOUND: u32 = 1 << 28;
 
     /// The close-on-exec bits for a descriptor known to be (or not to be)
     /// close-on-exec.

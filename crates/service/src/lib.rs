@@ -479,7 +479,9 @@ struct Sock {
     /// listen, it may share its port with other such sockets.
     reuseaddr: bool,
     /// Bound to port 0: the port was ours to pick, so a connect may move
-    /// it to another if that 4-tuple is taken.
+    /// it to another if that 4-tuple is taken. A UDP socket's (bound to
+    /// any address, or at its first send or connect) is given up at its
+    /// disconnect.
     auto_port: bool,
     /// A spare TCP socket not yet taken by the app ([`AppState::spares`]):
     /// not counted or listed as one of its sockets.
@@ -2232,10 +2234,16 @@ impl Service {
                     };
                 }
                 match Self::udp_bind(app, io, id, slot, port, ip) {
-                    Ok(p) => Msg {
-                        b: u64::from(p),
-                        ..Msg::reply(0)
-                    },
+                    Ok(p) => {
+                        // (Bound to Ixora's address, Linux keeps the
+                        // address at a disconnect and gives the port up;
+                        // here it keeps both: see ARCHITECTURE.)
+                        app.socks[slot as usize].auto_port = port == 0 && aip == 0;
+                        Msg {
+                            b: u64::from(p),
+                            ..Msg::reply(0)
+                        }
+                    }
                     Err(e) => Msg::reply(errno_of(e)),
                 }
             }
@@ -2245,6 +2253,7 @@ impl Service {
                     if let Err(e) = Self::udp_bind(app, io, id, slot, 0, ip) {
                         return Msg::reply(errno_of(e));
                     }
+                    app.socks[slot as usize].auto_port = true;
                 }
                 if !matches!(app.socks[slot as usize].kind, Kind::Udp(_)) {
                     return bad(libc::EINVAL);
@@ -2265,8 +2274,18 @@ impl Service {
                     },
                     Ordering::Release,
                 );
+                // Disconnected (the shim asks with bit 0 of `b`): a port
+                // we picked is given up, as Linux's `__udp_disconnect`
+                // unhashes a socket bound without SOCK_BINDPORT_LOCK.
+                let released = peer == 0
+                    && msg.b & 1 != 0
+                    && app.socks[slot as usize].auto_port
+                    && Self::udp_unbind(app, io, slot, ip);
                 app.changed(slot);
-                Msg::reply(0)
+                Msg {
+                    b: u64::from(released),
+                    ..Msg::reply(0)
+                }
             }
             op::BIND if valid => {
                 let (aip, port) = layout::unpack(msg.a as u64);
@@ -3439,6 +3458,34 @@ impl Service {
             .local
             .store(pack(ip, h.port()), Ordering::Release);
         Ok(h.port())
+    }
+
+    /// Give UDP socket `s`'s port up (false if it shares it): the
+    /// datagrams its transmit ring holds go first, and those the stack
+    /// holds for it move to its receive ring while they fit (the rest
+    /// are dropped, as a datagram past a full SO_RCVBUF is). Its address
+    /// reads port 0 until the shim binds it again (at its next send, as
+    /// Linux's `inet_send_prepare` binds an unbound socket).
+    fn udp_unbind(app: &mut AppState, io: &mut Io, s: u32, ip: u32) -> bool {
+        let Kind::Udp(h) = app.socks[s as usize].kind else {
+            return false;
+        };
+        if app.socks[s as usize].reuseport {
+            return false;
+        }
+        Self::pump_udp_tx(app, io, s);
+        if app.socks[s as usize].kind != Kind::Udp(h) {
+            return false; // closed meanwhile (or reset for a bad ring)
+        }
+        Self::fill_udp(app, io, s, Some(h));
+        let _ = io.udp_close(h);
+        app.socks[s as usize].kind = Kind::Open;
+        app.socks[s as usize].auto_port = false;
+        app.r
+            .down_slot(s)
+            .local
+            .store(pack(ip, 0), Ordering::Release);
+        true
     }
 
     /// Move the datagrams the stack holds for UDP socket `s` into its
