@@ -1947,8 +1947,9 @@ static int one_byte_datagrams(int rx, struct sockaddr_in *from, int n) {
  * first send, or a bind to port 0) is given up at a disconnect, as
  * Linux's __udp_disconnect does: getsockname reads 0.0.0.0:0, the next
  * send binds another port (the reply and the kernel's loopback reach it
- * there), and bind works again. A port the program bound stays. (Until
- * 2026-11-29 under `ixora run` the socket kept its port.) */
+ * there, also through a duplicate), and bind works again. A port the
+ * program bound stays. (Until 2026-11-29 under `ixora run` the socket
+ * kept its port.) */
 static void udp_disconnect_gives_port_up(const char *self_ip, int port) {
     int rx = socket(AF_INET, SOCK_DGRAM, 0), u = socket(AF_INET, SOCK_DGRAM, 0);
     int k = socket(AF_INET, SOCK_DGRAM, 0), v = socket(AF_INET, SOCK_DGRAM, 0);
@@ -1959,6 +1960,7 @@ static void udp_disconnect_gives_port_up(const char *self_ip, int port) {
     socklen_t l;
     int r = bind(rx, (struct sockaddr *)&sa, sizeof sa);
     ssize_t s1 = sendto(u, "a", 1, 0, (struct sockaddr *)&sa, sizeof sa);
+    int du = dup(u);
     r |= getsockname(u, (struct sockaddr *)&m[0], (l = sizeof m[0], &l));
     r |= connect(u, (struct sockaddr *)&sa, sizeof sa) | connect(u, &un, sizeof un);
     r |= getsockname(u, (struct sockaddr *)&m[1], (l = sizeof m[1], &l));
@@ -1973,8 +1975,8 @@ static void udp_disconnect_gives_port_up(const char *self_ip, int port) {
     ssize_t s3 = sendto(rx, "c", 1, 0, (struct sockaddr *)&back, sizeof back);
     ssize_t s4 = sendto(k, "d", 1, 0, (struct sockaddr *)&lo, sizeof lo);
     char two[2] = {0};
-    for (int i = 0; i < 2 && wait_for(u, POLLIN, 5000) & POLLIN; i++)
-        recv(u, &two[i], 1, MSG_DONTWAIT);
+    for (int i = 0; i < 2 && wait_for(du, POLLIN, 5000) & POLLIN; i++)
+        recv(du, &two[i], 1, MSG_DONTWAIT);
     /* Bound again by hand to port 0 after another disconnect: not locked. */
     r |= connect(u, (struct sockaddr *)&sa, sizeof sa) | connect(u, &un, sizeof un);
     int rb = bind(u, (struct sockaddr *)&any, sizeof any);
@@ -1999,6 +2001,7 @@ static void udp_disconnect_gives_port_up(const char *self_ip, int port) {
           ntohs(m[4].sin_port));
     close(rx);
     close(u);
+    close(du);
     close(k);
     close(v);
 }

@@ -1338,7 +1338,7 @@ fn open_kernel_side(fd: c_int, sk: Sock, backlog: Option<c_int>) {
         // Bound already: Linux binds a UDP socket to a port of its own at
         // any send, also one it refused for want of an address while the
         // socket was undecided. A new kernel socket takes the socket's.
-        renew_kernel_socket(fd, sk);
+        renew_kernel_socket(sk, &state::descriptors(sk));
         bound = kernel_bind_like(fd, sk) == 0;
     }
     let ok = bound
@@ -1756,7 +1756,7 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
         // Unbound, on any address (as Linux's socket, its address reset
         // too): no kernel side until its next send binds it.
         if kernel_side(sk) {
-            drop_kernel_side(fd, sk);
+            drop_kernel_side(sk);
         }
         state::flag_socket(sk, fl::UNBOUND | fl::BOUND_ANY, true);
         state::flag_socket(sk, fl::KSIDE_DROPPED, false);
@@ -1769,7 +1769,7 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
     let alone = sk.a.r.up_slot(sk.s).refs.load(Ordering::Acquire) == 1;
     let dropped = sk.e.flags.load(Ordering::Relaxed) & fl::KSIDE_DROPPED != 0;
     if peer != 0 && kernel_side(sk) && alone {
-        drop_kernel_side(fd, sk);
+        drop_kernel_side(sk);
         sk.e.flags.fetch_or(fl::KSIDE_DROPPED, Ordering::Relaxed);
     } else if peer == 0 && dropped && !kernel_side(sk) {
         sk.e.flags.fetch_and(!fl::KSIDE_DROPPED, Ordering::Relaxed);
@@ -1790,35 +1790,47 @@ fn kernel_epoll_del(epfd: c_int, fd: c_int) -> bool {
     ) == 0
 }
 
-/// Take the kernel side of UDP socket `sk` (descriptor `fd`) away: its
-/// watch, its registrations in this process's epoll sets, and the bound
-/// kernel socket itself, replaced under the same descriptor number by an
-/// unbound one (the bound one closes unless a `fork` child holds it).
-fn drop_kernel_side(fd: c_int, sk: Sock) {
-    crate::kwatch::side_forget(fd);
+/// Take the kernel side of UDP socket `sk` away: its watches, its
+/// registrations in this process's epoll sets, and the bound kernel
+/// socket itself, replaced under its descriptors by an unbound one
+/// ([`renew_kernel_socket`]).
+fn drop_kernel_side(sk: Sock) {
+    let fds = state::descriptors(sk);
+    for &fd in &fds {
+        crate::kwatch::side_forget(fd);
+    }
     state::epoll_interest_kernel(sk.s, sk.gen(), false, &mut |epfd, fd, _, _| {
         kernel_epoll_del(epfd, fd);
         true
     });
-    renew_kernel_socket(fd, sk);
+    renew_kernel_socket(sk, &fds);
     state::flag_socket(sk, fl::KSIDE | fl::NEXT_KERNEL | fl::NEXT_IXORA, false);
 }
 
-/// Put a new unbound kernel socket of Ixora socket `sk`'s family and type
-/// (a dual-stack one stays AF_INET6) under its descriptor `fd`, as
-/// close-on-exec as the old one; the old one closes unless a `fork`
+/// Put one new unbound kernel socket of Ixora socket `sk`'s family and
+/// type (a dual-stack one stays AF_INET6) under its descriptors `fds`
+/// (this process's: duplicates share it, as they shared the old one),
+/// each as close-on-exec as before; the old one closes unless a `fork`
 /// child holds it.
-fn renew_kernel_socket(fd: c_int, sk: Sock) {
-    let fdflags = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFD);
-    if let Ok(fresh) = scratch_socket(sk.e) {
+fn renew_kernel_socket(sk: Sock, fds: &[c_int]) {
+    let Ok(fresh) = scratch_socket(sk.e) else {
+        return;
+    };
+    for &fd in fds {
+        // (Not a duplicate another thread closed since the list was made:
+        // its number may name another file now.)
+        if fd != sk.fd && !state::sock(fd).is_some_and(|d| d.s == sk.s && d.gen() == sk.gen()) {
+            continue;
+        }
+        let fdflags = real!(fcntl: fn(c_int, c_int; ...) -> c_int)(fd, libc::F_GETFD);
         let cloexec = if fdflags >= 0 && fdflags & libc::FD_CLOEXEC == 0 {
             0
         } else {
             libc::O_CLOEXEC
         };
         crate::real::sys_dup3(fresh, fd, cloexec);
-        crate::real::sys_close(fresh);
     }
+    crate::real::sys_close(fresh);
 }
 
 /// connect(2).

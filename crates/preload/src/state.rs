@@ -615,6 +615,19 @@ pub fn ixora_fds() -> Vec<(c_int, u32, u32, u32)> {
     v
 }
 
+/// This process's descriptors that name socket `sk` (its duplicates).
+pub fn descriptors(sk: Sock) -> Vec<c_int> {
+    if sk.a.r.up_slot(sk.s).refs.load(Ordering::Acquire) <= 1 {
+        return vec![sk.fd];
+    }
+    let gen = sk.e.gen.load(Ordering::Relaxed);
+    ixora_fds()
+        .into_iter()
+        .filter(|&(_, s, g, _)| s == sk.s && g == gen)
+        .map(|(fd, ..)| fd)
+        .collect()
+}
+
 /// This process's row in the holders table ([`layout::NO_ROW`]: none).
 static ROW: AtomicU32 = AtomicU32::new(0);
 
