@@ -1896,7 +1896,9 @@ static void eof_after_data(const char *ip, int port, int exchanges) {
  * at every address, the kernel's loopback too. (Until 2026-11-29 the
  * shim gave the socket a port of Ixora's whose kernel side the kernel
  * refused, having bound it already: loopback did not reach it, and a
- * warning said so; MSG_OOB was ignored.) */
+ * warning said so; MSG_OOB was ignored.) Linux binds the socket at any
+ * send, also one that fails: a bind after it says EINVAL (until
+ * 2026-11-29 under `ixora run` it bound the socket to another port). */
 static void udp_send_before_address(const char *self_ip, int port) {
     int c = socket(AF_INET, SOCK_DGRAM, 0), a = socket(AF_INET, SOCK_DGRAM, 0);
     int k = socket(AF_INET, SOCK_DGRAM, 0);
@@ -1919,11 +1921,21 @@ static void udp_send_before_address(const char *self_ip, int port) {
     inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
     ssize_t l = sendto(k, "lo", 2, 0, (struct sockaddr *)&lo, sizeof lo);
     ssize_t q = wait_for(c, POLLIN, 5000) & POLLIN ? recv(c, buf, sizeof buf, MSG_DONTWAIT) : -1;
+    /* The failed send bound the socket: a bind after it is refused. */
+    int b = socket(AF_INET, SOCK_DGRAM, 0);
+    send(b, "x", 1, 0);
+    struct sockaddr_in any = {.sin_family = AF_INET}, bs = {0};
+    errno = 0;
+    int rb2 = bind(b, (struct sockaddr *)&any, sizeof any), e3 = errno;
+    socklen_t bl = sizeof bs;
+    getsockname(b, (struct sockaddr *)&bs, &bl);
     check(rb == 0 && n == -1 && e1 == EDESTADDRREQ && o == -1 && e2 == EOPNOTSUPP && s == 4 &&
-              m == 4 && l == 2 && q == 2,
+              m == 4 && l == 2 && q == 2 && rb2 == -1 && e3 == EINVAL && bs.sin_port != 0,
           "udp_send_before_address",
-          "bind %d send %zd (errno %d) oob %zd (errno %d) sendto %zd got %zd loopback %zd got %zd",
-          rb, n, e1, o, e2, s, m, l, q);
+          "bind %d send %zd (errno %d) oob %zd (errno %d) sendto %zd got %zd loopback %zd got %zd; "
+          "bind after a failed send %d (errno %d) port %d",
+          rb, n, e1, o, e2, s, m, l, q, rb2, e3, ntohs(bs.sin_port));
+    close(b);
     close(c);
     close(a);
     close(k);

@@ -1198,6 +1198,16 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
     let Some(a) = state::attach() else {
         return real_bind();
     };
+    if again.is_none()
+        && state::entry(fd).is_some_and(|e| e.flags.load(Ordering::Relaxed) & fl::DGRAM != 0)
+        && kernel_port(fd) != 0
+    {
+        // Bound already: a send that failed (no address, MSG_OOB) bound
+        // the undecided socket, as Linux's `inet_send_prepare` does
+        // before any send — its kernel socket took a port there.
+        count(a, call("bind"), false);
+        return fail(libc::EINVAL);
+    }
     if ip != 0 && ip != a.ip {
         if again.is_some() {
             // (Ixora's now: only its own addresses.)
@@ -1245,6 +1255,21 @@ pub unsafe extern "C" fn bind(fd: c_int, addr: *const sockaddr, len: socklen_t) 
         }
         Err(e) => fail(e),
     }
+}
+
+/// The port kernel socket `fd` is bound to (0: none, or not a socket).
+fn kernel_port(fd: c_int) -> u16 {
+    // SAFETY: sockaddr_storage is plain data; all zeroes is valid.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&ss) as socklen_t;
+    let p = &mut ss as *mut libc::sockaddr_storage as *mut sockaddr;
+    if real!(getsockname: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(fd, p, &mut len) != 0 {
+        return 0;
+    }
+    // (sin_port and sin6_port are at the same offset.)
+    // SAFETY: the kernel wrote an AF_INET or AF_INET6 address there (or
+    // left zeroes): its port field is in bounds either way.
+    u16::from_be(unsafe { (*(p as *const libc::sockaddr_in)).sin_port })
 }
 
 /// A kernel socket (UDP, raw, ...) failed to bind to Ixora's address,
