@@ -382,7 +382,7 @@ static int live_end(int *side) {
 }
 
 static void op_misc(void) {
-    int k = rnd(11), r, v = -1, side;
+    int k = rnd(12), r, v = -1, side;
     socklen_t l = sizeof v;
     char c;
     switch (k) {
@@ -450,8 +450,8 @@ static void op_misc(void) {
     }
     case 8: {
         /* (Of a connection neither end shut: once both FINs are through,
-         * Linux's sockets are CLOSE and say ENOTCONN, Ixora's not yet —
-         * written down in ARCHITECTURE.) */
+         * getpeername's answer waits for the connection to settle; see
+         * case 11.) */
         int i = live_end(&side);
         if (i < 0 || P[i].e[0].shut_wr || P[i].e[1].shut_wr)
             break;
@@ -463,6 +463,47 @@ static void op_misc(void) {
         int server_local = side == 1 ? a.sin_port == self.sin_port : b.sin_port == self.sin_port;
         say("names pair %d side %d %s match %d server_port %d", i, side, res(r),
             a.sin_port == b.sin_port && a.sin_addr.s_addr == b.sin_addr.s_addr, server_local);
+        break;
+    }
+    case 11: {
+        /* Both FINs through (both ends shut and read the other's end of
+         * file): once the connection settles (TCP_INFO reads CLOSE at
+         * both ends, as TIME-WAIT does), getpeername says ENOTCONN at
+         * both, Linux's sockets being CLOSE; getsockname still answers. */
+        int i = -1;
+        for (int j = 0; j < np && i < 0; j++) {
+            struct pair *q = &P[j];
+            if (q->accepted && q->closer < 0 && q->e[0].shut_wr && q->e[1].shut_wr &&
+                q->e[0].done && q->e[1].done)
+                i = j;
+        }
+        if (i < 0)
+            break;
+        struct pair *p = &P[i];
+        for (int t = 0, n = 0; n < 2; t++) {
+            n = 0;
+            for (int s2 = 0; s2 < 2; s2++) {
+                struct tcp_info ti;
+                socklen_t tl = sizeof ti;
+                n += getsockopt(p->e[s2].fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+                     ti.tcpi_state == TCP_CLOSE;
+            }
+            if (n < 2 && t == 10000) {
+                errno = ETIMEDOUT;
+                die("settle");
+            }
+            if (n < 2)
+                usleep(1000);
+        }
+        for (side = 0; side < 2; side++) {
+            struct sockaddr_in a;
+            socklen_t al = sizeof a;
+            char bp[64];
+            snprintf(bp, sizeof bp, "%s", res(getpeername(P[i].e[side].fd, (struct sockaddr *)&a, &al)));
+            al = sizeof a;
+            r = getsockname(P[i].e[side].fd, (struct sockaddr *)&a, &al);
+            say("both fins pair %d side %d getpeername %s getsockname %s", i, side, bp, res(r));
+        }
         break;
     }
     case 9: {

@@ -6103,6 +6103,25 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, len: *mut s
     0
 }
 
+/// Whether TCP socket `sk` shut its side, read its peer's FIN, and its
+/// connection is through (TIME-WAIT, or closed): Linux's socket is then
+/// CLOSE (`tcp_time_wait`, `tcp_done`), and `getpeername` says `ENOTCONN`.
+/// The stack is asked (`asked`) only for a socket both ways shut:
+/// TIME-WAIT begins with no event the service passes on.
+fn both_fins_through(sk: Sock, asked: &mut bool) -> bool {
+    if sk.dgram()
+        || sk.flags() & layout::flag::EOF == 0
+        || sk.a.r.up_slot(sk.s).req.load(Ordering::Acquire) & layout::req::SHUT_WR == 0
+    {
+        return false;
+    }
+    *asked = true;
+    let (r, tail) = state::request_tail(sk.a, Msg::new(op::INFO, sk.s, 0, 0));
+    // (7: Linux's TCP_CLOSE, which TIME-WAIT reads as; no connection left
+    // at all says ENOTCONN.)
+    r.a < 0 || TcpInfo::decode(&tail).is_some_and(|t| t.state == 7)
+}
+
 /// getpeername(2).
 #[no_mangle]
 pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
@@ -6111,12 +6130,17 @@ pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, len: *mut s
             real!(getpeername: fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int)(fd, addr, len)
         });
     };
-    count(sk.a, call("getpeername"), true);
     if addr.is_null() || len.is_null() {
+        count(sk.a, call("getpeername"), true);
         return fail(libc::EFAULT);
     }
     let remote = sk.a.r.down_slot(sk.s).remote.load(Ordering::Relaxed);
-    if remote == 0 || !matches!(sk.state(), st::ESTABLISHED | st::CONNECTING) {
+    let mut asked = false;
+    let connected = remote != 0
+        && matches!(sk.state(), st::ESTABLISHED | st::CONNECTING)
+        && !both_fins_through(sk, &mut asked);
+    count(sk.a, call("getpeername"), !asked);
+    if !connected {
         return fail(libc::ENOTCONN);
     }
     // SAFETY: getpeername(2)'s contract.
