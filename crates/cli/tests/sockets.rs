@@ -1821,7 +1821,7 @@ fn a_program_that_does_not_read_its_udp_sockets_leaves_the_packet_buffers_to_the
 /// wrote is delivered, then a FIN — also when it never closed them and the
 /// peer reads slowly (its bytes wait in the service, an orphan, after the
 /// program and its rings are gone) — unless bytes it was sent were never
-/// read, which resets the connection. Before, every connection still open
+/// read, which resets the connection after what the window takes. Before, every connection still open
 /// when the program's last process ended was reset, and the peer lost what
 /// it had not read yet.
 #[test]
@@ -1882,6 +1882,35 @@ fn a_program_that_exits_has_its_last_bytes_delivered() {
     let r = reader(7032, true);
     writer(7032);
     wait_log(&r, "reset", 20);
+    // A reply the window takes goes before the reset, as Linux sent it at
+    // the write: here written into the ring while the service is stopped,
+    // so that the service finds the reply and the program's end in one
+    // cycle. (Until 2026-11-29 the exit's reset went at once, and the
+    // reply given to the stack in that cycle never left.)
+    let r = reader(7033, true);
+    let go = std::env::temp_dir().join(unique_name("ixora-go", false));
+    let script = format!(
+        "import os, socket, sys, time\n\
+         c = socket.create_connection(('198.18.9.1', 7033))\n\
+         c.sendall(b'hi\\n')\n\
+         c.recv(6, socket.MSG_PEEK | socket.MSG_WAITALL)\n\
+         print('ready', file=sys.stderr, flush=True)\n\
+         t = time.time()\n\
+         while not os.path.exists({go:?}) and time.time() - t < 20: time.sleep(0.01)\n\
+         c.sendall(bytes(1000))\n\
+         os._exit(0)\n"
+    );
+    let mut w = net.run("the replier", &["python3", "-c", &script]);
+    wait_log(&w, "ready", 20);
+    let pid = stop_service(&net);
+    std::fs::write(&go, b"").unwrap();
+    let t = Instant::now();
+    while w.running() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let _ = std::fs::remove_file(&go);
+    wait_log(&r, "got 1000 reset", 20);
     let st = net.stats();
     let ended = &st["ended_with_program"];
     assert!(

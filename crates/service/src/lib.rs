@@ -285,6 +285,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         orphan_bytes: 0,
         next_orphan: 0,
         orphan_counts: OrphanCounts::default(),
+        doomed: Vec::new(),
         orphan_check: Instant::now(),
         nap: NAP_MIN,
         pass_bytes: 0,
@@ -772,6 +773,9 @@ pub struct Service {
     orphans: HashMap<u32, Orphan>,
     /// Bytes the orphans still hold.
     orphan_bytes: usize,
+    /// Connections of programs gone to reset once this cycle's frames are
+    /// out (what they wrote goes first: see [`Service::orphan`]).
+    doomed: Vec<ConnHandle>,
     next_orphan: u32,
     orphan_counts: OrphanCounts,
     /// When to look for orphans that waited too long next.
@@ -1859,9 +1863,8 @@ impl Service {
         let Some(mut app) = self.apps.remove(&id) else {
             return;
         };
-        for h in app.doomed.drain(..) {
-            let _ = io.abort(h);
-        }
+        // (Reset after what they sent: this cycle's frames.)
+        self.doomed.append(&mut app.doomed);
         // A process of it may live on holding the doorbell: no more
         // wake-ups from it.
         os::unwatch(self.bells.as_fd(), app.bell.as_raw_fd());
@@ -3038,7 +3041,19 @@ impl Service {
             return;
         };
         let n = (tail - sent) as usize;
-        if unread || self.orphan_bytes + n > MAX_ORPHAN_BYTES {
+        if unread {
+            // Linux's exit closes the socket with bytes unread: a reset,
+            // after what the program wrote, which Linux sent at the write
+            // as far as the window let it (the rest goes with the reset).
+            let room = io.send_space(h).unwrap_or(0).min(n);
+            if room > 0 {
+                let _ = io.send(h, Bytes::from(app.r.tx_take(s, sent, room)));
+            }
+            self.doomed.push(h); // reset in `transmitted`
+            self.orphan_counts.reset += 1;
+            return;
+        }
+        if self.orphan_bytes + n > MAX_ORPHAN_BYTES {
             let _ = io.abort(h);
             self.orphan_counts.reset += 1;
             return;
@@ -4375,6 +4390,9 @@ impl App for Service {
     /// sleeps: its replies are then in the rings at the service's next
     /// cycle, and it need not ring the doorbell of a sleeping service.
     fn transmitted(&mut self, io: &mut Io) {
+        for h in self.doomed.drain(..) {
+            let _ = io.abort(h);
+        }
         // The service's CPU, read at the first ring (most cycles ring none).
         let mut here = None;
         // The waiters rung on this CPU (app, index), the first few.
