@@ -13,7 +13,8 @@
  * half-closes and end of file, close with and without unread data (a
  * reset), SO_LINGER 0, what a peer reads after a reset, readiness of the
  * listener by poll and epoll, a second listen, the listener's
- * non-blocking flag, addresses, TCP_INFO states, calls that fail on a
+ * non-blocking flag, addresses (getpeername too once both FINs are
+ * through), TCP_INFO states, calls that fail on a
  * listener or on a connected socket, a second bind to the port, and at
  * the end the listener closed with connections still in its queue. A
  * line is printed only where the timing of arrivals cannot change it: the
