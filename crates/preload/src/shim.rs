@@ -746,7 +746,10 @@ fn bind_at_send(sk: Sock) -> Result<(), c_int> {
     }
     let r = state::request(sk.a, Msg::new(op::BIND, sk.s, pack(0, 0) as i64, 0), &[]);
     if r.a < 0 {
-        return Err(libc::EAGAIN);
+        // (Bound by another thread's send meanwhile: the service took
+        // that one first.)
+        let port = unpack(sk.a.r.down_slot(sk.s).local.load(Ordering::Acquire)).1;
+        return if port != 0 { Ok(()) } else { Err(libc::EAGAIN) };
     }
     state::flag_socket(sk, fl::UNBOUND, false);
     open_kernel_side(sk.fd, sk, None);
