@@ -1777,10 +1777,10 @@ unsafe fn connect_dgram(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen
     if r.a < 0 {
         return fail(-r.a as c_int);
     }
-    if peer != 0 {
-        // (Given a port by the service if it had none.)
+    if peer != 0 && sk.e.flags.load(Ordering::Relaxed) & fl::UNBOUND != 0 {
+        // (Given a port by the service, as it had none.)
         state::flag_socket(sk, fl::UNBOUND, false);
-    } else if r.b == 1 {
+    } else if peer == 0 && r.b == 1 {
         // Unbound, on any address (as Linux's socket, its address reset
         // too): no kernel side until its next send binds it.
         if kernel_side(sk) {
