@@ -237,9 +237,19 @@ static int read_exact(int i, int side, size_t n, int k) {
     return bad;
 }
 
+/* A random pair and an end of it (`*side`) that is open: the pair's
+ * index, or -1 (no pair, the end not accepted yet, or closed). */
+static int open_end(int *side) {
+    int i = any_pair();
+    *side = rnd(2);
+    if (i < 0 || (*side == 1 && !P[i].accepted) || P[i].e[*side].closed)
+        return -1;
+    return i;
+}
+
 static void op_recv(void) {
-    int i = any_pair(), side = rnd(2);
-    if (i < 0 || (side == 1 && !P[i].accepted) || P[i].e[side].closed)
+    int side, i = open_end(&side);
+    if (i < 0)
         return;
     uint64_t out = outstanding(&P[i], 1 - side);
     if (out == 0)
@@ -253,13 +263,12 @@ static void op_recv(void) {
 /* An end whose peer shut down or closed, all of whose bytes it read:
  * what the next reads (and, after a reset, a send) return. */
 static void op_end(void) {
-    int i = any_pair(), side = rnd(2);
+    int side, i = open_end(&side);
     if (i < 0)
         return;
     struct pair *p = &P[i];
     struct end *e = &p->e[side], *o = &p->e[1 - side];
-    if ((side == 1 && !p->accepted) || e->closed || e->done || !(o->shut_wr || o->closed) ||
-        outstanding(p, 1 - side) != 0)
+    if (e->done || !(o->shut_wr || o->closed) || outstanding(p, 1 - side) != 0)
         return;
     /* (The reset's arrival, or else the FIN's.) */
     short ev = wait_on(e->fd, p->reset ? POLLERR : POLLIN);
@@ -311,13 +320,11 @@ static void wait_held(int fd, uint64_t n) {
 /* Close one end: with unread bytes (all arrived first) or SO_LINGER 0 it
  * resets the connection, else it ends it with a FIN. */
 static void op_close(void) {
-    int i = any_pair(), side = rnd(2);
+    int side, i = open_end(&side);
     if (i < 0)
         return;
     struct pair *p = &P[i];
     struct end *e = &p->e[side], *o = &p->e[1 - side];
-    if ((side == 1 && !p->accepted) || e->closed)
-        return;
     uint64_t unread = outstanding(p, 1 - side);
     /* (Not before the accept: a reset connection in the queue may be
      * accepted before or after the reset comes. Not where both ends shut:

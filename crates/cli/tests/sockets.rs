@@ -2429,6 +2429,19 @@ fn posix_calls_behave_as_on_linux() {
     drop(echo);
 }
 
+/// What differential test program `what` printed for `seed` run as `cmd`;
+/// the test fails if the program itself could not go on.
+fn ops_output(mut cmd: Command, what: &str, seed: u64) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{what} seed {seed} could not go on:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// The seeds environment variable `var` asks for: `N` (1 to N) or `A-B`;
 /// 1 to `default` when unset. A value that is neither fails the test.
 fn seed_range(var: &str, default: u64) -> std::ops::RangeInclusive<u64> {
@@ -2498,14 +2511,7 @@ fn random_socket_call_sequences_give_what_linux_gives() {
         if udp {
             cmd.arg("udp");
         }
-        let out = cmd.output().expect("run socket_ops");
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "socket_ops seed {seed} could not go on:\n{text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
+        ops_output(cmd, "socket_ops", seed)
     };
     for (seed, udp) in seeds.flat_map(|s| [(s, false), (s, true)]) {
         let seed_mode = format!("{seed} ({})", if udp { "udp" } else { "tcp" });
@@ -2564,14 +2570,7 @@ fn random_listener_call_sequences_give_what_linux_gives() {
     net.loopback_like_veth();
     let run = |mut cmd: Command, ip: &str, seed: u64| -> String {
         cmd.args([&exe, ip, "7030", &seed.to_string(), "400"]);
-        let out = cmd.output().expect("run listen_ops");
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "listen_ops seed {seed} could not go on:\n{text}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
+        ops_output(cmd, "listen_ops", seed)
     };
     for seed in seeds {
         let mut k = net.lx.command("timeout");
