@@ -550,6 +550,43 @@ static void client(const char *ip, int port) {
     r = epoll_ctl(ep, EPOLL_CTL_ADD, s, &e1);
     int again = epoll_ctl(ep, EPOLL_CTL_ADD, s, &e1);
     check(r == 0 && again == -1 && errno == EEXIST, "epoll_ctl_eexist", "r %d again %d", r, again);
+    /* EPOLLEXCLUSIVE (fs/eventpoll.c do_epoll_ctl): only at ADD, only with
+     * EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP, EPOLLWAKEUP and EPOLLET (so not
+     * EPOLLRDHUP or EPOLLONESHOT, which is why nginx drops EPOLLRDHUP for
+     * its listeners); an exclusive item cannot be changed, only deleted.
+     * It does not hide readiness from the set's own wait. */
+    {
+        r = epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL);
+        struct epoll_event ex = {.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLRDHUP, .data.u64 = 5};
+        int bad_rdhup = epoll_ctl(ep, EPOLL_CTL_ADD, s, &ex);
+        int e_rdhup = errno;
+        ex.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLONESHOT;
+        int bad_oneshot = epoll_ctl(ep, EPOLL_CTL_ADD, s, &ex);
+        int e_oneshot = errno;
+        ex.events = EPOLLIN | EPOLLEXCLUSIVE | EPOLLET;
+        int add = epoll_ctl(ep, EPOLL_CTL_ADD, s, &ex);
+        ex.events = EPOLLIN;
+        int mod = epoll_ctl(ep, EPOLL_CTL_MOD, s, &ex);
+        int e_mod = errno;
+        n = write(s, "ex", 2);
+        k = epoll_wait(ep, o1, 4, 5000);
+        int del = epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL);
+        ex.events = EPOLLIN;
+        int plain = epoll_ctl(ep, EPOLL_CTL_ADD, s, &ex);
+        ex.events = EPOLLIN | EPOLLEXCLUSIVE;
+        int mod_ex = epoll_ctl(ep, EPOLL_CTL_MOD, s, &ex);
+        int e_mod_ex = errno;
+        check(r == 0 && bad_rdhup == -1 && e_rdhup == EINVAL && bad_oneshot == -1 &&
+                  e_oneshot == EINVAL && add == 0 && mod == -1 && e_mod == EINVAL && k == 1 &&
+                  o1[0].data.u64 == 5 && (o1[0].events & EPOLLIN) && del == 0 && plain == 0 &&
+                  mod_ex == -1 && e_mod_ex == EINVAL,
+              "epoll_exclusive",
+              "del %d, rdhup %d/%d, oneshot %d/%d, add %d, mod %d/%d, wait %d, del %d, add %d, "
+              "mod to exclusive %d/%d",
+              r, bad_rdhup, e_rdhup, bad_oneshot, e_oneshot, add, mod, e_mod, k, del, plain,
+              mod_ex, e_mod_ex);
+        read_full(s, buf, 2);
+    }
     close(ep);
     close(pfd[0]);
     close(pfd[1]);

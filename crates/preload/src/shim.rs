@@ -3595,7 +3595,20 @@ pub unsafe extern "C" fn epoll_ctl(
         };
         real!(epoll_ctl: fn(c_int, c_int, c_int, *mut epoll_event) -> c_int)(epfd, opn, fd, &mut e)
     };
+    // EPOLLEXCLUSIVE (fs/eventpoll.c do_epoll_ctl): asked for at ADD only,
+    // with no flag beyond EXCLUSIVE_OK; an exclusive item is not changed.
+    let exclusive = libc::EPOLLEXCLUSIVE as u32;
+    if !ev.is_null()
+        && events & exclusive != 0
+        && (opn == libc::EPOLL_CTL_MOD
+            || (opn == libc::EPOLL_CTL_ADD && events & !EXCLUSIVE_OK != 0))
+    {
+        return fail(libc::EINVAL);
+    }
     match (opn, pos) {
+        (libc::EPOLL_CTL_MOD, Some(i)) if g.items()[i].events & exclusive != 0 => {
+            fail(libc::EINVAL)
+        }
         (libc::EPOLL_CTL_ADD, Some(_)) => fail(libc::EEXIST),
         (libc::EPOLL_CTL_ADD, None) => {
             if ev.is_null() {
@@ -3636,6 +3649,16 @@ pub unsafe extern "C" fn epoll_ctl(
         _ => fail(libc::EINVAL),
     }
 }
+
+/// The flags an `EPOLLEXCLUSIVE` interest may have (`EPOLLEXCLUSIVE_OK_BITS`
+/// of fs/eventpoll.c).
+const EXCLUSIVE_OK: u32 = (libc::EPOLLIN
+    | libc::EPOLLOUT
+    | libc::EPOLLERR
+    | libc::EPOLLHUP
+    | libc::EPOLLWAKEUP
+    | libc::EPOLLET
+    | libc::EPOLLEXCLUSIVE) as u32;
 
 /// An Ixora socket's interest `events` was added to set `g` or changed:
 /// threads asleep on the set learn of it (state::epoll_changed).
