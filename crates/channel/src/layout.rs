@@ -51,6 +51,10 @@
 //! state change, an error) and [`Regions::tx_interest`] (the service took
 //! bytes from the transmit ring: room to write). A thread that waits to
 //! read is thus not woken each time the service takes its last reply.
+//! A waiter whose `excl_any` bit is set has a third, [`Regions::excl_interest`]:
+//! the sockets it watches only through `EPOLLEXCLUSIVE` epoll items, for
+//! which the service rings only the first armed waiter (by index) that
+//! wants the change, as Linux wakes one of the exclusive sleepers.
 
 use std::sync::atomic::{AtomicI32, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
@@ -59,7 +63,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 20;
+pub const VERSION: u32 = 21;
 /// Entries of the change log ([`DownHeader::chlog_head`]): a power of
 /// two.
 pub const CHLOG: u64 = 4096;
@@ -406,6 +410,10 @@ pub struct UpHeader {
     /// sockets; the others want a change of a socket in their interest
     /// bitmap ([`Regions::interest`]).
     pub wants_any: [AtomicU64; MAX_WAITERS / 64],
+    /// One bit per armed waiter whose exclusive-interest bitmap
+    /// ([`Regions::excl_interest`]) names sockets; the others have none
+    /// (the bitmap is then stale and not read).
+    pub excl_any: [AtomicU64; MAX_WAITERS / 64],
     /// Per call of [`CALLS`]: `[resolved in user space, entered the kernel]`.
     pub counters: [[AtomicU64; 2]; 32],
     /// Calls on descriptors that are not Ixora's (passed to the kernel).
@@ -592,17 +600,17 @@ impl Layout {
     }
 
     /// Offset of word `word` of waiter `w`'s interest bitmaps, after the
-    /// holders table: per waiter, `slots / 64` words of change interest
-    /// then `slots / 64` words of transmit-progress interest (one bit per
-    /// socket each).
+    /// holders table: per waiter, `slots / 64` words of change interest,
+    /// `slots / 64` words of transmit-progress interest, then `slots / 64`
+    /// words of exclusive interest (one bit per socket each).
     pub fn interest(&self, w: u32, word: u32) -> usize {
         self.held(0, 0)
             + self.held_bytes()
-            + (w as usize * (self.slots as usize / 32) + word as usize) * 8
+            + (w as usize * (3 * self.slots as usize / 64) + word as usize) * 8
     }
 
     fn interest_bytes(&self) -> usize {
-        round_up(MAX_WAITERS * self.slots as usize / 4, PAGE)
+        round_up(MAX_WAITERS * 3 * self.slots as usize / 8, PAGE)
     }
 
     /// Length of the up region.
@@ -724,6 +732,19 @@ impl Regions {
             "tx_interest({w}, {word}) out of range"
         );
         self.interest_word(w, self.layout.slots / 64 + word)
+    }
+
+    /// Word `word` of waiter `w`'s exclusive-interest bitmap, read by the
+    /// service only while the waiter's `excl_any` bit is set: of the
+    /// sockets of its change interest, those it watches only through
+    /// `EPOLLEXCLUSIVE` items. A change of one rings the first armed
+    /// waiter that wants it, not every one. Panics if out of range.
+    pub fn excl_interest(&self, w: u32, word: u32) -> &AtomicU64 {
+        assert!(
+            (w as usize) < MAX_WAITERS && word < self.layout.slots / 64,
+            "excl_interest({w}, {word}) out of range"
+        );
+        self.interest_word(w, 2 * (self.layout.slots / 64) + word)
     }
 
     fn interest_word(&self, w: u32, word: u32) -> &AtomicU64 {
@@ -944,7 +965,8 @@ mod tests {
         assert_eq!(l.held(0, 0) % PAGE, 0);
         assert!(l.held(MAX_PROCS - 1, 127) + 2 <= l.interest(0, 0));
         assert_eq!(l.interest(0, 0) % PAGE, 0);
-        assert_eq!(l.interest(MAX_WAITERS as u32 - 1, 3) + 8, l.up_len());
+        // Per waiter: change, transmit and exclusive interest, 2 words each.
+        assert_eq!(l.interest(MAX_WAITERS as u32 - 1, 5) + 8, l.up_len());
         assert_eq!(l.up_len() % PAGE, 0);
         assert!(l.up_slot(0) >= l.bitmap() + 128 / 8);
     }

@@ -2595,6 +2595,77 @@ static void epoll_across_threads(const char *ip, int port) {
     close(idle);
 }
 
+/* A thread asleep in epoll_wait on a set of its own that holds the
+ * listener `l` with `events`: whether its wait reported it, and whether
+ * its accept, 300 ms later (time for every other thread woken to look),
+ * then took the connection. */
+struct lwait {
+    int l, events, ready, n, accepted;
+};
+
+static void *lwait_run(void *arg) {
+    struct lwait *w = arg;
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = (uint32_t)w->events, .data.u64 = 1}, out;
+    int r = epoll_ctl(ep, EPOLL_CTL_ADD, w->l, &ev);
+    __atomic_store_n(&w->ready, r == 0 ? 1 : -1, __ATOMIC_SEQ_CST);
+    w->n = epoll_wait(ep, &out, 1, 1500);
+    if (w->n == 1) {
+        usleep(300000);
+        int a = accept4(w->l, NULL, NULL, SOCK_NONBLOCK);
+        w->accepted = a >= 0;
+        if (a >= 0) {
+            close(a);
+        }
+    }
+    close(ep);
+    return NULL;
+}
+
+/* Three threads asleep on a non-blocking listener, each in a set of its
+ * own, and one connection: with EPOLLEXCLUSIVE one of them is woken (the
+ * others' waits time out, the connection taken), as Linux wakes one
+ * exclusive waiter per event (the thundering herd nginx's workers avoid
+ * so); without it, all three (one accepts, the others' accept says
+ * EAGAIN). */
+static void exclusive_listener_wakes_one(const char *self_ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    for (int excl = 1; excl >= 0; excl--) {
+        int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
+        setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        int b = bind(l, (struct sockaddr *)&sa, sizeof sa), li = listen(l, 16);
+        struct lwait w[3];
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++) {
+            w[i] = (struct lwait){l, EPOLLIN | (excl ? EPOLLEXCLUSIVE : 0), 0, -2, 0};
+            pthread_create(&t[i], NULL, lwait_run, &w[i]);
+        }
+        for (int i = 0; i < 3; i++) {
+            for (int k = 0; k < 500 && !__atomic_load_n(&w[i].ready, __ATOMIC_SEQ_CST); k++) {
+                usleep(1000);
+            }
+        }
+        usleep(200000); /* all three asleep */
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        int cr = connect(c, (struct sockaddr *)&sa, sizeof sa);
+        int woken = 0, accepted = 0, added = 0;
+        for (int i = 0; i < 3; i++) {
+            pthread_join(t[i], NULL);
+            woken += w[i].n == 1;
+            accepted += w[i].accepted;
+            added += w[i].ready == 1;
+        }
+        check(b == 0 && li == 0 && added == 3 && cr == 0 && woken == (excl ? 1 : 3) &&
+                  accepted == 1,
+              excl ? "epoll_exclusive_wakes_one" : "epoll_shared_listener_wakes_all",
+              "bind %d listen %d added %d connect %d: %d woken, %d accepted", b, li, added, cr,
+              woken, accepted);
+        close(c);
+        close(l);
+    }
+}
+
 /* A thread blocked in accept (`accept` set) or read on `fd`: what it got
  * and when (ms after `t0`). */
 struct blocked {
@@ -2851,6 +2922,7 @@ int main(int argc, char **argv) {
         system_and_popen_hand_over(argv[1], atoi(argv[2]));
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));
+        exclusive_listener_wakes_one(argv[4], atoi(argv[3]) + 12);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

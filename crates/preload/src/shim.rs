@@ -4005,7 +4005,7 @@ fn epoll_common(
         events: libc::POLLIN,
         revents: 0,
     }];
-    let (mut rx_bits, mut tx_bits) = (Vec::new(), Vec::new());
+    let (mut rx_bits, mut tx_bits, mut ex_bits) = (Vec::new(), Vec::new(), Vec::new());
     let (ok, n) = loop {
         let left = left_of(timeout, start);
         // Woken only by changes of the sockets in this set; by transmit
@@ -4013,7 +4013,7 @@ fn epoll_common(
         // bitmaps: no pass over its items).
         let (kernel, id, seen) = {
             let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-            g.copy_interest(&mut rx_bits, &mut tx_bits);
+            g.copy_interest(&mut rx_bits, &mut tx_bits, &mut ex_bits);
             let kernel = g.kernel;
             (kernel, g.id, state::sleep_on(a, &mut g, kernel > 0))
         };
@@ -4031,6 +4031,7 @@ fn epoll_common(
             state::Interest::Bits {
                 rx: &rx_bits,
                 tx: &tx_bits,
+                excl: &ex_bits,
             },
             &mut || {
                 let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());

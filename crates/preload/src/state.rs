@@ -1391,7 +1391,15 @@ impl Waiter {
         // The bitmaps are stored a word at a time: an epoll set of a
         // thousand sockets is one store per 64 of them, not an atomic
         // update per socket.
-        let store = |rx: &[u64], tx: &[u64]| {
+        let store = |rx: &[u64], tx: &[u64], excl: &[u64]| {
+            // The exclusive bitmap is read only while the bit says so.
+            if excl.is_empty() {
+                if h.excl_any[w].load(Ordering::Relaxed) & bit != 0 {
+                    h.excl_any[w].fetch_and(!bit, Ordering::Relaxed);
+                }
+            } else {
+                h.excl_any[w].fetch_or(bit, Ordering::Relaxed);
+            }
             if rx.iter().all(|&r| r == 0) {
                 h.wants_any[w].fetch_or(bit, Ordering::Relaxed);
                 return;
@@ -1402,6 +1410,10 @@ impl Waiter {
                 a.r.interest(self.idx, i).store(word(rx), Ordering::Relaxed);
                 a.r.tx_interest(self.idx, i)
                     .store(word(tx), Ordering::Relaxed);
+                if !excl.is_empty() {
+                    a.r.excl_interest(self.idx, i)
+                        .store(word(excl), Ordering::Relaxed);
+                }
             }
         };
         match interest {
@@ -1423,9 +1435,9 @@ impl Waiter {
                         tx[s as usize / 64] |= 1 << (s % 64);
                     }
                 }
-                store(&rx, &tx);
+                store(&rx, &tx, &[]);
             }
-            Interest::Bits { rx, tx } => store(rx, tx),
+            Interest::Bits { rx, tx, excl } => store(rx, tx, excl),
         }
         h.waiter_cpu[self.idx as usize].store(os::cpu_tag(), Ordering::Relaxed);
         // Published by this (the service reads `armed` first).
@@ -2546,6 +2558,9 @@ pub fn epoll_changed(
     if let Some((slot, tx)) = item.filter(|&(slot, _)| slot < a.r.layout().slots) {
         let bit = 1u64 << (slot % 64);
         for s in &g.sleepers {
+            // (No longer exclusive for them: the set changed.)
+            a.r.excl_interest(s.idx, slot / 64)
+                .fetch_and(!bit, Ordering::SeqCst);
             a.r.interest(s.idx, slot / 64)
                 .fetch_or(bit, Ordering::SeqCst);
             if tx {
@@ -2677,6 +2692,12 @@ pub struct Epoll {
     rx_bits: Vec<u64>,
     /// See `rx_bits`.
     tx_bits: Vec<u64>,
+    /// By slot, a bit for each socket watched only by `EPOLLEXCLUSIVE`
+    /// items: a change of it rings one of the threads asleep on such sets,
+    /// not all ([`Interest::Bits`]).
+    ex_bits: Vec<u64>,
+    /// Bits set in `ex_bits`.
+    ex_count: usize,
     /// The change log is read up to here (valid while `synced`).
     pub cursor: u64,
     /// The last scan could trust the log (see the type's doc).
@@ -2746,9 +2767,15 @@ pub enum Interest<'a> {
     /// Changes of the sockets in `rx` and `tx`; transmit progress (room
     /// to write) of those in `tx` too. Both empty: a change of any socket.
     Slots { rx: &'a [u32], tx: &'a [u32] },
-    /// The same as bitmaps by slot, `tx` a subset of `rx` (an epoll set's,
-    /// [`Epoll::interest`]). No bit set: a change of any socket.
-    Bits { rx: &'a [u64], tx: &'a [u64] },
+    /// The same as bitmaps by slot, `tx` and `excl` subsets of `rx` (an
+    /// epoll set's, [`Epoll::copy_interest`]); a change of a socket of
+    /// `excl` rings only the first armed waiter that wants it. No bit of
+    /// `rx` set: a change of any socket.
+    Bits {
+        rx: &'a [u64],
+        tx: &'a [u64],
+        excl: &'a [u64],
+    },
 }
 
 /// One Ixora socket in an epoll set.
@@ -2863,6 +2890,8 @@ impl Epoll {
             fd_heads: Vec::new(),
             rx_bits: Vec::new(),
             tx_bits: Vec::new(),
+            ex_bits: Vec::new(),
+            ex_count: 0,
             cursor: 0,
             synced: false,
             local_seen: 0,
@@ -2911,12 +2940,19 @@ impl Epoll {
         self.rebit(self.items[i].slot);
     }
 
-    /// What a thread blocked on the set is woken for, copied into `rx`
-    /// and `tx` (their memory reused): as [`Interest::Bits`], a change of
-    /// any socket it watches, transmit progress of those asked `EPOLLOUT`.
-    pub fn copy_interest(&self, rx: &mut Vec<u64>, tx: &mut Vec<u64>) {
+    /// What a thread blocked on the set is woken for, copied into `rx`,
+    /// `tx` and `excl` (their memory reused): as [`Interest::Bits`], a
+    /// change of any socket it watches, transmit progress of those asked
+    /// `EPOLLOUT`; `excl` those watched only exclusively (left empty when
+    /// there are none).
+    pub fn copy_interest(&self, rx: &mut Vec<u64>, tx: &mut Vec<u64>, excl: &mut Vec<u64>) {
         rx.clone_from(&self.rx_bits);
         tx.clone_from(&self.tx_bits);
+        if self.ex_count == 0 {
+            excl.clear();
+        } else {
+            excl.clone_from(&self.ex_bits);
+        }
     }
 
     /// Set slot `s`'s bits from the items that watch it now.
@@ -2925,16 +2961,30 @@ impl Epoll {
         if self.rx_bits.len() <= w {
             self.rx_bits.resize(w + 1, 0);
             self.tx_bits.resize(w + 1, 0);
+            self.ex_bits.resize(w + 1, 0);
         }
-        let (mut rx, mut tx) = (false, false);
+        let (mut rx, mut tx, mut ex) = (false, false, true);
         let mut i = self.first_of(s);
         while i != NO_ITEM {
             let it = &self.items[i as usize];
             rx = true;
             tx |= it.events & EPOLL_WRITE != 0;
+            ex &= it.events & libc::EPOLLEXCLUSIVE as u32 != 0;
             i = it.next;
         }
-        for (words, on) in [(&mut self.rx_bits, rx), (&mut self.tx_bits, tx)] {
+        let ex = rx && ex;
+        if (self.ex_bits[w] & bit != 0) != ex {
+            self.ex_count = if ex {
+                self.ex_count + 1
+            } else {
+                self.ex_count - 1
+            };
+        }
+        for (words, on) in [
+            (&mut self.rx_bits, rx),
+            (&mut self.tx_bits, tx),
+            (&mut self.ex_bits, ex),
+        ] {
             if on {
                 words[w] |= bit;
             } else {
@@ -3488,8 +3538,9 @@ mod tests {
 
     /// The indexes follow every push, removal and change: each slot's and
     /// each descriptor's chain holds exactly its items, the interest
-    /// bitmaps say which slots are watched (and asked `EPOLLOUT` of), and
-    /// each added item is looked at by the next scan.
+    /// bitmaps say which slots are watched (asked `EPOLLOUT` of, watched
+    /// only by `EPOLLEXCLUSIVE` items), and each added item is looked at
+    /// by the next scan.
     #[test]
     fn the_indexes_follow_the_items() {
         let mut g = Epoll::new(1);
@@ -3501,12 +3552,14 @@ mod tests {
             x % n
         };
         let (inp, out) = (libc::EPOLLIN as u32, libc::EPOLLOUT as u32);
+        let ex = libc::EPOLLEXCLUSIVE as u32;
         for step in 0..5000 {
             match rnd(5) {
                 0 | 1 => {
                     // Slots past the first bitmap word too.
                     let slot = rnd(100) as u32;
                     let ev = if rnd(2) == 0 { inp } else { inp | out };
+                    let ev = if rnd(3) == 0 { ev | ex } else { ev };
                     g.push(Item::new(rnd(30) as c_int, slot, 0, ev, 0, 0));
                     assert_eq!(g.pending.last(), Some(&slot));
                 }
@@ -3529,8 +3582,8 @@ mod tests {
             }
             // The interest bitmaps: a bit for each slot watched, and for
             // each one asked EPOLLOUT of.
-            let (mut rx, mut tx) = (Vec::new(), Vec::new());
-            g.copy_interest(&mut rx, &mut tx);
+            let (mut rx, mut tx, mut excl) = (Vec::new(), Vec::new(), Vec::new());
+            g.copy_interest(&mut rx, &mut tx, &mut excl);
             for slot in 0..100u32 {
                 let bit = |b: &[u64]| {
                     b.get(slot as usize / 64)
@@ -3546,6 +3599,11 @@ mod tests {
                     bit(&tx),
                     its().any(|it| it.events & out != 0),
                     "tx of {slot} after step {step}"
+                );
+                assert_eq!(
+                    bit(&excl),
+                    its().count() > 0 && its().all(|it| it.events & ex != 0),
+                    "excl of {slot} after step {step}"
                 );
             }
             g.pending.clear();

@@ -578,6 +578,10 @@ struct AppState {
     /// Sockets whose only change since the last end of batch may be
     /// transmit progress: rung only for waiters that want room to write.
     tx_bits: Vec<u64>,
+    /// Changed sockets (bit per slot) a waiter that watches them
+    /// exclusively was rung for in this end of batch: other exclusive
+    /// watchers are not (`EPOLLEXCLUSIVE`). Cleared after each ringing.
+    claimed: Vec<u64>,
     /// Process rows of the holders table in use (bit per row).
     rows: [u64; layout::MAX_PROCS as usize / 64],
     /// Per slot: a datagram taken from the stack that its socket's full
@@ -1751,6 +1755,7 @@ impl Service {
             dirty: false,
             changed_bits: vec![0; l.slots as usize / 64],
             tx_bits: vec![0; l.slots as usize / 64],
+            claimed: vec![0; l.slots as usize / 64],
             rows: std::array::from_fn(|w| u64::from(w == 0)),
             udp_held: vec![None; l.slots as usize],
             spill: HashMap::new(),
@@ -1842,6 +1847,7 @@ impl Service {
             let (w, bit) = (idx / 64, 1u64 << (idx % 64));
             h.armed[w].fetch_and(!bit, Ordering::AcqRel);
             h.wants_any[w].fetch_and(!bit, Ordering::AcqRel);
+            h.excl_any[w].fetch_and(!bit, Ordering::AcqRel);
             lines.extend(app.waiters[idx].take());
         }
         if !lines.is_empty() {
@@ -4162,6 +4168,45 @@ impl Service {
     }
 }
 
+/// Whether waiter `w`, which watches some sockets only through
+/// `EPOLLEXCLUSIVE` epoll items ([`Regions::excl_interest`]), is to be rung
+/// for the sockets changed (`changed`) or given transmit room (`tx`): for a
+/// change of a socket it watches otherwise, as any waiter; for one of its
+/// exclusive ones, only if no waiter before it (by index, in this ringing)
+/// took that change (`claimed`). Linux wakes one exclusive sleeper per
+/// event, the first in its wait queue. A rung waiter takes every
+/// exclusive change it wants: its thread will see them all.
+fn wants_exclusive(r: &Regions, w: u32, changed: &[u64], tx: &[u64], claimed: &mut [u64]) -> bool {
+    let hit = |i: usize| {
+        let n = i as u32;
+        (changed[i] & r.interest(w, n).load(Ordering::Relaxed))
+            | (tx[i] & r.tx_interest(w, n).load(Ordering::Relaxed))
+    };
+    let mut wanted = false;
+    for i in 0..changed.len() {
+        if changed[i] | tx[i] == 0 {
+            continue;
+        }
+        let h = hit(i);
+        if h == 0 {
+            continue;
+        }
+        let e = r.excl_interest(w, i as u32).load(Ordering::Relaxed);
+        if h & !e != 0 || h & e & !claimed[i] != 0 {
+            wanted = true;
+            break;
+        }
+    }
+    if wanted {
+        for i in 0..changed.len() {
+            if changed[i] | tx[i] != 0 {
+                claimed[i] |= hit(i) & r.excl_interest(w, i as u32).load(Ordering::Relaxed);
+            }
+        }
+    }
+    wanted
+}
+
 /// Append the slots of the sockets a batch changed (`changed` or `tx`
 /// bits set) to the app's change log, each once (see
 /// [`layout::DownHeader::chlog_head`]); more than half the log's length
@@ -4411,9 +4456,11 @@ impl App for Service {
             app.r.down_header().event_seq.fetch_add(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let h = app.r.up_header();
+            let mut claimed = false;
             for (w, word) in h.armed.iter().enumerate() {
                 let mut bits = word.load(Ordering::Acquire);
                 let any = h.wants_any[w].load(Ordering::Acquire);
+                let excl = h.excl_any[w].load(Ordering::Acquire);
                 while bits != 0 {
                     let b = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
@@ -4423,14 +4470,26 @@ impl App for Service {
                     // another thread's connections).
                     let (w32, r) = (idx as u32, &app.r);
                     let wanted = any & (1 << b) != 0
-                        || app.changed_bits.iter().zip(&app.tx_bits).enumerate().any(
-                            |(i, (&c, &t))| {
-                                let i = i as u32;
-                                (c != 0 && r.interest(w32, i).load(Ordering::Relaxed) & c != 0)
-                                    || (t != 0
-                                        && r.tx_interest(w32, i).load(Ordering::Relaxed) & t != 0)
-                            },
-                        );
+                        || if excl & (1 << b) == 0 {
+                            app.changed_bits.iter().zip(&app.tx_bits).enumerate().any(
+                                |(i, (&c, &t))| {
+                                    let i = i as u32;
+                                    (c != 0 && r.interest(w32, i).load(Ordering::Relaxed) & c != 0)
+                                        || (t != 0
+                                            && r.tx_interest(w32, i).load(Ordering::Relaxed) & t
+                                                != 0)
+                                },
+                            )
+                        } else {
+                            claimed = true;
+                            wants_exclusive(
+                                r,
+                                w32,
+                                &app.changed_bits,
+                                &app.tx_bits,
+                                &mut app.claimed,
+                            )
+                        };
                     if !wanted {
                         continue;
                     }
@@ -4449,6 +4508,9 @@ impl App for Service {
             }
             app.changed_bits.fill(0);
             app.tx_bits.fill(0);
+            if claimed {
+                app.claimed.fill(0);
+            }
         }
         if n_here == 0 {
             return;
