@@ -12,8 +12,8 @@
  * flag and address length, data both ways before and after the accept,
  * half-closes and end of file, close with and without unread data (a
  * reset), SO_LINGER 0, what a peer reads after a reset, readiness of the
- * listener by poll and epoll, a second listen, the listener's
- * non-blocking flag, addresses (getpeername too once both FINs are
+ * listener by poll and epoll (EPOLLEXCLUSIVE or not), a second listen,
+ * the listener's non-blocking flag, addresses (getpeername too once both FINs are
  * through), TCP_INFO states, calls that fail on a
  * listener or on a connected socket, a second bind to the port, and at
  * the end the listener closed with connections still in its queue. A
@@ -369,8 +369,9 @@ static void op_ready(void) {
             die("epoll_create1");
     }
     if (!in_ep) {
-        struct epoll_event e = {.events = EPOLLIN, .data.u64 = 5};
-        say("listener epoll_ctl add %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, L, &e)));
+        /* (Exclusive, as nginx's workers add their listener, or not.) */
+        struct epoll_event e = {.events = EPOLLIN | (rnd(2) ? EPOLLEXCLUSIVE : 0), .data.u64 = 5};
+        say("listener epoll_ctl add %#x %s", e.events, res(epoll_ctl(ep, EPOLL_CTL_ADD, L, &e)));
         in_ep = 1;
     }
     struct epoll_event out[2];

@@ -223,17 +223,22 @@ static void op_epoll(void) {
     /* (Edge-triggered interest in reading only: Linux wakes an item on
      * each arrival, and on write space only after a write found the
      * buffer full — a matter of timing, so no EPOLLOUT with EPOLLET.) */
+    /* EPOLLEXCLUSIVE: at ADD only, and not with EPOLLRDHUP (EINVAL); an
+     * exclusive item cannot be modified (EINVAL). */
     unsigned evs[] = {EPOLLIN,
                       EPOLLOUT,
                       EPOLLIN | EPOLLOUT,
                       EPOLLIN | EPOLLRDHUP,
                       EPOLLIN | EPOLLOUT | EPOLLONESHOT,
+                      EPOLLIN | EPOLLOUT | EPOLLEXCLUSIVE,
+                      EPOLLIN | EPOLLRDHUP | EPOLLEXCLUSIVE,
                       EPOLLIN | EPOLLET,
                       EPOLLIN | EPOLLRDHUP | EPOLLET,
-                      EPOLLIN | EPOLLET | EPOLLONESHOT};
+                      EPOLLIN | EPOLLET | EPOLLONESHOT,
+                      EPOLLIN | EPOLLET | EPOLLEXCLUSIVE};
     /* (UDP: level-triggered only — nothing says when every datagram
      * is back without reading it.) */
-    struct epoll_event e = {.events = evs[rnd(udp_mode ? 5 : 8)], .data.u64 = 77};
+    struct epoll_event e = {.events = evs[rnd(udp_mode ? 7 : 11)], .data.u64 = 77};
     int k = rnd(4), r;
     switch (k) {
     case 0:

@@ -1596,10 +1596,7 @@ pub unsafe extern "C" fn accept4(
             OnSignal::RESTART,
             kslice,
             None,
-            state::Interest::Slots {
-                rx: &[sk.s],
-                tx: &[],
-            },
+            state::Interest::Accept(sk.s),
             &mut || sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN || shut(),
         );
         woken_by_kernel = kp[0].revents != 0;

@@ -1438,6 +1438,13 @@ impl Waiter {
                 store(&rx, &tx, &[]);
             }
             Interest::Bits { rx, tx, excl } => store(rx, tx, excl),
+            Interest::Accept(s) => {
+                let mut rx = vec![0u64; slots as usize / 64];
+                if s < slots {
+                    rx[s as usize / 64] |= 1 << (s % 64);
+                }
+                store(&rx, &[], &rx);
+            }
         }
         h.waiter_cpu[self.idx as usize].store(os::cpu_tag(), Ordering::Relaxed);
         // Published by this (the service reads `armed` first).
@@ -2776,6 +2783,11 @@ pub enum Interest<'a> {
         tx: &'a [u64],
         excl: &'a [u64],
     },
+    /// Changes of listener `0`, waited for in a blocking accept: as
+    /// Linux's accept waits exclusively, a new connection rings one of
+    /// the waiters blocked on it (one per connection queued), a change of
+    /// its state every one.
+    Accept(u32),
 }
 
 /// One Ixora socket in an epoll set.

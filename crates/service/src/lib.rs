@@ -578,10 +578,10 @@ struct AppState {
     /// Sockets whose only change since the last end of batch may be
     /// transmit progress: rung only for waiters that want room to write.
     tx_bits: Vec<u64>,
-    /// Changed sockets (bit per slot) a waiter that watches them
-    /// exclusively was rung for in this end of batch: other exclusive
-    /// watchers are not (`EPOLLEXCLUSIVE`). Cleared after each ringing.
-    claimed: Vec<u64>,
+    /// Changed listeners some waiters watch exclusively (`EPOLLEXCLUSIVE`,
+    /// a blocking accept), each with how many of those were rung in this
+    /// end of batch (see `wants_exclusive`). Cleared after each ringing.
+    claims: Vec<(u32, u32)>,
     /// Process rows of the holders table in use (bit per row).
     rows: [u64; layout::MAX_PROCS as usize / 64],
     /// Per slot: a datagram taken from the stack that its socket's full
@@ -1755,7 +1755,7 @@ impl Service {
             dirty: false,
             changed_bits: vec![0; l.slots as usize / 64],
             tx_bits: vec![0; l.slots as usize / 64],
-            claimed: vec![0; l.slots as usize / 64],
+            claims: Vec::new(),
             rows: std::array::from_fn(|w| u64::from(w == 0)),
             udp_held: vec![None; l.slots as usize],
             spill: HashMap::new(),
@@ -4169,38 +4169,69 @@ impl Service {
 }
 
 /// Whether waiter `w`, which watches some sockets only through
-/// `EPOLLEXCLUSIVE` epoll items ([`Regions::excl_interest`]), is to be rung
-/// for the sockets changed (`changed`) or given transmit room (`tx`): for a
-/// change of a socket it watches otherwise, as any waiter; for one of its
-/// exclusive ones, only if no waiter before it (by index, in this ringing)
-/// took that change (`claimed`). Linux wakes one exclusive sleeper per
-/// event, the first in its wait queue. A rung waiter takes every
-/// exclusive change it wants: its thread will see them all.
-fn wants_exclusive(r: &Regions, w: u32, changed: &[u64], tx: &[u64], claimed: &mut [u64]) -> bool {
-    let hit = |i: usize| {
-        let n = i as u32;
-        (changed[i] & r.interest(w, n).load(Ordering::Relaxed))
-            | (tx[i] & r.tx_interest(w, n).load(Ordering::Relaxed))
-    };
+/// `EPOLLEXCLUSIVE` epoll items or a blocking accept
+/// ([`Regions::excl_interest`]), is to be rung for the sockets changed
+/// (`changed`) or given transmit room (`tx`). Linux wakes one exclusive
+/// sleeper per new connection of a listener, and every sleeper for a
+/// change of its state: so a changed listener still listening rings as
+/// many of its exclusive waiters (in index order) as it has connections
+/// queued, at least one (`claims`: the waiters rung so far in this
+/// ringing, by slot); any other change rings the waiter as any waiter.
+/// A rung waiter counts as one for each such listener it wants.
+fn wants_exclusive(
+    r: &Regions,
+    w: u32,
+    changed: &[u64],
+    tx: &[u64],
+    claims: &mut Vec<(u32, u32)>,
+) -> bool {
     let mut wanted = false;
+    let mut mine = [0u32; 4];
+    let mut n_mine = 0;
     for i in 0..changed.len() {
         if changed[i] | tx[i] == 0 {
             continue;
         }
-        let h = hit(i);
-        if h == 0 {
+        let word = i as u32;
+        let hit = (changed[i] & r.interest(w, word).load(Ordering::Relaxed))
+            | (tx[i] & r.tx_interest(w, word).load(Ordering::Relaxed));
+        if hit == 0 {
             continue;
         }
-        let e = r.excl_interest(w, i as u32).load(Ordering::Relaxed);
-        if h & !e != 0 || h & e & !claimed[i] != 0 {
+        let e = r.excl_interest(w, word).load(Ordering::Relaxed);
+        if hit & !e != 0 {
             wanted = true;
-            break;
+        }
+        let mut bits = hit & e;
+        while bits != 0 {
+            let s = word * 64 + bits.trailing_zeros();
+            bits &= bits - 1;
+            let d = r.down_slot(s);
+            if d.state.load(Ordering::Acquire) != state::LISTEN {
+                wanted = true;
+                continue;
+            }
+            let queued = d
+                .acc_tail
+                .load(Ordering::Acquire)
+                .wrapping_sub(r.up_slot(s).acc_head.load(Ordering::Acquire))
+                .min(r.acc_capacity());
+            let rung = claims.iter().find(|c| c.0 == s).map_or(0, |c| c.1);
+            wanted |= rung < queued.max(1);
+            if n_mine < mine.len() {
+                mine[n_mine] = s;
+                n_mine += 1;
+            } else {
+                // (More listeners than kept: the rest ring as any waiter.)
+                wanted = true;
+            }
         }
     }
     if wanted {
-        for i in 0..changed.len() {
-            if changed[i] | tx[i] != 0 {
-                claimed[i] |= hit(i) & r.excl_interest(w, i as u32).load(Ordering::Relaxed);
+        for &s in &mine[..n_mine] {
+            match claims.iter_mut().find(|c| c.0 == s) {
+                Some(c) => c.1 += 1,
+                None => claims.push((s, 1)),
             }
         }
     }
@@ -4456,7 +4487,6 @@ impl App for Service {
             app.r.down_header().event_seq.fetch_add(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let h = app.r.up_header();
-            let mut claimed = false;
             for (w, word) in h.armed.iter().enumerate() {
                 let mut bits = word.load(Ordering::Acquire);
                 let any = h.wants_any[w].load(Ordering::Acquire);
@@ -4481,13 +4511,12 @@ impl App for Service {
                                 },
                             )
                         } else {
-                            claimed = true;
                             wants_exclusive(
                                 r,
                                 w32,
                                 &app.changed_bits,
                                 &app.tx_bits,
-                                &mut app.claimed,
+                                &mut app.claims,
                             )
                         };
                     if !wanted {
@@ -4508,9 +4537,7 @@ impl App for Service {
             }
             app.changed_bits.fill(0);
             app.tx_bits.fill(0);
-            if claimed {
-                app.claimed.fill(0);
-            }
+            app.claims.clear();
         }
         if n_here == 0 {
             return;
