@@ -2595,6 +2595,27 @@ static void epoll_across_threads(const char *ip, int port) {
     close(idle);
 }
 
+/* `ip`:`port` as an address. */
+static struct sockaddr_in addr_of(const char *ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    return sa;
+}
+
+/* A TCP listener on `sa` (SO_REUSEADDR; `flags` such as SOCK_NONBLOCK),
+ * or -1 (errno says why). */
+static int listen_on(const struct sockaddr_in *sa, int flags, int backlog) {
+    int l = socket(AF_INET, SOCK_STREAM | flags, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (l >= 0 && (bind(l, (const struct sockaddr *)sa, sizeof *sa) != 0 || listen(l, backlog) != 0)) {
+        int e = errno;
+        close(l);
+        errno = e;
+        return -1;
+    }
+    return l;
+}
+
 /* A thread asleep on the listener `l`: in epoll_wait on a set of its own
  * that holds `l` with `events`, or (`events` 0) blocked in accept. Whether
  * it was woken (its wait reported the listener, or its accept returned)
@@ -2603,8 +2624,9 @@ static void epoll_across_threads(const char *ip, int port) {
  * woken to look); either way it then holds the connection 300 ms, as a
  * thread that serves it would. */
 struct lwait {
-    int l, events, ready, woken, accepted;
+    int l, events, ready, woken, accepted, err;
     long long t0; /* µs, by now_ms */
+    double ms;    /* when its wait ended, after t0 */
 };
 
 /* Whether a thread of `w` woke within a second of its t0. */
@@ -2621,6 +2643,7 @@ static void *lwait_run(void *arg) {
         int r = epoll_ctl(ep, EPOLL_CTL_ADD, w->l, &ev);
         __atomic_store_n(&w->ready, r == 0 ? 1 : -1, __ATOMIC_SEQ_CST);
         int n = epoll_wait(ep, &out, 1, 1500);
+        w->ms = now_ms() - (double)__atomic_load_n(&w->t0, __ATOMIC_SEQ_CST) / 1000;
         w->woken = n == 1 && in_time(w);
         if (n == 1) {
             usleep(300000);
@@ -2630,8 +2653,10 @@ static void *lwait_run(void *arg) {
     } else {
         __atomic_store_n(&w->ready, 1, __ATOMIC_SEQ_CST);
         a = accept(w->l, NULL, NULL);
+        w->ms = now_ms() - (double)__atomic_load_n(&w->t0, __ATOMIC_SEQ_CST) / 1000;
         w->woken = a >= 0 && in_time(w);
     }
+    w->err = a < 0 ? errno : 0;
     w->accepted = a >= 0;
     if (a >= 0) {
         usleep(300000);
@@ -2643,14 +2668,13 @@ static void *lwait_run(void *arg) {
 /* Three threads asleep on a listener and `conns` connections: how many
  * were woken in time, and how many accepted. */
 static void three_asleep(const struct sockaddr_in *sa, int events, int conns, int *woken,
-                         int *accepted, int *ok) {
-    int l = socket(AF_INET, SOCK_STREAM | (events ? SOCK_NONBLOCK : 0), 0), one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    *ok = bind(l, (const struct sockaddr *)sa, sizeof *sa) == 0 && listen(l, 16) == 0;
+                         int *accepted, int *ok, char *detail, size_t dlen) {
+    int l = listen_on(sa, events ? SOCK_NONBLOCK : 0, 16);
+    *ok = l >= 0;
     struct lwait w[3];
     pthread_t t[3];
     for (int i = 0; i < 3; i++) {
-        w[i] = (struct lwait){l, events, 0, 0, 0, (long long)1e18};
+        w[i] = (struct lwait){l, events, 0, 0, 0, 0, (long long)1e18, 0};
         pthread_create(&t[i], NULL, lwait_run, &w[i]);
     }
     for (int i = 0; i < 3; i++) {
@@ -2675,6 +2699,10 @@ static void three_asleep(const struct sockaddr_in *sa, int events, int conns, in
         /* Those blocked in accept still (more threads than connections,
          * or a connection left queued) are let go. */
         usleep(1200000);
+        struct tcp_info ti = {0};
+        socklen_t tl = sizeof ti;
+        getsockopt(l, IPPROTO_TCP, TCP_INFO, &ti, &tl);
+        snprintf(detail, dlen, "queued %u: ", ti.tcpi_unacked);
         shutdown(l, SHUT_RDWR);
     }
     *woken = *accepted = 0;
@@ -2682,6 +2710,9 @@ static void three_asleep(const struct sockaddr_in *sa, int events, int conns, in
         pthread_join(t[i], NULL);
         *woken += w[i].woken;
         *accepted += w[i].accepted;
+        size_t at = strlen(detail);
+        snprintf(detail + at, dlen - at, "%s[%.0f ms %s %d]", i ? " " : "", w[i].ms,
+                 w[i].accepted ? "took" : "none", w[i].err);
     }
     for (int i = 0; i < conns; i++) {
         close(c[i]);
@@ -2699,8 +2730,7 @@ static void three_asleep(const struct sockaddr_in *sa, int events, int conns, in
  * EAGAIN). Threads blocked in accept (an exclusive wait in Linux) take
  * three connections at once, one each. */
 static void exclusive_listener_wakes_one(const char *self_ip, int port) {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    struct sockaddr_in sa = addr_of(self_ip, port);
     struct {
         const char *name;
         int events, conns, woken;
@@ -2712,11 +2742,124 @@ static void exclusive_listener_wakes_one(const char *self_ip, int port) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int woken, accepted, ok;
-        three_asleep(&sa, cases[i].events, cases[i].conns, &woken, &accepted, &ok);
+        char detail[200] = "";
+        three_asleep(&sa, cases[i].events, cases[i].conns, &woken, &accepted, &ok, detail,
+                     sizeof detail);
         check(ok && woken == cases[i].woken && accepted == cases[i].conns, cases[i].name,
-              "ok %d: %d woken in time (of %d), %d accepted (of %d)", ok, woken,
-              cases[i].woken, accepted, cases[i].conns);
+              "ok %d: %d woken in time (of %d), %d accepted (of %d); threads %s", ok, woken,
+              cases[i].woken, accepted, cases[i].conns, detail);
     }
+}
+
+/* A thread whose wait on a listener timed out (an accept with
+ * SO_RCVTIMEO, an epoll_wait with a timeout on a set holding it with
+ * EPOLLEXCLUSIVE), alive still, does not take the wake-up of the next
+ * connection from a thread that waits for it (a waiter left armed took
+ * it: the connection stayed queued). */
+struct timed_out {
+    int l, events, r;
+    long long ms;
+};
+
+static void *timed_out_run(void *arg) {
+    struct timed_out *t = arg;
+    double t0 = now_ms();
+    if (t->events) {
+        int ep = epoll_create1(0);
+        struct epoll_event ev = {.events = (uint32_t)t->events}, out;
+        epoll_ctl(ep, EPOLL_CTL_ADD, t->l, &ev);
+        t->r = epoll_wait(ep, &out, 1, t->ms);
+        if (t->ms > 1000 && t->r == 1) {
+            int a = accept4(t->l, NULL, NULL, SOCK_NONBLOCK);
+            t->r = a >= 0 ? 1 : -1;
+            close(a);
+        }
+        close(ep);
+    } else {
+        int a = accept(t->l, NULL, NULL);
+        t->r = a >= 0 ? 1 : -errno;
+        close(a);
+    }
+    t->ms = (long long)(now_ms() - t0);
+    if (t->r <= 0)
+        usleep(1500000); /* alive, its waiter its own */
+    return NULL;
+}
+
+static void timed_out_waits_take_no_wake_up(const char *self_ip, int port) {
+    struct sockaddr_in sa = addr_of(self_ip, port);
+    for (int epoll = 0; epoll < 2; epoll++) {
+        int events = epoll ? EPOLLIN | EPOLLEXCLUSIVE : 0;
+        int l = listen_on(&sa, epoll ? SOCK_NONBLOCK : 0, 4), ok = l >= 0;
+        struct timeval tv = {0, 100000}, none = {0, 0};
+        if (!epoll)
+            ok &= setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0;
+        struct timed_out first = {l, events, -9, 100}, second = {l, events, -9, 3000};
+        pthread_t t1, t2;
+        pthread_create(&t1, NULL, timed_out_run, &first);
+        usleep(400000); /* its wait timed out */
+        if (!epoll)
+            ok &= setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none) == 0;
+        pthread_create(&t2, NULL, timed_out_run, &second);
+        usleep(200000); /* the second asleep */
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        ok &= connect(c, (struct sockaddr *)&sa, sizeof sa) == 0;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 5;
+        int joined = pthread_timedjoin_np(t2, NULL, &until) == 0;
+        if (!joined) {
+            shutdown(l, SHUT_RDWR); /* (lets a blocked accept go) */
+            joined = pthread_timedjoin_np(t2, NULL, &until) == 0;
+        }
+        pthread_join(t1, NULL);
+        check(ok && first.r == (epoll ? 0 : -EAGAIN) && second.r == 1 && second.ms < 1500,
+              epoll ? "timed_out_epoll_takes_no_wake_up" : "timed_out_accept_takes_no_wake_up",
+              "ok %d: the first %d after %lld ms, the second %d after %lld ms", ok, first.r,
+              first.ms, second.r, second.ms);
+        close(c);
+        close(l);
+    }
+}
+
+/* TCP_INFO of a listener (tcp_get_info): LISTEN, tcpi_unacked the
+ * connections ready for accept, tcpi_sacked the backlog, the initial
+ * congestion window and reordering, no receive space. */
+static void listener_tcp_info(const char *self_ip, int port) {
+    struct sockaddr_in sa = addr_of(self_ip, port);
+    int l = listen_on(&sa, 0, 5), ok = l >= 0;
+    int c[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = socket(AF_INET, SOCK_STREAM, 0);
+        ok &= connect(c[i], (struct sockaddr *)&sa, sizeof sa) == 0;
+    }
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    int r = -1;
+    for (int k = 0; k < 300; k++) { /* (until both are queued: 3 s) */
+        memset(&ti, 0xee, sizeof ti);
+        len = sizeof ti;
+        r = getsockopt(l, IPPROTO_TCP, TCP_INFO, &ti, &len);
+        if (r != 0 || ti.tcpi_unacked == 2)
+            break;
+        usleep(10000);
+    }
+    int a = accept(l, NULL, NULL);
+    struct tcp_info t1;
+    socklen_t len1 = sizeof t1;
+    int r1 = getsockopt(l, IPPROTO_TCP, TCP_INFO, &t1, &len1);
+    check(ok && r == 0 && ti.tcpi_state == 10 && ti.tcpi_unacked == 2 && ti.tcpi_sacked == 5 &&
+              ti.tcpi_snd_cwnd == 10 && ti.tcpi_reordering == 3 && ti.tcpi_rcv_space == 0 &&
+              ti.tcpi_rtt == 0 && a >= 0 && r1 == 0 && t1.tcpi_unacked == 1,
+          "tcp_info_listener",
+          "ok %d r %d state %u unacked %u sacked %u cwnd %u reordering %u rcv_space %u rtt %u; "
+          "after an accept %d: unacked %u",
+          ok, r, ti.tcpi_state, ti.tcpi_unacked, ti.tcpi_sacked, ti.tcpi_snd_cwnd,
+          ti.tcpi_reordering, ti.tcpi_rcv_space, ti.tcpi_rtt, r1, t1.tcpi_unacked);
+    close(a);
+    close(c[0]);
+    close(c[1]);
+    close(l);
 }
 
 /* A thread blocked in accept (`accept` set) or read on `fd`: what it got
@@ -2976,6 +3119,8 @@ int main(int argc, char **argv) {
         listener_rebind(argv[4], atoi(argv[3]) + 5);
         shutdown_wakes_blocked(argv[4], argv[1], atoi(argv[2]));
         exclusive_listener_wakes_one(argv[4], atoi(argv[3]) + 12);
+        listener_tcp_info(argv[4], atoi(argv[3]) + 13);
+        timed_out_waits_take_no_wake_up(argv[4], atoi(argv[3]) + 14);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

@@ -5473,6 +5473,9 @@ pub unsafe extern "C" fn getsockopt(
                     _ => 7,
                 };
                 info.tcpi_rcv_space = ring as u32;
+                if sk.state() == st::LISTEN {
+                    listener_tcp_info(sk, fd, &mut info);
+                }
                 if asks {
                     let (r, tail) = state::request_tail(sk.a, Msg::new(op::INFO, sk.s, 0, 0));
                     if let (true, Some(t)) = (r.a >= 0, TcpInfo::decode(&tail)) {
@@ -5612,6 +5615,40 @@ unsafe fn default_opt(
         return fail(e);
     }
     r
+}
+
+/// `TCP_INFO` of a listener, as Linux's `tcp_get_info` gives it: the
+/// state, the congestion window and reordering a new socket starts with,
+/// and two fields aliased: `tcpi_unacked` the connections ready for
+/// accept (Ixora's and, on any address, the kernel side's), `tcpi_sacked`
+/// the `listen` backlog. Nothing else.
+fn listener_tcp_info(sk: Sock, fd: c_int, info: &mut libc::tcp_info) {
+    const TCP_INIT_CWND: u32 = 10;
+    const TCP_REORDERING: u8 = 3;
+    info.tcpi_rcv_space = 0;
+    info.tcpi_snd_cwnd = TCP_INIT_CWND;
+    info.tcpi_reordering = TCP_REORDERING.into();
+    info.tcpi_unacked = sk.acceptable();
+    // The accept ring holds the backlog and one more (at most its
+    // capacity).
+    let room = sk.a.r.down_slot(sk.s).acc_room.load(Ordering::Relaxed);
+    info.tcpi_sacked = room.saturating_sub(1);
+    if kernel_side(sk) {
+        // SAFETY: a zeroed plain-old-data struct and its length, for the
+        // kernel side's own figures.
+        let mut k: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as socklen_t;
+        let r = real!(getsockopt: fn(c_int, c_int, c_int, *mut c_void, *mut socklen_t) -> c_int)(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut k as *mut _ as *mut c_void,
+            &mut len,
+        );
+        if r == 0 {
+            info.tcpi_unacked += k.tcpi_unacked;
+        }
+    }
 }
 
 /// The figures of the service's `INFO` reply in Linux's `tcp_info`

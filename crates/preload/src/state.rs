@@ -1380,6 +1380,16 @@ impl Waiter {
         (rung, mine)
     }
 
+    /// Not to be rung any more: whether it was still armed (not rung
+    /// since it armed).
+    fn disarm(&self, a: &Attached) -> bool {
+        let (w, bit) = (self.idx as usize / 64, 1u64 << (self.idx % 64));
+        let h = a.r.up_header();
+        // (A load first: most waits end rung, the bit cleared already.)
+        h.armed[w].load(Ordering::Relaxed) & bit != 0
+            && h.armed[w].fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+
     /// Ask to be rung after the service's next change of one of the
     /// sockets of `interest` (of any socket when it names none); for
     /// those it asks transmit progress of, also after the service took
@@ -1846,7 +1856,11 @@ pub fn block_until(
 }
 
 /// [`block_until`]'s sleep on the thread's waiter (and `kernel`), after
-/// its spin or look found nothing.
+/// its spin or look found nothing. The waiter is disarmed when the call
+/// ends, as Linux takes a waiter off the wait queue: one the service still
+/// thinks asleep would take an exclusive wake-up (`EPOLLEXCLUSIVE`, a
+/// blocking accept) meant for a thread that is, and ring this one for
+/// nothing at its next wait.
 #[allow(clippy::too_many_arguments)]
 fn block_on_waiter(
     a: &Attached,
@@ -1859,7 +1873,8 @@ fn block_on_waiter(
     ready: &mut dyn FnMut() -> bool,
     sleep: &mut Sleep,
 ) -> bool {
-    THREAD_WAITER.with(|tw| {
+    // (Each `return` in the closure ends the sleep, the waiter armed.)
+    let r = THREAD_WAITER.with(|tw| {
         let mut tw = tw.borrow_mut();
         if tw.ensure(a) {
             IN_KERNEL.with(|k| k.set(true));
@@ -1998,7 +2013,14 @@ fn block_on_waiter(
                 None => return block_sandboxed(limit, start, sig, kernel, ready, sleep),
             }
         }
-    })
+    });
+    let rung = THREAD_WAITER.with(|tw| tw.borrow().0.as_ref().is_some_and(|w| !w.disarm(a)));
+    if let (false, true, Interest::Accept(s)) = (r, rung, interest) {
+        // Rung (an exclusive wake-up) as the call gave up (a timeout, a
+        // signal): pass it on to the other threads blocked on the listener.
+        wake_blocked_on(a, s);
+    }
+    r
 }
 
 /// Validated view of an Ixora descriptor.

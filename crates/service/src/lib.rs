@@ -579,9 +579,10 @@ struct AppState {
     /// transmit progress: rung only for waiters that want room to write.
     tx_bits: Vec<u64>,
     /// Changed listeners some waiters watch exclusively (`EPOLLEXCLUSIVE`,
-    /// a blocking accept), each with how many of those were rung in this
-    /// end of batch (see `wants_exclusive`). Cleared after each ringing.
-    claims: Vec<(u32, u32)>,
+    /// a blocking accept): slot, how many of those were rung in this end
+    /// of batch, and how many may be (see `wants_exclusive`). Cleared
+    /// after each ringing.
+    claims: Vec<(u32, u32, u32)>,
     /// Process rows of the holders table in use (bit per row).
     rows: [u64; layout::MAX_PROCS as usize / 64],
     /// Per slot: a datagram taken from the stack that its socket's full
@@ -4174,16 +4175,19 @@ impl Service {
 /// (`changed`) or given transmit room (`tx`). Linux wakes one exclusive
 /// sleeper per new connection of a listener, and every sleeper for a
 /// change of its state: so a changed listener still listening rings as
-/// many of its exclusive waiters (in index order) as it has connections
-/// queued, at least one (`claims`: the waiters rung so far in this
-/// ringing, by slot); any other change rings the waiter as any waiter.
+/// many of its exclusive waiters (in index order) as it had connections
+/// queued when this ringing first looked at it, at least one (`claims`:
+/// by slot, the waiters rung so far in this ringing and that number; the
+/// queue itself shrinks as the threads rung first take connections,
+/// which left the third of three blocked acceptors asleep with a
+/// connection queued); any other change rings the waiter as any waiter.
 /// A rung waiter counts as one for each such listener it wants.
 fn wants_exclusive(
     r: &Regions,
     w: u32,
     changed: &[u64],
     tx: &[u64],
-    claims: &mut Vec<(u32, u32)>,
+    claims: &mut Vec<(u32, u32, u32)>,
 ) -> bool {
     let mut wanted = false;
     let mut mine = [0u32; 4];
@@ -4211,13 +4215,19 @@ fn wants_exclusive(
                 wanted = true;
                 continue;
             }
-            let queued = d
-                .acc_tail
-                .load(Ordering::Acquire)
-                .wrapping_sub(r.up_slot(s).acc_head.load(Ordering::Acquire))
-                .min(r.acc_capacity());
-            let rung = claims.iter().find(|c| c.0 == s).map_or(0, |c| c.1);
-            wanted |= rung < queued.max(1);
+            let (rung, budget) = match claims.iter().find(|c| c.0 == s) {
+                Some(c) => (c.1, c.2),
+                None => {
+                    let queued = d
+                        .acc_tail
+                        .load(Ordering::Acquire)
+                        .wrapping_sub(r.up_slot(s).acc_head.load(Ordering::Acquire))
+                        .min(r.acc_capacity());
+                    claims.push((s, 0, queued.max(1)));
+                    (0, queued.max(1))
+                }
+            };
+            wanted |= rung < budget;
             if n_mine < mine.len() {
                 mine[n_mine] = s;
                 n_mine += 1;
@@ -4228,11 +4238,8 @@ fn wants_exclusive(
         }
     }
     if wanted {
-        for &s in &mine[..n_mine] {
-            match claims.iter_mut().find(|c| c.0 == s) {
-                Some(c) => c.1 += 1,
-                None => claims.push((s, 1)),
-            }
+        for c in claims.iter_mut().filter(|c| mine[..n_mine].contains(&c.0)) {
+            c.1 += 1;
         }
     }
     wanted
