@@ -5624,10 +5624,10 @@ unsafe fn default_opt(
 /// the `listen` backlog. Nothing else.
 fn listener_tcp_info(sk: Sock, fd: c_int, info: &mut libc::tcp_info) {
     const TCP_INIT_CWND: u32 = 10;
-    const TCP_REORDERING: u8 = 3;
+    const TCP_REORDERING: u32 = 3;
     info.tcpi_rcv_space = 0;
     info.tcpi_snd_cwnd = TCP_INIT_CWND;
-    info.tcpi_reordering = TCP_REORDERING.into();
+    info.tcpi_reordering = TCP_REORDERING;
     info.tcpi_unacked = sk.acceptable();
     // The accept ring holds the backlog and one more (at most its
     // capacity).

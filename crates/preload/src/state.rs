@@ -2805,10 +2805,10 @@ pub enum Interest<'a> {
         tx: &'a [u64],
         excl: &'a [u64],
     },
-    /// Changes of listener `0`, waited for in a blocking accept: as
-    /// Linux's accept waits exclusively, a new connection rings one of
-    /// the waiters blocked on it (one per connection queued), a change of
-    /// its state every one.
+    /// Changes of the listener in this slot, waited for in a blocking
+    /// accept: as Linux's accept waits exclusively, a new connection
+    /// rings one of the waiters blocked on it (one per connection
+    /// queued), a change of its state every one.
     Accept(u32),
 }
 
