@@ -2722,8 +2722,8 @@ pub struct Epoll {
     /// See `rx_bits`.
     tx_bits: Vec<u64>,
     /// By slot, a bit for each socket watched only by `EPOLLEXCLUSIVE`
-    /// items: a change of it rings one of the threads asleep on such sets,
-    /// not all ([`Interest::Bits`]).
+    /// items: a new connection of such a listener rings one of the threads
+    /// asleep on such sets, not all ([`Interest::Bits`]).
     ex_bits: Vec<u64>,
     /// Bits set in `ex_bits`.
     ex_count: usize,
@@ -2797,9 +2797,10 @@ pub enum Interest<'a> {
     /// to write) of those in `tx` too. Both empty: a change of any socket.
     Slots { rx: &'a [u32], tx: &'a [u32] },
     /// The same as bitmaps by slot, `tx` and `excl` subsets of `rx` (an
-    /// epoll set's, [`Epoll::copy_interest`]); a change of a socket of
-    /// `excl` rings only the first armed waiter that wants it. No bit of
-    /// `rx` set: a change of any socket.
+    /// epoll set's, [`Epoll::copy_interest`]); a new connection of a
+    /// listener in `excl` rings one of the armed waiters that want it
+    /// (one per connection queued), not all. No bit of `rx` set: a change
+    /// of any socket.
     Bits {
         rx: &'a [u64],
         tx: &'a [u64],

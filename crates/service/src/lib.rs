@@ -580,7 +580,7 @@ struct AppState {
     tx_bits: Vec<u64>,
     /// Changed listeners some waiters watch exclusively (`EPOLLEXCLUSIVE`,
     /// a blocking accept): slot, how many of those were rung in this end
-    /// of batch, and how many may be (see `wants_exclusive`). Cleared
+    /// of batch, and how many may be (see `wants_change`). Cleared
     /// after each ringing.
     claims: Vec<(u32, u32, u32)>,
     /// Process rows of the holders table in use (bit per row).
@@ -4169,24 +4169,26 @@ impl Service {
     }
 }
 
-/// Whether waiter `w`, which watches some sockets only through
-/// `EPOLLEXCLUSIVE` epoll items or a blocking accept
-/// ([`Regions::excl_interest`]), is to be rung for the sockets changed
-/// (`changed`) or given transmit room (`tx`). Linux wakes one exclusive
-/// sleeper per new connection of a listener, and every sleeper for a
-/// change of its state: so a changed listener still listening rings as
-/// many of its exclusive waiters (in index order) as it had connections
-/// queued when this ringing first looked at it, at least one (`claims`:
-/// by slot, the waiters rung so far in this ringing and that number; the
-/// queue itself shrinks as the threads rung first take connections,
-/// which left the third of three blocked acceptors asleep with a
-/// connection queued); any other change rings the waiter as any waiter.
-/// A rung waiter counts as one for each such listener it wants.
-fn wants_exclusive(
+/// Whether waiter `w` is to be rung for the sockets changed (`changed`)
+/// or given transmit room (`tx`): for a change of a socket in its
+/// interest ([`Regions::interest`], [`Regions::tx_interest`]). A waiter
+/// that watches some sockets only exclusively (`exclusive`:
+/// `EPOLLEXCLUSIVE` epoll items, a blocking accept;
+/// [`Regions::excl_interest`]) shares their wake-ups with the others: Linux
+/// wakes one exclusive sleeper per new connection of a listener, and every
+/// sleeper for a change of its state. So a changed listener still
+/// listening rings as many of its exclusive waiters (in index order) as it
+/// had connections queued when this ringing first looked at it, at least
+/// one (`claims`: by slot, the waiters rung so far in this ringing and that
+/// number; the queue itself shrinks as the threads rung first take
+/// connections, which left the third of three blocked acceptors asleep
+/// with a connection queued); any other change rings the waiter as any
+/// waiter. A rung waiter counts as one for each such listener it wants.
+fn wants_change(
     r: &Regions,
     w: u32,
-    changed: &[u64],
-    tx: &[u64],
+    (changed, tx): (&[u64], &[u64]),
+    exclusive: bool,
     claims: &mut Vec<(u32, u32, u32)>,
 ) -> bool {
     let mut wanted = false;
@@ -4202,8 +4204,15 @@ fn wants_exclusive(
         if hit == 0 {
             continue;
         }
-        let e = r.excl_interest(w, word).load(Ordering::Relaxed);
+        let e = if exclusive {
+            r.excl_interest(w, word).load(Ordering::Relaxed)
+        } else {
+            0
+        };
         if hit & !e != 0 {
+            if !exclusive {
+                return true;
+            }
             wanted = true;
         }
         let mut bits = hit & e;
@@ -4507,25 +4516,13 @@ impl App for Service {
                     // another thread's connections).
                     let (w32, r) = (idx as u32, &app.r);
                     let wanted = any & (1 << b) != 0
-                        || if excl & (1 << b) == 0 {
-                            app.changed_bits.iter().zip(&app.tx_bits).enumerate().any(
-                                |(i, (&c, &t))| {
-                                    let i = i as u32;
-                                    (c != 0 && r.interest(w32, i).load(Ordering::Relaxed) & c != 0)
-                                        || (t != 0
-                                            && r.tx_interest(w32, i).load(Ordering::Relaxed) & t
-                                                != 0)
-                                },
-                            )
-                        } else {
-                            wants_exclusive(
-                                r,
-                                w32,
-                                &app.changed_bits,
-                                &app.tx_bits,
-                                &mut app.claims,
-                            )
-                        };
+                        || wants_change(
+                            r,
+                            w32,
+                            (&app.changed_bits, &app.tx_bits),
+                            excl & (1 << b) != 0,
+                            &mut app.claims,
+                        );
                     if !wanted {
                         continue;
                     }
