@@ -17,6 +17,9 @@ same cores, the same client — on the Linux kernel stack, and under
   * bulk transfer: iperf3 (a dual-stack program, its listener an AF_INET6
     socket on `::`) with the Linux iperf3 client, one stream each way:
     Gbit/s and server CPU seconds per GB (written to sockets-bulk.*);
+  * relaying (`--only relay`): HAProxy in TCP mode between the iperf3
+    client and an iperf3 server on the client's side, by splice and by
+    copy (sockets-relay.*);
   * two programs on one host: redis-benchmark to redis-server, the
     kernel's loopback against one Ixora service (sockets-local.*);
   * UDP: sockperf's server (one socket, blocking recvfrom/sendto) with the
@@ -630,6 +633,64 @@ def bulk(args, prog_bar):
     return results
 
 
+RELAY_PORTS = {"splice": 5300, "copy": 5302}  # HAProxy's two relays (--only relay)
+RELAY_BACKEND_PORT = 5301  # the iperf3 server they relay to
+
+
+@contextlib.contextmanager
+def relay_backends(nets):
+    """The iperf3 server that HAProxy relays to, in each net's client
+    namespace (on CPU 1, with the client), stopped when the block ends."""
+    procs = []
+    try:
+        for ixora, net in nets.items():
+            p = be.start(be.pinned(1, *be.in_ns(net.cl, "iperf3", "-s", "-B", CLI, "-p",
+                                               str(RELAY_BACKEND_PORT))),
+                         f"/tmp/ixb-{PID}-relay-backend-{ixora}.log")
+            procs.append(p)
+            if not be.wait_tcp(net.cl, CLI, RELAY_BACKEND_PORT):
+                raise RuntimeError("the backend iperf3 did not start:\n" + be.stop_proc(p))
+        yield
+    finally:
+        for p in procs:
+            be.stop_proc(p)
+
+
+def relay(args, prog_bar):
+    """HAProxy in TCP mode relaying one iperf3 stream, each way, between
+    the Linux client and an iperf3 server beside it on the client's side:
+    by `splice` (`option splice-request` / `splice-response`: the bytes
+    pass the proxy through pipes) and by copy (recv/send), on both stacks
+    side by side; kernel and Ixora runs alternate `--repeat` times, the
+    run of median Gbit/s kept."""
+    results = []
+
+    def argv_of(ixora):
+        conf = Path(TMP) / f"haproxy-{ixora}.cfg"
+        backend = f"  server b {CLI}:{RELAY_BACKEND_PORT}\n"
+        conf.write_text(
+            "global\n  maxpipes 256\n"
+            "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 60s\n"
+            "  timeout server 60s\n"
+            f"listen splice\n  bind {SRV}:{RELAY_PORTS['splice']}\n  option splice-request\n"
+            f"  option splice-response\n{backend}"
+            f"listen copy\n  bind {SRV}:{RELAY_PORTS['copy']}\n{backend}")
+        return ["haproxy", "-f", str(conf), "-db"]
+
+    with side_by_side("haproxy", argv_of, RELAY_PORTS["copy"]) as nets, relay_backends(nets):
+        for mode, port in RELAY_PORTS.items():
+            for reverse in (False, True):
+                best = alternate(args.repeat, lambda ixora: bulk_run(
+                    nets[ixora], port, args.duration, reverse), lambda r: r["gbps"])
+                prog_bar.step(f"haproxy {mode} {'from' if reverse else 'to'} the server\n")
+                keep(best, results, "all_gbps", lambda r: (
+                    f"  haproxy {mode:6s} {r['direction']:12s} {r['stack']:7s}"
+                    f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
+                    f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"),
+                    server="haproxy", mode=mode)
+    return results
+
+
 def part_json(part, results, args, cmdline, **extra):
     """Write sockets-`part`.json (with the suffixes of NAME; no part:
     NAME.json) from `results`: its name, its meta (`extra` added) and the
@@ -657,56 +718,79 @@ def write_md(name, lines):
     return plt
 
 
-def write_bulk(results, args, cmdline):
-    """sockets-bulk.{json,md,png}: its own files, so that `--only bulk`
-    leaves the request/response results alone."""
-    name, meta, command = part_json("bulk", results, args, cmdline, duration_s=args.duration,
+def write_bulk(results, args, cmdline, part="bulk"):
+    """sockets-bulk.{json,md,png} (iperf3 to the server), or with `part`
+    "relay" sockets-relay.* (iperf3 through HAProxy, by splice and by
+    copy): files of their own, so that a part run alone leaves the
+    request/response results alone."""
+    name, meta, command = part_json(part, results, args, cmdline, duration_s=args.duration,
                                     ring=args.ring or 65536)
-    L = ["# Bulk transfer: iperf3 on the kernel vs under `ixora run`", "",
-         command +
-         f"iperf3 server pinned to CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), the Linux "
-         f"iperf3 client to CPU 1; one TCP stream, {args.duration} s per run; kernel and Ixora runs "
-         f"alternate ({args.repeat} each, the median kept). iperf3's listener is a dual-stack "
-         "AF_INET6 socket on `::`: under `ixora run` it carries IPv4 as v4-mapped addresses. "
-         "Segmentation offloads (TSO/GSO) are off on both veth ends for both stacks, so every "
-         "frame is MTU-sized, as on a wire (Ixora's AF_XDP copy mode takes no super-frames). "
-         "Server CPU s/GB: CPU 0 busy time (iperf3, its system calls and softirqs, and for Ixora "
-         f"the service) per GB received. Ixora's socket rings: {meta['ring'] // 1024} KiB each way "
-         "(`ixora serve --ring`; the receive ring bounds the window Ixora advertises, where the "
-         "kernel autotunes its buffers up to 6 MiB).", "",
+    if part == "relay":
+        title = "# Relaying: HAProxy on the kernel vs under `ixora run`, by splice and by copy"
+        what = (f"HAProxy (TCP mode) pinned to CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), "
+                "relaying one iperf3 stream between the Linux iperf3 client and an iperf3 server "
+                "on the client's side (both on CPU 1): two connections per stream through the "
+                "proxy, both on the stack measured. splice: `option splice-request` and "
+                "`splice-response`, the bytes pass HAProxy through pipes (under `ixora run`, "
+                "through the shim's relay pipe: one copy out of or into the socket's ring, as "
+                "docs/ARCHITECTURE.md says); copy: HAProxy's recv/send. Server CPU s/GB: CPU 0 "
+                "busy time (HAProxy, its system calls and softirqs, and for Ixora the service) "
+                "per GB received by the client's side.")
+        plot_title = "HAProxy relay, one stream"
+    else:
+        title = "# Bulk transfer: iperf3 on the kernel vs under `ixora run`"
+        what = (f"iperf3 server pinned to CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), "
+                "the Linux iperf3 client to CPU 1. iperf3's listener is a dual-stack AF_INET6 "
+                "socket on `::`: under `ixora run` it carries IPv4 as v4-mapped addresses. "
+                "Server CPU s/GB: CPU 0 busy time (iperf3, its system calls and softirqs, and "
+                "for Ixora the service) per GB received.")
+        plot_title = "iperf3, one stream"
+    L = [title, "",
+         command + what +
+         f" One TCP stream, {args.duration} s per run; kernel and Ixora runs alternate "
+         f"({args.repeat} each, the median kept). Segmentation offloads (TSO/GSO) are off on both "
+         "veth ends for both stacks, so every frame is MTU-sized, as on a wire (Ixora's AF_XDP "
+         f"copy mode takes no super-frames). Ixora's socket rings: {meta['ring'] // 1024} KiB "
+         "each way (`ixora serve --ring`; the receive ring bounds the window Ixora advertises, "
+         "where the kernel autotunes its buffers up to 6 MiB).", "",
          RX_TEXT[RX], "",
-         "| direction | kernel Gbit/s | Ixora Gbit/s | ratio | kernel CPU s/GB | Ixora CPU s/GB "
-         "| CPU ratio | client CPU (k/i) | runs, Gbit/s (k / i) |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for d in ("to_server", "from_server"):
-        k = next((r for r in results if r["direction"] == d and r["stack"] == "kernel"), None)
-        i = next((r for r in results if r["direction"] == d and r["stack"] == "ixora"), None)
-        if not (k and i):
-            continue
-        ratio = i["gbps"] / k["gbps"] if k["gbps"] else 0
-        cr = (i["cpu_s_per_gb"] / k["cpu_s_per_gb"]) if k["cpu_s_per_gb"] and i["cpu_s_per_gb"] else 0
-        cc = "/".join(f"{100 * (x.get('client_cpu_busy') or 0):.0f}%" for x in (k, i))
-        runs = " / ".join(", ".join(f"{g:.2f}" for g in x["all_gbps"]) for x in (k, i))
-        what = "client → server (server receives)" if d == "to_server" else "server → client (server sends, -R)"
-        L.append(f"| {what} | {k['gbps']:.2f} | {i['gbps']:.2f} | **{ratio:.2f}×** | "
-                 f"{k['cpu_s_per_gb'] or 0:.3f} | {i['cpu_s_per_gb'] or 0:.3f} | {cr:.2f} | {cc} | {runs} |")
+         "| mode | direction | kernel Gbit/s | Ixora Gbit/s | ratio | kernel CPU s/GB "
+         "| Ixora CPU s/GB | CPU ratio | client CPU (k/i) | runs, Gbit/s (k / i) |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    modes = list(dict.fromkeys(r.get("mode") for r in results))
+    bars = []
+    for mode in modes:
+        for d in ("to_server", "from_server"):
+            k, i = (next((r for r in results if r.get("mode") == mode and r["direction"] == d
+                          and r["stack"] == stack), None) for stack in ("kernel", "ixora"))
+            if not (k and i):
+                continue
+            ratio = i["gbps"] / k["gbps"] if k["gbps"] else 0
+            cr = (i["cpu_s_per_gb"] / k["cpu_s_per_gb"]) if k["cpu_s_per_gb"] and i["cpu_s_per_gb"] else 0
+            cc = "/".join(f"{100 * (x.get('client_cpu_busy') or 0):.0f}%" for x in (k, i))
+            runs = " / ".join(", ".join(f"{g:.2f}" for g in x["all_gbps"]) for x in (k, i))
+            what = ("client → server (server receives)" if d == "to_server"
+                    else "server → client (server sends, -R)")
+            L.append(f"| {mode or '—'} | {what} | {k['gbps']:.2f} | {i['gbps']:.2f} | "
+                     f"**{ratio:.2f}×** | {k['cpu_s_per_gb'] or 0:.3f} | "
+                     f"{i['cpu_s_per_gb'] or 0:.3f} | {cr:.2f} | {cc} | {runs} |")
+            label = ("client → server" if d == "to_server" else "server → client")
+            bars.append(((f"{mode}\n" if mode else "") + label, k, i))
     L += ["", f"Plot: `{name}.png`.", ""]
     plt = write_md(name, L)
     if plt is None:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    dirs = [("to_server", "client → server"), ("from_server", "server → client")]
-    for ax, (key, unit, title) in zip(axes, (("gbps", "Gbit/s", "throughput"),
-                                             ("cpu_s_per_gb", "server CPU s per GB", "server CPU per GB"))):
+    fig, axes = plt.subplots(1, 2, figsize=(5 + 2.5 * len(bars), 4.2))
+    for ax, (key, unit, what) in zip(axes, (("gbps", "Gbit/s", "throughput"),
+                                            ("cpu_s_per_gb", "server CPU s per GB", "server CPU per GB"))):
         for j, stack in enumerate(("kernel", "ixora")):
-            vals = [next((r[key] or 0 for r in results if r["direction"] == d and r["stack"] == stack), 0)
-                    for d, _ in dirs]
-            ax.bar([x + (j - 0.5) * 0.4 for x in range(len(dirs))], vals, 0.4,
+            ax.bar([x + (j - 0.5) * 0.4 for x in range(len(bars))],
+                   [(b[1 + j][key] or 0) for b in bars], 0.4,
                    label="kernel" if stack == "kernel" else "ixora run")
-        ax.set_xticks(range(len(dirs)))
-        ax.set_xticklabels([t for _, t in dirs])
+        ax.set_xticks(range(len(bars)))
+        ax.set_xticklabels([b[0] for b in bars])
         ax.set_ylabel(unit)
-        ax.set_title(f"iperf3, one stream: {title}")
+        ax.set_title(f"{plot_title}: {what}")
         ax.legend()
     fig.tight_layout()
     fig.savefig(OUT / f"{name}.png", dpi=110)
@@ -1892,12 +1976,14 @@ def main():
     ap.add_argument("--udp-sizes", default="64,8000",
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
-    ap.add_argument("--only", choices=["web", "memcached", "bulk", "local", "udp", "node", "proxy", "pg",
-                                       "apache", "redis", "ntp"],
+    ap.add_argument("--only", choices=["web", "memcached", "bulk", "relay", "local", "udp", "node",
+                                       "proxy", "pg", "apache", "redis", "ntp"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
                          "bulk: iperf3 both ways, written to sockets-bulk.*; "
+                         "relay: HAProxy relaying an iperf3 stream each way, by splice and by "
+                         "copy, sockets-relay.*; "
                          "local: redis-benchmark to redis-server on one host, sockets-local.*; "
                          "udp: sockperf's UDP server, sockets-udp.*; "
                          "node: a Node.js HTTP server alone and as a two-worker cluster, whose "
@@ -2021,7 +2107,8 @@ def main():
     for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3", "redis-server",
                  "redis-benchmark", "sockperf", *(["node"] if args.only == "node" else []),
                  *(["apache2"] if args.only == "apache" else []),
-                 *(["chronyd"] if args.only == "ntp" else [])):
+                 *(["chronyd"] if args.only == "ntp" else []),
+                 *(["haproxy"] if args.only == "relay" else [])):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
             if tool == "chronyd":
                 # Not in `make deps`: Debian's package starts a system chronyd
@@ -2044,6 +2131,7 @@ def main():
              + (4 if args.only == "proxy" and "wrk" in CLIENTS else 0)
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
+             + (4 if args.only == "relay" else 0)
              + (2 if args.only in (None, "local") else 0)
              + (len(PG_MODES) if args.only == "pg" else 0)
              + (len(REDIS_MODES) if args.only == "redis" else 0)
@@ -2064,7 +2152,7 @@ def main():
     if IPI:
         print(f"IPI round trip CPU 0 -> CPU 1: {IPI['round_trip_us']:.1f} µs", flush=True)
     bulk_results, local_results, udp_results, pg_results, redis_results = [], [], [], [], []
-    ntp_results = []
+    ntp_results, relay_results = [], []
     try:
         if args.only in (None, "web"):
             for server in SERVERS:
@@ -2082,6 +2170,8 @@ def main():
             memcached(args, bar, results)
         if args.only in (None, "bulk"):
             bulk_results = bulk(args, bar)
+        if args.only == "relay":
+            relay_results = relay(args, bar)
         if args.only in (None, "local"):
             local_results = local(args, bar)
         if args.only in (None, "udp"):
@@ -2102,6 +2192,10 @@ def main():
     if bulk_results:
         write_bulk(bulk_results, args, cmdline)
         b = NAME.replace("sockets", "sockets-bulk", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
+    if relay_results:
+        write_bulk(relay_results, args, cmdline, "relay")
+        b = NAME.replace("sockets", "sockets-relay", 1)
         print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
     if local_results:
         write_local(local_results, args, cmdline)

@@ -64,7 +64,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 21;
+pub const VERSION: u32 = 22;
 /// Entries of the change log ([`DownHeader::chlog_head`]): a power of
 /// two.
 pub const CHLOG: u64 = 4096;
@@ -203,7 +203,7 @@ pub fn spare_of(v: u64) -> Option<u32> {
 }
 
 /// The calls the shim counts, in the order of [`UpHeader::counters`].
-pub const CALLS: [&str; 29] = [
+pub const CALLS: [&str; 30] = [
     "socket",
     "bind",
     "listen",
@@ -225,6 +225,7 @@ pub const CALLS: [&str; 29] = [
     "getpeername",
     "dup",
     "sendfile",
+    "splice",
     "epoll_create",
     "other",
     // Not calls: how the shim waited. `wait` user = a blocking call found
@@ -824,6 +825,30 @@ impl Regions {
     pub fn tx_write(&self, i: u32, pos: u64, src: &[u8]) {
         let base = self.layout.tx_ring(i);
         copy_in(self.up, base, self.layout.ring, pos, src);
+    }
+
+    /// Where `len` bytes from `pos` of socket `i`'s receive ring (down)
+    /// lie: up to two spans, the second non-empty when the ring wraps. For
+    /// an app that has the kernel copy straight out of its ring (splice);
+    /// it may read them only while they are unread (before the head it
+    /// publishes). App only.
+    pub fn rx_spans(&self, i: u32, pos: u64, len: usize) -> [(*const u8, usize); 2] {
+        assert!(i < self.layout.slots, "socket out of range");
+        let ring = self.layout.ring as usize;
+        assert!(len <= ring, "span longer than the ring");
+        let base = self.layout.rx_ring(i);
+        let off = (pos % ring as u64) as usize;
+        let first = len.min(ring - off);
+        // SAFETY: `base + off + first` and `base + len - first` are within
+        // socket i's receive ring (i checked, off < ring, first <= ring -
+        // off, len <= ring), inside the down region's mapping; no memory
+        // is read or written here.
+        unsafe {
+            [
+                (self.down.add(base + off) as *const u8, first),
+                (self.down.add(base) as *const u8, len - first),
+            ]
+        }
     }
 
     /// Where `len` bytes from `pos` of socket `i`'s transmit ring (up)

@@ -3065,6 +3065,216 @@ static void low_numbers_are_the_programs(const char *ip, int port) {
     close(s);
 }
 
+/* What a call returned, as posix_calls' splice checks print it: the
+ * count, or the errno's name. */
+static const char *said(long r) {
+    static char b[16][32]; /* (a dozen in one printf) */
+    static int k;
+    char *o = b[k++ % 16];
+    if (r >= 0) {
+        snprintf(o, 32, "%ld", r);
+        return o;
+    }
+    const char *n = errno == EAGAIN ? "EAGAIN" : errno == EINVAL ? "EINVAL" : errno == EBADF ? "EBADF"
+                  : errno == ESPIPE ? "ESPIPE" : errno == EPIPE ? "EPIPE" : errno == EINTR ? "EINTR"
+                  : NULL;
+    if (n) {
+        snprintf(o, 32, "%s", n);
+    } else {
+        snprintf(o, 32, "errno %d", errno);
+    }
+    return o;
+}
+
+struct writer { int fd; const char *b; size_t n; };
+
+/* Write all of `w` to its descriptor (a thread: the other end splices). */
+static void *write_all_run(void *arg) {
+    struct writer *w = arg;
+    size_t off = 0;
+    while (off < w->n) {
+        ssize_t k = write(w->fd, w->b + off, w->n - off);
+        if (k <= 0) break;
+        off += (size_t)k;
+    }
+    return NULL;
+}
+
+/* splice(2) between a socket and a pipe, as Linux moves bytes and says
+ * no (HAProxy relays so with `option splice-*`; until 2026-11-29 the
+ * shim passed splice to the socket's kernel placeholder: ENOTCONN, EPIPE,
+ * and HAProxy dropped the connection): bytes both ways, whole and in
+ * order; what would block (an empty socket, a full pipe, an empty pipe)
+ * and a receive timeout; end of file either way; a pipe without reader;
+ * a reset peer; the
+ * arguments Linux refuses, in its order of checks (offsets, no pipe, a
+ * pipe's wrong end, unknown flags, a file). UDP: one datagram per
+ * splice, cut to its length; what the pipe holds sent as one. The
+ * expected lines are what Linux 6.18 printed. */
+static void splice_calls(const char *self_ip, int port) {
+    struct sockaddr_in la = addr_of(self_ip, port);
+    int l = listen_on(&la, 0, 8), c, a, p[2], q[2];
+    own_pair(&la, l, &c, &a);
+    if (l < 0 || a < 0 || pipe(p) != 0 || pipe(q) != 0) {
+        check(0, "splice_setup", "l %d a %d", l, a);
+        return;
+    }
+    enum { N = 200000 };
+    char *src = malloc(N), *dst = malloc(N), line[512];
+    for (int i = 0; i < N; i++) {
+        src[i] = (char)(i * 7 + i / 251);
+    }
+    /* Socket to pipe, while the peer writes: several splices (a pipe
+     * holds 64 KiB). */
+    pthread_t t;
+    struct writer wr = {c, src, N};
+    int ok = pthread_create(&t, NULL, write_all_run, &wr) == 0;
+    size_t got = 0;
+    while (ok && got < N) {
+        ssize_t k = splice(a, NULL, p[1], NULL, N - got, SPLICE_F_MOVE);
+        ok = k > 0 && read_full(p[0], dst + got, (size_t)k) == 0;
+        got += k > 0 ? (size_t)k : 0;
+    }
+    pthread_join(t, NULL);
+    check(ok && memcmp(src, dst, N) == 0, "splice_socket_to_pipe", "ok %d got %zu", ok, got);
+    /* Pipe to socket: what the pipe held reaches the peer whole. */
+    size_t sent = 0;
+    while (ok && sent < N) {
+        size_t chunk = N - sent < 40000 ? N - sent : 40000, moved = 0;
+        ok = write(q[1], src + sent, chunk) == (ssize_t)chunk;
+        while (ok && moved < chunk) {
+            ssize_t k = splice(q[0], NULL, a, NULL, chunk - moved, SPLICE_F_MORE);
+            ok = k > 0;
+            moved += k > 0 ? (size_t)k : 0;
+        }
+        ok = ok && read_full(c, dst + sent, chunk) == 0;
+        sent += chunk;
+    }
+    check(ok && memcmp(src, dst, N) == 0, "splice_pipe_to_socket", "ok %d sent %zu", ok, sent);
+    /* The arguments Linux refuses (a wrong one never moves a byte). */
+    loff_t off = 5;
+    int fr = open("/proc/self/cmdline", O_RDONLY);
+    FILE *tf = tmpfile();
+    int fw = tf ? fileno(tf) : -1;
+    snprintf(line, sizeof line,
+             "len0 %s flags %s sock-sock %s off_in %s off_out %s pipe-read-end %s "
+             "pipe-write-end-in %s pipe-off-in %s sock-off-out %s to-file %s from-file %s bad-fd %s",
+             said(splice(a, NULL, p[1], NULL, 0, 0)), said(splice(a, NULL, p[1], NULL, 10, 0x100)),
+             said(splice(a, NULL, c, NULL, 10, 0)),
+             said(splice(a, &off, p[1], NULL, 10, SPLICE_F_NONBLOCK)),
+             said(splice(a, NULL, p[1], &off, 10, 0)), said(splice(a, NULL, p[0], NULL, 10, 0)),
+             said(splice(p[1], NULL, a, NULL, 10, 0)), said(splice(q[0], &off, a, NULL, 10, 0)),
+             said(splice(q[0], NULL, a, &off, 10, SPLICE_F_NONBLOCK)),
+             said(splice(a, NULL, fw, NULL, 10, 0)), said(splice(fr, NULL, a, NULL, 10, 0)),
+             said(splice(a, NULL, 999, NULL, 10, 0)));
+    check(strcmp(line, "len0 0 flags EINVAL sock-sock EINVAL off_in EINVAL off_out ESPIPE "
+                       "pipe-read-end EBADF pipe-write-end-in EBADF pipe-off-in ESPIPE "
+                       "sock-off-out EINVAL to-file EINVAL from-file EINVAL bad-fd EBADF") == 0,
+          "splice_arguments", "%s", line);
+    close(fr);
+    if (tf) fclose(tf);
+    /* Nothing to read: a non-blocking socket says EAGAIN; a blocking one
+     * waits despite SPLICE_F_NONBLOCK (which is the pipe's), here for
+     * its receive timeout. An empty pipe with SPLICE_F_NONBLOCK: EAGAIN. */
+    set_blocking(a, 0);
+    const char *w1 = said(splice(a, NULL, p[1], NULL, 10, 0));
+    set_blocking(a, 1);
+    struct timeval tv = {0, 200000};
+    setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    double t0 = now_ms();
+    const char *w2 = said(splice(a, NULL, p[1], NULL, 10, SPLICE_F_NONBLOCK));
+    int waited = now_ms() - t0 >= 150;
+    const char *w3 = said(splice(q[0], NULL, a, NULL, 10, SPLICE_F_NONBLOCK));
+    /* A full pipe and bytes in the socket: SPLICE_F_NONBLOCK, or the
+     * pipe's O_NONBLOCK (not the socket's), say EAGAIN, and the bytes
+     * stay the socket's. */
+    char fill[4096] = {0};
+    set_blocking(p[1], 0);
+    size_t in_pipe = 0;
+    for (ssize_t k; (k = write(p[1], fill, sizeof fill)) > 0;) {
+        in_pipe += (size_t)k;
+    }
+    ok = write(c, "xyz", 3) == 3 && (wait_for(a, POLLIN, 2000) & POLLIN);
+    const char *w5 = said(splice(a, NULL, p[1], NULL, 10, 0));
+    set_blocking(p[1], 1);
+    const char *w4 = said(splice(a, NULL, p[1], NULL, 10, SPLICE_F_NONBLOCK));
+    char *drain = malloc(in_pipe), got3[4] = {0};
+    ok = ok && read_full(p[0], drain, in_pipe) == 0;
+    free(drain);
+    ssize_t k3 = splice(a, NULL, p[1], NULL, 10, 0);
+    ok = ok && k3 == 3 && read_full(p[0], got3, 3) == 0 && memcmp(got3, "xyz", 3) == 0;
+    snprintf(line, sizeof line,
+             "empty-nonblocking %s empty-blocking-timeout %s waited %d pipe-empty %s "
+             "pipe-full-flag %s pipe-full-pipe-nonblocking %s then %zd",
+             w1, w2, waited, w3, w4, w5, k3);
+    check(ok && strcmp(line, "empty-nonblocking EAGAIN empty-blocking-timeout EAGAIN waited 1 "
+                             "pipe-empty EAGAIN pipe-full-flag EAGAIN "
+                             "pipe-full-pipe-nonblocking EAGAIN then 3") == 0,
+          "splice_would_block", "%s", line);
+    /* End of file: 0; a pipe whose writer closed: 0. The peer reset
+     * after its FIN: EPIPE, then EPIPE (SIGPIPE is ignored here). */
+    shutdown(c, SHUT_WR);
+    wait_for(a, POLLIN, 2000);
+    int np[2];
+    ok = pipe(np) == 0;
+    close(np[0]);
+    const char *f0 = said(splice(a, NULL, np[1], NULL, 10, 0)); /* no reader */
+    close(np[1]);
+    const char *f1 = said(splice(a, NULL, p[1], NULL, 10, 0));
+    close(q[1]);
+    const char *f2 = said(splice(q[0], NULL, a, NULL, 10, 0));
+    int rp[2];
+    ok = pipe(rp) == 0 && write(rp[1], "abc", 3) == 3;
+    struct linger lg = {1, 0};
+    setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(c);
+    poll_for(a, POLLERR | POLLHUP);
+    usleep(50000);
+    const char *f3 = said(splice(rp[0], NULL, a, NULL, 3, 0));
+    const char *f4 = said(splice(rp[0], NULL, a, NULL, 3, 0));
+    snprintf(line, sizeof line, "no-reader %s eof %s pipe-eof %s after-reset %s again %s", f0, f1,
+             f2, f3, f4);
+    check(ok && strcmp(line, "no-reader EPIPE eof 0 pipe-eof 0 after-reset EPIPE again EPIPE") == 0,
+          "splice_ends",
+          "%s", line);
+    close(a); close(l); close(p[0]); close(p[1]); close(q[0]); close(rp[0]); close(rp[1]);
+    free(src); free(dst);
+    /* UDP. */
+    struct sockaddr_in ua = addr_of(self_ip, port + 1), ub = addr_of(self_ip, port + 2);
+    int u1 = socket(AF_INET, SOCK_DGRAM, 0), u2 = socket(AF_INET, SOCK_DGRAM, 0), up[2];
+    ok = u1 >= 0 && u2 >= 0 && pipe(up) == 0 &&
+         bind(u1, (struct sockaddr *)&ua, sizeof ua) == 0 &&
+         bind(u2, (struct sockaddr *)&ub, sizeof ub) == 0 &&
+         connect(u1, (struct sockaddr *)&ub, sizeof ub) == 0 &&
+         connect(u2, (struct sockaddr *)&ua, sizeof ua) == 0;
+    char big[300], ubuf[400];
+    memset(big, 'd', sizeof big);
+    ok = ok && send(u1, "first", 5, 0) == 5 && send(u1, big, sizeof big, 0) == (ssize_t)sizeof big &&
+         send(u1, "third", 5, 0) == 5;
+    wait_for(u2, POLLIN, 2000);
+    usleep(50000);
+    ssize_t d1 = splice(u2, NULL, up[1], NULL, 100, 0);
+    ssize_t d2 = splice(u2, NULL, up[1], NULL, 100, 0);
+    ssize_t d3 = splice(u2, NULL, up[1], NULL, 100, 0);
+    set_blocking(u2, 0);
+    const char *d4 = said(splice(u2, NULL, up[1], NULL, 100, 0));
+    set_blocking(u2, 1);
+    ssize_t in_up = read(up[0], ubuf, sizeof ubuf);
+    ok = ok && in_up == 110 && memcmp(ubuf, "first", 5) == 0 && ubuf[5] == 'd' && ubuf[104] == 'd' &&
+         memcmp(ubuf + 105, "third", 5) == 0;
+    ok = ok && write(up[1], "aaaa", 4) == 4 && write(up[1], "bbbbbb", 6) == 6;
+    ssize_t e1 = splice(up[0], NULL, u1, NULL, 100, 0);
+    wait_for(u2, POLLIN, 2000);
+    ssize_t e2 = recv(u2, ubuf, sizeof ubuf, MSG_DONTWAIT);
+    ok = ok && e2 == 10 && memcmp(ubuf, "aaaabbbbbb", 10) == 0;
+    ssize_t e3 = recv(u2, ubuf, sizeof ubuf, MSG_DONTWAIT);
+    snprintf(line, sizeof line, "in %zd %zd %zd then %s, pipe held %zd; out %zd, received %zd then %zd",
+             d1, d2, d3, d4, in_up, e1, e2, e3);
+    check(ok && strcmp(line, "in 5 100 5 then EAGAIN, pipe held 110; out 10, received 10 then -1") == 0,
+          "splice_udp", "%s", line);
+    close(u1); close(u2); close(up[0]); close(up[1]);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
@@ -3121,6 +3331,7 @@ int main(int argc, char **argv) {
         exclusive_listener_wakes_one(argv[4], atoi(argv[3]) + 12);
         listener_tcp_info(argv[4], atoi(argv[3]) + 13);
         timed_out_waits_take_no_wake_up(argv[4], atoi(argv[3]) + 14);
+        splice_calls(argv[4], atoi(argv[3]) + 15);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

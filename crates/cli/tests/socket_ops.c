@@ -61,6 +61,16 @@ static int again(ssize_t r, short ev, const char *what) {
     return 0;
 }
 
+/* A pipe for the splice calls (made on first use): what a splice moves
+ * from the connection is read back from it, what one moves into the
+ * connection is written into it first. */
+static int spl[2] = {-1, -1};
+
+static void splice_pipe(void) {
+    if (spl[0] < 0 && pipe(spl) != 0)
+        die("pipe");
+}
+
 static void op_write(void) {
     /* At most 48 KiB outstanding: the echo's path holds that much without
      * a reader, so a blocking write never waits for our reads. */
@@ -71,8 +81,9 @@ static void op_write(void) {
     unsigned char *buf = malloc(n);
     for (size_t i = 0; i < n; i++)
         buf[i] = pat(sent + i);
-    const char *how[] = {"write", "send", "sendto", "writev", "sendmsg"};
-    int k = rnd(5);
+    const char *how[] = {"write", "send", "sendto", "writev", "sendmsg", "splice"};
+    int k = rnd(6);
+    size_t in_pipe = 0; /* (splice) the bytes from `off` already in the pipe */
     /* Where the vectored calls split what is left (drawn once: partial
      * writes must not change what the generator draws next). */
     unsigned fa = rnd(1000), fb = rnd(1000);
@@ -97,11 +108,21 @@ static void op_write(void) {
         case 1: r = send(fd(), p, len, MSG_NOSIGNAL); break;
         case 2: r = sendto(fd(), p, len, 0, NULL, 0); break;
         case 3: r = writev(fd(), iov, niov); break;
-        default: r = sendmsg(fd(), &m, 0); break;
+        case 4: r = sendmsg(fd(), &m, 0); break;
+        default:
+            splice_pipe();
+            if (in_pipe == 0) {
+                if (write(spl[1], p, len) != (ssize_t)len)
+                    die("write pipe");
+                in_pipe = len;
+            }
+            r = splice(spl[0], NULL, fd(), NULL, in_pipe, 0);
+            break;
         }
         if (again(r, POLLOUT, how[k]))
             continue;
         off += (size_t)r;
+        in_pipe -= k == 5 ? (size_t)r : 0;
     }
     sent += n;
     free(buf);
@@ -116,8 +137,8 @@ static void op_read(void) {
         return;
     size_t n = 1 + rnd(out < 30000 ? (unsigned)out : 30000);
     unsigned char *buf = malloc(n);
-    const char *how[] = {"read", "recv", "recv_waitall", "recvfrom", "readv", "recvmsg"};
-    int k = rnd(6);
+    const char *how[] = {"read", "recv", "recv_waitall", "recvfrom", "readv", "recvmsg", "splice"};
+    int k = rnd(7);
     size_t off = 0;
     while (off < n) {
         ssize_t r;
@@ -133,7 +154,17 @@ static void op_read(void) {
         case 2: r = recv(fd(), p, len, MSG_WAITALL); break;
         case 3: r = recvfrom(fd(), p, len, 0, (struct sockaddr *)&from, &fl); break;
         case 4: r = readv(fd(), iov, 2); break;
-        default: r = recvmsg(fd(), &m, 0); break;
+        case 5: r = recvmsg(fd(), &m, 0); break;
+        default:
+            /* (At most what the pipe holds: it is read back at once.) */
+            splice_pipe();
+            r = splice(fd(), NULL, spl[1], NULL, len < 65536 ? len : 65536, SPLICE_F_MOVE);
+            if (r > 0) {
+                for (ssize_t at = 0, k2; at < r; at += k2)
+                    if ((k2 = read(spl[0], p + at, (size_t)(r - at))) <= 0)
+                        die("read pipe");
+            }
+            break;
         }
         if (again(r, POLLIN, how[k]))
             continue;

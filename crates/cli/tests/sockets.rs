@@ -3268,6 +3268,83 @@ fn haproxy_reloads_seamlessly_taking_its_listener_over() {
     new.stop();
 }
 
+/// HAProxy relaying with `splice(2)` under `ixora run` (`option
+/// splice-request` and `splice-response`: every transfer through a pipe,
+/// the Ixora sockets at both ends of each `splice`): 4 MB sent through the
+/// proxy to an echo on the Linux side and back, byte for byte, twice at
+/// once. HAProxy takes an error from a `splice` that is not `EINVAL`,
+/// `ENOSYS` or `EBADF` as the connection's.
+#[test]
+fn haproxy_splices_between_its_sockets() {
+    let Some((_g, net)) = begin(&["haproxy", "socat"]) else {
+        return;
+    };
+    let mut echo_cmd = net.lx.command("socat");
+    echo_cmd.args(["TCP-LISTEN:7052,fork,reuseaddr", "EXEC:cat"]);
+    let mut echo = Proc::spawn(echo_cmd, "echo");
+    net.wait_listen(&mut echo, "198.18.9.1:7052");
+    let dir = Scratch::new("haproxy-splice");
+    let cfg = dir.path().join("splice.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  maxpipes 64\n\
+             defaults\n  mode tcp\n  option splice-request\n  option splice-response\n  \
+             timeout connect 2s\n  timeout client 20s\n  timeout server 20s\n\
+             listen relay\n  bind {IX}:7051\n  server echo 198.18.9.1:7052\n"
+        ),
+    )
+    .unwrap();
+    let cfg = cfg.display().to_string();
+    let mut proxy = net.run("haproxy", &["haproxy", "-f", &cfg, "-db"]);
+    net.wait_port(&mut proxy, 7051);
+    let data: Vec<u8> = (0..4_000_000u32)
+        .map(|i| (i * 131 + (i >> 11)) as u8)
+        .collect();
+    let relay = |d: &[u8]| -> std::io::Result<Vec<u8>> {
+        let mut s = TcpStream::connect(format!("{IX}:7051"))?;
+        s.set_read_timeout(Some(Duration::from_secs(20)))?;
+        let mut r = s.try_clone()?;
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            r.read_to_end(&mut got).map(|_| got)
+        });
+        s.write_all(d)?;
+        s.shutdown(std::net::Shutdown::Write)?;
+        reader.join().unwrap()
+    };
+    let got = net.lx.run(|| {
+        std::thread::scope(|sc| {
+            let a = sc.spawn(|| relay(&data));
+            let b = sc.spawn(|| relay(&data[..1_000_001]));
+            (a.join().unwrap(), b.join().unwrap())
+        })
+    });
+    for (g, want) in [(got.0, &data[..]), (got.1, &data[..1_000_001])] {
+        let g = g.unwrap_or_else(|e| panic!("relay failed: {e}\n{}", proxy.log()));
+        assert!(
+            g.len() == want.len() && g == want,
+            "{} bytes back of {}, {}\n{}",
+            g.len(),
+            want.len(),
+            if g.len() == want.len() {
+                "differing"
+            } else {
+                "short"
+            },
+            proxy.log()
+        );
+    }
+    // (Each splice enters the kernel: the pipe is the kernel's.)
+    let st = net.stats();
+    let calls = &st["apps"][0]["calls"];
+    assert!(
+        calls["splice"]["kernel"].as_u64().unwrap_or(0) > 0,
+        "{calls}"
+    );
+    proxy.stop();
+}
+
 /// SHA-1 of `b`, in hex (by the system's `sha1sum`).
 fn sha1_hex(b: &[u8]) -> String {
     let mut c = Command::new("sha1sum")

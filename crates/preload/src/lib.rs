@@ -52,5 +52,6 @@ mod kwatch;
 mod netlink;
 mod real;
 mod shim;
+mod splice;
 mod state;
 mod stdio;

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 /// A call on a descriptor that is not an Ixora socket: the kernel's, via
 /// `real` — unless it is a pooled placeholder, which the program closed
 /// (EBADF, as the kernel would say for a closed number).
-fn kernel_fd<T: From<i8>>(fd: c_int, real: impl FnOnce() -> T) -> T {
+pub(crate) fn kernel_fd<T: From<i8>>(fd: c_int, real: impl FnOnce() -> T) -> T {
     if state::pooled(fd) {
         return fail(libc::EBADF);
     }
@@ -30,7 +30,7 @@ fn kernel_fd<T: From<i8>>(fd: c_int, real: impl FnOnce() -> T) -> T {
     real()
 }
 
-fn fail<T: From<i8>>(e: c_int) -> T {
+pub(crate) fn fail<T: From<i8>>(e: c_int) -> T {
     set_errno(e);
     T::from(-1)
 }
@@ -211,7 +211,7 @@ unsafe fn iovs<'a>(iov: *const iovec, n: c_int) -> Vec<&'a mut [u8]> {
     }
 }
 
-fn count(a: &Attached, name: usize, user: bool) {
+pub(crate) fn count(a: &Attached, name: usize, user: bool) {
     state::count(a, name, user);
 }
 
@@ -221,7 +221,7 @@ fn count(a: &Attached, name: usize, user: bool) {
 /// (ready, or woken). `Err(r)`: the call ends, counted as a `write` or a
 /// `read`, returning `r`: -1 with EAGAIN once the timeout passed, -1 with
 /// EINTR after a signal.
-fn wait_ring(
+pub(crate) fn wait_ring(
     sk: Sock,
     write: bool,
     start: &mut Option<std::time::Instant>,
@@ -279,7 +279,7 @@ fn wait_ring_or(
 /// the connection's last bytes stayed in the service, and the program
 /// slept on an empty ring for good (about one run in 25 of the sockets
 /// test `a_program_that_does_not_read_...`, after a full ring).
-fn ring_was_filling(sk: Sock, before: u64, took: usize) -> bool {
+pub(crate) fn ring_was_filling(sk: Sock, before: u64, took: usize) -> bool {
     before.max(took as u64) > (sk.a.r.layout().ring as u64) / 4
 }
 
@@ -290,7 +290,7 @@ fn ring_was_filling(sk: Sock, before: u64, took: usize) -> bool {
 /// peek waits until the ring holds it all). `MSG_OOB`: the stack keeps no
 /// urgent byte apart (the urgent pointer is ignored and the byte arrives
 /// in line, as with `SO_OOBINLINE`), so, as Linux says then, `EINVAL`.
-fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
+pub(crate) fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     if sk.dgram() {
         return do_recv_dgram(sk, bufs, flags, None).0;
     }
@@ -913,7 +913,7 @@ unsafe fn dgram_first_send(fd: c_int, addr: *const sockaddr, alen: socklen_t) ->
 
 /// Send on an Ixora socket with send(2) semantics (blocking sockets send
 /// everything).
-fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
+pub(crate) fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     if sk.dgram() {
         if let Err(e) = bind_at_send(sk) {
             count(sk.a, call("write"), true);
@@ -981,13 +981,13 @@ fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
 
 /// What a blocked send waits for on a TCP socket: room in its ring, an
 /// error, or a state in which sending fails at once.
-fn can_send(sk: Sock) -> bool {
+pub(crate) fn can_send(sk: Sock) -> bool {
     sk.writable() > 0 || sk.dead() || sk.state() != st::ESTABLISHED
 }
 
 /// A send that failed with `e`: EPIPE raises SIGPIPE unless `nosignal`
 /// (MSG_NOSIGNAL), as Linux does; -1 with errno `e`.
-fn send_failed(e: c_int, nosignal: bool) -> ssize_t {
+pub(crate) fn send_failed(e: c_int, nosignal: bool) -> ssize_t {
     if e == libc::EPIPE && !nosignal {
         // SAFETY: raise(3) has no memory arguments.
         unsafe {

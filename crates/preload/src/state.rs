@@ -1756,7 +1756,7 @@ impl OnSignal {
 /// if no handler of the process lacks SA_RESTART: exact for programs whose
 /// handlers agree; one that has a handler without it gets EINTR, as that
 /// handler may have asked to stop.
-fn restarts_after_signal() -> bool {
+pub(crate) fn restarts_after_signal() -> bool {
     (1..=libc::SIGRTMAX()).all(|sig| {
         // SAFETY: sigaction(2) with a null new action only reads the
         // current one into `old`, a zeroed plain-old-data struct.
@@ -2391,24 +2391,10 @@ impl Sock {
     /// `peek` leaves the bytes. Returns bytes copied (0 at EOF), or
     /// `Err(errno)`.
     pub fn recv(&self, bufs: &mut [&mut [u8]], peek: bool) -> Result<usize, c_int> {
-        let mut avail = self.readable();
-        if avail == 0 {
-            // One look at the flags decides, and the ring is looked at
-            // again after it: the service publishes bytes (a release of
-            // the tail) before it sets EOF or ERROR (a release of the
-            // flags, acquired here), so the bytes that came before either
-            // are seen. Until 2026-11-28 the flags were read again to
-            // decide: EOF set after the look at the ring then ended a
-            // non-blocking reader's stream with the peer's last bytes
-            // unread (HAProxy relayed empty replies).
-            let f = self.flags();
-            if f & (flag::EOF | flag::ERROR) != 0 {
-                avail = self.readable();
-            }
-            if avail == 0 {
-                return self.recv_nothing(f);
-            }
-        }
+        let avail = match self.unread() {
+            Ok(n) => n,
+            Err(r) => return r,
+        };
         let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
         let mut n = 0u64;
         for b in bufs.iter_mut() {
@@ -2427,6 +2413,61 @@ impl Sock {
                 .store(head + n, Ordering::Release);
         }
         Ok(n as usize)
+    }
+
+    /// The bytes the receive ring holds, or, when it holds none, what a
+    /// receive says instead ([`Sock::recv_nothing`]).
+    fn unread(&self) -> Result<u64, Result<usize, c_int>> {
+        let avail = self.readable();
+        if avail > 0 {
+            return Ok(avail);
+        }
+        // One look at the flags decides, and the ring is looked at again
+        // after it: the service publishes bytes (a release of the tail)
+        // before it sets EOF or ERROR (a release of the flags, acquired
+        // here), so the bytes that came before either are seen. Until
+        // 2026-11-28 the flags were read again to decide: EOF set after
+        // the look at the ring then ended a non-blocking reader's stream
+        // with the peer's last bytes unread (HAProxy relayed empty
+        // replies).
+        let f = self.flags();
+        if f & (flag::EOF | flag::ERROR) != 0 {
+            let avail = self.readable();
+            if avail > 0 {
+                return Ok(avail);
+            }
+        }
+        Err(self.recv_nothing(f))
+    }
+
+    /// Receive up to `max` of the bytes the ring holds, which `take`
+    /// reads straight out of it (the spans it is given, in order) and
+    /// counts: `Ok(Ok(n))` the bytes taken (the head moves past them; 0:
+    /// end of file), `Ok(Err(e))` `take`'s error (nothing taken), `Err(e)`
+    /// why there is nothing to take, as [`Sock::recv`].
+    pub fn recv_with(
+        &self,
+        max: usize,
+        take: impl FnOnce(&[(*const u8, usize); 2]) -> Result<usize, c_int>,
+    ) -> Result<Result<usize, c_int>, c_int> {
+        let avail = match self.unread() {
+            Ok(n) => n,
+            Err(r) => return r.map(Ok),
+        };
+        let k = avail.min(max as u64) as usize;
+        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
+        let spans = self.a.r.rx_spans(self.s, head, k);
+        Ok(take(&spans).map(|n| {
+            let n = n.min(k);
+            if n > 0 {
+                self.a
+                    .r
+                    .up_slot(self.s)
+                    .rx_head
+                    .store(head + n as u64, Ordering::Release);
+            }
+            n
+        }))
     }
 
     /// What a receive from an empty ring says, by the flags `f` looked at
@@ -2499,6 +2540,16 @@ impl Sock {
             0 => Err(libc::EAGAIN),
             room => Ok(room),
         }
+    }
+
+    /// Whether a send would take bytes now: room in the ring, and no
+    /// error to report or closed side first (what [`Sock::send`] checks,
+    /// without taking the error).
+    pub fn takes_bytes(&self) -> bool {
+        self.error() == 0
+            && self.state() == state::ESTABLISHED
+            && self.a.r.up_slot(self.s).req.load(Ordering::Acquire) & layout::req::SHUT_WR == 0
+            && self.writable() > 0
     }
 
     /// Send up to `max` bytes that `fill` writes straight into the
