@@ -557,30 +557,41 @@ def web(args, prog, www, tmp, prog_bar, results):
 
 
 @contextlib.contextmanager
-def backends(prog, nets, www, tmp):
-    """For a reverse proxy `prog`: the backend it proxies to in each
-    net's client namespace (a kernel nginx on CPU 1, with the client),
-    stopped when the block ends; nothing for another server."""
+def client_side(nets, what, argv_of, port):
+    """`argv_of(ixora)` (a kernel program: `what`) in each net's client
+    namespace, on CPU 1 with the client, listening at CLI:`port`; stopped
+    when the block ends."""
     procs = []
     try:
-        if prog.startswith("nginx-proxy"):
-            for ixora, net in nets.items():
-                conf = tmp / f"backend-{ixora}.conf"
-                conf.write_text(
-                    "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-                    f"error_log {tmp}/backend-error-{ixora}.log;\npid {tmp}/backend-{ixora}.pid;\n"
-                    "events { worker_connections 4096; }\n"
-                    f"http {{ access_log off; server {{ listen {CLI}:{BACKEND_PORT}; "
-                    f"root {www}; }} }}\n")
-                p = be.start(be.pinned(1, *be.in_ns(net.cl, "nginx", "-c", str(conf))),
-                             f"/tmp/ixb-{PID}-backend-{ixora}.log")
-                procs.append(p)
-                if not be.wait_tcp(net.cl, CLI, BACKEND_PORT):
-                    raise RuntimeError("the backend nginx did not start:\n" + be.stop_proc(p))
+        for ixora, net in nets.items():
+            p = be.start(be.pinned(1, *be.in_ns(net.cl, *argv_of(ixora))),
+                         f"/tmp/ixb-{PID}-client-side-{ixora}.log")
+            procs.append(p)
+            if not be.wait_tcp(net.cl, CLI, port):
+                raise RuntimeError(f"{what} did not start:\n" + be.stop_proc(p))
         yield
     finally:
         for p in procs:
             be.stop_proc(p)
+
+
+def backends(prog, nets, www, tmp):
+    """For a reverse proxy `prog`: the backend it proxies to in each
+    net's client namespace (a kernel nginx on CPU 1, with the client),
+    stopped when the block ends; nothing for another server."""
+    if not prog.startswith("nginx-proxy"):
+        return contextlib.nullcontext()
+
+    def argv_of(ixora):
+        conf = tmp / f"backend-{ixora}.conf"
+        conf.write_text(
+            "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+            f"error_log {tmp}/backend-error-{ixora}.log;\npid {tmp}/backend-{ixora}.pid;\n"
+            "events { worker_connections 4096; }\n"
+            f"http {{ access_log off; server {{ listen {CLI}:{BACKEND_PORT}; "
+            f"root {www}; }} }}\n")
+        return ["nginx", "-c", str(conf)]
+    return client_side(nets, "the backend nginx", argv_of, BACKEND_PORT)
 
 
 def iperf3_report(r, net):
@@ -637,25 +648,6 @@ RELAY_PORTS = {"splice": 5300, "copy": 5302}  # HAProxy's two relays (--only rel
 RELAY_BACKEND_PORT = 5301  # the iperf3 server they relay to
 
 
-@contextlib.contextmanager
-def relay_backends(nets):
-    """The iperf3 server that HAProxy relays to, in each net's client
-    namespace (on CPU 1, with the client), stopped when the block ends."""
-    procs = []
-    try:
-        for ixora, net in nets.items():
-            p = be.start(be.pinned(1, *be.in_ns(net.cl, "iperf3", "-s", "-B", CLI, "-p",
-                                               str(RELAY_BACKEND_PORT))),
-                         f"/tmp/ixb-{PID}-relay-backend-{ixora}.log")
-            procs.append(p)
-            if not be.wait_tcp(net.cl, CLI, RELAY_BACKEND_PORT):
-                raise RuntimeError("the backend iperf3 did not start:\n" + be.stop_proc(p))
-        yield
-    finally:
-        for p in procs:
-            be.stop_proc(p)
-
-
 def relay(args, prog_bar):
     """HAProxy in TCP mode relaying one iperf3 stream, each way, between
     the Linux client and an iperf3 server beside it on the client's side:
@@ -677,7 +669,9 @@ def relay(args, prog_bar):
             f"listen copy\n  bind {SRV}:{RELAY_PORTS['copy']}\n{backend}")
         return ["haproxy", "-f", str(conf), "-db"]
 
-    with side_by_side("haproxy", argv_of, RELAY_PORTS["copy"]) as nets, relay_backends(nets):
+    backend = ["iperf3", "-s", "-B", CLI, "-p", str(RELAY_BACKEND_PORT)]
+    with side_by_side("haproxy", argv_of, RELAY_PORTS["copy"]) as nets, \
+            client_side(nets, "the backend iperf3", lambda _: backend, RELAY_BACKEND_PORT):
         for mode, port in RELAY_PORTS.items():
             for reverse in (False, True):
                 best = alternate(args.repeat, lambda ixora: bulk_run(
@@ -769,8 +763,9 @@ def write_bulk(results, args, cmdline, part="bulk"):
             cr = (i["cpu_s_per_gb"] / k["cpu_s_per_gb"]) if k["cpu_s_per_gb"] and i["cpu_s_per_gb"] else 0
             cc = "/".join(f"{100 * (x.get('client_cpu_busy') or 0):.0f}%" for x in (k, i))
             runs = " / ".join(", ".join(f"{g:.2f}" for g in x["all_gbps"]) for x in (k, i))
-            what = ("client → server (server receives)" if d == "to_server"
-                    else "server → client (server sends, -R)")
+            server = "iperf3 server" if part == "relay" else "server"
+            what = (f"client → {server} ({server} receives)" if d == "to_server"
+                    else f"{server} → client ({server} sends, -R)")
             L.append(f"| {mode or '—'} | {what} | {k['gbps']:.2f} | {i['gbps']:.2f} | "
                      f"**{ratio:.2f}×** | {k['cpu_s_per_gb'] or 0:.3f} | "
                      f"{i['cpu_s_per_gb'] or 0:.3f} | {cr:.2f} | {cc} | {runs} |")
