@@ -4834,6 +4834,9 @@ pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
     real!(fcntl64: fn(c_int, c_int; ...) -> c_int)(fd, cmd, arg)
 }
 
+/// sockatmark(3)'s request (not in the `libc` crate for Linux).
+const SIOCATMARK: c_ulong = 0x8905;
+
 /// ioctl(2): FIONREAD and FIONBIO on Ixora sockets.
 #[no_mangle]
 pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
@@ -4915,6 +4918,17 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
             // SAFETY: FIONBIO's argument is a readable int pointer.
             let on = unsafe { *(arg as *const c_int) } != 0;
             state::flag_socket(sk, fl::NONBLOCK, on);
+            0
+        }
+        // sockatmark(3)'s request (glibc's own sockatmark reaches the
+        // placeholder, an unconnected TCP socket, which says 0 too):
+        // never at the urgent mark, as the stack delivers urgent bytes in
+        // line and keeps no mark (Linux's TCP says 1 only once the bytes
+        // before an urgent one are read); UDP knows no mark (ENOTTY, as
+        // Linux's). Until 2026-11-29 TCP said ENOTTY.
+        SIOCATMARK if !sk.dgram() => {
+            // SAFETY: SIOCATMARK's argument is a writable int pointer.
+            unsafe { *(arg as *mut c_int) = 0 };
             0
         }
         _ => fail(libc::ENOTTY),
