@@ -3166,6 +3166,20 @@ static void splice_calls(const char *self_ip, int port) {
     }
     pthread_join(t, NULL);
     check(ok && memcmp(src, dst, N) == 0, "splice_socket_to_pipe", "ok %d got %zu", ok, got);
+    /* sendfile from a socket (Linux 5.12 on): into a pipe as splice; an
+     * offset is ESPIPE, a file or a socket as destination EINVAL. */
+    FILE *sf = tmpfile();
+    off_t soff = 0;
+    char sbuf[8] = {0};
+    ok = write(c, "hello", 5) == 5 && (wait_for(a, POLLIN, 2000) & POLLIN);
+    ssize_t s1 = sendfile(p[1], a, NULL, 5);
+    ok = ok && s1 == 5 && read_full(p[0], sbuf, 5) == 0 && memcmp(sbuf, "hello", 5) == 0;
+    snprintf(line, sizeof line, "pipe %zd offset %s file %s socket %s zero %s", s1,
+             said(sendfile(p[1], a, &soff, 5)), said(sendfile(sf ? fileno(sf) : -1, a, NULL, 5)),
+             said(sendfile(c, a, NULL, 5)), said(sendfile(p[1], a, NULL, 0)));
+    check(ok && strcmp(line, "pipe 5 offset ESPIPE file EINVAL socket EINVAL zero 0") == 0,
+          "sendfile_from_socket", "%s", line);
+    if (sf) fclose(sf);
     /* Pipe to socket: what the pipe held reaches the peer whole. */
     size_t sent = 0;
     while (ok && sent < N) {

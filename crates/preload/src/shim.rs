@@ -3363,7 +3363,8 @@ pub unsafe extern "C" fn recvmmsg(
     n as c_int
 }
 
-/// sendfile(2) into an Ixora socket: the kernel reads the file straight
+/// sendfile(2) into an Ixora socket (from one: into a pipe, see
+/// [`crate::splice::sendfile_from_socket`]): the kernel reads the file straight
 /// into the transmit ring (the one copy), `readv` at the file's position
 /// or `preadv` at `*offset`. As on Linux: a blocking socket waits for room
 /// before the first byte (honouring SO_SNDTIMEO and signals), a
@@ -3377,6 +3378,9 @@ pub unsafe extern "C" fn sendfile(
     offset: *mut off_t,
     n: size_t,
 ) -> ssize_t {
+    if state::sock(inf).is_some() {
+        return crate::splice::sendfile_from_socket(out, inf, offset.is_null(), n);
+    }
     let Some(sk) = state::sock(out) else {
         return kernel_fd(out, || {
             real!(sendfile: fn(c_int, c_int, *mut off_t, size_t) -> ssize_t)(out, inf, offset, n)

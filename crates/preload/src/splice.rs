@@ -171,8 +171,7 @@ pub unsafe extern "C" fn splice(
     len: size_t,
     flags: c_uint,
 ) -> ssize_t {
-    let (si, so) = (state::sock(fd_in), state::sock(fd_out));
-    let Some(sk) = si.or(so) else {
+    if state::sock(fd_in).or(state::sock(fd_out)).is_none() {
         if state::pooled(fd_out) {
             return fail(libc::EBADF);
         }
@@ -181,8 +180,44 @@ pub unsafe extern "C" fn splice(
                 fd_in, off_in, fd_out, off_out, len, flags,
             )
         });
+    }
+    socket_splice(
+        (fd_in, off_in.is_null()),
+        (fd_out, off_out.is_null()),
+        len,
+        flags,
+        "splice",
+    )
+}
+
+/// sendfile(2) from Ixora socket `inf` (the shim's `sendfile` sends here
+/// when its source is one): as Linux since 5.12, its bytes move into a
+/// pipe as by `splice`; an offset is `ESPIPE` (a socket has no position),
+/// another destination `EINVAL`. Counted as a `sendfile`.
+pub fn sendfile_from_socket(out: c_int, inf: c_int, no_offset: bool, n: size_t) -> ssize_t {
+    if !no_offset {
+        if let Some(sk) = state::sock(inf) {
+            count(sk.a, call("sendfile"), false);
+        }
+        return fail(libc::ESPIPE);
+    }
+    socket_splice((inf, true), (out, true), n, 0, "sendfile")
+}
+
+/// A splice with an Ixora socket at one end at least (`fd`, whether its
+/// offset is null, for each end), counted as call `name`.
+fn socket_splice(
+    (fd_in, no_off_in): (c_int, bool),
+    (fd_out, no_off_out): (c_int, bool),
+    len: size_t,
+    flags: c_uint,
+    name: &str,
+) -> ssize_t {
+    let (si, so) = (state::sock(fd_in), state::sock(fd_out));
+    let Some(sk) = si.or(so) else {
+        return fail(libc::EBADF); // (closed meanwhile)
     };
-    count(sk.a, call("splice"), false);
+    count(sk.a, call(name), false);
     // Linux's order: nothing to move, unknown flags, the descriptors.
     if len == 0 {
         return 0;
@@ -193,10 +228,10 @@ pub unsafe extern "C" fn splice(
     if si.is_some() && so.is_some() {
         return fail(libc::EINVAL); // (no pipe)
     }
-    let (other, off_other, off_sock) = if si.is_some() {
-        (fd_out, off_out, off_in)
+    let (other, no_off_other, no_off_sock) = if si.is_some() {
+        (fd_out, no_off_out, no_off_in)
     } else {
-        (fd_in, off_in, off_out)
+        (fd_in, no_off_in, no_off_out)
     };
     if state::pooled(other) {
         return fail(libc::EBADF);
@@ -208,7 +243,7 @@ pub unsafe extern "C" fn splice(
         return fail(libc::EBADF);
     }
     let pipe = st.st_mode & libc::S_IFMT == libc::S_IFIFO;
-    if pipe && !off_other.is_null() {
+    if pipe && !no_off_other {
         return fail(libc::ESPIPE);
     }
     // (The pipe's end that cannot be written, or read.)
@@ -216,7 +251,7 @@ pub unsafe extern "C" fn splice(
     if fl as c_int & libc::O_ACCMODE == wrong_end {
         return fail(libc::EBADF);
     }
-    if !pipe || !off_sock.is_null() {
+    if !pipe || !no_off_sock {
         return fail(libc::EINVAL);
     }
     let nonblock = flags & SPLICE_F_NONBLOCK != 0 || fl as c_int & libc::O_NONBLOCK != 0;
