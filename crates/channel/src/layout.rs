@@ -52,10 +52,11 @@
 //! bytes from the transmit ring: room to write). A thread that waits to
 //! read is thus not woken each time the service takes its last reply.
 //! A waiter whose `excl_any` bit is set has a third, [`Regions::excl_interest`]:
-//! the listeners it waits on exclusively (`EPOLLEXCLUSIVE` epoll items, a
-//! blocking accept), for which the service rings, in index order, as many
-//! armed waiters as the listener has connections queued, as Linux wakes
-//! one exclusive sleeper per connection.
+//! the listeners and UDP sockets it waits on exclusively (`EPOLLEXCLUSIVE`
+//! epoll items, a blocking accept or UDP receive), for which the service
+//! rings, in index order, as many armed waiters as the socket has
+//! connections or datagrams queued, as Linux wakes one exclusive sleeper
+//! per connection or datagram.
 
 use std::sync::atomic::{AtomicI32, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
@@ -739,9 +740,10 @@ impl Regions {
     /// Word `word` of waiter `w`'s exclusive-interest bitmap, read by the
     /// service only while the waiter's `excl_any` bit is set: of the
     /// sockets of its change interest, those it waits on only exclusively
-    /// (`EPOLLEXCLUSIVE` items, a blocking accept). A new connection of
-    /// such a listener rings one armed waiter that wants it, not every
-    /// one. Panics if out of range.
+    /// (`EPOLLEXCLUSIVE` items, a blocking accept or UDP receive). A new
+    /// connection of such a listener, or datagram of such a UDP socket,
+    /// rings one armed waiter that wants it, not every one. Panics if out
+    /// of range.
     pub fn excl_interest(&self, w: u32, word: u32) -> &AtomicU64 {
         assert!(
             (w as usize) < MAX_WAITERS && word < self.layout.slots / 64,

@@ -3094,6 +3094,60 @@ static void at_mark(const char *self_ip, int port) {
     close(u); close(a); close(c); close(l);
 }
 
+/* Threads receiving from one UDP socket at once each get a datagram of
+ * their own: none twice (until 2026-11-29 two threads of the shim could
+ * take the same datagram, and skip the next). Four threads spin on a
+ * non-blocking recv while 4,000 numbered datagrams arrive; some may be
+ * dropped (a full receive buffer, on either stack), none may come twice. */
+enum { CR_N = 4000 };
+struct cr { int fd; volatile int stop; unsigned char seen[CR_N]; int dup, got; pthread_mutex_t m; };
+
+static void *cr_run(void *arg) {
+    struct cr *c = arg;
+    unsigned v;
+    while (!c->stop) {
+        if (recv(c->fd, &v, sizeof v, MSG_DONTWAIT) != (ssize_t)sizeof v || v >= CR_N) {
+            continue;
+        }
+        pthread_mutex_lock(&c->m);
+        c->dup += c->seen[v]++ > 0;
+        c->got++;
+        pthread_mutex_unlock(&c->m);
+    }
+    return NULL;
+}
+
+static void udp_concurrent_receivers(const char *self_ip, int port) {
+    static struct cr c;
+    memset(&c, 0, sizeof c);
+    pthread_mutex_init(&c.m, NULL);
+    struct sockaddr_in ra = addr_of(self_ip, port);
+    c.fd = socket(AF_INET, SOCK_DGRAM, 0);
+    int tx = socket(AF_INET, SOCK_DGRAM, 0);
+    int ok = c.fd >= 0 && tx >= 0 && bind(c.fd, (struct sockaddr *)&ra, sizeof ra) == 0;
+    pthread_t t[4];
+    for (int i = 0; ok && i < 4; i++) {
+        ok = pthread_create(&t[i], NULL, cr_run, &c) == 0;
+    }
+    for (unsigned v = 0; ok && v < CR_N; v++) {
+        if (sendto(tx, &v, sizeof v, 0, (struct sockaddr *)&ra, sizeof ra) != (ssize_t)sizeof v) {
+            ok = 0;
+        }
+        if (v % 64 == 63) {
+            usleep(500); /* (paced: what a receive buffer holds) */
+        }
+    }
+    usleep(300000);
+    c.stop = 1;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+    }
+    check(ok && c.dup == 0 && c.got > CR_N / 2, "udp_concurrent_receivers",
+          "ok %d received %d of %d, %d twice", ok, c.got, CR_N, c.dup);
+    close(c.fd);
+    close(tx);
+}
+
 /* What a call returned, as posix_calls' splice checks print it: the
  * count, or the errno's name. */
 static const char *said(long r) {
@@ -3376,6 +3430,7 @@ int main(int argc, char **argv) {
         timed_out_waits_take_no_wake_up(argv[4], atoi(argv[3]) + 14);
         splice_calls(argv[4], atoi(argv[3]) + 15);
         at_mark(argv[4], atoi(argv[3]) + 18);
+        udp_concurrent_receivers(argv[4], atoi(argv[3]) + 19);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

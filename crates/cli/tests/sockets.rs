@@ -2587,6 +2587,128 @@ fn random_listener_call_sequences_give_what_linux_gives() {
     }
 }
 
+/// Threads blocked receiving on one UDP socket are woken one per
+/// datagram, as Linux wakes them (its UDP receive waits exclusively,
+/// `__skb_wait_for_more_packets`): three threads, 30 datagrams one at a
+/// time, each received once, with few wake-ups that found nothing
+/// (`waits.spurious`; every thread woken for each: about 60, until
+/// 2026-11-29); then three datagrams at once, each held 300 ms by the
+/// thread that took it, are taken by three threads at once (the service
+/// rings one waiter per datagram queued, not one per change).
+#[test]
+fn threads_blocked_on_a_udp_socket_wake_one_per_datagram() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let prog = format!(
+        "import socket, sys, threading, time\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         u.bind(('{IX}', 7062))\n\
+         got, lock = [], threading.Lock()\n\
+         def run():\n\
+         \x20   while True:\n\
+         \x20       d = u.recv(100)\n\
+         \x20       with lock:\n\
+         \x20           got.append((time.monotonic(), d))\n\
+         \x20       if d == b'end':\n\
+         \x20           return\n\
+         \x20       if d.startswith(b'burst'):\n\
+         \x20           time.sleep(0.3)\n\
+         ts = [threading.Thread(target=run) for _ in range(3)]\n\
+         for t in ts:\n\
+         \x20   t.start()\n\
+         for t in ts:\n\
+         \x20   t.join()\n\
+         for t, d in got:\n\
+         \x20   print('%.3f %s' % (t, d.decode()), file=sys.stderr)\n"
+    );
+    let mut py = net.run("receivers", &["python3", "-c", &prog]);
+    // Three threads asleep on the socket.
+    let t = Instant::now();
+    loop {
+        let st = net.stats();
+        let asleep = st["apps"][0]["waiters"].as_u64().unwrap_or(0);
+        if asleep >= 3 {
+            break;
+        }
+        assert!(py.running(), "receivers exited:\n{}", py.log());
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "three receivers never slept: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let waits = |net: &Setup| -> (u64, u64) {
+        let w = &net.stats()["apps"][0]["waits"];
+        (
+            w["woken"].as_u64().unwrap(),
+            w["spurious"].as_u64().unwrap(),
+        )
+    };
+    let (_, spurious0) = waits(&net);
+    net.lx.run(|| {
+        let c = std::net::UdpSocket::bind("198.18.9.1:0").unwrap();
+        for i in 0..30 {
+            c.send_to(format!("one {i}").as_bytes(), format!("{IX}:7062"))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, spurious) = waits(&net);
+    let spurious = spurious - spurious0;
+    net.lx.run(|| {
+        let c = std::net::UdpSocket::bind("198.18.9.1:0").unwrap();
+        for i in 0..3 {
+            c.send_to(format!("burst {i}").as_bytes(), format!("{IX}:7062"))
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        for _ in 0..3 {
+            c.send_to(b"end", format!("{IX}:7062")).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let st = py.wait_exit(Duration::from_secs(20));
+    let log = py.log();
+    assert!(st.success(), "receivers failed ({st}):\n{log}");
+    let got: Vec<(f64, String)> = log
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(t, d)| Some((t.parse().ok()?, d.to_string())))
+        .collect();
+    let ones: std::collections::BTreeSet<&str> = got
+        .iter()
+        .filter(|g| g.1.starts_with("one "))
+        .map(|g| g.1.as_str())
+        .collect();
+    assert_eq!(ones.len(), 30, "each datagram received once:\n{log}");
+    assert_eq!(
+        got.iter().filter(|g| g.1.starts_with("one ")).count(),
+        30,
+        "{log}"
+    );
+    let burst: Vec<f64> = got
+        .iter()
+        .filter(|g| g.1.starts_with("burst "))
+        .map(|g| g.0)
+        .collect();
+    assert_eq!(burst.len(), 3, "{log}");
+    let spread = burst.iter().cloned().fold(f64::MIN, f64::max)
+        - burst.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(
+        spread < 0.25,
+        "three datagrams at once were taken one after another ({spread:.3} s apart): a \
+         thread stayed asleep with a datagram queued\n{log}"
+    );
+    assert!(
+        spurious < 15,
+        "the three receivers were woken {spurious} times for nothing by 30 datagrams \
+         (one per datagram: about 0; all at each: about 60)"
+    );
+}
+
 /// A thread blocked reading a connection is not woken each time the
 /// service takes bytes another thread wrote to it (its waiter wants
 /// changes to read, not transmit progress), and is woken once when data

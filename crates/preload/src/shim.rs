@@ -249,7 +249,13 @@ fn wait_ring_or(
     }
     let s = [sk.s];
     let (rx, tx): (&[u32], &[u32]) = if write { (&[], &s) } else { (&s, &[]) };
-    let interest = state::Interest::Slots { rx, tx };
+    let interest = if !write && sk.dgram() {
+        // A UDP receive waits exclusively, as Linux's
+        // (`__skb_wait_for_more_packets`): one waiter per datagram.
+        state::Interest::Exclusive(sk.s)
+    } else {
+        state::Interest::Slots { rx, tx }
+    };
     // A reader is also done when its side is shut down meanwhile (by
     // another thread: state::wake_blocked_on).
     let ok = state::block_until(
@@ -1596,7 +1602,7 @@ pub unsafe extern "C" fn accept4(
             OnSignal::RESTART,
             kslice,
             None,
-            state::Interest::Accept(sk.s),
+            state::Interest::Exclusive(sk.s),
             &mut || sk.acceptable() > 0 || !sk.live() || sk.state() != st::LISTEN || shut(),
         );
         woken_by_kernel = kp[0].revents != 0;

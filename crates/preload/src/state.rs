@@ -1448,7 +1448,7 @@ impl Waiter {
                 store(&rx, &tx, &[]);
             }
             Interest::Bits { rx, tx, excl } => store(rx, tx, excl),
-            Interest::Accept(s) => {
+            Interest::Exclusive(s) => {
                 let mut rx = vec![0u64; slots as usize / 64];
                 if s < slots {
                     rx[s as usize / 64] |= 1 << (s % 64);
@@ -2015,9 +2015,9 @@ fn block_on_waiter(
         }
     });
     let rung = THREAD_WAITER.with(|tw| tw.borrow().0.as_ref().is_some_and(|w| !w.disarm(a)));
-    if let (false, true, Interest::Accept(s)) = (r, rung, interest) {
+    if let (false, true, Interest::Exclusive(s)) = (r, rung, interest) {
         // Rung (an exclusive wake-up) as the call gave up (a timeout, a
-        // signal): pass it on to the other threads blocked on the listener.
+        // signal): pass it on to the other threads blocked on the socket.
         wake_blocked_on(a, s);
     }
     r
@@ -2316,38 +2316,37 @@ impl Sock {
         bufs: &mut [&mut [u8]],
         peek: bool,
     ) -> Result<(usize, usize, u64, u64), c_int> {
-        let avail = self.readable();
-        if avail < layout::DGRAM_HDR as u64 {
-            let e = self.take_error();
-            return Err(if e != 0 { e } else { libc::EAGAIN });
-        }
-        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
-        let mut h = [0u8; layout::DGRAM_HDR];
-        self.a.r.rx_read(self.s, head, &mut h);
-        let (len, ip, port) = layout::parse_dgram_hdr(&h);
-        let len = usize::from(len);
-        // The service wrote it; a length past the tail would be its bug,
-        // never a read past the ring.
-        let len = len.min((avail - layout::DGRAM_HDR as u64) as usize);
-        let mut n = 0usize;
-        for b in bufs.iter_mut() {
-            let k = b.len().min(len - n);
-            self.a
-                .r
-                .rx_read(self.s, head + (layout::DGRAM_HDR + n) as u64, &mut b[..k]);
-            n += k;
-            if n == len {
-                break;
+        loop {
+            let (head, avail) = match self.unread_at() {
+                Some((head, avail)) if avail >= layout::DGRAM_HDR as u64 => (head, avail),
+                _ => {
+                    let e = self.take_error();
+                    return Err(if e != 0 { e } else { libc::EAGAIN });
+                }
+            };
+            let mut h = [0u8; layout::DGRAM_HDR];
+            self.a.r.rx_read(self.s, head, &mut h);
+            let (len, ip, port) = layout::parse_dgram_hdr(&h);
+            let len = usize::from(len);
+            // The service wrote it; a length past the tail would be its
+            // bug (or a torn read of a record another reader took), never
+            // a read past the ring.
+            let len = len.min((avail - layout::DGRAM_HDR as u64) as usize);
+            let mut n = 0usize;
+            for b in bufs.iter_mut() {
+                let k = b.len().min(len - n);
+                self.a
+                    .r
+                    .rx_read(self.s, head + (layout::DGRAM_HDR + n) as u64, &mut b[..k]);
+                n += k;
+                if n == len {
+                    break;
+                }
+            }
+            if peek || self.took(head, (layout::DGRAM_HDR + len) as u64) {
+                return Ok((n, len, layout::pack(ip, port), layout::dgram_stamp(&h)));
             }
         }
-        if !peek {
-            self.a
-                .r
-                .up_slot(self.s)
-                .rx_head
-                .store(head + (layout::DGRAM_HDR + len) as u64, Ordering::Release);
-        }
-        Ok((n, len, layout::pack(ip, port), layout::dgram_stamp(&h)))
     }
 
     /// Queue one datagram of the gathered `bufs` to `dst` ([`layout::pack`]ed)
@@ -2391,28 +2390,46 @@ impl Sock {
     /// `peek` leaves the bytes. Returns bytes copied (0 at EOF), or
     /// `Err(errno)`.
     pub fn recv(&self, bufs: &mut [&mut [u8]], peek: bool) -> Result<usize, c_int> {
-        let avail = match self.unread() {
-            Ok(n) => n,
-            Err(r) => return r,
-        };
-        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
-        let mut n = 0u64;
-        for b in bufs.iter_mut() {
-            let k = (b.len() as u64).min(avail - n) as usize;
-            self.a.r.rx_read(self.s, head + n, &mut b[..k]);
-            n += k as u64;
-            if n == avail {
-                break;
+        loop {
+            if let Err(r) = self.unread() {
+                return r;
+            }
+            let Some((head, avail)) = self.unread_at() else {
+                continue; // (another reader took them: look again)
+            };
+            let mut n = 0u64;
+            for b in bufs.iter_mut() {
+                let k = (b.len() as u64).min(avail - n) as usize;
+                self.a.r.rx_read(self.s, head + n, &mut b[..k]);
+                n += k as u64;
+                if n == avail {
+                    break;
+                }
+            }
+            if peek || n == 0 || self.took(head, n) {
+                return Ok(n as usize);
             }
         }
-        if !peek && n > 0 {
-            self.a
-                .r
-                .up_slot(self.s)
-                .rx_head
-                .store(head + n, Ordering::Release);
-        }
-        Ok(n as usize)
+    }
+
+    /// The receive ring's head and the bytes from it to the tail, if any.
+    fn unread_at(&self) -> Option<(u64, u64)> {
+        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Acquire);
+        let tail = self.a.r.down_slot(self.s).rx_tail.load(Ordering::Acquire);
+        (tail > head).then(|| (head, tail - head))
+    }
+
+    /// Move the receive ring's head from `head` past the `n` bytes this
+    /// thread copied from there: false if another reader of the socket (a
+    /// thread, or a process it was forked into) moved it first, whose
+    /// bytes those were — the copy is then thrown away and the read made
+    /// again. Two threads reading one socket at once got the same bytes
+    /// (or a UDP socket's datagram twice and the next not at all) until
+    /// 2026-11-29, when the head was stored, not exchanged.
+    fn took(&self, head: u64, n: u64) -> bool {
+        let h = &self.a.r.up_slot(self.s).rx_head;
+        h.compare_exchange(head, head + n, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// The bytes the receive ring holds, or, when it holds none, what a
@@ -2454,17 +2471,18 @@ impl Sock {
             Ok(n) => n,
             Err(r) => return r.map(Ok),
         };
+        let Some((head, avail)) = self.unread_at().map(|(h, a)| (h, a.min(avail))) else {
+            return Err(libc::EAGAIN); // (another reader took them)
+        };
         let k = avail.min(max as u64) as usize;
-        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Relaxed);
         let spans = self.a.r.rx_spans(self.s, head, k);
         Ok(take(&spans).map(|n| {
             let n = n.min(k);
+            // (The bytes are the program's pipe's now: a reader that took
+            // them at the same time got them too — splicing one socket
+            // from two threads at once is not served.)
             if n > 0 {
-                self.a
-                    .r
-                    .up_slot(self.s)
-                    .rx_head
-                    .store(head + n as u64, Ordering::Release);
+                self.took(head, n as u64);
             }
             n
         }))
@@ -2849,19 +2867,21 @@ pub enum Interest<'a> {
     Slots { rx: &'a [u32], tx: &'a [u32] },
     /// The same as bitmaps by slot, `tx` and `excl` subsets of `rx` (an
     /// epoll set's, [`Epoll::copy_interest`]); a new connection of a
-    /// listener in `excl` rings one of the armed waiters that want it
-    /// (one per connection queued), not all. No bit of `rx` set: a change
-    /// of any socket.
+    /// listener, or datagram of a UDP socket, in `excl` rings one of the
+    /// armed waiters that want it (one per connection or datagram
+    /// queued), not all. No bit of `rx` set: a change of any socket.
     Bits {
         rx: &'a [u64],
         tx: &'a [u64],
         excl: &'a [u64],
     },
-    /// Changes of the listener in this slot, waited for in a blocking
-    /// accept: as Linux's accept waits exclusively, a new connection
-    /// rings one of the waiters blocked on it (one per connection
-    /// queued), a change of its state every one.
-    Accept(u32),
+    /// Changes of the socket in this slot, waited for exclusively: by a
+    /// blocking accept on a listener, or a blocking receive on a UDP
+    /// socket. As Linux's accept and UDP receive wait, a new connection
+    /// or datagram rings one of the waiters blocked on it (one per
+    /// connection or datagram queued), a change of a listener's state or
+    /// a UDP error every one.
+    Exclusive(u32),
 }
 
 /// One Ixora socket in an epoll set.

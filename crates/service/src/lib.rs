@@ -578,10 +578,10 @@ struct AppState {
     /// Sockets whose only change since the last end of batch may be
     /// transmit progress: rung only for waiters that want room to write.
     tx_bits: Vec<u64>,
-    /// Changed listeners some waiters watch exclusively (`EPOLLEXCLUSIVE`,
-    /// a blocking accept): slot, how many of those were rung in this end
-    /// of batch, and how many may be (see `wants_change`). Cleared
-    /// after each ringing.
+    /// Changed listeners and UDP sockets some waiters watch exclusively
+    /// (`EPOLLEXCLUSIVE`, a blocking accept or UDP receive): slot, how
+    /// many of those were rung in this end of batch, and how many may be
+    /// (see `wants_change`). Cleared after each ringing.
     claims: Vec<(u32, u32, u32)>,
     /// Process rows of the holders table in use (bit per row).
     rows: [u64; layout::MAX_PROCS as usize / 64],
@@ -4173,19 +4173,21 @@ impl Service {
 /// or given transmit room (`tx`): for a change of a socket in its
 /// interest ([`Regions::interest`], [`Regions::tx_interest`]). A waiter
 /// that watches some sockets only exclusively (`exclusive`:
-/// `EPOLLEXCLUSIVE` epoll items, a blocking accept;
+/// `EPOLLEXCLUSIVE` epoll items, a blocking accept or UDP receive;
 /// [`Regions::excl_interest`]) shares their wake-ups with the others: Linux
-/// wakes one exclusive sleeper per new connection of a listener, and every
-/// sleeper for a change of its state. So a changed listener still
-/// listening rings as many of its exclusive waiters (in index order) as it
-/// had connections queued when this ringing first looked at it, at least
-/// one (`claims`: by slot, the waiters rung so far in this ringing and that
-/// number; the queue itself shrinks as the threads rung first take
-/// connections, which left the third of three blocked acceptors asleep
-/// with a connection queued); any other change rings the waiter as any
-/// waiter. A rung waiter counts as one for each such listener it wants.
+/// wakes one exclusive sleeper per new connection of a listener or
+/// datagram of a UDP socket, and every sleeper for a change of a
+/// listener's state. So a changed listener still listening, or UDP socket
+/// without an error to report, rings as many of its exclusive waiters (in
+/// index order) as it had connections or datagrams queued when this
+/// ringing first looked at it, at least one (`claims`: by slot, the
+/// waiters rung so far in this ringing and that number; the queue itself
+/// shrinks as the threads rung first take from it, which left the third
+/// of three blocked acceptors asleep with a connection queued); any other
+/// change rings the waiter as any waiter. A rung waiter counts as one for
+/// each such socket it wants.
 fn wants_change(
-    r: &Regions,
+    (r, socks): (&Regions, &[Sock]),
     w: u32,
     (changed, tx): (&[u64], &[u64]),
     exclusive: bool,
@@ -4219,29 +4221,25 @@ fn wants_change(
         while bits != 0 {
             let s = word * 64 + bits.trailing_zeros();
             bits &= bits - 1;
-            let d = r.down_slot(s);
-            if d.state.load(Ordering::Acquire) != state::LISTEN {
-                wanted = true;
-                continue;
-            }
             let (rung, budget) = match claims.iter().find(|c| c.0 == s) {
                 Some(c) => (c.1, c.2),
-                None => {
-                    let queued = d
-                        .acc_tail
-                        .load(Ordering::Acquire)
-                        .wrapping_sub(r.up_slot(s).acc_head.load(Ordering::Acquire))
-                        .min(r.acc_capacity());
-                    claims.push((s, 0, queued.max(1)));
-                    (0, queued.max(1))
-                }
+                None => match exclusive_queue(r, socks, s) {
+                    Some(queued) => {
+                        claims.push((s, 0, queued.max(1)));
+                        (0, queued.max(1))
+                    }
+                    None => {
+                        wanted = true;
+                        continue;
+                    }
+                },
             };
             wanted |= rung < budget;
             if n_mine < mine.len() {
                 mine[n_mine] = s;
                 n_mine += 1;
             } else {
-                // (More listeners than kept: the rest ring as any waiter.)
+                // (More such sockets than kept: the rest ring as any waiter.)
                 wanted = true;
             }
         }
@@ -4252,6 +4250,42 @@ fn wants_change(
         }
     }
     wanted
+}
+
+/// What socket `s`, watched exclusively, holds for its exclusive waiters,
+/// one each: a listener's connections queued, a UDP socket's datagrams in
+/// its receive ring (counted by their headers, from the app's head to our
+/// tail: an app that moved its head elsewhere only miscounts its own
+/// wake-ups; at most 1,024). None for any other change (a listener that
+/// stopped listening, a UDP error): every waiter is rung.
+fn exclusive_queue(r: &Regions, socks: &[Sock], s: u32) -> Option<u32> {
+    let d = r.down_slot(s);
+    match socks.get(s as usize) {
+        Some(k) if k.dgram => {
+            if d.flags.load(Ordering::Acquire) & flag::ERROR != 0 {
+                return None;
+            }
+            let (head, tail) = (r.up_slot(s).rx_head.load(Ordering::Acquire), k.rx_tail);
+            if head > tail || tail - head > u64::from(r.layout().ring) {
+                return Some(1);
+            }
+            let (mut at, mut n) = (head, 0u32);
+            while at < tail && n < 1024 {
+                let mut len = [0u8; 2];
+                r.rx_read(s, at, &mut len);
+                at += (layout::DGRAM_HDR + usize::from(u16::from_le_bytes(len))) as u64;
+                n += 1;
+            }
+            Some(n)
+        }
+        _ if d.state.load(Ordering::Acquire) == state::LISTEN => Some(
+            d.acc_tail
+                .load(Ordering::Acquire)
+                .wrapping_sub(r.up_slot(s).acc_head.load(Ordering::Acquire))
+                .min(r.acc_capacity()),
+        ),
+        _ => None,
+    }
 }
 
 /// Append the slots of the sockets a batch changed (`changed` or `tx`
@@ -4517,7 +4551,7 @@ impl App for Service {
                     let (w32, r) = (idx as u32, &app.r);
                     let wanted = any & (1 << b) != 0
                         || wants_change(
-                            r,
+                            (r, &app.socks),
                             w32,
                             (&app.changed_bits, &app.tx_bits),
                             excl & (1 << b) != 0,
