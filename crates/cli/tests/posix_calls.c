@@ -3148,6 +3148,76 @@ static void udp_concurrent_receivers(const char *self_ip, int port) {
     close(tx);
 }
 
+/* Threads reading one TCP connection at once each get bytes of their
+ * own: together exactly what the peer sent, no byte twice (until
+ * 2026-11-29 two threads of the shim could copy the same bytes). Four
+ * threads spin on a non-blocking read while 4 MB arrive; the sum of what
+ * they read is 4 MB, and so is the sum of the bytes' values. */
+enum { TR_N = 4 << 20 };
+struct tr { int fd; volatile int stop; long long got, sum; pthread_mutex_t m; };
+
+static void *tr_run(void *arg) {
+    struct tr *c = arg;
+    unsigned char b[1500];
+    while (!c->stop) {
+        ssize_t k = recv(c->fd, b, sizeof b, MSG_DONTWAIT);
+        if (k <= 0) {
+            continue;
+        }
+        long long s = 0;
+        for (ssize_t i = 0; i < k; i++) {
+            s += b[i];
+        }
+        pthread_mutex_lock(&c->m);
+        c->got += k;
+        c->sum += s;
+        pthread_mutex_unlock(&c->m);
+    }
+    return NULL;
+}
+
+static void tcp_concurrent_readers(const char *self_ip, int port) {
+    static struct tr c;
+    memset(&c, 0, sizeof c);
+    pthread_mutex_init(&c.m, NULL);
+    struct sockaddr_in la = addr_of(self_ip, port);
+    int l = listen_on(&la, 0, 4), w;
+    own_pair(&la, l, &w, &c.fd);
+    char *src = malloc(TR_N);
+    long long want = 0;
+    for (int i = 0; i < TR_N; i++) {
+        src[i] = (char)(i * 13 + i / 4099);
+        want += (unsigned char)src[i];
+    }
+    pthread_t t[4];
+    int ok = c.fd >= 0;
+    for (int i = 0; ok && i < 4; i++) {
+        ok = pthread_create(&t[i], NULL, tr_run, &c) == 0;
+    }
+    size_t off = 0;
+    while (ok && off < TR_N) {
+        ssize_t k = write(w, src + off, TR_N - off);
+        ok = k > 0;
+        off += k > 0 ? (size_t)k : 0;
+    }
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&c.m);
+        long long g = c.got;
+        pthread_mutex_unlock(&c.m);
+        if (g >= TR_N) break;
+        usleep(10000);
+    }
+    usleep(100000);
+    c.stop = 1;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+    }
+    check(ok && c.got == TR_N && c.sum == want, "tcp_concurrent_readers",
+          "ok %d read %lld of %d bytes, sum %lld of %lld", ok, c.got, TR_N, c.sum, want);
+    free(src);
+    close(w); close(c.fd); close(l);
+}
+
 /* What a call returned, as posix_calls' splice checks print it: the
  * count, or the errno's name. */
 static const char *said(long r) {
@@ -3431,6 +3501,7 @@ int main(int argc, char **argv) {
         splice_calls(argv[4], atoi(argv[3]) + 15);
         at_mark(argv[4], atoi(argv[3]) + 18);
         udp_concurrent_receivers(argv[4], atoi(argv[3]) + 19);
+        tcp_concurrent_readers(argv[4], atoi(argv[3]) + 20);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */
