@@ -2391,11 +2391,9 @@ impl Sock {
     /// `Err(errno)`.
     pub fn recv(&self, bufs: &mut [&mut [u8]], peek: bool) -> Result<usize, c_int> {
         loop {
-            if let Err(r) = self.unread() {
-                return r;
-            }
-            let Some((head, avail)) = self.unread_at() else {
-                continue; // (another reader took them: look again)
+            let (head, avail) = match self.unread() {
+                Ok(at) => at,
+                Err(r) => return r,
             };
             let mut n = 0u64;
             for b in bufs.iter_mut() {
@@ -2432,12 +2430,12 @@ impl Sock {
             .is_ok()
     }
 
-    /// The bytes the receive ring holds, or, when it holds none, what a
-    /// receive says instead ([`Sock::recv_nothing`]).
-    fn unread(&self) -> Result<u64, Result<usize, c_int>> {
-        let avail = self.readable();
-        if avail > 0 {
-            return Ok(avail);
+    /// The receive ring's head and the bytes from it to the tail, or,
+    /// when it holds none, what a receive says instead
+    /// ([`Sock::recv_nothing`]).
+    fn unread(&self) -> Result<(u64, u64), Result<usize, c_int>> {
+        if let Some(at) = self.unread_at() {
+            return Ok(at);
         }
         // One look at the flags decides, and the ring is looked at again
         // after it: the service publishes bytes (a release of the tail)
@@ -2449,9 +2447,8 @@ impl Sock {
         // replies).
         let f = self.flags();
         if f & (flag::EOF | flag::ERROR) != 0 {
-            let avail = self.readable();
-            if avail > 0 {
-                return Ok(avail);
+            if let Some(at) = self.unread_at() {
+                return Ok(at);
             }
         }
         Err(self.recv_nothing(f))
@@ -2467,12 +2464,9 @@ impl Sock {
         max: usize,
         take: impl FnOnce(&[(*const u8, usize); 2]) -> Result<usize, c_int>,
     ) -> Result<Result<usize, c_int>, c_int> {
-        let avail = match self.unread() {
-            Ok(n) => n,
+        let (head, avail) = match self.unread() {
+            Ok(at) => at,
             Err(r) => return r.map(Ok),
-        };
-        let Some((head, avail)) = self.unread_at().map(|(h, a)| (h, a.min(avail))) else {
-            return Err(libc::EAGAIN); // (another reader took them)
         };
         let k = avail.min(max as u64) as usize;
         let spans = self.a.r.rx_spans(self.s, head, k);
