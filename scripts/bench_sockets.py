@@ -633,15 +633,22 @@ def bulk(args, prog_bar):
     kept."""
     results, port = [], 5201
     with side_by_side("iperf3", lambda _: ["iperf3", "-s", "-p", str(port)], port) as nets:
-        for reverse in (False, True):
-            best = alternate(args.repeat, lambda ixora: bulk_run(
-                nets[ixora], port, args.duration, reverse), lambda r: r["gbps"])
-            prog_bar.step(f"iperf3 {'from' if reverse else 'to'} the server\n")
-            keep(best, results, "all_gbps", lambda r: (
-                f"  iperf3 {r['direction']:12s} {r['stack']:7s}"
-                f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
-                f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"), server="iperf3")
+        streams(args, prog_bar, nets, port, "iperf3", results, server="iperf3")
     return results
+
+
+def streams(args, prog_bar, nets, port, label, results, **extra):
+    """One iperf3 stream each way between the Linux client and `port` of
+    each net's server side (kernel and Ixora runs alternating `--repeat`
+    times, the run of median Gbit/s kept), into `results` with `extra`."""
+    for reverse in (False, True):
+        best = alternate(args.repeat, lambda ixora: bulk_run(
+            nets[ixora], port, args.duration, reverse), lambda r: r["gbps"])
+        prog_bar.step(f"{label.strip()} {'from' if reverse else 'to'} the server\n")
+        keep(best, results, "all_gbps", lambda r: (
+            f"  {label} {r['direction']:12s} {r['stack']:7s}"
+            f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
+            f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"), **extra)
 
 
 RELAY_PORTS = {"splice": 5300, "copy": 5302}  # HAProxy's two relays (--only relay)
@@ -673,14 +680,7 @@ def relay(args, prog_bar):
     with side_by_side("haproxy", argv_of, RELAY_PORTS["copy"]) as nets, \
             client_side(nets, "the backend iperf3", lambda _: backend, RELAY_BACKEND_PORT):
         for mode, port in RELAY_PORTS.items():
-            for reverse in (False, True):
-                best = alternate(args.repeat, lambda ixora: bulk_run(
-                    nets[ixora], port, args.duration, reverse), lambda r: r["gbps"])
-                prog_bar.step(f"haproxy {mode} {'from' if reverse else 'to'} the server\n")
-                keep(best, results, "all_gbps", lambda r: (
-                    f"  haproxy {mode:6s} {r['direction']:12s} {r['stack']:7s}"
-                    f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
-                    f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"),
+            streams(args, prog_bar, nets, port, f"haproxy {mode:6s}", results,
                     server="haproxy", mode=mode)
     return results
 

@@ -836,43 +836,35 @@ impl Regions {
     /// publishes). App only.
     pub fn rx_spans(&self, i: u32, pos: u64, len: usize) -> [(*const u8, usize); 2] {
         assert!(i < self.layout.slots, "socket out of range");
-        let ring = self.layout.ring as usize;
-        assert!(len <= ring, "span longer than the ring");
-        let base = self.layout.rx_ring(i);
-        let off = (pos % ring as u64) as usize;
-        let first = len.min(ring - off);
-        // SAFETY: `base + off + first` and `base + len - first` are within
-        // socket i's receive ring (i checked, off < ring, first <= ring -
-        // off, len <= ring), inside the down region's mapping; no memory
-        // is read or written here.
-        unsafe {
-            [
-                (self.down.add(base + off) as *const u8, first),
-                (self.down.add(base) as *const u8, len - first),
-            ]
-        }
+        self.spans(self.down, self.layout.rx_ring(i), pos, len)
+            .map(|(p, n)| (p as *const u8, n))
     }
 
     /// Where `len` bytes from `pos` of socket `i`'s transmit ring (up)
     /// lie: up to two spans, the second non-empty when the ring wraps. For
-    /// an app that has the kernel read straight into its ring (sendfile);
-    /// it may write them only while they are free (past the tail it
-    /// publishes). App only.
+    /// an app that has the kernel read straight into its ring (sendfile,
+    /// splice); it may write them only while they are free (past the tail
+    /// it publishes). App only.
     pub fn tx_spans(&self, i: u32, pos: u64, len: usize) -> [(*mut u8, usize); 2] {
         assert!(i < self.layout.slots, "socket out of range");
+        self.spans(self.up, self.layout.tx_ring(i), pos, len)
+    }
+
+    /// The spans of `len` bytes from `pos` of the ring at `base` of the
+    /// mapping at `region` (a socket's ring, checked by the caller).
+    fn spans(&self, region: *mut u8, base: usize, pos: u64, len: usize) -> [(*mut u8, usize); 2] {
         let ring = self.layout.ring as usize;
         assert!(len <= ring, "span longer than the ring");
-        let base = self.layout.tx_ring(i);
         let off = (pos % ring as u64) as usize;
         let first = len.min(ring - off);
         // SAFETY: `base + off + first` and `base + len - first` are within
-        // socket i's transmit ring (i checked, off < ring, first <= ring -
-        // off, len <= ring), inside the up region's mapping; no memory is
-        // read or written here.
+        // the ring at `base` (a socket's, in range: the caller checked;
+        // off < ring, first <= ring - off, len <= ring), inside `region`'s
+        // mapping; no memory is read or written here.
         unsafe {
             [
-                (self.up.add(base + off), first),
-                (self.up.add(base), len - first),
+                (region.add(base + off), first),
+                (region.add(base), len - first),
             ]
         }
     }

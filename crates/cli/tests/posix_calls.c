@@ -3099,6 +3099,23 @@ static void at_mark(const char *self_ip, int port) {
  * take the same datagram, and skip the next). Four threads spin on a
  * non-blocking recv while 4,000 numbered datagrams arrive; some may be
  * dropped (a full receive buffer, on either stack), none may come twice. */
+/* The concurrent-reader checks' threads: four running `run(arg)` (how
+ * many started), then told to stop (`*stop`) and joined. */
+static int readers_start(pthread_t t[4], void *(*run)(void *), void *arg) {
+    int n = 0;
+    while (n < 4 && pthread_create(&t[n], NULL, run, arg) == 0) {
+        n++;
+    }
+    return n;
+}
+
+static void readers_stop(pthread_t t[4], int n, volatile int *stop) {
+    *stop = 1;
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+    }
+}
+
 enum { CR_N = 4000 };
 struct cr { int fd; volatile int stop; unsigned char seen[CR_N]; int dup, got; pthread_mutex_t m; };
 
@@ -3126,9 +3143,8 @@ static void udp_concurrent_receivers(const char *self_ip, int port) {
     int tx = socket(AF_INET, SOCK_DGRAM, 0);
     int ok = c.fd >= 0 && tx >= 0 && bind(c.fd, (struct sockaddr *)&ra, sizeof ra) == 0;
     pthread_t t[4];
-    for (int i = 0; ok && i < 4; i++) {
-        ok = pthread_create(&t[i], NULL, cr_run, &c) == 0;
-    }
+    int n = ok ? readers_start(t, cr_run, &c) : 0;
+    ok = ok && n == 4;
     for (unsigned v = 0; ok && v < CR_N; v++) {
         if (sendto(tx, &v, sizeof v, 0, (struct sockaddr *)&ra, sizeof ra) != (ssize_t)sizeof v) {
             ok = 0;
@@ -3138,10 +3154,7 @@ static void udp_concurrent_receivers(const char *self_ip, int port) {
         }
     }
     usleep(300000);
-    c.stop = 1;
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-    }
+    readers_stop(t, n, &c.stop);
     check(ok && c.dup == 0 && c.got > CR_N / 2, "udp_concurrent_receivers",
           "ok %d received %d of %d, %d twice", ok, c.got, CR_N, c.dup);
     close(c.fd);
@@ -3190,10 +3203,7 @@ static void tcp_concurrent_readers(const char *self_ip, int port) {
         want += (unsigned char)src[i];
     }
     pthread_t t[4];
-    int ok = c.fd >= 0;
-    for (int i = 0; ok && i < 4; i++) {
-        ok = pthread_create(&t[i], NULL, tr_run, &c) == 0;
-    }
+    int n = c.fd >= 0 ? readers_start(t, tr_run, &c) : 0, ok = n == 4;
     size_t off = 0;
     while (ok && off < TR_N) {
         ssize_t k = write(w, src + off, TR_N - off);
@@ -3208,10 +3218,7 @@ static void tcp_concurrent_readers(const char *self_ip, int port) {
         usleep(10000);
     }
     usleep(100000);
-    c.stop = 1;
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-    }
+    readers_stop(t, n, &c.stop);
     check(ok && c.got == TR_N && c.sum == want, "tcp_concurrent_readers",
           "ok %d read %lld of %d bytes, sum %lld of %lld", ok, c.got, TR_N, c.sum, want);
     free(src);
