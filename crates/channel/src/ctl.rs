@@ -148,7 +148,9 @@ pub struct TcpInfo {
     pub rcv_wnd: u32,
     /// Segments in flight.
     pub unacked_segs: u32,
-    /// Bytes the stack holds that were not sent yet.
+    /// Bytes written and not sent yet: those the stack holds and those
+    /// still in the socket's transmit ring (Linux's `tcpi_notsent_bytes`,
+    /// `SIOCOUTQNSD`).
     pub notsent: u32,
     /// Segments received and sent (pure ACKs and retransmissions
     /// included).
@@ -166,15 +168,18 @@ pub struct TcpInfo {
     /// The receive auto-tuning's measure of a round trip's reading, bytes
     /// (Linux's `tcpi_rcv_space`).
     pub rcv_space: u32,
+    /// Sequence space sent and not acknowledged, bytes (the FIN counts
+    /// one); with `notsent`, Linux's `SIOCOUTQ`.
+    pub unacked: u32,
 }
 
 impl TcpInfo {
     /// Bytes of [`TcpInfo::encode`].
-    pub const LEN: usize = 4 + 12 * 4 + 4 * 2 + 4 * 8 + 4;
+    pub const LEN: usize = 4 + 12 * 4 + 4 * 2 + 4 * 8 + 4 + 4;
 
     /// Little-endian, fixed layout: state, option flags (bit 0 SACK, 1
     /// timestamps, 2 window scaling), the two shifts; the `u32` figures;
-    /// the MSSes; the `u64` byte counts; `rcv_space`.
+    /// the MSSes; the `u64` byte counts; `rcv_space`; `unacked`.
     pub fn encode(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         let (ws, snd, rcv) = self.wscale.map_or((0, 0, 0), |(s, r)| (4, s & 15, r & 15));
@@ -215,6 +220,7 @@ impl TcpInfo {
             at += 8;
         }
         b[at..at + 4].copy_from_slice(&self.rcv_space.to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&self.unacked.to_le_bytes());
         b
     }
 
@@ -249,6 +255,7 @@ impl TcpInfo {
             bytes_sent: q(2),
             bytes_retrans: q(3),
             rcv_space: u32::from_le_bytes(b[92..96].try_into().unwrap()),
+            unacked: u32::from_le_bytes(b[96..100].try_into().unwrap()),
         })
     }
 }
@@ -369,6 +376,7 @@ mod tests {
             bytes_sent: (5 << 32) + 7,
             bytes_retrans: 7,
             rcv_space: 14_480,
+            unacked: 2 << 20,
         };
         assert_eq!(TcpInfo::decode(&i.encode()), Some(i));
         let none = TcpInfo {

@@ -24,6 +24,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/net_tstamp.h>
 #include <linux/seccomp.h>
+#include <linux/sockios.h>
 #include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -3094,6 +3095,112 @@ static void at_mark(const char *self_ip, int port) {
     close(u); close(a); close(c); close(l);
 }
 
+/* ioctl(SIOCINQ / SIOCOUTQ / SIOCOUTQNSD) of `fd`: the value, or -1
+ * with errno. */
+static int queue_of(int fd, unsigned long req) {
+    int v = -1;
+    return ioctl(fd, req, &v) == 0 ? v : -1;
+}
+
+/* The send queue (SIOCOUTQ: written and not acknowledged; SIOCOUTQNSD:
+ * not sent yet), as Linux's tcp_ioctl and udp_ioctl count it. Until
+ * 2026-11-30 Ixora said ENOTTY to both, and 0 to FIONREAD of a listener,
+ * where Linux says EINVAL to all three. A connection to itself is filled
+ * without reading: once settled, every byte written is either in the
+ * writer's send queue or in the reader's receive queue; once read, the
+ * send queue empties (the peer's ACK), and after a shutdown too (the FIN
+ * acknowledged). */
+static void send_queues(const char *self_ip, int port) {
+    struct sockaddr_in la = addr_of(self_ip, port);
+    int fresh = socket(AF_INET, SOCK_STREAM, 0);
+    int f_out = queue_of(fresh, SIOCOUTQ), f_nsd = queue_of(fresh, SIOCOUTQNSD);
+    int l = listen_on(&la, 0, 4), c, a;
+    errno = 0;
+    int l_out = queue_of(l, SIOCOUTQ), e1 = errno;
+    errno = 0;
+    int l_nsd = queue_of(l, SIOCOUTQNSD), e2 = errno;
+    errno = 0;
+    int l_inq = queue_of(l, SIOCINQ), e3 = errno;
+    check(f_out == 0 && f_nsd == 0 && l_out == -1 && e1 == EINVAL && l_nsd == -1 && e2 == EINVAL &&
+              l_inq == -1 && e3 == EINVAL,
+          "send_queue_unconnected", "fresh %d/%d; listener outq %d (%s) nsd %d (%s) inq %d (%s)", f_out,
+          f_nsd, l_out, strerror(e1), l_nsd, strerror(e2), l_inq, strerror(e3));
+    own_pair(&la, l, &c, &a);
+    int idle = queue_of(c, SIOCOUTQ);
+    set_blocking(c, 0);
+    static char buf[65536];
+    memset(buf, 'q', sizeof buf);
+    long written = 0;
+    /* Until the writer stays unwritable for 300 ms (the buffers full). */
+    for (int i = 0; i < 4096; i++) {
+        ssize_t w = write(c, buf, sizeof buf);
+        if (w > 0) {
+            written += w;
+        } else if (errno != EAGAIN || !(wait_for(c, POLLOUT, 300) & POLLOUT)) {
+            break;
+        }
+    }
+    /* Settled: the writer's queue and the reader's hold every byte. */
+    int out = -1, nsd = -1, inq = -1;
+    for (double t0 = now_ms(); now_ms() - t0 < 3000; usleep(10000)) {
+        out = queue_of(c, SIOCOUTQ);
+        nsd = queue_of(c, SIOCOUTQNSD);
+        inq = queue_of(a, SIOCINQ);
+        if (out >= 0 && inq >= 0 && (long)out + inq == written) {
+            break;
+        }
+    }
+    int full_ok = out > 0 && nsd >= 0 && nsd <= out && (long)out + inq == written;
+    /* Read it all: the writer's queue empties. */
+    long got = 0;
+    while (got < written) {
+        ssize_t r = read(a, buf, sizeof buf);
+        if (r <= 0) {
+            break;
+        }
+        got += r;
+    }
+    int drained = -1, drained_nsd = -1;
+    for (double t0 = now_ms(); now_ms() - t0 < 3000; usleep(10000)) {
+        drained = queue_of(c, SIOCOUTQ);
+        drained_nsd = queue_of(c, SIOCOUTQNSD);
+        if (drained == 0 && drained_nsd == 0) {
+            break;
+        }
+    }
+    shutdown(c, SHUT_WR);
+    char b1;
+    int eof = read(a, &b1, 1) == 0;
+    int shut = -1;
+    for (double t0 = now_ms(); now_ms() - t0 < 3000; usleep(10000)) {
+        if ((shut = queue_of(c, SIOCOUTQ)) == 0) {
+            break;
+        }
+    }
+    check(idle == 0 && written > 0 && full_ok && got == written && drained == 0 && drained_nsd == 0 &&
+              eof && shut == 0,
+          "send_queue_tcp",
+          "idle %d; wrote %ld: outq %d nsd %d, peer's inq %d; read %ld: outq %d nsd %d; eof %d, "
+          "outq after shutdown %d",
+          idle, written, out, nsd, inq, got, drained, drained_nsd, eof, shut);
+    close(a); close(c); close(l); close(fresh);
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in ua = addr_of(self_ip, port);
+    int ok = bind(u, (struct sockaddr *)&ua, sizeof ua) == 0 &&
+             sendto(u, "hi", 2, 0, (struct sockaddr *)&ua, sizeof ua) == 2;
+    int u_out = -1;
+    for (double t0 = now_ms(); now_ms() - t0 < 3000; usleep(10000)) {
+        if ((u_out = queue_of(u, SIOCOUTQ)) == 0) {
+            break;
+        }
+    }
+    errno = 0;
+    int u_nsd = queue_of(u, SIOCOUTQNSD), e4 = errno;
+    check(ok && u_out == 0 && u_nsd == -1 && e4 == ENOTTY, "send_queue_udp",
+          "sent %d: outq %d, nsd %d (%s)", ok, u_out, u_nsd, strerror(e4));
+    close(u);
+}
+
 /* Threads receiving from one UDP socket at once each get a datagram of
  * their own: none twice (until 2026-11-29 two threads of the shim could
  * take the same datagram, and skip the next). Four threads spin on a
@@ -3509,6 +3616,7 @@ int main(int argc, char **argv) {
         at_mark(argv[4], atoi(argv[3]) + 18);
         udp_concurrent_receivers(argv[4], atoi(argv[3]) + 19);
         tcp_concurrent_readers(argv[4], atoi(argv[3]) + 20);
+        send_queues(argv[4], atoi(argv[3]) + 21);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

@@ -4846,8 +4846,32 @@ pub extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 
 /// sockatmark(3)'s request (not in the `libc` crate for Linux).
 const SIOCATMARK: c_ulong = 0x8905;
+/// Bytes written and not yet acknowledged (`linux/sockios.h`; the
+/// terminal's `TIOCOUTQ`).
+const SIOCOUTQ: c_ulong = 0x5411;
+/// Bytes written and not yet sent (`linux/sockios.h`).
+const SIOCOUTQNSD: c_ulong = 0x894b;
 
-/// ioctl(2): FIONREAD and FIONBIO on Ixora sockets.
+/// A TCP socket's send queue for `SIOCOUTQ` (`unsent_only`: for
+/// `SIOCOUTQNSD`), as Linux's `tcp_ioctl` counts it: what was written
+/// and not yet acknowledged (`write_seq - snd_una`, the FIN counting
+/// one), or not yet sent (`write_seq - snd_nxt`); 0 for a socket that
+/// never had a connection. Asked of the service (a round trip, as
+/// `TCP_INFO`), which adds what the transmit ring still holds to the
+/// stack's part: one snapshot, taken where the ring's bytes move.
+fn send_queue(sk: Sock, unsent_only: bool) -> u64 {
+    let (r, tail) = state::request_tail(sk.a, Msg::new(op::INFO, sk.s, 0, 0));
+    match TcpInfo::decode(&tail) {
+        Some(t) if r.a >= 0 => {
+            u64::from(t.notsent) + if unsent_only { 0 } else { u64::from(t.unacked) }
+        }
+        // Never connected, or the connection is gone whole.
+        _ => 0,
+    }
+}
+
+/// ioctl(2): FIONREAD, FIONBIO, SIOCATMARK, SIOCOUTQ and SIOCOUTQNSD on
+/// Ixora sockets.
 #[no_mangle]
 pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     let Some(sk) = state::sock(fd) else {
@@ -4886,15 +4910,22 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         }
         return r;
     }
-    count(sk.a, call("ioctl"), true);
+    let listener = sk.state() == st::LISTEN;
+    // A TCP connection's send queue is asked of the service (a round
+    // trip through the kernel).
+    let asks = matches!(req, SIOCOUTQ | SIOCOUTQNSD)
+        && !sk.dgram()
+        && matches!(sk.state(), st::ESTABLISHED | st::CLOSED);
+    count(sk.a, call("ioctl"), !asks);
     if arg == 0 {
         return fail(libc::EFAULT);
     }
     match req {
+        // A listener has no queue of bytes: Linux's `tcp_ioctl` says
+        // EINVAL (until 2026-11-30 FIONREAD of an Ixora listener said 0).
+        libc::FIONREAD | SIOCOUTQ | SIOCOUTQNSD if listener => fail(libc::EINVAL),
         libc::FIONREAD => {
-            let n = if sk.state() == st::LISTEN {
-                0
-            } else if sk.dgram() {
+            let n = if sk.dgram() {
                 // The next datagram's length, as Linux's UDP answers; with
                 // a kernel side, of the datagram the next receive takes.
                 match sk.next_dgram_len() {
@@ -4939,6 +4970,21 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         SIOCATMARK if !sk.dgram() => {
             // SAFETY: SIOCATMARK's argument is a writable int pointer.
             unsafe { *(arg as *mut c_int) = 0 };
+            0
+        }
+        // A UDP socket's send queue: the datagrams its transmit ring
+        // holds, with their records (Linux counts the memory of those
+        // not yet sent out, `sk_wmem_alloc`); it has no SIOCOUTQNSD
+        // (ENOTTY, as Linux's `udp_ioctl`).
+        SIOCOUTQ | SIOCOUTQNSD => {
+            let n = match (sk.dgram(), req) {
+                (true, SIOCOUTQ) => sk.tx_queued(),
+                (true, _) => return fail(libc::ENOTTY),
+                (false, r) if asks => send_queue(sk, r == SIOCOUTQNSD),
+                (false, _) => 0,
+            };
+            // SAFETY: the requests' argument is a writable int pointer.
+            unsafe { *(arg as *mut c_int) = n.min(c_int::MAX as u64) as c_int };
             0
         }
         _ => fail(libc::ENOTTY),

@@ -2110,10 +2110,15 @@ impl Sock {
 
     /// Bytes writable.
     pub fn writable(&self) -> u64 {
-        let ring = self.a.r.layout().ring as u64;
+        (self.a.r.layout().ring as u64).saturating_sub(self.tx_queued())
+    }
+
+    /// Bytes written into the transmit ring that the service has not
+    /// taken yet.
+    pub fn tx_queued(&self) -> u64 {
         let head = self.a.r.down_slot(self.s).tx_head.load(Ordering::Acquire);
         let tail = self.a.r.up_slot(self.s).tx_tail.load(Ordering::Relaxed);
-        ring.saturating_sub(tail.saturating_sub(head))
+        tail.saturating_sub(head)
     }
 
     /// Connections waiting in the accept queue.

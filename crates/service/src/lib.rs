@@ -1131,6 +1131,7 @@ fn wire_info(t: &ixora_core::TcpInfo) -> TcpInfo {
         bytes_sent: t.bytes_sent,
         bytes_retrans: t.bytes_retrans,
         rcv_space: t.rcv_space,
+        unacked: t.unacked,
     }
 }
 
@@ -2382,7 +2383,21 @@ impl Service {
             }
             op::INFO if valid => {
                 let info = match app.socks[slot as usize].kind {
-                    Kind::Conn(h) => io.stack().tcp_info(h).ok().map(|t| wire_info(&t)),
+                    Kind::Conn(h) => io.stack().tcp_info(h).ok().map(|t| {
+                        // What the program wrote is not sent while it is
+                        // still in the transmit ring too (an impossible
+                        // tail counts as none; the ring's next look
+                        // resets the socket).
+                        let tail = app.r.up_slot(slot).tx_tail.load(Ordering::Acquire);
+                        let sent = app.socks[slot as usize].sent;
+                        let ring = tail
+                            .checked_sub(sent)
+                            .filter(|&n| n <= u64::from(app.r.layout().ring))
+                            .unwrap_or(0);
+                        let mut w = wire_info(&t);
+                        w.notsent = w.notsent.saturating_add(ring as u32);
+                        w
+                    }),
                     Kind::Gone => app.gone_info.get(&slot).copied(),
                     _ => None,
                 };
