@@ -3104,7 +3104,7 @@ static int queue_of(int fd, unsigned long req) {
 
 /* The send queue (SIOCOUTQ: written and not acknowledged; SIOCOUTQNSD:
  * not sent yet), as Linux's tcp_ioctl and udp_ioctl count it. Until
- * 2026-11-30 Ixora said ENOTTY to both, and 0 to FIONREAD of a listener,
+ * 2026-11-29 Ixora said ENOTTY to both, and 0 to FIONREAD of a listener,
  * where Linux says EINVAL to all three. A connection to itself is filled
  * without reading: once settled, every byte written is either in the
  * writer's send queue or in the reader's receive queue; once read, the

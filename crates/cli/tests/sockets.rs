@@ -2429,6 +2429,43 @@ fn posix_calls_behave_as_on_linux() {
     drop(echo);
 }
 
+/// A Java program's calls (tests/JavaCalls.java, run from its source by
+/// `java`): the JVM's own ways with sockets — a channel closed or a thread
+/// interrupted while blocked in it, `Selector.wakeup`, `SO_TIMEOUT`
+/// reads, dual-stack sockets — give on Ixora what they give on Linux.
+#[test]
+fn java_programs_behave_as_on_linux() {
+    if !need(&["java", "socat"]) {
+        return;
+    }
+    let _g = serial();
+    let src = format!("{}/tests/JavaCalls.java", env!("CARGO_MANIFEST_DIR"));
+    let net = Setup::new();
+    let mut echo_cmd = net.lx.command("socat");
+    echo_cmd.args(["TCP-LISTEN:7010,fork,reuseaddr", "EXEC:cat"]);
+    let mut echo = Proc::spawn(echo_cmd, "echo");
+    net.wait_listen(&mut echo, "198.18.9.1:7010");
+    let case = |what: &str, mut cmd: Command, echo_ip: &str, self_ip: &str| {
+        // (One processor: the JVM then starts few threads of its own.)
+        cmd.args(["java", "-XX:ActiveProcessorCount=1", "-Xmx256m", &src]);
+        cmd.args([echo_ip, "7010", self_ip, "7040"]);
+        let out = cmd.output().expect("run java");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success() && text.contains("ok datagram_channel"),
+            "{what}: JavaCalls failed:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let mut k = net.lx.command("timeout");
+    k.arg("120");
+    case("Linux", k, "127.0.0.1", "127.0.0.1");
+    let mut i = net.ix.command("timeout");
+    i.args(["120", BIN, "run", "--socket", &net.socket, "--"]);
+    case("Ixora", i, "198.18.9.1", IX);
+    drop(echo);
+}
+
 /// What differential test program `what` printed for `seed` run as `cmd`;
 /// the test fails if the program itself could not go on.
 fn ops_output(mut cmd: Command, what: &str, seed: u64) -> String {

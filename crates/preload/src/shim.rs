@@ -4922,7 +4922,7 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     }
     match req {
         // A listener has no queue of bytes: Linux's `tcp_ioctl` says
-        // EINVAL (until 2026-11-30 FIONREAD of an Ixora listener said 0).
+        // EINVAL (until 2026-11-29 FIONREAD of an Ixora listener said 0).
         libc::FIONREAD | SIOCOUTQ | SIOCOUTQNSD if listener => fail(libc::EINVAL),
         libc::FIONREAD => {
             let n = if sk.dgram() {
