@@ -2416,17 +2416,25 @@ fn posix_calls_behave_as_on_linux() {
             text.contains("ok listener_rebind"),
             "{what}: rebind part missing:\n{text}"
         );
-        text
     };
+    on_both_stacks(&net, "90", case);
+    drop(echo);
+}
+
+/// `case(what, command, echo address, own address)` run on the Linux
+/// stack (in the Linux namespace, over its loopback), then under `ixora
+/// run` (the echo server reached through the veth, the program's own
+/// address Ixora's), each command a `timeout` of `secs` to which the
+/// case adds the program. (The service's namespace gives the kernel no
+/// address and no route: its run can only pass with its sockets on
+/// Ixora.)
+fn on_both_stacks(net: &Setup, secs: &str, case: impl Fn(&str, Command, &str, &str)) {
     let mut k = net.lx.command("timeout");
-    k.arg("90");
+    k.arg(secs);
     case("Linux", k, "127.0.0.1", "127.0.0.1");
     let mut i = net.ix.command("timeout");
-    i.args(["90", BIN, "run", "--socket", &net.socket, "--"]);
+    i.args([secs, BIN, "run", "--socket", &net.socket, "--"]);
     case("Ixora", i, "198.18.9.1", IX);
-    // (The service's namespace gives the kernel no address and no route:
-    // the run can only pass with its sockets on Ixora.)
-    drop(echo);
 }
 
 /// A Java program's calls (tests/JavaCalls.java, run from its source by
@@ -2457,12 +2465,7 @@ fn java_programs_behave_as_on_linux() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    let mut k = net.lx.command("timeout");
-    k.arg("120");
-    case("Linux", k, "127.0.0.1", "127.0.0.1");
-    let mut i = net.ix.command("timeout");
-    i.args(["120", BIN, "run", "--socket", &net.socket, "--"]);
-    case("Ixora", i, "198.18.9.1", IX);
+    on_both_stacks(&net, "120", case);
     drop(echo);
 }
 
