@@ -94,7 +94,7 @@ def xdp_args(side="server"):
 # node-cluster and node-cluster-none run with `--only node`; the nginx
 # reverse proxies with `--only proxy`).
 WEB_SERVERS = ("nginx", "lighttpd", "apache", "node", "node-cluster", "node-cluster-none",
-               "nginx-proxy", "nginx-proxy-keepalive")
+               "nginx-proxy", "nginx-proxy-keepalive", "varnish")
 # The port of the proxies' backend: a kernel nginx in the client namespace.
 BACKEND_PORT = 8081
 # A Node.js server of the 20 B file: argv[2] workers (0: one process; else
@@ -504,6 +504,14 @@ def web(args, prog, www, tmp, prog_bar, results):
             return ["env", f"NODE_CLUSTER_SCHED_POLICY={sched}", "node", str(js),
                     "0" if prog == "node" else "2", str(www / "f20"),
                     "0.0.0.0" if LISTEN_ANY else SRV, str(port)]
+        if prog == "varnish":
+            # Varnish with its defaults (two pools of worker threads, a
+            # thread per connection being served), the backend on the
+            # client's side: the 20 B file is fetched once, then served
+            # from the cache. The cache process runs as user vcache.
+            os.chmod(tmp, 0o755)
+            return ["varnishd", "-F", "-a", f"{SRV}:{port}", "-b", f"{CLI}:{BACKEND_PORT}",
+                    "-n", str(tmp / f"varnish-{ixora}"), "-s", "malloc,64m"]
         if prog == "apache":
             # Apache's event MPM, one process (as nginx's one worker): its
             # listener thread waits on the connections, a pool of worker
@@ -540,7 +548,7 @@ def web(args, prog, www, tmp, prog_bar, results):
 
     # A proxy's backend listens on the client's kernel address, which the
     # load generator's XDP program would take for itself: wrk only.
-    clients = [c for c in CLIENTS if c == "wrk"] if prog.startswith("nginx-proxy") else CLIENTS
+    clients = [c for c in CLIENTS if c == "wrk"] if has_backend(prog) else CLIENTS
     with side_by_side(prog, argv_of, port) as nets, backends(prog, nets, www, tmp):
         for client in clients:
             for mode, per_conn in (("keepalive", 0), ("10_per_conn", 10)):
@@ -575,11 +583,17 @@ def client_side(nets, what, argv_of, port):
             be.stop_proc(p)
 
 
+def has_backend(prog):
+    """Whether web server `prog` is a reverse proxy or cache in front of a
+    backend (on the client's side, at CLI:BACKEND_PORT)."""
+    return prog.startswith("nginx-proxy") or prog == "varnish"
+
+
 def backends(prog, nets, www, tmp):
-    """For a reverse proxy `prog`: the backend it proxies to in each
-    net's client namespace (a kernel nginx on CPU 1, with the client),
-    stopped when the block ends; nothing for another server."""
-    if not prog.startswith("nginx-proxy"):
+    """For a reverse proxy or cache `prog`: the backend it proxies to in
+    each net's client namespace (a kernel nginx on CPU 1, with the
+    client), stopped when the block ends; nothing for another server."""
+    if not has_backend(prog):
         return contextlib.nullcontext()
 
     def argv_of(ixora):
@@ -1805,6 +1819,12 @@ def write(results, args, cmdline):
                  "their only client: the load generator's XDP program would take the backend's "
                  "frames on the client's interface.", ""]
                 if any(r["server"].startswith("nginx-proxy") for r in web_rows) else []),
+              *(["varnish: Varnish 7.1, the HTTP cache, with its defaults (two pools of worker "
+                 "threads: a thread per connection being served, which waits in `poll` for the "
+                 "connection's next request), its backend a kernel nginx on the client's side "
+                 "(CPU 1): the file is fetched once and then served from the cache. Its cache "
+                 "process runs as user vcache. wrk is its only client, as for the proxies.", ""]
+                if any(r["server"] == "varnish" for r in web_rows) else []),
               *(["The servers listen on any address (`--listen-any`: nginx `listen PORT`, lighttpd "
                  "without `server.bind`), not on the server's address: under `ixora run` such a "
                  "listener also listens in the kernel, for 127.0.0.1 and the kernel's other "
@@ -1972,7 +1992,7 @@ def main():
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
     ap.add_argument("--only", choices=["web", "memcached", "bulk", "relay", "local", "udp", "node",
-                                       "proxy", "pg", "apache", "redis", "ntp"],
+                                       "proxy", "pg", "apache", "redis", "ntp", "varnish"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
@@ -1991,6 +2011,8 @@ def main():
                          "sockets-redis.*; "
                          "apache: Apache's event MPM, one process of 160 threads, "
                          "sockets-apache.*; "
+                         "varnish: the Varnish HTTP cache, its backend on the client's side, "
+                         "sockets-varnish.*; "
                          "ntp: chronyd as an NTP server, measured by a client chronyd: the NTP "
                          "delay, which receive timestamps make (sockets-ntp.*))")
     ap.add_argument("--spin-us", type=int, default=50,
@@ -2092,7 +2114,7 @@ def main():
         NAME += "-" + "-".join(SERVERS)
     if CLIENTS != ("loadgen", "wrk"):
         NAME += "-" + "-".join(CLIENTS)
-    if args.only in ("web", "memcached", "node", "proxy", "apache") and SERVICE_CPU == 0 \
+    if args.only in ("web", "memcached", "node", "proxy", "apache", "varnish") and SERVICE_CPU == 0 \
             and not args.serve_poll:
         # A part alone does not overwrite the whole comparison's files (the
         # service-placement experiments have files of their own already).
@@ -2102,6 +2124,7 @@ def main():
     for tool in ("nginx", "lighttpd", "memcached", "wrk", "iperf3", "redis-server",
                  "redis-benchmark", "sockperf", *(["node"] if args.only == "node" else []),
                  *(["apache2"] if args.only == "apache" else []),
+                 *(["varnishd"] if args.only == "varnish" else []),
                  *(["chronyd"] if args.only == "ntp" else []),
                  *(["haproxy"] if args.only == "relay" else [])):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
@@ -2124,6 +2147,7 @@ def main():
              + (6 * len(CLIENTS) if args.only == "node" else 0)
              + (2 * len(CLIENTS) if args.only == "apache" else 0)
              + (4 if args.only == "proxy" and "wrk" in CLIENTS else 0)
+             + (2 if args.only == "varnish" and "wrk" in CLIENTS else 0)
              + (2 * (len(args.rates.split(",")) + args.refine) if args.only in (None, "memcached") else 0)
              + (2 if args.only in (None, "bulk") else 0)
              + (4 if args.only == "relay" else 0)
@@ -2157,6 +2181,8 @@ def main():
             web(args, "nginx-proxy-keepalive", www, tmp, bar, results)
         if args.only == "apache":
             web(args, "apache", www, tmp, bar, results)
+        if args.only == "varnish":
+            web(args, "varnish", www, tmp, bar, results)
         if args.only == "node":
             web(args, "node", www, tmp, bar, results)
             web(args, "node-cluster", www, tmp, bar, results)

@@ -1134,29 +1134,7 @@ fn nginx_and_lighttpd_serve_files() {
     // backend on the Linux side: nginx empties its environment before it
     // opens upstream connections, and registers each in epoll before it
     // connects (bounded: the backend lives 120 s at most).
-    let mut b = net.lx.command("timeout");
-    b.args([
-        "120",
-        "python3",
-        "-m",
-        "http.server",
-        "8095",
-        "--bind",
-        "198.18.9.1",
-    ])
-    .args(["--directory", dir.join("www").to_str().unwrap()]);
-    let _backend = Proc::spawn(b, "backend");
-    // Listening before nginx asks it (at most 10 s).
-    net.client(
-        &[
-            "python3",
-            "-c",
-            "import socket, time\nfor _ in range(100):\n    try:\n        \
-             socket.create_connection(('198.18.9.1', 8095), 1).close()\n        break\n    \
-             except OSError:\n        time.sleep(0.1)\n",
-        ],
-        20,
-    );
+    let _backend = linux_backend(&net, &dir, 8095);
     let conf = dir.join("proxy.conf");
     std::fs::write(
         &conf,
@@ -1180,6 +1158,96 @@ fn nginx_and_lighttpd_serve_files() {
         "nginx reverse proxy:\n{errors}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Python's http.server on the Linux side (198.18.9.1:`port`, at most
+/// 120 s) serving `dir`'s files (see [`www_files`]), listening once this
+/// returns (waited for at most 10 s).
+fn linux_backend(net: &Setup, dir: &std::path::Path, port: u16) -> Proc {
+    let mut b = net.lx.command("timeout");
+    b.args(["120", "python3", "-m", "http.server", &port.to_string()])
+        .args(["--bind", "198.18.9.1"])
+        .args(["--directory", dir.join("www").to_str().unwrap()]);
+    let backend = Proc::spawn(b, "backend");
+    net.client(
+        &[
+            "python3",
+            "-c",
+            &format!(
+                "import socket, time\nfor _ in range(100):\n    try:\n        \
+                 socket.create_connection(('198.18.9.1', {port}), 1).close()\n        break\n    \
+                 except OSError:\n        time.sleep(0.1)\n"
+            ),
+        ],
+        20,
+    );
+    backend
+}
+
+/// Varnish, the HTTP cache, under `ixora run`: its manager process opens
+/// the listener and forks the cache process, which drops to its own user
+/// (`vcache`), serves each connection from a thread of its pools (a
+/// `poll` on the one socket, then reads and writes) and fetches what it
+/// misses from a backend on the Linux side over connections of its own.
+/// curl gets the files byte for byte twice (misses, then hits), a
+/// reply then names two requests in `X-Varnish` (a hit's), and wrk runs
+/// without errors.
+#[test]
+fn varnish_caches_and_serves_through_ixora() {
+    let Some((_g, net)) = begin(&["varnishd", "curl", "wrk", "python3"]) else {
+        return;
+    };
+    let dir = www_files();
+    let _rm = Scratch(dir.clone());
+    let _backend = linux_backend(&net, &dir, 8097);
+    let work = dir.join("varnish");
+    let mut v = net.run(
+        "varnishd",
+        &[
+            "varnishd",
+            "-F",
+            "-a",
+            &format!("{IX}:8098"),
+            "-b",
+            "198.18.9.1:8097",
+            "-n",
+            work.to_str().unwrap(),
+            "-s",
+            "malloc,64m",
+        ],
+    );
+    net.wait_port(&mut v, 8098);
+    curl_at(&net, IX, 8098, &dir, 2);
+    // The second round came from the cache (varnish's hits).
+    let head = net.client(
+        &[
+            "curl",
+            "-s",
+            "-S",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            &format!("http://{IX}:8098/f11k"),
+        ],
+        20,
+    );
+    let head = String::from_utf8_lossy(&head.stdout).to_lowercase();
+    assert!(
+        head.starts_with("http/1.1 200") && head.contains("x-varnish:") && head.contains("age:"),
+        "{head}\n{}",
+        v.log()
+    );
+    let hit = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-varnish:"))
+        .is_some_and(|ids| ids.split_whitespace().count() == 2);
+    assert!(
+        hit,
+        "not a cache hit (X-Varnish names one request):\n{head}"
+    );
+    wrk(&net, 8098);
+    drop(v);
 }
 
 /// Run Python `client` in the Linux namespace: it must succeed, print a
