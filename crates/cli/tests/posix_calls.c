@@ -3201,6 +3201,133 @@ static void send_queues(const char *self_ip, int port) {
     close(u);
 }
 
+static int int_opt_of(int fd, int level, int name) {
+    int v = -1;
+    socklen_t len = sizeof v;
+    return getsockopt(fd, level, name, &v, &len) == 0 ? v : -1;
+}
+
+static int set_int_opt(int fd, int level, int name, int v) {
+    return setsockopt(fd, level, name, &v, sizeof v);
+}
+
+/* Write 60 bytes to socket `*(int *)arg` after 200 ms, and 60 more
+ * after 400. */
+static void *write_60s_later(void *arg) {
+    char b[60];
+    memset(b, 'w', sizeof b);
+    for (int i = 0; i < 2; i++) {
+        usleep(200000);
+        if (write(*(int *)arg, b, sizeof b) != (ssize_t)sizeof b) perror("write_60s_later");
+    }
+    return NULL;
+}
+
+/* SO_RCVLOWAT, as Linux's TCP acts on it (until 2026-11-29 Ixora kept
+ * it and did not): the mark reads back as set (0 as 1, a negative one as
+ * the most, at most half the receive buffer); the socket polls readable
+ * only once that many bytes are there (or at end of file); a blocking
+ * read returns once it has the mark's bytes, or as many as it asked if
+ * fewer; a non-blocking one takes what is there. UDP keeps the mark and
+ * polls readable for any datagram. (Not checked: a blocking read that
+ * found fewer bytes than the mark. Linux's copies them, then sleeps until
+ * the mark's bytes are there beyond those, as its wake-up counts only
+ * the bytes unread; Ixora's returns once the two make the mark.) */
+static void receive_low_water(const char *self_ip, int port) {
+    struct sockaddr_in la = addr_of(self_ip, port);
+    int l = listen_on(&la, 0, 4), c, a;
+    own_pair(&la, l, &c, &a);
+    int def = int_opt_of(a, SOL_SOCKET, SO_RCVLOWAT);
+    set_int_opt(a, SOL_SOCKET, SO_RCVLOWAT, 0);
+    int zero = int_opt_of(a, SOL_SOCKET, SO_RCVLOWAT);
+    set_int_opt(a, SOL_SOCKET, SO_RCVLOWAT, -5);
+    int neg = int_opt_of(a, SOL_SOCKET, SO_RCVLOWAT);
+    int b = socket(AF_INET, SOCK_STREAM, 0);
+    set_int_opt(b, SOL_SOCKET, SO_RCVBUF, 8192);
+    struct sockaddr_in any = addr_of(self_ip, 0);
+    bind(b, (struct sockaddr *)&any, sizeof any); /* (an Ixora socket) */
+    set_int_opt(b, SOL_SOCKET, SO_RCVLOWAT, 1 << 24);
+    int capped = int_opt_of(b, SOL_SOCKET, SO_RCVLOWAT), rcvbuf = int_opt_of(b, SOL_SOCKET, SO_RCVBUF);
+    close(b);
+    check(def == 1 && zero == 1 && neg > 100000 && capped == rcvbuf / 2, "rcvlowat_values",
+          "default %d, 0 reads %d, -5 reads %d, 1<<24 with SO_RCVBUF %d reads %d", def, zero, neg,
+          rcvbuf, capped);
+
+    set_int_opt(a, SOL_SOCKET, SO_RCVLOWAT, 100);
+    int set = int_opt_of(a, SOL_SOCKET, SO_RCVLOWAT);
+    char buf[1000];
+    memset(buf, 'x', sizeof buf);
+    int w1 = write(c, buf, 50) == 50;
+    usleep(100000);
+    struct pollfd p = {.fd = a, .events = POLLIN};
+    int below = poll(&p, 1, 200);
+    fd_set rs;
+    FD_ZERO(&rs);
+    FD_SET(a, &rs);
+    struct timeval tv = {0, 100000};
+    int below_select = select(a + 1, &rs, NULL, NULL, &tv);
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = a}, got_ev;
+    epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev);
+    int below_epoll = epoll_wait(ep, &got_ev, 1, 100);
+    int w2 = write(c, buf, 50) == 50;
+    p.revents = 0;
+    int at = poll(&p, 1, 2000);
+    short at_ev = p.revents;
+    int at_epoll = epoll_wait(ep, &got_ev, 1, 2000);
+    int r1 = read(a, buf, sizeof buf);
+    check(set == 100 && w1 && w2 && below == 0 && below_select == 0 && below_epoll == 0 && at == 1 &&
+              (at_ev & POLLIN) && at_epoll == 1 && r1 == 100,
+          "rcvlowat_readiness",
+          "mark %d; 50 of 100 bytes: poll %d select %d epoll %d; 100: poll %d (%#x) epoll %d, read %d", set,
+          below, below_select, below_epoll, at, at_ev, at_epoll, r1);
+
+    /* Nothing there, 60 bytes in 200 ms, 60 more in 400: a blocking read
+       waits for both. */
+    pthread_t t;
+    pthread_create(&t, NULL, write_60s_later, &c);
+    double t0 = now_ms();
+    int r2 = read(a, buf, sizeof buf);
+    double waited = now_ms() - t0;
+    pthread_join(t, NULL);
+    /* Asked for fewer than the mark: those at once. */
+    int w4 = write(c, buf, 10) == 10;
+    usleep(100000);
+    t0 = now_ms();
+    int r3 = read(a, buf, 10);
+    double short_wait = now_ms() - t0;
+    /* Non-blocking: what is there. */
+    int w5 = write(c, buf, 30) == 30;
+    usleep(100000);
+    int r4 = recv(a, buf, sizeof buf, MSG_DONTWAIT);
+    /* End of file with fewer: those, then 0. */
+    int w6 = write(c, buf, 20) == 20;
+    shutdown(c, SHUT_WR);
+    p.revents = 0;
+    int eof_poll = poll(&p, 1, 2000);
+    int r5 = read(a, buf, sizeof buf), r6 = read(a, buf, sizeof buf);
+    check(r2 == 120 && waited >= 350 && w4 && r3 == 10 && short_wait < 100 && w5 && r4 == 30 &&
+              w6 && eof_poll == 1 && r5 == 20 && r6 == 0,
+          "rcvlowat_reads",
+          "60 and 60 later: read %d after %.0f ms; 10 asked: %d after %.0f ms; non-blocking %d; at end "
+          "of file: poll %d, read %d then %d",
+          r2, waited, r3, short_wait, r4, eof_poll, r5, r6);
+    close(ep); close(a); close(c); close(l);
+
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in ua = addr_of(self_ip, port);
+    int ok = bind(u, (struct sockaddr *)&ua, sizeof ua) == 0;
+    set_int_opt(u, SOL_SOCKET, SO_RCVLOWAT, 100);
+    int u_mark = int_opt_of(u, SOL_SOCKET, SO_RCVLOWAT);
+    ok = ok && sendto(u, "tiny", 4, 0, (struct sockaddr *)&ua, sizeof ua) == 4;
+    struct pollfd up = {.fd = u, .events = POLLIN};
+    int u_ready = poll(&up, 1, 2000);
+    int u_got = recv(u, buf, sizeof buf, 0);
+    check(ok && u_mark == 100 && u_ready == 1 && u_got == 4, "rcvlowat_udp",
+          "mark %d; a 4-byte datagram: poll %d, recv %d", u_mark, u_ready, u_got);
+    close(u);
+}
+
 /* Threads receiving from one UDP socket at once each get a datagram of
  * their own: none twice (until 2026-11-29 two threads of the shim could
  * take the same datagram, and skip the next). Four threads spin on a
@@ -3617,6 +3744,7 @@ int main(int argc, char **argv) {
         udp_concurrent_receivers(argv[4], atoi(argv[3]) + 19);
         tcp_concurrent_readers(argv[4], atoi(argv[3]) + 20);
         send_queues(argv[4], atoi(argv[3]) + 21);
+        receive_low_water(argv[4], atoi(argv[3]) + 22);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

@@ -310,14 +310,26 @@ pub(crate) fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t
     if want == 0 {
         return 0;
     }
-    let waitall = flags & libc::MSG_WAITALL != 0 && !dontwait;
+    // What a blocking call waits for: all it asked (`MSG_WAITALL`), or
+    // the low-water mark (`SO_RCVLOWAT`, as Linux's `sock_rcvlowat`), at
+    // most what it asked. A non-blocking one takes what is there.
+    let target = match (dontwait, flags & libc::MSG_WAITALL != 0) {
+        (true, _) => 1,
+        (false, true) => want,
+        (false, false) => (sk.lowat() as usize).min(want),
+    };
     let mut user = true;
     let mut start = None; // when the call first waits
-    let mut got = 0; // what a MSG_WAITALL read took so far
+    let mut got = 0; // what a read towards `target` took so far
     let done = || sk.flags() & (layout::flag::EOF | layout::flag::ERROR) != 0 || !sk.live();
+    // A peek waits until the ring holds the target (or, for a low-water
+    // mark, the ring can take no more).
+    let peeked_enough = |have: usize| {
+        have >= target || (flags & libc::MSG_WAITALL == 0 && sk.lowat_reached(have as u64))
+    };
     loop {
         let before = sk.readable();
-        let r = if peek && waitall && (before as usize) < want && !done() {
+        let r = if peek && target > 1 && !peeked_enough(before as usize) && !done() {
             Err(libc::EAGAIN) // (not all there yet)
         } else if got == 0 {
             sk.recv(bufs, peek)
@@ -330,7 +342,7 @@ pub(crate) fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t
                     user = false;
                 }
                 got += n;
-                if waitall && !peek && n > 0 && got < want {
+                if !peek && n > 0 && got < target {
                     continue; // (the ring may hold more already)
                 }
                 count(sk.a, call("read"), user);
@@ -339,8 +351,8 @@ pub(crate) fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t
             Err(libc::EAGAIN) if !dontwait => {
                 let ready = &mut || {
                     let have = sk.readable() as usize;
-                    (if peek && waitall {
-                        have >= want
+                    (if peek && target > 1 {
+                        peeked_enough(have)
                     } else {
                         have > 0
                     }) || done()
@@ -1567,7 +1579,7 @@ pub unsafe extern "C" fn accept4(
                 0
             };
             let inherit = sk.e.flags.load(Ordering::Relaxed)
-                & (fl::NAGLE | fl::KEEPALIVE | fl::LINGER0 | fl::INET6);
+                & (fl::NAGLE | fl::KEEPALIVE | fl::LINGER0 | fl::INET6 | fl::LOWAT);
             state::install(nfd, c, gen, nb | inherit | fl::cloexec(want));
             sk.a.inherit_opts((sk.s, sk.gen()), (c, gen));
             // SAFETY: the caller passes a writable address buffer and length
@@ -5828,6 +5840,8 @@ pub unsafe extern "C" fn setsockopt(
     };
     // An option the stack acts on, for the service.
     let mut svc: Option<StackOpt> = None;
+    // The value kept, where it is not the one given.
+    let mut kept: Option<[u8; 4]> = None;
     // The kernel was asked whether it takes the option.
     let mut checked = false;
     match (level, name) {
@@ -5946,6 +5960,25 @@ pub unsafe extern "C" fn setsockopt(
         // ACKs: on every connection, so no system call).
         (libc::IPPROTO_TCP, libc::TCP_CORK | libc::TCP_QUICKACK) => {}
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => {}
+        // As Linux's `sock_setsockopt` and `tcp_set_rcvlowat` keep it: a
+        // negative mark is the most, 0 is 1, and TCP's is at most half
+        // the receive buffer. Only TCP acts on it (Linux's UDP polls
+        // readable for any datagram). Until 2026-11-29 it was kept and
+        // not acted on.
+        (libc::SOL_SOCKET, libc::SO_RCVLOWAT) => match int() {
+            Some(v) => {
+                let tcp = e.flags.load(Ordering::Relaxed) & fl::DGRAM == 0;
+                let mut v = if v < 0 { c_int::MAX } else { v };
+                if let Some(sk) = state::sock(fd).filter(|_| tcp) {
+                    v = v.min(rcvlowat_cap(sk));
+                }
+                let v = v.max(1);
+                kept = Some(v.to_ne_bytes());
+                setf(fl::LOWAT, tcp && v > 1);
+            }
+            None if k == kind::IXORA => return fail(libc::EINVAL),
+            None => {} // (the kernel socket says)
+        },
         _ if k == kind::IXORA => {
             // Kept as set, after the kernel said it takes it: an option
             // Linux does not have, or a value it refuses, fails as on
@@ -5962,7 +5995,9 @@ pub unsafe extern "C" fn setsockopt(
     }
     // The value as the program gave it (kept to be read back; no more
     // than the shim keeps, so no more than it reads).
-    let bytes: &[u8] = if val.is_null() {
+    let bytes: &[u8] = if let Some(b) = &kept {
+        b
+    } else if val.is_null() {
         &[]
     } else {
         // SAFETY: setsockopt(2)'s contract: `len` readable bytes at `val`,
@@ -6151,6 +6186,20 @@ fn tcp_buffer_said(a: &Attached, s: u32, name: c_int) -> c_int {
     let max = max.load(Ordering::Relaxed);
     let bytes = set.map_or(start.load(Ordering::Relaxed), |v| v.min(max));
     (2 * u64::from(bytes)).clamp(least, c_int::MAX as u64) as c_int
+}
+
+/// The most a TCP socket's `SO_RCVLOWAT` is, as Linux's
+/// `tcp_set_rcvlowat`: half its receive buffer if the program set one
+/// (`SO_RCVBUF` reads back twice the bytes), else half the most the
+/// stack's buffer grows to (Linux: `tcp_rmem[2]`).
+fn rcvlowat_cap(sk: Sock) -> c_int {
+    let (rcv, _) = layout::unpack_bufs(sk.a.r.up_slot(sk.s).bufs.load(Ordering::Relaxed));
+    if rcv.is_some() {
+        tcp_buffer_said(sk.a, sk.s, libc::SO_RCVBUF) / 2
+    } else {
+        let max = sk.a.r.down_header().tcp_rcvbuf_max.load(Ordering::Relaxed);
+        (max / 2).min(c_int::MAX as u32) as c_int
+    }
 }
 
 /// Set an option the stack acts on in socket `s`'s up slot and ask the

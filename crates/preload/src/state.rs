@@ -123,6 +123,10 @@ pub mod fl {
     /// program chose) at a disconnect: its next send binds another, as
     /// Linux's `inet_send_prepare` binds an unbound socket.
     pub const UNBOUND: u32 = 1 << 28;
+    /// SO_RCVLOWAT above 1 on a TCP socket (its value kept with the
+    /// options): it polls readable, and a blocking receive returns, only
+    /// once that many bytes are there ([`Sock::lowat`]).
+    pub const LOWAT: u32 = 1 << 29;
 
     /// The close-on-exec bits for a descriptor known to be (or not to be)
     /// close-on-exec.
@@ -2215,7 +2219,8 @@ impl Sock {
             }
             return r;
         }
-        if self.readable() > 0 || fl & flag::EOF != 0 || shut_rd {
+        let have = self.readable();
+        if (have > 0 && self.lowat_reached(have)) || fl & flag::EOF != 0 || shut_rd {
             r |= libc::POLLIN;
         }
         if fl & flag::EOF != 0 || shut_rd {
@@ -2248,6 +2253,32 @@ impl Sock {
             r |= libc::POLLOUT | libc::POLLHUP;
         }
         r
+    }
+
+    /// The receive low-water mark of a TCP socket (`SO_RCVLOWAT`, 1
+    /// unless set above it).
+    pub fn lowat(&self) -> u64 {
+        if self.e.flags.load(Ordering::Relaxed) & fl::LOWAT == 0 {
+            return 1;
+        }
+        let v = self
+            .a
+            .opt(self.s, self.gen(), (libc::SOL_SOCKET, libc::SO_RCVLOWAT));
+        v.and_then(|b| Some(c_int::from_ne_bytes(b.get(..4)?.try_into().ok()?)))
+            .map_or(1, |v| v.max(1) as u64)
+    }
+
+    /// Whether the `have` bytes in the receive ring reach the low-water
+    /// mark, as Linux's `tcp_epollin_ready`: those and any waiting
+    /// beyond the ring are at least [`lowat`](Self::lowat), or the ring
+    /// is too full to take another segment (the window closed: more
+    /// cannot come until the program reads).
+    pub fn lowat_reached(&self, have: u64) -> bool {
+        if self.e.flags.load(Ordering::Relaxed) & fl::LOWAT == 0 {
+            return true;
+        }
+        let ring = self.a.r.layout().ring as u64;
+        have + self.frame_dgram() as u64 >= ring || self.queued() >= self.lowat()
     }
 
     /// Its reading side was shut down (`shutdown` SHUT_RD or SHUT_RDWR
