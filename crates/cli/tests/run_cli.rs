@@ -1,7 +1,8 @@
 //! `ixora run` says when its preload library cannot reach a program's
-//! sockets (a statically linked program, a Go program), and runs it
-//! anyway; a dynamically linked C program gets no such warning. No
-//! service is needed: the program runs on the kernel stack either way.
+//! sockets (a statically linked program, a Go program), or not all its
+//! socket I/O (a program that links liburing), and runs it anyway; a
+//! dynamically linked C program gets no such warning. No service is
+//! needed: the program runs on the kernel stack either way.
 
 use std::path::Path;
 use std::process::Command;
@@ -65,6 +66,42 @@ fn run_names_the_programs_its_preload_cannot_reach() {
         let (code, err) = run(&go);
         assert_eq!(code, 0, "{err}");
         assert!(err.contains("is a Go program"), "{err}");
+        // A program linking liburing (a stand-in of that name here:
+        // only the name its image needs matters).
+        let lib = dir.join("liburing.so.2");
+        let uring = dir.join("uring");
+        std::fs::write(dir.join("l.c"), "int ixora_stand_in(void) { return 0; }\n").unwrap();
+        std::fs::write(
+            dir.join("u.c"),
+            "int ixora_stand_in(void);\nint main(void) { return ixora_stand_in(); }\n",
+        )
+        .unwrap();
+        if tool(
+            Command::new("cc")
+                .args(["-shared", "-fPIC", "-Wl,-soname,liburing.so.2", "-o"])
+                .arg(&lib)
+                .arg(dir.join("l.c")),
+            "cc -shared",
+        ) && tool(
+            Command::new("cc")
+                .arg("-o")
+                .arg(&uring)
+                .arg(dir.join("u.c"))
+                .arg(&lib),
+            "cc (linking the stand-in)",
+        ) {
+            let out = Command::new(BIN)
+                .args(["run", "--socket", "/nonexistent/ixora.sock", "--"])
+                .arg(&uring)
+                .env("LD_LIBRARY_PATH", &dir)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{err}");
+            assert!(err.contains("links liburing"), "{err}");
+            let (_, err) = run(&dynamic);
+            assert!(!err.contains("liburing"), "{err}");
+        }
         // Found on PATH too, as exec finds it.
         let out = Command::new(BIN)
             .args(["run", "--socket", "/nonexistent/ixora.sock", "--", "static"])
