@@ -77,7 +77,8 @@ enum Cmd {
     /// HAProxy's reload) moves there if that process runs under `ixora
     /// run` too. Two programs on one service reach each other at its
     /// address inside the service. Statically linked and Go programs are
-    /// out of reach (said, and run on the kernel).
+    /// out of reach (said, and run on the kernel); so is the socket I/O a
+    /// program submits to an io_uring (said for one that links liburing).
     ///
     /// Example: ixora run -- memcached -p 11211 -t 1
     Run(sockets::RunArgs),

@@ -248,7 +248,8 @@ pub enum Reach {
     All,
     /// None of it, and why.
     Nothing(&'static str),
-    /// Not what it does a way that bypasses the C library, and what.
+    /// All but what it does in a way that bypasses the C library (which
+    /// the message names).
     Partly(&'static str),
 }
 
