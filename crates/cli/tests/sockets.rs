@@ -837,10 +837,12 @@ fn loadgen_http(net: &Setup, port: u16) {
     }
 }
 
-/// A scratch directory with `www/` holding the files `curl_files` gets:
-/// f20, f11k and f512k (pseudo-random letters).
-fn www_files() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(unique_name("ixora-www", false));
+/// A scratch directory (removed when dropped, also when the test fails)
+/// with `www/` holding the files `curl_files` gets: f20, f11k and f512k
+/// (pseudo-random letters).
+fn www_files() -> Scratch {
+    let scratch = Scratch::new("www");
+    let dir = scratch.path();
     std::fs::create_dir_all(dir.join("www")).unwrap();
     let mut seed = 0x9e3779b9u32;
     for (f, n) in [("f20", 20usize), ("f11k", 11_000), ("f512k", 512 * 1024)] {
@@ -854,7 +856,7 @@ fn www_files() -> std::path::PathBuf {
             .collect();
         std::fs::write(dir.join("www").join(f), v).unwrap();
     }
-    dir
+    scratch
 }
 
 /// Apache with its event MPM (2 processes of 25 threads, as user
@@ -871,8 +873,8 @@ fn apache_event_mpm_serves_kept_alive_connections() {
     let Some((_g, net)) = begin(&["apache2", "curl", "wrk", "python3"]) else {
         return;
     };
-    let dir = www_files();
-    let _rm = Scratch(dir.clone());
+    let www = www_files();
+    let dir = www.path();
     let conf = dir.join("apache.conf");
     let m = "/usr/lib/apache2/modules";
     std::fs::write(
@@ -893,7 +895,7 @@ fn apache_event_mpm_serves_kept_alive_connections() {
     )
     .unwrap();
     // www-data reads the files (the scratch directory is root's).
-    for p in [dir.clone(), dir.join("www")] {
+    for p in [dir.to_path_buf(), dir.join("www")] {
         std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     }
     let mut ap = net.run(
@@ -901,7 +903,7 @@ fn apache_event_mpm_serves_kept_alive_connections() {
         &["apache2", "-f", conf.to_str().unwrap(), "-DFOREGROUND"],
     );
     net.wait_port(&mut ap, 8088);
-    curl_files(&net, 8088, &dir);
+    curl_files(&net, 8088, dir);
     // One kept-alive connection, 200 requests one after another: each
     // must be answered well inside the listener's timeout (a lost wake-up
     // costs a second or more).
@@ -1055,7 +1057,8 @@ fn nginx_and_lighttpd_serve_files() {
     let Some((_g, net)) = begin(&["nginx", "lighttpd", "curl", "wrk", "python3"]) else {
         return;
     };
-    let dir = www_files();
+    let www = www_files();
+    let dir = www.path();
     // 1 and 2 workers sharing the master's listener, then 2 workers with
     // `reuseport`: a listener per worker on one port (SO_REUSEPORT), each
     // connection handed to one of them; the access log, which names the
@@ -1091,9 +1094,9 @@ fn nginx_and_lighttpd_serve_files() {
         .unwrap();
         let mut ng = net.run("nginx", &["nginx", "-c", conf.to_str().unwrap()]);
         net.wait_port(&mut ng, port);
-        curl_files(&net, port, &dir);
+        curl_files(&net, port, dir);
         if any {
-            curl_at(&net, "127.0.0.1", port, &dir, 4);
+            curl_at(&net, "127.0.0.1", port, dir, 4);
         }
         wrk(&net, port);
         loadgen_http(&net, port);
@@ -1126,7 +1129,7 @@ fn nginx_and_lighttpd_serve_files() {
         &["lighttpd", "-D", "-f", conf.to_str().unwrap()],
     );
     net.wait_port(&mut lt, 8090);
-    curl_files(&net, 8090, &dir);
+    curl_files(&net, 8090, dir);
     wrk(&net, 8090);
     loadgen_http(&net, 8090);
     drop(lt);
@@ -1134,7 +1137,7 @@ fn nginx_and_lighttpd_serve_files() {
     // backend on the Linux side: nginx empties its environment before it
     // opens upstream connections, and registers each in epoll before it
     // connects (bounded: the backend lives 120 s at most).
-    let _backend = linux_backend(&net, &dir, 8095);
+    let _backend = linux_backend(&net, dir, 8095);
     let conf = dir.join("proxy.conf");
     std::fs::write(
         &conf,
@@ -1150,14 +1153,13 @@ fn nginx_and_lighttpd_serve_files() {
     .unwrap();
     let mut px = net.run("nginx", &["nginx", "-c", conf.to_str().unwrap()]);
     net.wait_port(&mut px, 8096);
-    curl_at(&net, IX, 8096, &dir, 3);
+    curl_at(&net, IX, 8096, dir, 3);
     drop(px);
     let errors = std::fs::read_to_string(dir.join("proxy-error.log")).unwrap_or_default();
     assert!(
         !errors.contains("[error]"),
         "nginx reverse proxy:\n{errors}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Python's http.server on the Linux side (198.18.9.1:`port`, at most
@@ -1197,9 +1199,9 @@ fn varnish_caches_and_serves_through_ixora() {
     let Some((_g, net)) = begin(&["varnishd", "curl", "wrk", "python3"]) else {
         return;
     };
-    let dir = www_files();
-    let _rm = Scratch(dir.clone());
-    let _backend = linux_backend(&net, &dir, 8097);
+    let www = www_files();
+    let dir = www.path();
+    let _backend = linux_backend(&net, dir, 8097);
     let work = dir.join("varnish");
     let mut v = net.run(
         "varnishd",
@@ -1217,7 +1219,7 @@ fn varnish_caches_and_serves_through_ixora() {
         ],
     );
     net.wait_port(&mut v, 8098);
-    curl_at(&net, IX, 8098, &dir, 2);
+    curl_at(&net, IX, 8098, dir, 2);
     // The second round came from the cache (varnish's hits).
     let head = net.client(
         &[
