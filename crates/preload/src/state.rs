@@ -2019,10 +2019,15 @@ fn block_on_waiter(
         }
     });
     let rung = THREAD_WAITER.with(|tw| tw.borrow().0.as_ref().is_some_and(|w| !w.disarm(a)));
-    if let (false, true, Interest::Exclusive(s)) = (r, rung, interest) {
-        // Rung (an exclusive wake-up) as the call gave up (a timeout, a
-        // signal): pass it on to the other threads blocked on the socket.
-        wake_blocked_on(a, s);
+    if !r && rung && ready() {
+        // Rung as the call gave up (a timeout, a signal): what rang it is
+        // the call's, as Linux's `ep_poll` and `inet_csk_wait_for_connect`
+        // look once more when their sleep ends and return what came, also
+        // at a timeout or with a signal pending. An exclusive wake-up
+        // (EPOLLEXCLUSIVE, a blocking accept or UDP receive) rang no other
+        // waiter, in this process or another, for what it found.
+        set_errno(0);
+        return true;
     }
     r
 }
