@@ -78,7 +78,9 @@ enum Cmd {
     /// run` too. Two programs on one service reach each other at its
     /// address inside the service. Statically linked and Go programs are
     /// out of reach (said, and run on the kernel); so is the socket I/O a
-    /// program submits to an io_uring (said for one that links liburing).
+    /// program submits to an io_uring (said for one that links liburing,
+    /// and by the program itself when it sets up a ring through the C
+    /// library's `syscall`).
     ///
     /// Example: ixora run -- memcached -p 11211 -t 1
     Run(sockets::RunArgs),

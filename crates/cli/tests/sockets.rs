@@ -160,7 +160,12 @@ impl Setup {
     /// Run Python `prog` under `ixora run` to its end (killed after 60 s):
     /// it must succeed; returns what it printed.
     fn python(&self, prog: &str, what: &str) -> String {
-        let out = succeed(
+        String::from_utf8_lossy(&self.python_output(prog, what).stdout).into_owned()
+    }
+
+    /// [`Setup::python`], with what it printed on both outputs.
+    fn python_output(&self, prog: &str, what: &str) -> std::process::Output {
+        succeed(
             self.ix.command("timeout").args([
                 "60",
                 BIN,
@@ -173,8 +178,7 @@ impl Setup {
                 prog,
             ]),
             what,
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        )
     }
 
     /// Wait until `port` accepts connections from the Linux side.
@@ -2505,6 +2509,54 @@ fn on_both_stacks(net: &Setup, secs: &str, case: impl Fn(&str, Command, &str, &s
     let mut i = net.ix.command("timeout");
     i.args([secs, BIN, "run", "--socket", &net.socket, "--"]);
     case("Ixora", i, "198.18.9.1", IX);
+}
+
+/// A program that sets up an io_uring through the C library's `syscall`
+/// (as Rust's `io-uring` crate does) is told once that socket I/O it
+/// submits there does not reach Ixora; its sockets are served as before.
+/// The shim's own ring (which watches the kernel descriptors of an epoll
+/// set that mixes them with Ixora sockets) is not the program's.
+#[test]
+fn a_program_setting_up_an_io_uring_is_told_once() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let run = |rings: usize| {
+        let prog = format!(
+            "import ctypes, os, select, socket\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             libc.syscall.restype = ctypes.c_long\n\
+             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             s.bind(('{IX}', 0))\n\
+             r, w = os.pipe()\n\
+             e = select.epoll()\n\
+             e.register(s, select.EPOLLIN)\n\
+             e.register(r, select.EPOLLIN)\n\
+             os.write(w, b'x')\n\
+             print('mixed', e.poll(1) == [(r, select.EPOLLIN)], flush=True)\n\
+             for _ in range({rings}):\n\
+             \x20   p = ctypes.create_string_buffer(120)\n\
+             \x20   fd = libc.syscall(425, 8, p)  # SYS_io_uring_setup\n\
+             \x20   print('ring', fd >= 0 or ctypes.get_errno(), flush=True)\n\
+             s.sendto(b'ping', s.getsockname())\n\
+             print('served', s.recv(8).decode())\n"
+        );
+        let out = net.python_output(&prog, "io_uring_setup under ixora run");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("mixed True\n{}served ping\n", "ring True\n".repeat(rings))
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(0);
+    assert!(!err.contains("io_uring"), "the shim's own ring: {err}");
+    let err = run(2);
+    assert_eq!(
+        err.matches("this program sets up an io_uring").count(),
+        1,
+        "said once: {err}"
+    );
+    assert!(err.contains("kernel placeholder, not by Ixora"), "{err}");
 }
 
 /// A Java program's calls (tests/JavaCalls.java, run from its source by

@@ -2171,6 +2171,30 @@ fn no_multicast(fd: c_int) {
     }
 }
 
+/// An io_uring set up through the C library's `syscall` (Rust's
+/// `io-uring` crate and other ring code of a program's own; liburing makes
+/// the system call itself, and `ixora run` names a program that links
+/// it): say once per process, when attached, that socket I/O submitted to
+/// it does not reach Ixora. The kernel carries such a receive or send out
+/// on the socket's kernel placeholder, an unconnected socket: it fails
+/// there (measured 2026-11-29: `IORING_OP_SEND` `EPIPE`, `IORING_OP_RECV`
+/// `ENOTCONN`).
+fn io_uring_named() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !crate::kwatch::making_own_ring()
+        && state::attached().is_some()
+        && !SAID.swap(true, Ordering::Relaxed)
+    {
+        crate::real::sys_write(
+            2,
+            b"ixora-preload: this program sets up an io_uring: a receive or send it submits \
+              there on an Ixora socket is carried out by the kernel on the socket's kernel \
+              placeholder, not by Ixora, and fails (a send EPIPE, a receive ENOTCONN); its \
+              socket calls through the C library are served\n",
+        );
+    }
+}
+
 /// The IPv4 destination of a datagram on UDP socket `fd`: as
 /// [`ixora_addr`], and on a dual-stack socket an AF_INET address too
 /// (Linux sends to one from an AF_INET6 UDP socket that is not
@@ -2380,7 +2404,8 @@ pub extern "C" fn vfork() -> libc::pid_t {
 /// send failed with EDESTADDRREQ). So the socket calls the shim
 /// interposes go to it when they name a descriptor it knows, and
 /// `SYS_socket` and `SYS_epoll_create1` always; every other call goes to
-/// the C library's `syscall` unchanged.
+/// the C library's `syscall` unchanged (`SYS_io_uring_setup` after a word
+/// on standard error, [`io_uring_named`]).
 ///
 /// `syscall` is variadic; this definition takes the most arguments a
 /// system call has as fixed ones. On x86-64 and AArch64 Linux, variadic
@@ -2415,6 +2440,10 @@ pub extern "C" fn syscall(
             // straight to the kernel.)
             libc::SYS_close if k(fd) => Some(close(fd) as c_long),
             libc::SYS_epoll_create1 => Some(epoll_create1(fd) as c_long),
+            libc::SYS_io_uring_setup => {
+                io_uring_named();
+                None
+            }
             // The rest only on a descriptor the shim knows; the guard is
             // looked at only for these numbers (futex, which Rust's locks
             // make through `syscall`, costs no look at the tables). A dup
