@@ -2871,6 +2871,62 @@ fn threads_blocked_on_a_udp_socket_wake_one_per_datagram() {
     );
 }
 
+/// A splice is counted as a splice alone, in `ixora stats`: one of a UDP
+/// socket receives or sends its datagram through the socket's own paths,
+/// which counted a read or a write as well until 2026-11-29.
+#[test]
+fn a_splice_is_counted_once() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let server = py_sessions(
+        7006,
+        "start",
+        &format!(
+            "\x20   a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             \x20   b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+             \x20   a.bind(('{IX}', 0)); b.bind(('{IX}', 0))\n\
+             \x20   a.connect(b.getsockname()); b.connect(a.getsockname())\n\
+             \x20   r, w = os.pipe()\n\
+             \x20   ok = True\n\
+             \x20   for i in range(5):\n\
+             \x20       b.send(b'%d' % i * 100)\n\
+             \x20       ok &= os.splice(a.fileno(), w, 1000) == 100\n\
+             \x20       ok &= os.splice(r, a.fileno(), 1000) == 100\n\
+             \x20       ok &= b.recv(1000) == b'%d' % i * 100\n\
+             \x20   c.sendall(b'done %s' % str(ok).encode())\n\
+             \x20   c.close()\n"
+        ),
+    );
+    let mut py = net.run("splicer", &["python3", "-c", &server]);
+    net.wait_port(&mut py, 7006);
+    let calls = |net: &Setup| net.stats()["apps"][0]["calls"].clone();
+    let before = calls(&net);
+    let reply = net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:7006")).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"start\n").unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        r
+    });
+    assert_eq!(reply, "done True");
+    let after = calls(&net);
+    let d = |name: &str| {
+        let n = |v: &serde_json::Value| {
+            v[name]["user"].as_u64().unwrap_or(0) + v[name]["kernel"].as_u64().unwrap_or(0)
+        };
+        n(&after) - n(&before)
+    };
+    // The session: its token read, five sends and receives of `b`, ten
+    // splices, its reply written.
+    assert_eq!(
+        (d("splice"), d("read"), d("write")),
+        (10, 6, 6),
+        "splice, read, write: before {before}\nafter {after}"
+    );
+}
+
 /// A thread blocked reading a connection is not woken each time the
 /// service takes bytes another thread wrote to it (its waiter wants
 /// changes to read, not transmit progress), and is woken once when data

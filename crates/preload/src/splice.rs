@@ -24,8 +24,9 @@
 //! takes it, a blocking socket waiting for room). A UDP socket gives one
 //! datagram per call, cut to `len`, and sends what the pipe holds (up to
 //! `len`) as one. A splice enters the kernel by nature: each is counted
-//! as such (`splice` in `ixora stats`; one of a UDP socket also as the
-//! receive or send it makes). `posix_calls.c` `splice_calls`
+//! as such (`splice` in `ixora stats`), and as nothing else (until
+//! 2026-11-29 one of a UDP socket was also counted as the receive or send
+//! it makes, and one that gave up waiting as a read or a write). `posix_calls.c` `splice_calls`
 //! runs the same checks on Linux and under `ixora run`.
 
 use crate::real::{self, errno, real, sys_poll};
@@ -256,12 +257,14 @@ fn socket_splice(
     }
     let nonblock = flags & SPLICE_F_NONBLOCK != 0 || fl as c_int & libc::O_NONBLOCK != 0;
     let more = flags & SPLICE_F_MORE;
-    match (si.is_some(), sk.dgram()) {
+    // (Counted above as itself alone: the receive or send it makes, a
+    // wait that gives up, are not counted again.)
+    state::uncounted(|| match (si.is_some(), sk.dgram()) {
         (true, false) => from_stream(sk, other, len, more, nonblock),
         (false, false) => into_stream(sk, other, len, nonblock),
         (true, true) => from_dgram(sk, other, len, nonblock),
         (false, true) => into_dgram(sk, other, len, nonblock),
-    }
+    })
 }
 
 /// TCP socket `sk` into `pipe`: what its ring holds, as far as the pipe

@@ -1016,7 +1016,38 @@ fn exchange<'b>(
 /// Count a call: resolved in user space or not.
 #[inline]
 pub fn count(a: &Attached, call: usize, user: bool) {
+    // (A global load first: a thread's flag is looked at only while some
+    // thread runs [`uncounted`].)
+    if UNCOUNTED.load(Ordering::Relaxed) != 0 && call < SOCKET_CALLS && QUIET.with(|q| q.get()) {
+        return;
+    }
     a.r.up_header().counters[call][if user { 0 } else { 1 }].fetch_add(1, Ordering::Relaxed);
+}
+
+/// The socket calls of [`layout::CALLS`]: how a call waited follows them
+/// ([`layout::NOT_CALLS`]), counted also within [`uncounted`].
+const SOCKET_CALLS: usize = layout::CALLS.len() - layout::NOT_CALLS.len();
+const _: () = assert!(SOCKET_CALLS == layout::call("wait"));
+
+/// Threads in [`uncounted`] now.
+static UNCOUNTED: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// This thread is in [`uncounted`].
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, the socket calls it makes not counted: part of a call
+/// counted as itself (a `splice` receives or sends through the socket's
+/// own paths, which would count a read or a write as well). How it waits
+/// (a sleep, a wake-up) is counted.
+pub fn uncounted<R>(f: impl FnOnce() -> R) -> R {
+    UNCOUNTED.fetch_add(1, Ordering::Relaxed);
+    QUIET.with(|q| q.set(true));
+    let r = f();
+    QUIET.with(|q| q.set(false));
+    UNCOUNTED.fetch_sub(1, Ordering::Relaxed);
+    r
 }
 
 /// Count a call on a descriptor that is not Ixora's.
