@@ -4053,7 +4053,10 @@ fn epoll_common(
         events: libc::POLLIN,
         revents: 0,
     }];
-    let (mut rx_bits, mut tx_bits, mut ex_bits) = (Vec::new(), Vec::new(), Vec::new());
+    // (The thread's bitmaps of its last wait, reused: no allocation per
+    // wait. A wait in a signal handler meanwhile finds them taken and
+    // makes its own.)
+    let (mut rx_bits, mut tx_bits, mut ex_bits) = INTEREST_BITS.take();
     let (ok, n) = loop {
         let left = left_of(timeout, start);
         // Woken only by changes of the sockets in this set; by transmit
@@ -4107,6 +4110,7 @@ fn epoll_common(
         }
         break (ok, n);
     };
+    INTEREST_BITS.set((rx_bits, tx_bits, ex_bits));
     // Found while spinning: answered in user space.
     count(
         a,
@@ -4117,6 +4121,13 @@ fn epoll_common(
         return -1;
     }
     n as c_int
+}
+
+thread_local! {
+    /// The interest bitmaps (receive, transmit, exclusive) of the
+    /// thread's epoll waits.
+    static INTEREST_BITS: std::cell::Cell<(Vec<u64>, Vec<u64>, Vec<u64>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
 /// What is left at `start`'s elapsed time of a timeout of `timeout_ms`
