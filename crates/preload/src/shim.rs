@@ -4128,6 +4128,9 @@ thread_local! {
     /// thread's epoll waits.
     static INTEREST_BITS: std::cell::Cell<(Vec<u64>, Vec<u64>, Vec<u64>)> =
         const { std::cell::Cell::new((Vec::new(), Vec::new(), Vec::new())) };
+    /// The slots (to read, to write) of the thread's poll and select waits.
+    static POLL_SLOTS: std::cell::Cell<(Vec<u32>, Vec<u32>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
 }
 
 /// What is left at `start`'s elapsed time of a timeout of `timeout_ms`
@@ -4427,7 +4430,10 @@ fn poll_once(
     if n + k as usize == 0 && timeout != 0 {
         let mut found = 0;
         // Woken by transmit progress only where POLLOUT is asked for.
-        let (mut interest, mut tx_interest) = (Vec::new(), Vec::new());
+        // (The thread's lists of its last wait, reused, as epoll's bitmaps.)
+        let (mut interest, mut tx_interest) = POLL_SLOTS.take();
+        interest.clear();
+        tx_interest.clear();
         for f in p.iter() {
             if let Some(sk) = state::sock(f.fd) {
                 if f.events & state::POLL_WRITE != 0 {
@@ -4454,6 +4460,7 @@ fn poll_once(
                 found > 0
             },
         );
+        POLL_SLOTS.set((interest, tx_interest));
         user &= !state::blocked_in_kernel();
         if !ok && errno() == libc::EINTR {
             count(a, name, false);
