@@ -26,8 +26,9 @@
 //! `len`) as one. A splice enters the kernel by nature: each is counted
 //! as such (`splice` in `ixora stats`), and as nothing else (until
 //! 2026-11-29 one of a UDP socket was also counted as the receive or send
-//! it makes, and one that gave up waiting as a read or a write). `posix_calls.c` `splice_calls`
-//! runs the same checks on Linux and under `ixora run`.
+//! it makes, and one that gave up waiting as a read or a write).
+//! `posix_calls.c` `splice_calls` runs the same checks on Linux and under
+//! `ixora run`.
 
 use crate::real::{self, errno, real, sys_poll};
 use crate::shim::{
