@@ -32,9 +32,11 @@ pub struct ServeArgs {
     /// Permission bits of the control socket, in octal: who may attach
     /// programs (attaching needs write permission). The default admits
     /// the service's user alone; 0660 with --socket-group admits a
-    /// group's members, 0666 every local user. Whoever attaches, a port
-    /// below net.ipv4.ip_unprivileged_port_start (1024) is bound only for
-    /// a process with CAP_NET_BIND_SERVICE, as Linux binds it.
+    /// group's members, 0666 every local user. A root program that drops
+    /// to another user (a daemon's own) attaches before it does, so it
+    /// needs no wider mode. Whoever attaches, a port below
+    /// net.ipv4.ip_unprivileged_port_start (1024) is bound only for a
+    /// process with CAP_NET_BIND_SERVICE, as Linux binds it.
     #[arg(long, value_name = "OCTAL", default_value = "600", value_parser = parse_mode)]
     pub socket_mode: u32,
     /// Group (name or number) to own the control socket, for

@@ -4837,6 +4837,36 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
         log.contains("does not admit user 65534") && log.contains("--socket-mode"),
         "no word of the refusal:\n{log}"
     );
+    // A root program that changes to nobody before its first socket (as
+    // mosquitto does) attached as root first, so it is served all the
+    // same: the same program as nobody's above, after the change.
+    let drops = format!(
+        "import os\n\
+         os.setgroups([])\n\
+         os.setresgid(65534, 65534, 65534)\n\
+         os.setresuid(65534, 65534, 65534)\n\
+         {prog}"
+    );
+    let mut c = net.ix.command(BIN);
+    c.args(["run", "--socket", &net.socket, "--preload"])
+        .arg(&so)
+        .args(["--", "/usr/bin/python3", "-c", &drops]);
+    let py = Proc::spawn(c, "drops-first");
+    wait_log(&py, "ready", 15);
+    let log = py.log();
+    assert!(
+        log.contains("bind 80 EACCES") && !log.contains("not using Ixora"),
+        "a root program that dropped to nobody first:\n{log}"
+    );
+    let got = net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:7042")).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"droppd").unwrap();
+        let mut b = [0u8; 6];
+        c.read_exact(&mut b).unwrap();
+        b
+    });
+    assert_eq!(&got, b"droppd");
 }
 
 /// A parent killed while its forked child lives loses its own

@@ -46,6 +46,7 @@
 
 #![allow(unsafe_code)]
 
+mod creds;
 mod exec;
 mod handover;
 mod kwatch;

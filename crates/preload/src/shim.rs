@@ -2405,7 +2405,8 @@ pub extern "C" fn vfork() -> libc::pid_t {
 /// interposes go to it when they name a descriptor it knows, and
 /// `SYS_socket` and `SYS_epoll_create1` always; every other call goes to
 /// the C library's `syscall` unchanged (`SYS_io_uring_setup` after a word
-/// on standard error, [`io_uring_named`]).
+/// on standard error, [`io_uring_named`]; a change of credentials after
+/// attaching, `crate::creds`).
 ///
 /// `syscall` is variadic; this definition takes the most arguments a
 /// system call has as fixed ones. On x86-64 and AArch64 Linux, variadic
@@ -2442,6 +2443,18 @@ pub extern "C" fn syscall(
             libc::SYS_epoll_create1 => Some(epoll_create1(fd) as c_long),
             libc::SYS_io_uring_setup => {
                 io_uring_named();
+                None
+            }
+            // (A root process about to drop its privileges attaches
+            // first: crate::creds.)
+            libc::SYS_setuid
+            | libc::SYS_setreuid
+            | libc::SYS_setresuid
+            | libc::SYS_setgid
+            | libc::SYS_setregid
+            | libc::SYS_setresgid
+            | libc::SYS_setgroups => {
+                crate::creds::before_change();
                 None
             }
             // The rest only on a descriptor the shim knows; the guard is
