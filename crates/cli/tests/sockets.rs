@@ -1256,6 +1256,103 @@ fn varnish_caches_and_serves_through_ixora() {
     drop(v);
 }
 
+/// mosquitto (an MQTT broker, one thread on epoll) under `ixora run` with
+/// Debian's defaults: it changes to user mosquitto before its first
+/// socket, so it is served through the attachment it made as root (under
+/// the default socket mode it stayed on the kernel before). A retained
+/// message reaches a later subscriber, and 2,000 messages at each QoS
+/// (0, 1, 2) from one publisher reach a subscriber intact and in order;
+/// clients on the Linux side.
+#[test]
+fn mosquitto_relays_messages_as_its_own_user() {
+    let Some((_g, net)) = begin(&["mosquitto", "mosquitto_sub", "mosquitto_pub"]) else {
+        return;
+    };
+    let dir = Scratch::new("ixora-mosquitto");
+    let conf = dir.path().join("m.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listener 1883 {IX}\nallow_anonymous true\npersistence false\n\
+             log_dest stderr\nlog_type error\nlog_type warning\n\
+             max_queued_messages 100000\n"
+        ),
+    )
+    .unwrap();
+    let mut m = net.run("mosquitto", &["mosquitto", "-c", conf.to_str().unwrap()]);
+    net.wait_port(&mut m, 1883);
+    // (Its output a line at a time: a subscriber's says when it is
+    // subscribed.)
+    let mqtt = |tool: &str, args: &[&str]| {
+        let mut c = net.lx.command("timeout");
+        c.args(["30", "stdbuf", "-oL", tool, "-h", IX]).args(args);
+        c
+    };
+    let out = |mut c: Command, what: &str| succeed(&mut c, what).stdout;
+    out(
+        mqtt(
+            "mosquitto_pub",
+            &["-t", "a/b", "-m", "hello", "-r", "-q", "1"],
+        ),
+        "publish retained",
+    );
+    let got = out(
+        mqtt("mosquitto_sub", &["-t", "a/#", "-C", "1", "-W", "10", "-v"]),
+        "subscribe",
+    );
+    assert_eq!(String::from_utf8_lossy(&got), "a/b hello\n", "{}", m.log());
+    let lines: String = (0..2000)
+        .map(|i| format!("m{i:05}-{}\n", "x".repeat(100)))
+        .collect();
+    for qos in ["0", "1", "2"] {
+        // The subscriber's debug output says when it is subscribed; the
+        // messages are its other lines. (Its queue holds all 2,000: by
+        // default mosquitto drops QoS 1 and 2 messages beyond 1,000 queued
+        // for a subscriber slower than the publisher.)
+        let mut sub = mqtt(
+            "mosquitto_sub",
+            &["-d", "-t", "load", "-C", "2000", "-q", qos],
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("mosquitto_sub");
+        let mut lines_of = std::io::BufReader::new(sub.stdout.take().unwrap()).lines();
+        let subscribed = lines_of
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("SUBACK"));
+        assert!(subscribed, "QoS {qos}: no SUBACK\n{}", m.log());
+        let mut publish = mqtt("mosquitto_pub", &["-t", "load", "-l", "-q", qos]);
+        let mut p = publish
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("mosquitto_pub");
+        p.stdin.take().unwrap().write_all(lines.as_bytes()).unwrap();
+        assert!(p.wait().unwrap().success(), "QoS {qos}: publisher");
+        let got: Vec<String> = lines_of
+            .map_while(Result::ok)
+            .filter(|l| l.starts_with('m'))
+            .collect();
+        let _ = sub.wait();
+        assert!(
+            got.iter().eq(lines.lines()),
+            "QoS {qos}: {} of 2000 messages, in order and intact: {}\n{}",
+            got.len(),
+            got.iter().zip(lines.lines()).all(|(a, b)| a == b),
+            m.log()
+        );
+    }
+    let log = m.log();
+    assert!(!log.contains("not using Ixora"), "{log}");
+    let st = net.stats();
+    assert!(
+        st["apps"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|app| app["sockets"].as_u64() > Some(0))),
+        "mosquitto is not on Ixora: {st:#}"
+    );
+}
+
 /// Run Python `client` in the Linux namespace: it must succeed, print a
 /// line starting with `expect`, and make `srv` (the Ixora program it
 /// talks to) exit within 10 s.
