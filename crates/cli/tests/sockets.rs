@@ -4934,15 +4934,21 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
         log.contains("does not admit user 65534") && log.contains("--socket-mode"),
         "no word of the refusal:\n{log}"
     );
-    // A root program that changes to nobody before its first socket (as
-    // mosquitto does) attached as root first, so it is served all the
-    // same: the same program as nobody's above, after the change.
+    // A root program that changes its root directory, then to nobody,
+    // before its first socket (as daemons do: mosquitto changes its user)
+    // attached as root first, so it is served all the same: the same
+    // program as nobody's above, after the changes (from an empty root:
+    // the control socket's path is not there).
+    let jail = Scratch::new("ixora-chroot");
     let drops = format!(
-        "import os\n\
+        "import errno, os, socket\n\
+         os.chroot('{}')\n\
+         os.chdir('/')\n\
          os.setgroups([])\n\
          os.setresgid(65534, 65534, 65534)\n\
          os.setresuid(65534, 65534, 65534)\n\
-         {prog}"
+         {prog}",
+        jail.path().display()
     );
     let mut c = net.ix.command(BIN);
     c.args(["run", "--socket", &net.socket, "--preload"])

@@ -1,4 +1,5 @@
-//! A root process that drops its privileges attaches first.
+//! A root process that drops its privileges (or changes its root
+//! directory) attaches first.
 //!
 //! The shim attaches to the service at a process's first socket, and the
 //! control socket admits the users its mode names (`ixora serve
@@ -6,9 +7,11 @@
 //! started as root change to a user of their own before they open their
 //! sockets (mosquitto, unbound): their first socket then came as that
 //! user, the service refused it, and the program stayed on the kernel
-//! stack, saying so, unless the control socket admitted every user. So a
-//! call that changes a root process's user, group or supplementary groups
-//! attaches before it is made, as root: the attachment is then the
+//! stack, saying so, unless the control socket admitted every user (and
+//! one that changed its root directory first could not reach the control
+//! socket's path at all). So a call that changes a root process's user,
+//! group, supplementary groups or root directory attaches before it is
+//! made, as root: the attachment is then the
 //! process's, as a descriptor opened before the change is. What the
 //! service checks at each call is checked against the process as it is
 //! then (a bind below port 1024 needs CAP_NET_BIND_SERVICE at the bind).
@@ -66,4 +69,7 @@ attach_first! {
     /// initgroups(3), which sets the groups inside the C library, past
     /// [`setgroups`].
     initgroups(user: *const c_char, group: gid_t);
+    /// chroot(2): the control socket's path may not be reachable from
+    /// the new root.
+    chroot(path: *const c_char);
 }
