@@ -11,10 +11,10 @@
 //! one that changed its root directory first could not reach the control
 //! socket's path at all). So a call that changes a root process's user,
 //! group, supplementary groups or root directory attaches before it is
-//! made, as root: the attachment is then the
-//! process's, as a descriptor opened before the change is. What the
-//! service checks at each call is checked against the process as it is
-//! then (a bind below port 1024 needs CAP_NET_BIND_SERVICE at the bind).
+//! made, as root: the attachment is then the process's, as a descriptor
+//! opened before the change is. What the service checks at each call is
+//! checked against the process as it is then (a bind below port 1024
+//! needs CAP_NET_BIND_SERVICE at the bind).
 //! A process not running as root, or not under `ixora run`, is left to
 //! attach at its first socket.
 
