@@ -11,6 +11,7 @@ mod dataplane;
 mod kernel;
 mod kernel_echo;
 mod sockets;
+mod watch;
 
 /// Ixora — a userspace TCP/IP dataplane.
 ///

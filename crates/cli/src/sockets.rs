@@ -110,6 +110,30 @@ pub struct StatsArgs {
     /// sleep until it changes. A listener's RECV-Q is its accept queue.
     #[arg(long)]
     pub sockets: bool,
+    /// Print one line every SECS seconds instead, as vmstat does: the
+    /// applications and their open sockets; socket calls per second, the
+    /// share of them answered in user space and those that entered the
+    /// kernel, over that interval (the totals since the service started
+    /// say little about the load of the moment); the stack's frames in
+    /// and out, drops, TCP connections opened and segments retransmitted
+    /// per second. Until interrupted, or --count lines.
+    #[arg(long, value_name = "SECS", value_parser = parse_interval, conflicts_with_all = ["json", "sockets"])]
+    pub interval: Option<std::time::Duration>,
+    /// With --interval: stop after this many lines.
+    #[arg(long, value_name = "N", requires = "interval")]
+    pub count: Option<u64>,
+}
+
+/// An interval in seconds, e.g. 1 or 0.5 (10 ms to a day).
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|x| (0.01..=86400.0).contains(x))
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| {
+            format!("{s:?} is not an interval in seconds from 0.01 to 86400, e.g. 1 or 0.5")
+        })
 }
 
 /// An octal permission mode such as 660 or 0666 (no set-id or sticky
@@ -391,6 +415,9 @@ fn join(v: &serde_json::Value) -> String {
 pub fn stats(a: StatsArgs) -> ExitCode {
     if a.sockets {
         return sockets(&a);
+    }
+    if let Some(every) = a.interval {
+        return crate::watch::watch(&a.socket, every, a.count);
     }
     let text = match ixora_service::query_stats(&a.socket) {
         Ok(t) => t,

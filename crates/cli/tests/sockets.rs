@@ -6402,6 +6402,78 @@ fn a_burst_beyond_the_accept_ring_waits_in_the_stack() {
     assert!(py.running(), "{}", py.log());
 }
 
+/// `ixora stats --interval`: a line of rates per interval while a program
+/// answers a client's round trips — its socket calls per second, most of
+/// them in user space, and the frames the stack took in.
+#[test]
+fn stats_prints_rates_per_interval() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let server = py_sessions(
+        7007,
+        "start",
+        "\x20   while True:\n\
+         \x20       b = c.recv(64)\n\
+         \x20       if not b:\n\
+         \x20           break\n\
+         \x20       c.sendall(b)\n\
+         \x20   c.close()\n",
+    );
+    let mut py = net.run("echo", &["python3", "-c", &server]);
+    net.wait_port(&mut py, 7007);
+    let watch = std::thread::scope(|sc| {
+        let w = sc.spawn(|| {
+            succeed(
+                Command::new(BIN).args([
+                    "stats",
+                    "--socket",
+                    &net.socket,
+                    "--interval",
+                    "0.3",
+                    "--count",
+                    "4",
+                ]),
+                "ixora stats --interval",
+            )
+        });
+        // Round trips for longer than the four intervals.
+        net.lx.run(|| {
+            let mut c = TcpStream::connect(format!("{IX}:7007")).unwrap();
+            c.set_nodelay(true).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            c.write_all(b"start\n").unwrap();
+            let t = Instant::now();
+            let mut b = [0u8; 4];
+            while t.elapsed() < Duration::from_millis(1600) {
+                c.write_all(b"ping").unwrap();
+                c.read_exact(&mut b).unwrap();
+            }
+        });
+        w.join().unwrap()
+    });
+    let text = String::from_utf8_lossy(&watch.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "a header and four lines:\n{text}");
+    assert!(
+        lines[0].contains("calls/s") && lines[0].contains("user%"),
+        "{text}"
+    );
+    // Calls per second, user share, frames in per second of each line.
+    let busy = lines[1..]
+        .iter()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| {
+            let n = |i: usize| f[i].parse::<f64>().unwrap_or(0.0);
+            n(3) > 100.0 && n(4) > 50.0 && n(6) > 100.0
+        })
+        .count();
+    assert!(
+        busy >= 2,
+        "busy intervals (calls/s, user%, frames in/s):\n{text}"
+    );
+}
+
 /// `ixora stats --sockets`: every socket of the attached programs, as the
 /// program sees it and as the stack holds it — a listener, a connection
 /// whose bytes its program has not read (then closed by its peer:
