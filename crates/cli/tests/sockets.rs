@@ -4841,6 +4841,17 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
                 c, _ = l.accept()\n\
                 c.sendall(c.recv(16))\n\
                 c.close()\n";
+    // What the program's one connection on port 7042 echoes of `word`.
+    let echoed = |net: &Setup, word: &[u8; 6]| {
+        net.lx.run(|| {
+            let mut c = TcpStream::connect(format!("{IX}:7042")).expect("connect");
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            c.write_all(word).unwrap();
+            let mut b = [0u8; 6];
+            c.read_exact(&mut b).unwrap();
+            b
+        })
+    };
     let run_as = |net: &Setup, uid: Option<&str>, what: &str| {
         let mut c = net.ix.command(BIN);
         c.args(["run", "--socket", &net.socket, "--preload"])
@@ -4877,15 +4888,7 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
             log.contains("bind 53 EACCES"),
             "UDP port 53 bound by nobody:\n{log}"
         );
-        let got = net.lx.run(|| {
-            let mut c = TcpStream::connect(format!("{IX}:7042")).expect("connect");
-            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            c.write_all(b"nobody").unwrap();
-            let mut b = [0u8; 6];
-            c.read_exact(&mut b).unwrap();
-            b
-        });
-        assert_eq!(&got, b"nobody");
+        assert_eq!(&echoed(&net, b"nobody"), b"nobody");
         assert_eq!(net.stats()["binds_denied"], 2, "{:#}", net.stats());
         // Root's program binds port 80 (and 53) on the same service.
         let root = run_as(&net, None, "root");
@@ -4961,15 +4964,7 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
         log.contains("bind 80 EACCES") && !log.contains("not using Ixora"),
         "a root program that dropped to nobody first:\n{log}"
     );
-    let got = net.lx.run(|| {
-        let mut c = TcpStream::connect(format!("{IX}:7042")).expect("connect");
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        c.write_all(b"droppd").unwrap();
-        let mut b = [0u8; 6];
-        c.read_exact(&mut b).unwrap();
-        b
-    });
-    assert_eq!(&got, b"droppd");
+    assert_eq!(&echoed(&net, b"droppd"), b"droppd");
 }
 
 /// A parent killed while its forked child lives loses its own
