@@ -6398,8 +6398,8 @@ fn a_burst_beyond_the_accept_ring_waits_in_the_stack() {
 }
 
 /// `ixora stats --interval`: a line of rates per interval while a program
-/// answers a client's round trips — its socket calls per second, most of
-/// them in user space, and the frames the stack took in.
+/// answers a client's round trips — its socket calls per second, the
+/// share of them answered in user space, and the frames the stack took in.
 #[test]
 fn stats_prints_rates_per_interval() {
     let Some((_g, net)) = begin(&["python3"]) else {
@@ -6455,12 +6455,14 @@ fn stats_prints_rates_per_interval() {
         "{text}"
     );
     // Calls per second, user share, frames in per second of each line.
+    // (The share depends on the machine: a round trip's receive answered
+    // in user space or after a sleep.)
     let busy = lines[1..]
         .iter()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .filter(|f| {
-            let n = |i: usize| f[i].parse::<f64>().unwrap_or(0.0);
-            n(3) > 100.0 && n(4) > 50.0 && n(6) > 100.0
+            let n = |i: usize| f[i].parse::<f64>().unwrap_or(-1.0);
+            n(3) > 100.0 && (0.0..=100.0).contains(&n(4)) && n(6) > 100.0
         })
         .count();
     assert!(
