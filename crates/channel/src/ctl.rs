@@ -102,6 +102,15 @@ pub mod op {
     /// the bytes of [`TcpInfo::encode`](super::TcpInfo::encode) follow the reply;
     /// `ENOTCONN`: the socket has no connection.
     pub const INFO: u32 = 16;
+    /// A new control connection, made by the service (a socket pair) and
+    /// passed back with the reply, for a process of this connection's
+    /// application that the control socket's file no longer admits: one
+    /// that attached as root and then changed its user, opening the
+    /// connection for a child it is about to fork ([`JOIN`] on it still
+    /// needs the application's key). Only on a connection that attached
+    /// or joined (`EPERM` otherwise); the new connection's records carry
+    /// this one's peer (its pid and user).
+    pub const SPLIT: u32 = 17;
     /// A reply.
     pub const REPLY: u32 = 100;
 }

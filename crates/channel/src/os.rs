@@ -641,6 +641,22 @@ pub fn bind_listen_with(
     Ok(s)
 }
 
+/// A connected pair of `SOCK_SEQPACKET` Unix sockets (non-blocking,
+/// close-on-exec), as [`connect_once`] and [`accept`] make one.
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: socketpair(2) writes two descriptors into `fds`.
+    cvt(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    Ok((owned(fds[0]), owned(fds[1])))
+}
+
 /// One non-blocking connection attempt to `path`.
 pub fn connect_once(path: &Path) -> io::Result<OwnedFd> {
     let (a, len) = sockaddr(path)?;

@@ -33,7 +33,8 @@ pub struct ServeArgs {
     /// programs (attaching needs write permission). The default admits
     /// the service's user alone; 0660 with --socket-group admits a
     /// group's members, 0666 every local user. A root program that drops
-    /// to another user (a daemon's own) attaches before it does, so it
+    /// to another user (a daemon's own, or a wrapper's such as setpriv or
+    /// su starting a program as that user) attaches before it does, so it
     /// needs no wider mode. Whoever attaches, a port below
     /// net.ipv4.ip_unprivileged_port_start (1024) is bound only for a
     /// process with CAP_NET_BIND_SERVICE, as Linux binds it.

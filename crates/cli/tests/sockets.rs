@@ -4852,18 +4852,35 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
             b
         })
     };
-    let run_as = |net: &Setup, uid: Option<&str>, what: &str| {
-        let mut c = net.ix.command(BIN);
-        c.args(["run", "--socket", &net.socket, "--preload"])
-            .arg(&so)
-            .arg("--");
-        if let Some(u) = uid {
+    // `ixora run` where that user reaches it too.
+    let bin = so.with_file_name("ixora");
+    std::fs::copy(BIN, &bin).unwrap();
+    // `prog` under `ixora run`, run as user `uid` (`ixora run` itself as
+    // that user), or as root (`None`). With `wrapped`, root's `ixora run`
+    // starts it through `setpriv` as that user instead.
+    let run_as = |net: &Setup, uid: Option<&str>, wrapped: bool, what: &str| {
+        let setpriv = |c: &mut Command, u: &str| {
             c.args([
-                "setpriv",
                 &format!("--reuid={u}"),
                 &format!("--regid={u}"),
                 "--clear-groups",
             ]);
+        };
+        let mut c = match uid {
+            Some(u) if !wrapped => {
+                let mut c = net.ix.command("setpriv");
+                setpriv(&mut c, u);
+                c.arg(&bin);
+                c
+            }
+            _ => net.ix.command(bin.to_str().unwrap()),
+        };
+        c.args(["run", "--socket", &net.socket, "--preload"])
+            .arg(&so)
+            .arg("--");
+        if let (Some(u), true) = (uid, wrapped) {
+            c.arg("setpriv");
+            setpriv(&mut c, u);
         }
         // The system's Python: another user may not reach one under
         // root's home.
@@ -4877,7 +4894,7 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
     };
     {
         let net = Setup::with(&["--socket-mode", "0666"]);
-        let py = run_as(&net, Some("65534"), "nobody");
+        let py = run_as(&net, Some("65534"), false, "nobody");
         wait_log(&py, "ready", 15);
         let log = py.log();
         assert!(
@@ -4891,7 +4908,7 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
         assert_eq!(&echoed(&net, b"nobody"), b"nobody");
         assert_eq!(net.stats()["binds_denied"], 2, "{:#}", net.stats());
         // Root's program binds port 80 (and 53) on the same service.
-        let root = run_as(&net, None, "root");
+        let root = run_as(&net, None, false, "root");
         wait_log(&root, "ready", 15);
         let log = root.log();
         assert!(
@@ -4927,7 +4944,7 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
     // The default mode admits the service's user alone: nobody's program
     // stays on the kernel and says why.
     let net = Setup::new();
-    let mut py = run_as(&net, Some("65534"), "nobody-refused");
+    let mut py = run_as(&net, Some("65534"), false, "nobody-refused");
     let t = Instant::now();
     while py.running() && t.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(50));
@@ -4957,14 +4974,53 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
     c.args(["run", "--socket", &net.socket, "--preload"])
         .arg(&so)
         .args(["--", "/usr/bin/python3", "-c", &drops]);
-    let py = Proc::spawn(c, "drops-first");
-    wait_log(&py, "ready", 15);
-    let log = py.log();
-    assert!(
-        log.contains("bind 80 EACCES") && !log.contains("not using Ixora"),
-        "a root program that dropped to nobody first:\n{log}"
+    // A program running as nobody that is served: ready, refused port 80
+    // (the bind check looks at it as it is), its connection echoed.
+    let served = |py: Proc, word: &[u8; 6], what: &str| {
+        wait_log(&py, "ready", 15);
+        let log = py.log();
+        assert!(
+            log.contains("bind 80 EACCES") && !log.contains("not using Ixora"),
+            "{what}:\n{log}"
+        );
+        assert_eq!(&echoed(&net, word), word, "{what}");
+    };
+    served(
+        Proc::spawn(c, "drops-first"),
+        b"droppd",
+        "a root program that dropped to nobody first",
     );
-    assert_eq!(&echoed(&net, b"droppd"), b"droppd");
+    // Root's `ixora run` starting the program as nobody through a wrapper
+    // (`setpriv`, as `su` or `runuser`): the wrapper attached as root
+    // before it changed, and its attachment crossed its exec, socketless,
+    // to the program, which is served as root chose.
+    served(
+        run_as(&net, Some("65534"), true, "wrapped"),
+        b"wrappd",
+        "started as nobody by root's setpriv",
+    );
+    // So through a chain: the wrapper's shell runs it as a child (forked,
+    // then exec), as `su -c` does.
+    let mut c = net.ix.command(bin.to_str().unwrap());
+    c.args(["run", "--socket", &net.socket, "--preload"])
+        .arg(&so)
+        .args([
+            "--",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/bin/sh",
+            "-c",
+            "\"$0\" -c \"$1\"; true",
+            "/usr/bin/python3",
+            prog,
+        ]);
+    served(
+        Proc::spawn(c, "chain"),
+        b"chaind",
+        "started by root's setpriv through a shell",
+    );
 }
 
 /// A parent killed while its forked child lives loses its own

@@ -16,21 +16,28 @@
 //! checked against the process as it is then (a bind below port 1024
 //! needs CAP_NET_BIND_SERVICE at the bind).
 //! A process not running as root, or not under `ixora run`, is left to
-//! attach at its first socket.
+//! attach at its first socket. An attachment made so crosses `exec` even
+//! without a socket: a root wrapper (`setpriv`, `runuser`, `su`) starts
+//! the program as another user on Ixora, as root chose.
 
 use crate::real::real;
 use crate::state;
 use libc::{c_char, c_int, gid_t, size_t, uid_t};
 
 /// Before a change of credentials: attach, if the process is root under
-/// `ixora run` and not attached yet.
+/// `ixora run` and not attached yet. Such an attachment crosses `exec`
+/// even without a socket ([`crate::exec::carry_always`]): a program a
+/// root wrapper starts as another user — `setpriv`, `runuser`, `su`,
+/// `sudo -u` under `ixora run` — is served as root chose, not refused as
+/// that user.
 pub(crate) fn before_change() {
     // SAFETY: geteuid(2) cannot fail and touches no memory.
     if state::attached().is_none()
         && state::env().socket.is_some()
         && unsafe { libc::geteuid() } == 0
+        && state::attach().is_some()
     {
-        let _ = state::attach();
+        crate::exec::carry_always();
     }
 }
 

@@ -23,7 +23,10 @@
 //! Carried only when the environment given to `exec` still runs the new
 //! program under `ixora run` (`LD_PRELOAD` names the library and
 //! `IXORA_SOCKET` is set): otherwise the old behaviour, said once on
-//! standard error. Not carried: the shim's own state of the old image —
+//! standard error. Without an Ixora socket nothing is carried, unless the
+//! attachment was made for a change of credentials (`crate::creds`) or
+//! came so across an `exec` itself: a root wrapper's program, another
+//! user's, takes it up. Not carried: the shim's own state of the old image —
 //! its epoll sets' Ixora items (an epoll descriptor that survives keeps
 //! only its kernel descriptors), options it keeps for a socket
 //! (`SO_RCVTIMEO`, `SO_SNDTIMEO`, values read back by `getsockopt`), and
@@ -138,7 +141,8 @@ pub fn prepare(envp: *const *const c_char) -> Option<Carry> {
             _ => closed.push(format!("{s}.{gen}")),
         }
     }
-    if kept.is_empty() {
+    // (Nothing to carry, unless the attachment crosses every exec.)
+    if kept.is_empty() && !CARRY_ALWAYS.load(Ordering::Relaxed) {
         return None;
     }
     let env = entries(envp);
@@ -198,6 +202,17 @@ pub fn prepare(envp: *const *const c_char) -> Option<Carry> {
         _var: var,
         envp,
     })
+}
+
+/// The attachment crosses `exec` even without an Ixora socket: it was made
+/// for a change of credentials (`crate::creds`), or came across an `exec`
+/// itself, so that a chain of them (`su` starts a shell, the shell the
+/// program) keeps it. A forked child's copy is its parent's.
+static CARRY_ALWAYS: AtomicBool = AtomicBool::new(false);
+
+/// Carry this process's attachment across every `exec` ([`CARRY_ALWAYS`]).
+pub(crate) fn carry_always() {
+    CARRY_ALWAYS.store(true, Ordering::Relaxed);
 }
 
 /// A parsed `IXORA_EXEC`.
@@ -298,6 +313,11 @@ pub fn adopt() {
         Ok(None) => return,
         Err(e) => return say(&e),
     };
+    if inh.kept.is_empty() {
+        // Carried for a change of credentials (nothing else crosses
+        // without a socket): on across this image's own exec.
+        carry_always();
+    }
     let live = |s, gen| live(a, s, gen);
     for &(fd, s, gen, flags) in &inh.kept {
         // The descriptor is still the socket's placeholder (nothing ran

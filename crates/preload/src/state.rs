@@ -708,10 +708,25 @@ fn ixora_slots() -> Vec<u32> {
 }
 
 /// A new control connection on which the service reserves a row for a
-/// child (JOIN); `None` if the service cannot be reached.
+/// child (JOIN); `None` if the service cannot be reached. A process that
+/// the control socket's file no longer admits (it attached as root, then
+/// changed its user: `crate::creds`) has the service make the connection
+/// (`SPLIT`, on its own): else its children would have none, and their
+/// slow-path calls would fail.
 fn join(a: &Attached) -> Option<(OwnedFd, u32)> {
     let path = env().socket.as_ref()?;
-    let sock = internal_owned(os::connect_once(std::path::Path::new(path)).ok()?);
+    let sock = match os::connect_once(std::path::Path::new(path)) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            let (rep, mut fds) = request_fds(a, Msg::new(op::SPLIT, 0, 0, 0), &[]);
+            if rep.a < 0 || fds.is_empty() {
+                return None;
+            }
+            fds.swap_remove(0)
+        }
+        Err(_) => return None,
+    };
+    let sock = internal_owned(sock);
     let key = a.r.down_header().join_key.load(Ordering::Relaxed);
     let msg = Msg::new(op::JOIN, 0, a.app_id as i64, key);
     os::send_msg(sock.as_fd(), &msg.encode(), &[], deadline()).ok()?;

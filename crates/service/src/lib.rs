@@ -321,7 +321,7 @@ fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         if let Ok(t) = std::thread::Builder::new()
             .name(format!("ixora-ctl-{id}"))
-            .spawn(move || conn_loop(conn, id, sh))
+            .spawn(move || conn_loop(conn, id, sh, None))
         {
             threads.push(t);
         }
@@ -332,8 +332,13 @@ fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
     }
 }
 
-fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
-    let (pid, uid) = os::peer_cred(sock.as_fd()).unwrap_or((0, u32::MAX));
+/// One control connection's requests, on its own thread, until it ends.
+/// `peer`: the pid and user to record for it (one made by [`op::SPLIT`],
+/// whose kernel peer is this process), else its kernel peer's.
+fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>, peer: Option<(u32, u32)>) {
+    let (pid, uid) = peer
+        .or_else(|| os::peer_cred(sock.as_fd()))
+        .unwrap_or((0, u32::MAX));
     // Each message then names its sender (a forked child speaks on the
     // connection its parent opened): PASS and CLAIM look at its files.
     let creds = os::pass_credentials(sock.as_fd()).is_ok();
@@ -353,6 +358,24 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
         let Some(mut msg) = Msg::decode(&buf[..n]) else {
             break; // not our protocol: hang up
         };
+        if msg.op == op::SPLIT {
+            // Answered here: a new connection for a member of this one's
+            // application that the socket file no longer admits.
+            let (rep, fd) = match attached.then(|| split(&shared, (pid, uid))) {
+                Some(Ok(fd)) => (Msg::reply(0), Some(fd)),
+                Some(Err(e)) => (
+                    Msg::reply(-(e.raw_os_error().unwrap_or(libc::EIO) as i64)),
+                    None,
+                ),
+                None => (Msg::reply(-(libc::EPERM as i64)), None),
+            };
+            let fds: Vec<_> = fd.iter().map(|f| f.as_fd()).collect();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            if os::send_msg(sock.as_fd(), &rep.encode(), &fds, deadline).is_err() {
+                break;
+            }
+            continue;
+        }
         attached |= matches!(msg.op, op::ATTACH | op::JOIN);
         if matches!(msg.op, op::PASS | op::CLAIM) {
             // The file is named by its inode, read here (not on the core)
@@ -406,6 +429,22 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>) {
             reply: None,
         });
     }
+}
+
+/// [`op::SPLIT`]: a socket pair, one end served as a control connection
+/// of its own (on a thread of its own, recorded with `peer`, the asking
+/// connection's pid and user), the other returned for the asker to pass on
+/// to the child it forks.
+fn split(shared: &Arc<Shared>, peer: (u32, u32)) -> io::Result<OwnedFd> {
+    let (ours, theirs) = os::seqpacket_pair()?;
+    let sh = shared.clone();
+    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+    // (Not joined at the service's stop, as accepted connections are: it
+    // ends by itself within its receive timeout once `stop` is set.)
+    std::thread::Builder::new()
+        .name(format!("ixora-ctl-{id}"))
+        .spawn(move || conn_loop(ours, id, sh, Some(peer)))?;
+    Ok(theirs)
 }
 
 /// Whether the sender of a bind may bind a port below

@@ -660,7 +660,7 @@ pub fn vandalise(app: &RawApp, ops: &[VandalOp], socks: &mut Vec<u32>) -> io::Re
     for o in ops {
         match *o {
             VandalOp::Ctl { op: o, slot, a, b } => {
-                const OPS: [u32; 12] = [
+                const OPS: [u32; 13] = [
                     op::ATTACH,
                     op::JOIN,
                     op::WAITER,
@@ -671,6 +671,7 @@ pub fn vandalise(app: &RawApp, ops: &[VandalOp], socks: &mut Vec<u32>) -> io::Re
                     8, // SETOPT, retired: an unknown op now
                     op::STATS,
                     op::HELLO,
+                    op::SPLIT,
                     0,
                     99,
                 ];
