@@ -4,6 +4,9 @@
 //! dynamically linked C program gets no such warning. No service is
 //! needed: the program runs on the kernel stack either way.
 
+mod common;
+
+use common::Scratch;
 use std::path::Path;
 use std::process::Command;
 
@@ -31,8 +34,9 @@ fn tool(cmd: &mut Command, what: &str) -> bool {
 
 #[test]
 fn run_names_the_programs_its_preload_cannot_reach() {
-    let dir = std::env::temp_dir().join(format!("ixora-run-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // (Removed however the test ends.)
+    let scratch = Scratch::new("run-cli");
+    let dir = scratch.path().to_path_buf();
     let src = dir.join("p.c");
     std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
     let (dynamic, stat, go) = (dir.join("dynamic"), dir.join("static"), dir.join("go"));
@@ -113,5 +117,4 @@ fn run_names_the_programs_its_preload_cannot_reach() {
             "{out:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
