@@ -5,6 +5,20 @@ use ixora_core::{CcAlgorithm, Duration};
 use ixora_sim::{LinkConfig, Transfer, TransferConfig};
 use std::process::ExitCode;
 
+/// `println!` for `ixora stats`: a reader that went away (`ixora stats |
+/// head`) ends the program quietly, as with `ss`, instead of a panic.
+/// (Before the modules, which use it.)
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        if let Err(e) = writeln!(std::io::stdout(), $($t)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 mod apps;
 mod backends;
 mod dataplane;

@@ -387,19 +387,6 @@ pub fn run(a: RunArgs) -> ExitCode {
 }
 
 /// A JSON array's items as "a, b, c" (the empty string for none).
-/// `println!` for `ixora stats`: a reader that went away (`ixora stats |
-/// head`) ends the program quietly, as with `ss`, instead of a panic.
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        if let Err(e) = writeln!(std::io::stdout(), $($t)*) {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                std::process::exit(0);
-            }
-        }
-    }};
-}
-
 fn join(v: &serde_json::Value) -> String {
     let mut items: Vec<u64> = v
         .as_array()

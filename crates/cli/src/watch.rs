@@ -112,18 +112,6 @@ fn clock() -> String {
     format!("{:02}:{:02}:{:02}", s / 3600 % 24, s / 60 % 60, s % 60)
 }
 
-/// Print `l` (a reader that went away ends the program quietly, as
-/// `ixora stats | head` wants).
-fn say(l: &str) {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    if let Err(e) = writeln!(o, "{l}").and_then(|()| o.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-    }
-}
-
 /// Print a line every `every` (`count` lines, or until interrupted).
 pub fn watch(socket: &Path, every: Duration, count: Option<u64>) -> ExitCode {
     let ask = || -> Result<Sample, String> {
@@ -140,7 +128,7 @@ pub fn watch(socket: &Path, every: Duration, count: Option<u64>) -> ExitCode {
     let mut next = Instant::now() + every;
     while count.is_none_or(|c| printed < c) {
         if printed.is_multiple_of(20) {
-            say(HEADER);
+            out!("{HEADER}");
         }
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         next += every;
@@ -149,8 +137,8 @@ pub fn watch(socket: &Path, every: Duration, count: Option<u64>) -> ExitCode {
             Err(e) => return crate::fail("stats", e),
         };
         match line(&last, &now, &clock()) {
-            Some(l) => say(&l),
-            None => say(&format!("{:>8} (the service restarted)", clock())),
+            Some(l) => out!("{l}"),
+            None => out!("{:>8} (the service restarted)", clock()),
         }
         last = now;
         printed += 1;

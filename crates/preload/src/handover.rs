@@ -31,7 +31,7 @@
 //! cluster hands its UDP sockets to each worker), the later claimants
 //! join its port's group.
 
-use crate::real::{errno, sys_write};
+use crate::real::{errno, say_once};
 use crate::state::{self, fl, kind};
 use ixora_channel::ctl::{op, Msg};
 use libc::{c_int, msghdr};
@@ -64,13 +64,6 @@ fn rights(m: &msghdr) -> Vec<c_int> {
     v
 }
 
-/// Say `what` on standard error, once per process for each `said`.
-fn say_once(said: &AtomicBool, what: String) {
-    if !said.swap(true, Ordering::Relaxed) {
-        sys_write(2, what.as_bytes());
-    }
-}
-
 /// Before a `sendmsg` on a kernel descriptor: hand each Ixora connection
 /// among the descriptors it passes to the service (`PASS`). Returns those
 /// handed over, for [`take_back`] if the message does not go.
@@ -97,7 +90,7 @@ pub fn pass_out(m: &msghdr) -> Vec<c_int> {
             };
             say_once(
                 &SAID_FAIL,
-                format!(
+                &format!(
                     "ixora-preload: descriptor {fd}, an Ixora socket, could not be handed to \
                      another process ({e}); the receiver gets a kernel socket that carries \
                      nothing\n"

@@ -62,6 +62,13 @@ pub fn sys_write(fd: c_int, b: &[u8]) -> isize {
     })
 }
 
+/// Say `what` on standard error, once per process for each `said`.
+pub fn say_once(said: &std::sync::atomic::AtomicBool, what: &str) {
+    if !said.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        sys_write(2, what.as_bytes());
+    }
+}
+
 /// Ring an eventfd (the app's doorbell).
 pub fn sys_ring(fd: c_int) {
     let one: u64 = 1;

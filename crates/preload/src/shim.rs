@@ -2161,14 +2161,14 @@ fn membership(name: c_int) -> bool {
 /// per process on standard error.
 fn no_multicast(fd: c_int) {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !SAID.swap(true, Ordering::Relaxed) {
-        let m = format!(
+    crate::real::say_once(
+        &SAID,
+        &format!(
             "ixora-preload: descriptor {fd} asked to join a multicast group; Ixora serves no \
              multicast yet, and a socket bound to its address has no kernel side to join \
              through (bind to 0.0.0.0 to receive groups on the kernel's interfaces): ENODEV\n"
-        );
-        crate::real::sys_write(2, m.as_bytes());
-    }
+        ),
+    );
 }
 
 /// An io_uring set up through the C library's `syscall` (Rust's
@@ -2181,16 +2181,13 @@ fn no_multicast(fd: c_int) {
 /// `ENOTCONN`).
 fn io_uring_named() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !crate::kwatch::making_own_ring()
-        && state::attached().is_some()
-        && !SAID.swap(true, Ordering::Relaxed)
-    {
-        crate::real::sys_write(
-            2,
-            b"ixora-preload: this program sets up an io_uring: a receive or send it submits \
-              there on an Ixora socket is carried out by the kernel on the socket's kernel \
-              placeholder, not by Ixora, and fails (a send EPIPE, a receive ENOTCONN); its \
-              socket calls through the C library are served\n",
+    if !crate::kwatch::making_own_ring() && state::attached().is_some() {
+        crate::real::say_once(
+            &SAID,
+            "ixora-preload: this program sets up an io_uring: a receive or send it submits \
+             there on an Ixora socket is carried out by the kernel on the socket's kernel \
+             placeholder, not by Ixora, and fails (a send EPIPE, a receive ENOTCONN); its \
+             socket calls through the C library are served\n",
         );
     }
 }

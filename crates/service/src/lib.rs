@@ -153,6 +153,9 @@ struct Shared {
     bell: OnceLock<OwnedFd>,
     stop: Arc<AtomicBool>,
     next_conn: AtomicU64,
+    /// The threads of the control connections (accepted, or made by
+    /// [`op::SPLIT`]), joined when the service stops.
+    conns: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -244,6 +247,7 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         bell: OnceLock::new(),
         stop,
         next_conn: AtomicU64::new(1),
+        conns: Mutex::new(Vec::new()),
     });
     let sh = shared.clone();
     let thread = std::thread::Builder::new()
@@ -308,28 +312,33 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
 }
 
 fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
-    let mut threads = Vec::new();
     while !shared.stop.load(Ordering::Relaxed) {
         let deadline = Instant::now() + Duration::from_millis(100);
         if os::wait(listener.as_raw_fd(), libc::POLLIN, deadline).is_err() {
             continue;
         }
-        let Ok(conn) = os::accept(listener.as_fd()) else {
-            continue;
-        };
-        let sh = shared.clone();
-        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-        if let Ok(t) = std::thread::Builder::new()
-            .name(format!("ixora-ctl-{id}"))
-            .spawn(move || conn_loop(conn, id, sh, None))
-        {
-            threads.push(t);
+        if let Ok(conn) = os::accept(listener.as_fd()) {
+            let _ = serve_conn(&shared, conn, None);
         }
-        threads.retain(|t| !t.is_finished());
     }
-    for t in threads {
+    let conns = std::mem::take(&mut *shared.conns.lock().unwrap());
+    for t in conns {
         let _ = t.join();
     }
+}
+
+/// Serve control connection `sock` on a thread of its own ([`conn_loop`],
+/// `peer` as there), kept to be joined when the service stops.
+fn serve_conn(shared: &Arc<Shared>, sock: OwnedFd, peer: Option<(u32, u32)>) -> io::Result<()> {
+    let sh = shared.clone();
+    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+    let t = std::thread::Builder::new()
+        .name(format!("ixora-ctl-{id}"))
+        .spawn(move || conn_loop(sock, id, sh, peer))?;
+    let mut conns = shared.conns.lock().unwrap();
+    conns.retain(|t| !t.is_finished());
+    conns.push(t);
+    Ok(())
 }
 
 /// One control connection's requests, on its own thread, until it ends.
@@ -437,13 +446,7 @@ fn conn_loop(sock: OwnedFd, conn: u64, shared: Arc<Shared>, peer: Option<(u32, u
 /// to the child it forks.
 fn split(shared: &Arc<Shared>, peer: (u32, u32)) -> io::Result<OwnedFd> {
     let (ours, theirs) = os::seqpacket_pair()?;
-    let sh = shared.clone();
-    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-    // (Not joined at the service's stop, as accepted connections are: it
-    // ends by itself within its receive timeout once `stop` is set.)
-    std::thread::Builder::new()
-        .name(format!("ixora-ctl-{id}"))
-        .spawn(move || conn_loop(ours, id, sh, Some(peer)))?;
+    serve_conn(shared, ours, Some(peer))?;
     Ok(theirs)
 }
 
