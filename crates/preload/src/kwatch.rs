@@ -68,18 +68,6 @@ struct Table {
 
 static TABLE: OnceLock<Table> = OnceLock::new();
 
-thread_local! {
-    /// This thread is setting up the shim's own ring (whose crate makes
-    /// the system call through the C library's `syscall`, interposed).
-    static MAKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the `io_uring_setup` being made is the shim's own (not the
-/// program's, which the shim names: `shim::io_uring_named`).
-pub fn making_own_ring() -> bool {
-    MAKING.with(|m| m.get())
-}
-
 fn table() -> &'static Table {
     TABLE.get_or_init(|| Table {
         armed: (0..MAXFD).map(|_| AtomicU64::new(0)).collect(),
@@ -112,10 +100,7 @@ fn ring(w: &mut Option<Watch>) -> Option<&mut IoUring> {
         if UNAVAILABLE.load(Ordering::Relaxed) {
             return None;
         }
-        MAKING.with(|m| m.set(true));
-        let made = IoUring::new(ENTRIES);
-        MAKING.with(|m| m.set(false));
-        match made.and_then(numbered_high) {
+        match IoUring::new(ENTRIES).and_then(numbered_high) {
             Ok(ring) => {
                 *w = Some(Watch {
                     ring,

@@ -2181,7 +2181,9 @@ fn no_multicast(fd: c_int) {
 /// `ENOTCONN`).
 fn io_uring_named() {
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !crate::kwatch::making_own_ring() && state::attached().is_some() {
+    // (The shim's own ring, `kwatch`, makes its system calls directly,
+    // past this interposer: its crate's `direct-syscall`.)
+    if state::attached().is_some() {
         crate::real::say_once(
             &SAID,
             "ixora-preload: this program sets up an io_uring: a receive or send it submits \
