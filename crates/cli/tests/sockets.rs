@@ -1353,6 +1353,146 @@ fn mosquitto_relays_messages_as_its_own_user() {
     );
 }
 
+/// Squid in its SMP mode (`workers 2`) under `ixora run` as root, as
+/// Debian runs it: its master keeps root as its effective user and
+/// `proxy` as its real one, and executes each kid so; the coordinator kid
+/// opens the listener and passes it to the two workers over Unix sockets,
+/// and the workers fetch from a backend on the Linux side. The kids are
+/// served (before, they ran in the loader's secure mode without the shim
+/// and the coordinator could not bind: no worker served). curl through
+/// the proxy gets files of 20 B, 11 kB and 512 kB byte for byte, and 20
+/// parallel fetches all succeed.
+#[test]
+fn squid_workers_proxy_through_ixora() {
+    let Some((_g, net)) = begin(&["squid", "curl", "python3"]) else {
+        return;
+    };
+    let www = www_files();
+    let dir = www.path();
+    let _backend = linux_backend(&net, dir, 8095);
+    // Its state where user proxy writes it; the kids' Unix sockets in the
+    // directory the package makes (made here if it is not there).
+    let run_dir = std::path::Path::new("/run/squid");
+    let made_run_dir = !run_dir.exists();
+    if made_run_dir {
+        std::fs::create_dir_all(run_dir).unwrap();
+    }
+    let chown = |p: &std::path::Path| {
+        succeed(Command::new("chown").arg("proxy:proxy").arg(p), "chown");
+    };
+    chown(run_dir);
+    let state = dir.join("squid");
+    std::fs::create_dir_all(&state).unwrap();
+    chown(&state);
+    let conf = dir.join("squid.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "http_port {IX}:8096\nhttp_access allow all\nworkers 2\n\
+             cache_effective_user proxy\ncache_mem 16 MB\n\
+             maximum_object_size_in_memory 1 MB\nshutdown_lifetime 1 seconds\n\
+             pinger_enable off\nvisible_hostname ixora-test\n\
+             dns_nameservers 198.18.9.1\naccess_log none\n\
+             cache_log {0}/cache.log\npid_filename {0}/squid.pid\ncoredump_dir {0}\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let conf = conf.to_str().unwrap().to_string();
+    let mut sq = net.run("squid", &["squid", "--foreground", "-f", &conf]);
+    // Its processes, by PID, so that none outlives the test.
+    let ours = || -> Vec<i32> {
+        let out = Command::new("pgrep").args(["-f", &conf]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    struct Reap<F: Fn() -> Vec<i32>>(F);
+    impl<F: Fn() -> Vec<i32>> Drop for Reap<F> {
+        fn drop(&mut self) {
+            for pid in (self.0)() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+    let _reap = Reap(ours);
+    let cache_log = || std::fs::read_to_string(state.join("cache.log")).unwrap_or_default();
+    let t = Instant::now();
+    while !cache_log().contains("Accepting HTTP Socket connections") {
+        assert!(
+            sq.running() && t.elapsed() < Duration::from_secs(30),
+            "squid did not serve:\n{}\n{}",
+            sq.log(),
+            cache_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    net.wait_port(&mut sq, 8096);
+    // curl on the Linux side fetches backend file `f` through the proxy
+    // into `to`.
+    let curl = |f: &str, to: &std::path::Path| {
+        let mut c = net.lx.command("timeout");
+        c.args([
+            "30",
+            "curl",
+            "-s",
+            "-S",
+            "-x",
+            &format!("http://{IX}:8096"),
+            "-o",
+        ])
+        .arg(to)
+        .arg(format!("http://198.18.9.1:8095/{f}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+        c
+    };
+    for f in ["f20", "f11k", "f512k"] {
+        let dst = dir.join(format!("got-{f}"));
+        let out = curl(f, &dst).output().unwrap();
+        assert!(
+            out.status.success()
+                && std::fs::read(&dst).ok() == std::fs::read(dir.join("www").join(f)).ok(),
+            "{f} through squid: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            cache_log()
+        );
+    }
+    // 20 at once.
+    let all: Vec<_> = (0..20)
+        .map(|i| {
+            let dst = dir.join(format!("par-{i}"));
+            (curl("f11k", &dst).spawn().expect("curl"), dst)
+        })
+        .collect();
+    let want = std::fs::read(dir.join("www").join("f11k")).unwrap();
+    for (child, dst) in all {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success() && std::fs::read(&dst).ok().as_ref() == Some(&want),
+            "parallel fetch: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            cache_log()
+        );
+    }
+    let st = net.stats();
+    let apps = st["apps"].as_array().cloned().unwrap_or_default();
+    assert!(
+        apps.iter()
+            .any(|a| a["pids"].as_array().is_some_and(|p| p.len() >= 3)),
+        "squid's kids are not on Ixora: {st:#}"
+    );
+    let log = sq.stop();
+    assert!(!log.contains("not using Ixora"), "{log}");
+    if made_run_dir {
+        let _ = std::fs::remove_dir_all(run_dir);
+    }
+}
+
 /// Run Python `client` in the Linux namespace: it must succeed, print a
 /// line starting with `expect`, and make `srv` (the Ixora program it
 /// talks to) exit within 10 s.
@@ -4805,6 +4945,104 @@ fn postgres_serves_pgbench_as_its_own_user() {
         "the postmaster's children are not attached: {apps:#}"
     );
     assert!(pg.running(), "postgres died:\n{}", pg.log());
+}
+
+/// A root process whose real user and group are another's (Squid's
+/// master keeps root as its effective and saved user, `proxy` as the real
+/// one, and so executes the kids of its SMP mode) executes a program: the
+/// kernel runs it in secure-execution mode, where the dynamic loader
+/// ignores `LD_PRELOAD`, so it got the kernel's sockets and could not bind
+/// the service's address. The shim lends the real ids to the effective
+/// ones for the `exec` and the new image sets them back: the program is
+/// served, and sees what it sees on Linux — its ids, no parent-death
+/// signal (SIGWINCH was set: ignored, should the parent's thread end
+/// first), not dumpable, a stack limit of 8 MiB, none of the variables
+/// the loader removes. A process whose effective user is not root is
+/// told that its program runs on the kernel's sockets.
+#[test]
+fn a_root_program_executed_with_its_real_ids_apart_is_served() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let child = format!(
+        "import ctypes, os, resource, socket, sys\n\
+         libc = ctypes.CDLL(None)\n\
+         sig = ctypes.c_int(-1)\n\
+         libc.prctl(2, ctypes.byref(sig), 0, 0, 0)\n\
+         env = [v for v in ('TMPDIR', 'LD_LIBRARY_PATH', 'IXORA_REAL_IDS') if v in os.environ]\n\
+         print('ids', os.getresuid(), os.getresgid(), 'dumpable', libc.prctl(3, 0, 0, 0, 0) == 1,\n\
+         \x20     'pdeathsig', sig.value, 'stack', resource.getrlimit(resource.RLIMIT_STACK)[0],\n\
+         \x20     'env', env, file=sys.stderr, flush=True)\n\
+         if sys.argv[1] == 'serve':\n\
+         \x20   l = socket.socket()\n\
+         \x20   l.bind(('{IX}', 7044))\n\
+         \x20   l.listen(4)\n\
+         \x20   print('ready', file=sys.stderr, flush=True)\n\
+         \x20   c, _ = l.accept()\n\
+         \x20   c.sendall(c.recv(16))\n"
+    );
+    let parent = format!(
+        "import ctypes, os, resource, sys\n\
+         resource.setrlimit(resource.RLIMIT_STACK, (16 << 20, resource.RLIM_INFINITY))\n\
+         ctypes.CDLL(None).prctl(1, 28, 0, 0, 0)\n\
+         os.environ['TMPDIR'] = '/nonexistent'\n\
+         os.environ['LD_LIBRARY_PATH'] = '/nonexistent'\n\
+         if sys.argv[1] == 'apart':\n\
+         \x20   os.setresuid(0, 65534, 0)\n\
+         else:\n\
+         \x20   os.setresgid(65534, 0, 0)\n\
+         \x20   os.setresuid(65534, 0, 0)\n\
+         exe = '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable\n\
+         os.execv(exe, [exe, '-c', {child:?}, sys.argv[1]])\n"
+    );
+    let linux = succeed(
+        net.lx
+            .command("timeout")
+            .args(["30", "python3", "-c", &parent, "print"]),
+        "on Linux",
+    );
+    let linux = String::from_utf8_lossy(&linux.stderr).into_owned();
+    assert!(
+        linux.contains("ids (65534, 0, 0) (65534, 0, 0) dumpable False pdeathsig 0 stack 8388608"),
+        "Linux's secure exec:\n{linux}"
+    );
+    let p = net.run("lent", &["python3", "-c", &parent, "serve"]);
+    wait_log(&p, "ready", 15);
+    let log = p.log();
+    let ids = log.lines().find(|l| l.starts_with("ids")).unwrap_or("");
+    assert_eq!(ids, linux.trim(), "under ixora run:\n{log}");
+    let echoed = net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:7044")).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"lent").unwrap();
+        let mut b = [0u8; 4];
+        c.read_exact(&mut b).unwrap();
+        b
+    });
+    assert_eq!(&echoed, b"lent");
+    // One whose effective user is not root cannot set its real ids back
+    // after the `exec`: it runs as the loader decides, and is told so.
+    // (The system's Python: nobody may not reach one under root's home.)
+    let out = succeed(
+        net.ix.command("timeout").args([
+            "30",
+            BIN,
+            "run",
+            "--socket",
+            &net.socket,
+            "--",
+            "python3",
+            "-c",
+            &parent,
+            "apart",
+        ]),
+        "effective user apart",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ids (0, 65534, 65534) (0, 0, 0)") && err.contains("secure mode"),
+        "not told:\n{err}"
+    );
 }
 
 /// Programs of another user than the service's attach when the control

@@ -42,6 +42,7 @@
 
 use crate::handover::int_opt;
 use crate::real::{self, errno, real, set_errno, sys_write};
+use crate::secure::{self, Target};
 use crate::state;
 use libc::{c_char, c_int};
 use std::ffi::CString;
@@ -89,7 +90,7 @@ fn set_cloexec(fd: c_int, on: bool) -> bool {
 }
 
 /// The entries of the NULL-terminated `envp` (none if it is NULL).
-fn entries(envp: *const *const c_char) -> Vec<*const c_char> {
+pub(crate) fn entries(envp: *const *const c_char) -> Vec<*const c_char> {
     let mut v = Vec::new();
     if envp.is_null() {
         return v;
@@ -107,7 +108,7 @@ fn entries(envp: *const *const c_char) -> Vec<*const c_char> {
 }
 
 /// The value of entry `e` if it is `name=...`.
-fn value<'a>(e: *const c_char, name: &str) -> Option<&'a [u8]> {
+pub(crate) fn value<'a>(e: *const c_char, name: &str) -> Option<&'a [u8]> {
     // SAFETY: an environment entry is a NUL-terminated string that lives
     // at least as long as the `exec` call we are in.
     let b = unsafe { std::ffi::CStr::from_ptr(e) }.to_bytes();
@@ -115,7 +116,7 @@ fn value<'a>(e: *const c_char, name: &str) -> Option<&'a [u8]> {
 }
 
 /// Whether environment `env` runs a program under `ixora run`.
-fn under_shim(env: &[*const c_char]) -> bool {
+pub(crate) fn under_shim(env: &[*const c_char]) -> bool {
     let has =
         |name: &str, f: &dyn Fn(&[u8]) -> bool| env.iter().any(|&e| value(e, name).is_some_and(f));
     has("IXORA_SOCKET", &|v| !v.is_empty())
@@ -340,53 +341,24 @@ pub fn adopt() {
 /// Call `exec` (one of the C library's) with `envp`, or with the
 /// environment that carries our sockets if any stay open ([`prepare`]);
 /// if it returns (it failed), the carry is undone.
-fn carrying(envp: *const *const c_char, exec: impl FnOnce(*const *const c_char) -> c_int) -> c_int {
+fn carrying(
+    target: Target,
+    envp: *const *const c_char,
+    exec: impl FnOnce(*const *const c_char) -> c_int,
+) -> c_int {
     let carry = prepare(envp);
-    let r = exec(carry.as_ref().map_or(envp, Carry::envp));
+    let envp = carry.as_ref().map_or(envp, Carry::envp);
+    let env = entries(envp);
+    let lent = secure::lend(&target, &env);
+    let secure_env = lent.as_ref().map(|l| l.environment(&env));
+    let r = exec(secure_env.as_ref().map_or(envp, |v| v.as_ptr()));
+    if let Some(l) = lent {
+        l.undo();
+    }
     if let Some(c) = carry {
         c.undo();
     }
     r
-}
-
-/// Whether the dynamic loader runs a program with this file's `mode`,
-/// owner and group in secure-execution mode when this process (effective
-/// `euid`, `egid`) executes it: set-user-ID to another user, or
-/// set-group-ID to another group. It then ignores `LD_PRELOAD`.
-fn secure_exec(mode: u32, owner: u32, group: u32, euid: u32, egid: u32) -> bool {
-    (mode & libc::S_ISUID != 0 && owner != euid)
-        || (mode & libc::S_ISGID != 0 && mode & libc::S_IXGRP != 0 && group != egid)
-}
-
-/// Before executing `path` with environment `envp`: if the environment
-/// runs it under `ixora run` but the loader will not preload the shim into
-/// it (a set-user-ID program: Exim re-executes its set-user-ID binary on
-/// SIGHUP), say so once — its sockets will be the kernel's, which cannot
-/// bind the service's address.
-fn warn_secure(path: *const c_char, envp: *const *const c_char) {
-    static SAID: AtomicBool = AtomicBool::new(false);
-    if path.is_null() || SAID.load(Ordering::Relaxed) || !under_shim(&entries(envp)) {
-        return;
-    }
-    // SAFETY: all-zero is a valid stat; `path` is the caller's
-    // NUL-terminated string.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::stat(path, &mut st) } != 0 {
-        return;
-    }
-    // SAFETY: no preconditions.
-    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    if secure_exec(st.st_mode, st.st_uid, st.st_gid, euid, egid)
-        && !SAID.swap(true, Ordering::Relaxed)
-    {
-        // SAFETY: as above.
-        let p = unsafe { std::ffi::CStr::from_ptr(path) }.to_string_lossy();
-        let m = format!(
-            "ixora-preload: {p} is set-user-ID or set-group-ID: the dynamic loader does not \
-             preload libraries into it, so it runs on the kernel's sockets, not Ixora's\n"
-        );
-        sys_write(2, m.as_bytes());
-    }
 }
 
 /// `execve` after [`prepare`]; the C library's execl family (variadic,
@@ -397,8 +369,7 @@ pub extern "C" fn ixora_execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    warn_secure(path, envp);
-    carrying(envp, |env| {
+    carrying(Target::Path(path), envp, |env| {
         real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
             path, argv, env,
         )
@@ -412,7 +383,7 @@ pub extern "C" fn ixora_execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    carrying(envp, |env| {
+    carrying(Target::Search(file), envp, |env| {
         real!(execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
             file, argv, env,
         )
@@ -469,7 +440,7 @@ pub extern "C" fn fexecve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    carrying(envp, |env| {
+    carrying(Target::Fd(fd), envp, |env| {
         real!(fexecve: fn(c_int, *const *const c_char, *const *const c_char) -> c_int)(
             fd, argv, env,
         )
@@ -485,7 +456,7 @@ pub extern "C" fn execveat(
     envp: *const *const c_char,
     flags: c_int,
 ) -> c_int {
-    carrying(envp, |env| {
+    carrying(Target::At(dirfd, path, flags), envp, |env| {
         real!(
             execveat: fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int
         )(dirfd, path, argv, env, flags)
@@ -1016,29 +987,6 @@ mod tests {
         ] {
             assert!(parse(bad).is_none(), "{bad:?} accepted");
         }
-    }
-
-    #[test]
-    fn set_id_programs_of_another_user_or_group_run_without_the_preload() {
-        let (suid, sgid) = (libc::S_ISUID | 0o755, libc::S_ISGID | 0o755);
-        // (mode, owner, group, euid, egid) -> secure
-        assert!(
-            secure_exec(suid, 0, 0, 101, 101),
-            "set-user-ID root run by a user"
-        );
-        assert!(
-            !secure_exec(suid, 0, 0, 0, 0),
-            "set-user-ID root run by root"
-        );
-        assert!(
-            secure_exec(sgid, 0, 8, 0, 0),
-            "set-group-ID mail run by root"
-        );
-        assert!(!secure_exec(sgid | 0o010, 0, 8, 0, 8), "its own group");
-        // Set-group-ID without group execute is mandatory locking, not an
-        // identity change.
-        assert!(!secure_exec(libc::S_ISGID | 0o744, 0, 8, 0, 0));
-        assert!(!secure_exec(0o755, 0, 0, 101, 101), "a plain program");
     }
 
     #[test]

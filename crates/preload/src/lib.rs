@@ -52,6 +52,7 @@ mod handover;
 mod kwatch;
 mod netlink;
 mod real;
+mod secure;
 mod shim;
 mod splice;
 mod state;

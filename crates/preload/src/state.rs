@@ -493,6 +493,7 @@ pub fn env() -> &'static Env {
 }
 
 extern "C" fn at_load() {
+    crate::secure::restore();
     let _ = env();
     let _ = crate::real::syscall_fn();
     crate::exec::adopt();
