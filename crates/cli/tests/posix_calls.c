@@ -3223,6 +3223,76 @@ static void *write_60s_later(void *arg) {
     return NULL;
 }
 
+/* A duplicate of an epoll descriptor names the same set (mio, tokio's
+ * reactor, registers through an F_DUPFD_CLOEXEC duplicate of the
+ * descriptor it waits on: until 2026-11-29 its Ixora sockets went to the
+ * kernel's instance as placeholders, a listener reported EPOLLHUP at
+ * once, and tokio spun in accept). Sockets added through the duplicate
+ * are reported by a wait on the original and on a dup(); the set lives
+ * until its last descriptor closes; a descriptor that dup2 replaces is
+ * no longer the set's. */
+static void epoll_duplicates(const char *self_ip, int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    int l = listen_on(&sa, SOCK_NONBLOCK, 8);
+    int u = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    int ub = bind(u, (struct sockaddr *)&sa, sizeof sa);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    int reg = fcntl(ep, F_DUPFD_CLOEXEC, 3), other = dup(ep);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u64 = 1};
+    int r1 = epoll_ctl(reg, EPOLL_CTL_ADD, l, &ev);
+    ev.events = EPOLLIN;
+    ev.data.u64 = 2;
+    int r2 = epoll_ctl(reg, EPOLL_CTL_ADD, u, &ev);
+    struct epoll_event out[4];
+    int quiet = epoll_wait(ep, out, 4, 0);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    connect(c, (struct sockaddr *)&sa, sizeof sa);
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    sendto(s, "d1", 2, 0, (struct sockaddr *)&sa, sizeof sa);
+    /* Both, by the original (within 3 s). */
+    int seen = 0;
+    for (int i = 0; i < 30 && seen != 3; i++) {
+        int n = epoll_wait(ep, out, 4, 100);
+        for (int k = 0; k < n; k++) {
+            if (out[k].events & EPOLLIN) seen |= (int)out[k].data.u64;
+        }
+    }
+    char b[4];
+    int a = accept(l, NULL, NULL);
+    recv(u, b, sizeof b, 0);
+    /* The original closed: the duplicates still name the set. */
+    close(ep);
+    sendto(s, "d2", 2, 0, (struct sockaddr *)&sa, sizeof sa);
+    int n2 = epoll_wait(other, out, 4, 3000);
+    int got2 = n2 == 1 && out[0].data.u64 == 2;
+    recv(u, b, sizeof b, 0);
+    close(reg);
+    int del = epoll_ctl(other, EPOLL_CTL_DEL, u, NULL);
+    int del_again = epoll_ctl(other, EPOLL_CTL_DEL, u, NULL), e_again = errno;
+    /* Replaced by a pipe's end: not an epoll descriptor any more. */
+    int pp[2] = {-1, -1};
+    int piped = pipe(pp);
+    dup2(pp[0], other);
+    ev.data.u64 = 3;
+    int after = epoll_ctl(other, EPOLL_CTL_ADD, l, &ev), e_after = errno;
+    char line[200];
+    snprintf(line, sizeof line, "ctl %d %d quiet %d seen %d accepted %d after close %d del %d %d %s replaced %d %s",
+             r1, r2, quiet, seen, a >= 0, got2, del, del_again, del_again ? strerror(e_again) : "-",
+             after, after ? strerror(e_after) : "-");
+    check(l >= 0 && ub == 0 && piped == 0 &&
+              strcmp(line, "ctl 0 0 quiet 0 seen 3 accepted 1 after close 1 del 0 -1 No such file or "
+                           "directory replaced -1 Invalid argument") == 0,
+          "epoll_duplicates", "%s", line);
+    close(other);
+    close(pp[1]);
+    close(a);
+    close(c);
+    close(s);
+    close(u);
+    close(l);
+}
+
 /* SO_RCVLOWAT, as Linux's TCP acts on it (until 2026-11-29 Ixora kept
  * it and did not): the mark reads back as set (0 as 1, a negative one as
  * the most, at most half the receive buffer); the socket polls readable
@@ -3745,6 +3815,7 @@ int main(int argc, char **argv) {
         tcp_concurrent_readers(argv[4], atoi(argv[3]) + 20);
         send_queues(argv[4], atoi(argv[3]) + 21);
         receive_low_water(argv[4], atoi(argv[3]) + 22);
+        epoll_duplicates(argv[4], atoi(argv[3]) + 23);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

@@ -4732,12 +4732,17 @@ fn dup_into(sk: Sock, nfd: c_int, cloexec: bool) {
     );
 }
 
-/// `nfd` (if a descriptor) was made a duplicate of `fd`: if `fd` is an
-/// undecided socket, `nfd` is the same undecided socket, and goes where
-/// the socket is decided (see [`state::dup_undecided`]).
-fn dup_if_undecided(fd: c_int, nfd: c_int, cloexec: bool) {
+/// `nfd` (if a descriptor) was made a duplicate of kernel descriptor
+/// `fd`: if `fd` is an undecided socket, `nfd` is the same undecided
+/// socket, and goes where the socket is decided (see
+/// [`state::dup_undecided`]); if it is an epoll set, `nfd` names the same
+/// set ([`state::epoll_dup`]).
+fn dup_kernel(fd: c_int, nfd: c_int, cloexec: bool) {
     if nfd >= 0 && state::kind_of(fd) == kind::MAYBE {
         state::dup_undecided(fd, nfd, cloexec);
+    }
+    if nfd >= 0 && state::epoll(fd).is_some() {
+        state::epoll_dup(fd, nfd);
     }
 }
 
@@ -4754,6 +4759,18 @@ fn displace(newfd: c_int) {
     }
 }
 
+/// Descriptor `fd` was replaced by dup2/dup3 (its Ixora socket dropped
+/// before, by [`displace`]): the kernel's until the caller says what it
+/// is now; no longer an epoll set's.
+fn replaced(fd: c_int) {
+    if let Some(e) = state::entry(fd) {
+        e.kind.store(kind::NONE, Ordering::Release);
+    }
+    if state::epoll(fd).is_some() {
+        state::epoll_forget(fd);
+    }
+}
+
 /// dup(2).
 #[no_mangle]
 pub extern "C" fn dup(fd: c_int) -> c_int {
@@ -4767,7 +4784,7 @@ pub extern "C" fn dup(fd: c_int) -> c_int {
             count(sk.a, call("dup"), false);
         }
         _ => {
-            dup_if_undecided(fd, nfd, false);
+            dup_kernel(fd, nfd, false);
             state::passthrough();
         }
     }
@@ -4789,14 +4806,12 @@ pub extern "C" fn dup2(fd: c_int, newfd: c_int) -> c_int {
     displace(newfd);
     let r = real!(dup2: fn(c_int, c_int) -> c_int)(fd, newfd);
     if r >= 0 {
-        if let Some(e) = state::entry(r) {
-            e.kind.store(kind::NONE, Ordering::Release);
-        }
+        replaced(r);
         if let Some(sk) = state::sock(fd) {
             dup_into(sk, r, false);
             count(sk.a, call("dup"), false);
         } else {
-            dup_if_undecided(fd, r, false);
+            dup_kernel(fd, r, false);
         }
     }
     r
@@ -4816,13 +4831,11 @@ pub extern "C" fn dup3(fd: c_int, newfd: c_int, flags: c_int) -> c_int {
     }
     let r = real!(dup3: fn(c_int, c_int, c_int) -> c_int)(fd, newfd, flags);
     if r >= 0 {
-        if let Some(e) = state::entry(r) {
-            e.kind.store(kind::NONE, Ordering::Release);
-        }
+        replaced(r);
         if let Some(sk) = state::sock(fd) {
             dup_into(sk, r, flags & libc::O_CLOEXEC != 0);
         } else {
-            dup_if_undecided(fd, r, flags & libc::O_CLOEXEC != 0);
+            dup_kernel(fd, r, flags & libc::O_CLOEXEC != 0);
         }
     }
     r
@@ -4843,7 +4856,7 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             state::note_cloexec(fd, arg as c_int & libc::FD_CLOEXEC != 0);
         }
         if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
-            dup_if_undecided(fd, r, cmd == libc::F_DUPFD_CLOEXEC);
+            dup_kernel(fd, r, cmd == libc::F_DUPFD_CLOEXEC);
         }
         return r;
     };

@@ -2920,6 +2920,9 @@ pub struct Epoll {
     pub pokes: u64,
     /// Changes made while a thread slept on the set ([`epoll_changed`]).
     pub gen: u64,
+    /// Descriptors that name the set: its own and its duplicates
+    /// ([`epoll_dup`]); the last one closed ends it.
+    names: u32,
 }
 
 /// The chains an [`Epoll`] keeps its items in.
@@ -3097,6 +3100,7 @@ impl Epoll {
             in_kernel: 0,
             poke: -1,
             pokes: 0,
+            names: 1,
         }
     }
 
@@ -3335,8 +3339,9 @@ pub fn take_epoll_interest(
     gen: u32,
 ) -> Vec<(c_int, &'static Mutex<Epoll>, Item)> {
     let mut out = Vec::new();
+    let mut seen = Vec::new();
     for epfd in epoll_fds() {
-        let Some(ep) = epoll(epfd as c_int) else {
+        let Some(ep) = first_name(epfd, &mut seen) else {
             continue;
         };
         let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
@@ -3388,10 +3393,25 @@ pub fn epoll_interest_kernel(
     });
 }
 
-/// Run `f` on every epoll set of the process, locked, with its number.
+/// The set descriptor `epfd` names, unless another of its descriptors
+/// came first in this scan (`seen`, the sets met so far): a set and its
+/// duplicates are one set.
+fn first_name(epfd: usize, seen: &mut Vec<*const Mutex<Epoll>>) -> Option<&'static Mutex<Epoll>> {
+    let ep = epoll(epfd as c_int)?;
+    let p = ep as *const Mutex<Epoll>;
+    if seen.contains(&p) {
+        return None;
+    }
+    seen.push(p);
+    Some(ep)
+}
+
+/// Run `f` on every epoll set of the process, locked, with a number of
+/// it (once per set, its duplicates included).
 fn each_epoll(f: &mut dyn FnMut(c_int, &mut Epoll)) {
+    let mut seen = Vec::new();
     for epfd in epoll_fds() {
-        if let Some(ep) = epoll(epfd as c_int) {
+        if let Some(ep) = first_name(epfd, &mut seen) {
             f(
                 epfd as c_int,
                 &mut ep.lock().unwrap_or_else(|e| e.into_inner()),
@@ -3610,13 +3630,33 @@ pub fn epoll_new(epfd: c_int) {
     EPOLLS_END.fetch_max(epfd as usize + 1, Ordering::AcqRel);
 }
 
-/// Forget an epoll instance (its memory is leaked on purpose; see
+/// `new` was made a duplicate of epoll descriptor `old` (`dup`, `dup2`,
+/// `dup3`, `F_DUPFD`): it names the same set, as the kernel's duplicate
+/// names the same instance. mio (tokio's reactor) registers through a
+/// duplicate of the descriptor it waits on: its Ixora sockets went into
+/// the kernel's instance, as kernel placeholders, and it spun.
+pub fn epoll_dup(old: c_int, new: c_int) {
+    let (Some(ep), Some(t)) = (epoll(old), EPOLLS.get()) else {
+        return;
+    };
+    if new < 0 || new as usize >= MAXFD || new == old {
+        return;
+    }
+    epoll_forget(new);
+    ep.lock().unwrap_or_else(|p| p.into_inner()).names += 1;
+    t[new as usize].store(ep as *const _ as *mut _, Ordering::Release);
+    EPOLLS_END.fetch_max(new as usize + 1, Ordering::AcqRel);
+}
+
+/// Forget descriptor `epfd` of an epoll set; the set ends with the last
+/// descriptor that names it (its memory is leaked on purpose; see
 /// [`epoll`]).
 pub fn epoll_forget(epfd: c_int) {
     crate::kwatch::forget(epfd);
     if let Some(ep) = epoll(epfd) {
         let mut g = ep.lock().unwrap_or_else(|p| p.into_inner());
-        if g.poke >= 0 {
+        g.names = g.names.saturating_sub(1);
+        if g.names == 0 && g.poke >= 0 {
             if let Some(e) = entry(g.poke) {
                 e.kind.store(kind::NONE, Ordering::Release);
             }
