@@ -87,7 +87,9 @@ enum Cmd {
     /// `::ffff:a.b.c.d` addresses) carry IPv4 on Ixora too; IPv6-only
     /// sockets stay the kernel's. A socket on INADDR_ANY also serves the
     /// kernel's own addresses (127.0.0.1) through the kernel. Forked
-    /// children share the program's sockets; a socket passed to
+    /// children share the program's sockets, and the programs it executes
+    /// run under `ixora run` too, also with an environment of its own
+    /// making (give one `IXORA_SOCKET=` to keep it off); a socket passed to
     /// another process over a Unix socket (SCM_RIGHTS: Node.js's cluster,
     /// HAProxy's reload) moves there if that process runs under `ixora
     /// run` too. Two programs on one service reach each other at its

@@ -1169,6 +1169,19 @@ fn nginx_and_lighttpd_serve_files() {
 /// Python's http.server on the Linux side (198.18.9.1:`port`, at most
 /// 120 s) serving `dir`'s files (see [`www_files`]), listening once this
 /// returns (waited for at most 10 s).
+/// What a program's listener on Ixora's `port` echoes of `word`, sent
+/// from the Linux side on a connection of its own.
+fn echoed(net: &Setup, port: u16, word: &[u8]) -> Vec<u8> {
+    net.lx.run(|| {
+        let mut c = TcpStream::connect(format!("{IX}:{port}")).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(word).unwrap();
+        let mut b = vec![0u8; word.len()];
+        c.read_exact(&mut b).unwrap();
+        b
+    })
+}
+
 fn linux_backend(net: &Setup, dir: &std::path::Path, port: u16) -> Proc {
     let mut b = net.lx.command("timeout");
     b.args(["120", "python3", "-m", "http.server", &port.to_string()])
@@ -1351,6 +1364,158 @@ fn mosquitto_relays_messages_as_its_own_user() {
             .is_some_and(|a| a.iter().any(|app| app["sockets"].as_u64() > Some(0))),
         "mosquitto is not on Ixora: {st:#}"
     );
+}
+
+/// A program that executes another with an environment of its own making
+/// (Dovecot, Exim and nginx's binary upgrade keep a few variables) passes
+/// its Ixora listener on to a program that runs under `ixora run` all the
+/// same: the shim puts `LD_PRELOAD` and `IXORA_SOCKET` back. One whose
+/// environment says `IXORA_SOCKET=` (empty) is left off Ixora, and told
+/// that what it inherits carries nothing.
+#[test]
+fn a_program_executed_with_an_environment_of_its_own_stays_on_ixora() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let child = "import os, socket, sys\n\
+                 l = socket.socket(fileno=int(sys.argv[1]))\n\
+                 print('ready', sorted(k for k in os.environ if k.startswith('IXORA')), \
+                 file=sys.stderr, flush=True)\n\
+                 c, _ = l.accept()\n\
+                 c.sendall(c.recv(16))\n";
+    let parent = |env: &str| {
+        format!(
+            "import os, socket, sys\n\
+             l = socket.socket()\n\
+             l.bind(('{IX}', 7045))\n\
+             l.listen(4)\n\
+             os.set_inheritable(l.fileno(), True)\n\
+             os.execve(sys.executable, [sys.executable, '-c', {child:?}, str(l.fileno())], {env})\n"
+        )
+    };
+    let p = net.run("clean-env", &["python3", "-c", &parent("{'TZ': 'UTC'}")]);
+    wait_log(&p, "ready", 15);
+    assert!(
+        p.log().contains("ready ['IXORA_SOCKET', 'IXORA_SPIN_US']"),
+        "{}",
+        p.log()
+    );
+    assert_eq!(echoed(&net, 7045, b"clean"), b"clean");
+    drop(p);
+    let mut off = net.run(
+        "taken-off",
+        &[
+            "python3",
+            "-c",
+            &parent("{'TZ': 'UTC', 'IXORA_SOCKET': ''}"),
+        ],
+    );
+    off.wait_exit(Duration::from_secs(15));
+    let log = off.log();
+    // (Its listener is the kernel placeholder, which does not listen.)
+    assert!(
+        log.contains("takes it off Ixora") && log.contains("Errno 22"),
+        "{log}"
+    );
+}
+
+/// nginx's binary upgrade under `ixora run`: on SIGUSR2 the master
+/// executes its binary anew with an environment of `TZ` and `NGINX` (its
+/// listeners' numbers) alone; the new master takes the listeners over and
+/// serves once the old one has gone (SIGQUIT). The shim puts back the
+/// variables that run the new master under `ixora run` (before, it ran off
+/// Ixora and its inherited listener was a dead placeholder: nothing
+/// answered after the old master left).
+#[test]
+fn nginx_binary_upgrade_keeps_serving() {
+    let Some((_g, net)) = begin(&["nginx", "curl"]) else {
+        return;
+    };
+    let www = www_files();
+    let dir = www.path();
+    let pid_file = dir.join("nginx.pid");
+    let conf = dir.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon on;\nmaster_process on;\nworker_processes 2;\nerror_log {d}/error.log;\n\
+             pid {p};\nevents {{ worker_connections 256; }}\n\
+             http {{ access_log off; server {{ listen {IX}:8099; root {d}/www; }} }}\n",
+            d = dir.display(),
+            p = pid_file.display()
+        ),
+    )
+    .unwrap();
+    // The masters by PID (nginx daemonizes): none outlives the test.
+    let master = || -> Option<i32> {
+        std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    };
+    let signal = |pid: i32, s: nix::sys::signal::Signal| {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), s);
+    };
+    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    struct Masters<'a>(&'a dyn Fn() -> Vec<i32>);
+    impl Drop for Masters<'_> {
+        fn drop(&mut self) {
+            for pid in (self.0)() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+        }
+    }
+    let seen = std::cell::RefCell::new(Vec::new());
+    let masters = || seen.borrow().clone();
+    let _stop = Masters(&masters);
+    // (nginx executes its own path again: a whole one.)
+    let nginx = std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("nginx"))
+                .find(|f| f.is_file())
+        })
+        .expect("nginx in PATH");
+    let mut started = net.run(
+        "nginx",
+        &[nginx.to_str().unwrap(), "-c", conf.to_str().unwrap()],
+    );
+    started.wait_exit(Duration::from_secs(15));
+    let wait_for = |what: &str, f: &dyn Fn() -> bool| {
+        let t = Instant::now();
+        while !f() {
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "{what}:\n{}",
+                std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for("no master", &|| master().is_some());
+    let old = master().unwrap();
+    seen.borrow_mut().push(old);
+    curl_files(&net, 8099, dir);
+    signal(old, nix::sys::signal::Signal::SIGUSR2);
+    wait_for("no new master", &|| master().is_some_and(|p| p != old));
+    let new = master().unwrap();
+    seen.borrow_mut().push(new);
+    signal(old, nix::sys::signal::Signal::SIGQUIT);
+    wait_for("the old master stays", &|| !alive(old));
+    curl_files(&net, 8099, dir);
+    let st = net.stats();
+    assert!(
+        st["apps"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|app| app["pids"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|x| x.as_i64() == Some(i64::from(new)))))),
+        "the new master is not on Ixora: {st:#}"
+    );
+    signal(new, nix::sys::signal::Signal::SIGQUIT);
+    wait_for("the new master stays", &|| !alive(new));
 }
 
 /// Squid in its SMP mode (`workers 2`) under `ixora run` as root, as
@@ -5011,15 +5176,7 @@ fn a_root_program_executed_with_its_real_ids_apart_is_served() {
     let log = p.log();
     let ids = log.lines().find(|l| l.starts_with("ids")).unwrap_or("");
     assert_eq!(ids, linux.trim(), "under ixora run:\n{log}");
-    let echoed = net.lx.run(|| {
-        let mut c = TcpStream::connect(format!("{IX}:7044")).expect("connect");
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        c.write_all(b"lent").unwrap();
-        let mut b = [0u8; 4];
-        c.read_exact(&mut b).unwrap();
-        b
-    });
-    assert_eq!(&echoed, b"lent");
+    assert_eq!(echoed(&net, 7044, b"lent"), b"lent");
     // One whose effective user is not root cannot set its real ids back
     // after the `exec`: it runs as the loader decides, and is told so.
     // (The system's Python: nobody may not reach one under root's home.)
@@ -5079,17 +5236,6 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
                 c, _ = l.accept()\n\
                 c.sendall(c.recv(16))\n\
                 c.close()\n";
-    // What the program's one connection on port 7042 echoes of `word`.
-    let echoed = |net: &Setup, word: &[u8; 6]| {
-        net.lx.run(|| {
-            let mut c = TcpStream::connect(format!("{IX}:7042")).expect("connect");
-            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            c.write_all(word).unwrap();
-            let mut b = [0u8; 6];
-            c.read_exact(&mut b).unwrap();
-            b
-        })
-    };
     // `ixora run` where that user reaches it too.
     let bin = so.with_file_name("ixora");
     std::fs::copy(BIN, &bin).unwrap();
@@ -5143,7 +5289,7 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
             log.contains("bind 53 EACCES"),
             "UDP port 53 bound by nobody:\n{log}"
         );
-        assert_eq!(&echoed(&net, b"nobody"), b"nobody");
+        assert_eq!(echoed(&net, 7042, b"nobody"), b"nobody");
         assert_eq!(net.stats()["binds_denied"], 2, "{:#}", net.stats());
         // Root's program binds port 80 (and 53) on the same service.
         let root = run_as(&net, None, false, "root");
@@ -5221,7 +5367,7 @@ fn other_users_attach_when_admitted_and_bind_only_unprivileged_ports() {
             log.contains("bind 80 EACCES") && !log.contains("not using Ixora"),
             "{what}:\n{log}"
         );
-        assert_eq!(&echoed(&net, word), word, "{what}");
+        assert_eq!(&echoed(&net, 7042, word)[..], &word[..], "{what}");
     };
     served(
         Proc::spawn(c, "drops-first"),

@@ -20,10 +20,13 @@
 //! other process holds is then closed, as on Linux). A listener keeps its
 //! accept queue, a connection its unread bytes.
 //!
-//! Carried only when the environment given to `exec` still runs the new
-//! program under `ixora run` (`LD_PRELOAD` names the library and
-//! `IXORA_SOCKET` is set): otherwise the old behaviour, said once on
-//! standard error. Without an Ixora socket nothing is carried, unless the
+//! The new program runs under `ixora run` as the old one did: where the
+//! environment given to `exec` (or `posix_spawn`) lost `LD_PRELOAD`'s
+//! entry for the library or `IXORA_SOCKET` — daemons that clean their
+//! children's environment: Dovecot, Exim, nginx's binary upgrade — the
+//! shim puts them back ([`shimmed`]). Only an environment that says
+//! `IXORA_SOCKET=` (empty) takes the new program off Ixora: then nothing
+//! is carried, said once on standard error. Without an Ixora socket nothing is carried, unless the
 //! attachment was made for a change of credentials (`crate::creds`) or
 //! came so across an `exec` itself: a root wrapper's program, another
 //! user's, takes it up. Not carried: the shim's own state of the old image —
@@ -60,15 +63,11 @@ const VAR: &str = "IXORA_EXEC";
 pub struct Carry {
     ctl: c_int,
     _var: CString,
-    envp: Vec<*const c_char>,
+    /// The new image's environment entries (no terminating NULL).
+    env: Vec<*const c_char>,
 }
 
 impl Carry {
-    /// The environment to give the new image.
-    pub fn envp(&self) -> *const *const c_char {
-        self.envp.as_ptr()
-    }
-
     /// The `exec` failed: the control connection is close-on-exec again
     /// (errno kept).
     pub fn undo(self) {
@@ -76,6 +75,67 @@ impl Carry {
         set_cloexec(self.ctl, true);
         set_errno(e);
     }
+}
+
+/// The environment of a program this one executes or spawns, with the
+/// variables that run it under `ixora run` put back where the caller's
+/// environment lost them.
+struct Shimmed {
+    _vars: Vec<CString>,
+    env: Vec<*const c_char>,
+}
+
+/// `env` (a program's environment, as given to `exec` or `posix_spawn`)
+/// with `LD_PRELOAD` naming this library and `IXORA_SOCKET` (and
+/// `IXORA_SPIN_US`) as this process has them, if it lacks them: `ixora
+/// run` runs the process tree. Daemons that clean their children's
+/// environment (Dovecot keeps `TZ` and a few of its own, Exim, nginx's
+/// binary upgrade keeps `TZ`) started them off Ixora, with the Ixora
+/// sockets they pass on (a listener inherited, a connection passed over a
+/// Unix socket) dead placeholders. A program that gives a child
+/// `IXORA_SOCKET` empty takes it off Ixora. None: nothing to add.
+fn shimmed(env: &[*const c_char]) -> Option<Shimmed> {
+    if under_shim(env) {
+        return None;
+    }
+    let e = state::env();
+    let (socket, preload) = (e.socket.as_ref()?, e.preload.as_ref()?);
+    let find = |name: &str| env.iter().find_map(|&x| value(x, name));
+    if find("IXORA_SOCKET").is_some_and(|v| v.is_empty()) {
+        return None;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let var = |name: &str, v: &[u8]| CString::new([name.as_bytes(), b"=", v].concat()).ok();
+    let mut ld = preload.as_bytes().to_vec();
+    if let Some(old) = find("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        ld.push(b':');
+        ld.extend_from_slice(old);
+    }
+    let vars = vec![
+        var("LD_PRELOAD", &ld)?,
+        var("IXORA_SOCKET", socket.as_bytes())?,
+        var("IXORA_SPIN_US", e.spin_us.to_string().as_bytes())?,
+    ];
+    let mut out: Vec<*const c_char> = env
+        .iter()
+        .copied()
+        .filter(|&x| {
+            ["LD_PRELOAD", "IXORA_SOCKET", "IXORA_SPIN_US"]
+                .iter()
+                .all(|n| value(x, n).is_none())
+        })
+        .collect();
+    out.extend(vars.iter().map(|v| v.as_ptr()));
+    Some(Shimmed {
+        _vars: vars,
+        env: out,
+    })
+}
+
+/// `env` with its terminating NULL, as `exec` takes it.
+fn terminated(mut env: Vec<*const c_char>) -> Vec<*const c_char> {
+    env.push(std::ptr::null());
+    env
 }
 
 /// Descriptor flags of `fd` (`F_GETFD`, raw); None if it is not open.
@@ -125,11 +185,11 @@ pub(crate) fn under_shim(env: &[*const c_char]) -> bool {
         })
 }
 
-/// Before an `exec` with environment `envp`: if Ixora sockets stay open
-/// across it and the new program runs under the shim, leave the control
-/// connection open for it and return the environment that tells it what
-/// it inherits. None: the `exec` goes as it is.
-pub fn prepare(envp: *const *const c_char) -> Option<Carry> {
+/// Before an `exec` with environment `env` (its entries): if Ixora
+/// sockets stay open across it and the new program runs under the shim,
+/// leave the control connection open for it and return the environment
+/// that tells it what it inherits. None: the `exec` goes as it is.
+fn prepare(env: &[*const c_char]) -> Option<Carry> {
     static SAID: AtomicBool = AtomicBool::new(false);
     let a = state::attached()?;
     if !state::has_ctl() || state::gone(a) {
@@ -146,14 +206,12 @@ pub fn prepare(envp: *const *const c_char) -> Option<Carry> {
     if kept.is_empty() && !CARRY_ALWAYS.load(Ordering::Relaxed) {
         return None;
     }
-    let env = entries(envp);
-    if !under_shim(&env) {
+    if !under_shim(env) {
         if !SAID.swap(true, Ordering::Relaxed) {
             let m = format!(
                 "ixora-preload: {} Ixora socket descriptor(s) stay open across exec, but the \
-                 new program's environment does not run it under `ixora run` (no LD_PRELOAD of \
-                 libixora_preload.so or no IXORA_SOCKET): it gets kernel sockets that carry \
-                 nothing\n",
+                 new program's environment takes it off Ixora (IXORA_SOCKET empty): it gets \
+                 kernel sockets that carry nothing\n",
                 kept.len()
             );
             sys_write(2, m.as_bytes());
@@ -192,16 +250,16 @@ pub fn prepare(envp: *const *const c_char) -> Option<Carry> {
     // at exit; this thread's waiter is given back.
     state::kick(a);
     state::release_thread_waiter();
-    let mut envp: Vec<*const c_char> = env
-        .into_iter()
+    let mut env: Vec<*const c_char> = env
+        .iter()
+        .copied()
         .filter(|&e| value(e, VAR).is_none())
         .collect();
-    envp.push(var.as_ptr());
-    envp.push(std::ptr::null());
+    env.push(var.as_ptr());
     Some(Carry {
         ctl,
         _var: var,
-        envp,
+        env,
     })
 }
 
@@ -346,12 +404,19 @@ fn carrying(
     envp: *const *const c_char,
     exec: impl FnOnce(*const *const c_char) -> c_int,
 ) -> c_int {
-    let carry = prepare(envp);
-    let envp = carry.as_ref().map_or(envp, Carry::envp);
-    let env = entries(envp);
-    let lent = secure::lend(&target, &env);
-    let secure_env = lent.as_ref().map(|l| l.environment(&env));
-    let r = exec(secure_env.as_ref().map_or(envp, |v| v.as_ptr()));
+    let given = entries(envp);
+    let shim = shimmed(&given);
+    let env = shim.as_ref().map_or(&given[..], |s| &s.env[..]);
+    let carry = prepare(env);
+    let env = carry.as_ref().map_or(env, |c| &c.env[..]);
+    let lent = secure::lend(&target, env);
+    // The caller's own array where nothing changed.
+    let changed = match &lent {
+        Some(l) => Some(l.environment(env)),
+        None if shim.is_some() || carry.is_some() => Some(terminated(env.to_vec())),
+        None => None,
+    };
+    let r = exec(changed.as_ref().map_or(envp, |v| v.as_ptr()));
     if let Some(l) = lent {
         l.undo();
     }
@@ -515,7 +580,7 @@ struct Offer {
 /// child can see): a control connection of its own with one reference to
 /// each socket (`state::offer`), named in `IXORA_SPAWN` with the inodes
 /// of their placeholders. None: the spawn goes as it is.
-fn prepare_spawn(envp: *const *const c_char) -> Option<Offer> {
+fn prepare_spawn(env: &[*const c_char]) -> Option<Offer> {
     static SAID: AtomicBool = AtomicBool::new(false);
     let a = state::attached()?;
     if !state::has_ctl() || state::gone(a) {
@@ -532,13 +597,11 @@ fn prepare_spawn(envp: *const *const c_char) -> Option<Offer> {
     if offers.is_empty() {
         return None;
     }
-    let env = entries(envp);
-    if !under_shim(&env) {
+    if !under_shim(env) {
         if !SAID.swap(true, Ordering::Relaxed) {
-            let m = "ixora-preload: a program started by posix_spawn does not run under \
-                     `ixora run` (no LD_PRELOAD of libixora_preload.so or no IXORA_SOCKET in its \
-                     environment): the Ixora sockets it inherits are kernel sockets that carry \
-                     nothing\n";
+            let m = "ixora-preload: a program started by posix_spawn is taken off Ixora by its \
+                     environment (IXORA_SOCKET empty): the Ixora sockets it inherits are kernel \
+                     sockets that carry nothing\n";
             sys_write(2, m.as_bytes());
         }
         return None;
@@ -569,7 +632,8 @@ fn prepare_spawn(envp: *const *const c_char) -> Option<Offer> {
         return None;
     };
     let mut envp: Vec<*const c_char> = env
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|&e| value(e, SPAWN_VAR).is_none() && value(e, VAR).is_none())
         .collect();
     envp.push(var.as_ptr());
@@ -685,8 +749,19 @@ fn spawning(
     envp: *const *const c_char,
     spawn: impl FnOnce(*const *const c_char) -> c_int,
 ) -> c_int {
-    let offer = prepare_spawn(envp);
-    let r = spawn(offer.as_ref().map_or(envp, |o| o.envp.as_ptr()));
+    let given = entries(envp);
+    let shim = shimmed(&given);
+    let env = shim.as_ref().map_or(&given[..], |s| &s.env[..]);
+    let offer = prepare_spawn(env);
+    let plain = match (&offer, &shim) {
+        (None, Some(s)) => Some(terminated(s.env.clone())),
+        _ => None,
+    };
+    let r = spawn(match (&offer, &plain) {
+        (Some(o), _) => o.envp.as_ptr(),
+        (None, Some(p)) => p.as_ptr(),
+        (None, None) => envp,
+    });
     if let Some(o) = offer {
         // The child has its own copy (or was never started: the
         // connection then ends, and the service gives the offer back).

@@ -475,6 +475,9 @@ pub struct Env {
     pub socket: Option<std::ffi::OsString>,
     /// `IXORA_SPIN_US`: how long a blocking call spins first.
     pub spin_us: u64,
+    /// The entry of `LD_PRELOAD` that names this library (None: it was
+    /// loaded another way), for the programs this one executes.
+    pub preload: Option<std::ffi::OsString>,
 }
 
 static ENV: std::sync::OnceLock<Env> = std::sync::OnceLock::new();
@@ -489,6 +492,13 @@ pub fn env() -> &'static Env {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(50),
+        preload: std::env::var_os("LD_PRELOAD").and_then(|v| {
+            use std::os::unix::ffi::{OsStrExt, OsStringExt};
+            v.as_bytes()
+                .split(|&b| b == b':' || b == b' ')
+                .find(|e| e.windows(16).any(|w| w == b"libixora_preload"))
+                .map(|e| std::ffi::OsString::from_vec(e.to_vec()))
+        }),
     })
 }
 
