@@ -3223,6 +3223,45 @@ static void *write_60s_later(void *arg) {
     return NULL;
 }
 
+/* Options Linux takes by rules of its own, which the shim now checks
+ * itself (Erlang sets SO_PRIORITY and IP_TOS on every socket again and
+ * again; each was three system calls): read back as Linux keeps them —
+ * IP_TOS a byte, TCP's without its ECN bits; IP_TTL -1 the default;
+ * IP_RECVTOS a flag — and refused where Linux refuses them (IP_TTL 0 and
+ * 256); never set, IP_TTL, IP_TOS and IP_RECVTTL read Linux's defaults
+ * (answered by the shim: Erlang reads them of every socket). Until
+ * 2026-11-29 IP_TOS 0x1ff read back 0x1ff and IP_TTL -1 as -1. */
+static void ip_option_values(const char *self_ip) {
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    char line[300] = "", *at = line;
+    for (int k = 0; k < 2; k++) {
+        int s = socket(AF_INET, k ? SOCK_DGRAM : SOCK_STREAM, 0);
+        bind(s, (struct sockaddr *)&sa, sizeof sa);
+        int f_ttl = int_opt_of(s, IPPROTO_IP, IP_TTL), f_tos = int_opt_of(s, IPPROTO_IP, IP_TOS);
+        int f_rt = int_opt_of(s, IPPROTO_IP, IP_RECVTTL);
+        int tos = set_int_opt(s, IPPROTO_IP, IP_TOS, 0x1ff);
+        int tos_v = int_opt_of(s, IPPROTO_IP, IP_TOS);
+        int ttl = set_int_opt(s, IPPROTO_IP, IP_TTL, -1);
+        int ttl_v = int_opt_of(s, IPPROTO_IP, IP_TTL);
+        int ttl0 = set_int_opt(s, IPPROTO_IP, IP_TTL, 0), e0 = errno;
+        int ttl256 = set_int_opt(s, IPPROTO_IP, IP_TTL, 256), e256 = errno;
+        int prio = set_int_opt(s, SOL_SOCKET, SO_PRIORITY, 6);
+        int prio_v = int_opt_of(s, SOL_SOCKET, SO_PRIORITY);
+        int rt = set_int_opt(s, IPPROTO_IP, IP_RECVTOS, 5);
+        int rt_v = int_opt_of(s, IPPROTO_IP, IP_RECVTOS);
+        at += snprintf(at, sizeof line - (size_t)(at - line),
+                       "%s unset %d %d %d tos %d %#x ttl %d %d 0:%s 256:%s prio %d %d recvtos %d %d; ",
+                       k ? "udp" : "tcp", f_ttl, f_tos, f_rt, tos, tos_v, ttl, ttl_v, ttl0 ? strerror(e0) : "ok",
+                       ttl256 ? strerror(e256) : "ok", prio, prio_v, rt, rt_v);
+        close(s);
+    }
+    check(strcmp(line, "tcp unset 64 0 0 tos 0 0xfc ttl 0 64 0:Invalid argument 256:Invalid "
+                       "argument prio 0 6 recvtos 0 1; udp unset 64 0 0 tos 0 0xff ttl 0 64 "
+                       "0:Invalid argument 256:Invalid argument prio 0 6 recvtos 0 1; ") == 0,
+          "ip_option_values", "%s", line);
+}
+
 /* A duplicate of an epoll descriptor names the same set (mio, tokio's
  * reactor, registers through an F_DUPFD_CLOEXEC duplicate of the
  * descriptor it waits on: until 2026-11-29 its Ixora sockets went to the
@@ -3816,6 +3855,7 @@ int main(int argc, char **argv) {
         send_queues(argv[4], atoi(argv[3]) + 21);
         receive_low_water(argv[4], atoi(argv[3]) + 22);
         epoll_duplicates(argv[4], atoi(argv[3]) + 23);
+        ip_option_values(argv[4]);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

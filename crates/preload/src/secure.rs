@@ -91,9 +91,10 @@ fn stat_at(dir: c_int, path: *const c_char, flags: c_int) -> Option<libc::stat> 
     (unsafe { libc::fstatat(dir, path, &mut st, flags) } == 0).then_some(st)
 }
 
-/// The files the `exec` may run: one, or for a name searched in `PATH`
-/// each candidate that exists (the C library's `execvp` tries them in
-/// order, and its default path when `PATH` is unset).
+/// The file the `exec` runs (none if there is none): for a name searched
+/// in `PATH`, the first candidate that exists and may be executed, as the
+/// C library's `execvp` finds it (its default path when `PATH` is
+/// unset).
 fn files(t: &Target) -> Vec<libc::stat> {
     match *t {
         Target::Path(p) => stat_at(libc::AT_FDCWD, p, 0).into_iter().collect(),
@@ -116,11 +117,16 @@ fn files(t: &Target) -> Vec<libc::stat> {
             let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
             let path = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
             path.split(|&b| b == b':')
-                .filter_map(|dir| {
+                .find_map(|dir| {
                     let dir = if dir.is_empty() { &b"."[..] } else { dir };
                     let full = CString::new([dir, b"/", name].concat()).ok()?;
+                    // SAFETY: a NUL-terminated path of ours.
+                    if unsafe { libc::access(full.as_ptr(), libc::X_OK) } != 0 {
+                        return None;
+                    }
                     stat_at(libc::AT_FDCWD, full.as_ptr(), 0)
                 })
+                .into_iter()
                 .collect()
         }
     }
@@ -212,6 +218,10 @@ pub fn lend(t: &Target, env: &[*const c_char]) -> Option<Lent> {
         return None;
     }
     let ([ruid, euid, _], [rgid, egid, _]) = ids();
+    let apart = ruid != euid || rgid != egid;
+    if !apart && SAID_FILE.load(Ordering::Relaxed) {
+        return None; // (nothing to lend, and said already)
+    }
     let files = files(t);
     if files
         .iter()
@@ -224,7 +234,7 @@ pub fn lend(t: &Target, env: &[*const c_char]) -> Option<Lent> {
         );
         return None;
     }
-    if ruid == euid && rgid == egid {
+    if !apart {
         return None;
     }
     // SAFETY: getauxval(3) reads the process's auxiliary vector.

@@ -5703,6 +5703,11 @@ fn shim_default(key: (c_int, c_int)) -> Option<Vec<u8>> {
         (libc::SOL_SOCKET, libc::SO_RCVLOWAT | libc::SO_SNDLOWAT) => {
             Some(1i32.to_ne_bytes().to_vec())
         }
+        // (Erlang reads these of every socket: no scratch socket each.)
+        (libc::IPPROTO_IP, libc::IP_TOS | libc::IP_RECVTOS | libc::IP_RECVTTL) => {
+            Some(0i32.to_ne_bytes().to_vec())
+        }
+        (libc::IPPROTO_IP, libc::IP_TTL) => Some(default_ttl().to_ne_bytes().to_vec()),
         // (Linux's name buffer: TCP_CA_NAME_MAX bytes, zero-padded.)
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
             let mut name = b"cubic".to_vec();
@@ -5711,6 +5716,18 @@ fn shim_default(key: (c_int, c_int)) -> Option<Vec<u8>> {
         }
         _ => None,
     }
+}
+
+/// The TTL a socket of this network namespace sends with unless told
+/// (`net.ipv4.ip_default_ttl`, read once).
+fn default_ttl() -> c_int {
+    static TTL: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
+    *TTL.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_default_ttl")
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(64)
+    })
 }
 
 /// Options Linux keeps as a flag and reads back as 0 or 1 whatever int
@@ -5916,6 +5933,7 @@ pub unsafe extern "C" fn setsockopt(
     let mut kept: Option<[u8; 4]> = None;
     // The kernel was asked whether it takes the option.
     let mut checked = false;
+    let known = known_int_opt(e, level, name, int());
     match (level, name) {
         (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY)
             if e.flags.load(Ordering::Relaxed) & fl::INET6 != 0 =>
@@ -6051,6 +6069,10 @@ pub unsafe extern "C" fn setsockopt(
             None if k == kind::IXORA => return fail(libc::EINVAL),
             None => {} // (the kernel socket says)
         },
+        // Linux takes these by rules of its own, checked here (Erlang's
+        // sockets set SO_PRIORITY and IP_TOS again and again: 45 system
+        // calls per connection when the kernel was asked).
+        _ if k == kind::IXORA && known.is_some() => kept = known.map(c_int::to_ne_bytes),
         _ if k == kind::IXORA => {
             // Kept as set, after the kernel said it takes it: an option
             // Linux does not have, or a value it refuses, fails as on
@@ -6109,6 +6131,30 @@ pub unsafe extern "C" fn setsockopt(
     }
     count(sk.a, call("setsockopt"), !mirrored && !checked);
     0
+}
+
+/// The value Linux keeps of option `(level, name)` set to int `v` (None:
+/// fewer than 4 bytes) on an IPv4 socket such as descriptor entry `e`'s,
+/// where it takes the option by rules this knows, with no need to ask
+/// it: `IP_TOS` (a byte; TCP keeps its ECN bits, 0 here), `IP_TTL` (-1,
+/// the system's default, or 1 to 255), `IP_RECVTOS`, `IP_RECVTTL`, and
+/// `SO_PRIORITY` from 0 to 6 (beyond, CAP_NET_ADMIN or CAP_NET_RAW). None:
+/// the kernel is asked.
+fn known_int_opt(e: &state::FdEntry, level: c_int, name: c_int, v: Option<c_int>) -> Option<c_int> {
+    let v = v?;
+    let f = e.flags.load(Ordering::Relaxed);
+    if f & fl::INET6 != 0 {
+        return None;
+    }
+    match (level, name) {
+        (libc::IPPROTO_IP, libc::IP_TOS) if f & fl::DGRAM == 0 => Some(v & 0xfc),
+        (libc::IPPROTO_IP, libc::IP_TOS) => Some(v & 0xff),
+        (libc::IPPROTO_IP, libc::IP_TTL) if v == -1 => Some(default_ttl()),
+        (libc::IPPROTO_IP, libc::IP_TTL) => (1..=255).contains(&v).then_some(v),
+        (libc::IPPROTO_IP, libc::IP_RECVTOS | libc::IP_RECVTTL) => Some(v),
+        (libc::SOL_SOCKET, libc::SO_PRIORITY) => (0..=6).contains(&v).then_some(v),
+        _ => None,
+    }
 }
 
 /// A new kernel socket of the family and type of descriptor entry `e`
