@@ -1414,7 +1414,7 @@ fn a_program_executed_with_an_environment_of_its_own_stays_on_ixora() {
     let log = off.log();
     // (Its listener is the kernel placeholder, which does not listen.)
     assert!(
-        log.contains("takes it off Ixora") && log.contains("Errno 22"),
+        log.contains("IXORA_SOCKET empty") && log.contains("Errno 22"),
         "{log}"
     );
 }

@@ -26,7 +26,8 @@
 //! children's environment: Dovecot, Exim, nginx's binary upgrade — the
 //! shim puts them back ([`shimmed`]). Only an environment that says
 //! `IXORA_SOCKET=` (empty) takes the new program off Ixora: then nothing
-//! is carried, said once on standard error. Without an Ixora socket nothing is carried, unless the
+//! is carried, said once on standard error. Without an Ixora socket
+//! nothing is carried, unless the
 //! attachment was made for a change of credentials (`crate::creds`) or
 //! came so across an `exec` itself: a root wrapper's program, another
 //! user's, takes it up. Not carried: the shim's own state of the old image —
@@ -210,8 +211,9 @@ fn prepare(env: &[*const c_char]) -> Option<Carry> {
         if !SAID.swap(true, Ordering::Relaxed) {
             let m = format!(
                 "ixora-preload: {} Ixora socket descriptor(s) stay open across exec, but the \
-                 new program's environment takes it off Ixora (IXORA_SOCKET empty): it gets \
-                 kernel sockets that carry nothing\n",
+                 new program does not run under `ixora run` (its environment says IXORA_SOCKET \
+                 empty, or this library was not preloaded by LD_PRELOAD): it gets kernel sockets \
+                 that carry nothing\n",
                 kept.len()
             );
             sys_write(2, m.as_bytes());
@@ -599,9 +601,10 @@ fn prepare_spawn(env: &[*const c_char]) -> Option<Offer> {
     }
     if !under_shim(env) {
         if !SAID.swap(true, Ordering::Relaxed) {
-            let m = "ixora-preload: a program started by posix_spawn is taken off Ixora by its \
-                     environment (IXORA_SOCKET empty): the Ixora sockets it inherits are kernel \
-                     sockets that carry nothing\n";
+            let m = "ixora-preload: a program started by posix_spawn does not run under `ixora \
+                     run` (its environment says IXORA_SOCKET empty, or this library was not \
+                     preloaded by LD_PRELOAD): the Ixora sockets it inherits are kernel sockets \
+                     that carry nothing\n";
             sys_write(2, m.as_bytes());
         }
         return None;
