@@ -27,7 +27,7 @@
 //! shim, as the loader decides, and the shim says so once.
 
 use crate::exec::{under_shim, value};
-use crate::real::{self, errno, set_errno, sys_write};
+use crate::real::{self, errno, say_once, set_errno};
 use libc::{c_char, c_int, gid_t, uid_t};
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -199,12 +199,6 @@ impl Lent {
     }
 }
 
-fn say(said: &AtomicBool, what: &str) {
-    if !said.swap(true, Ordering::Relaxed) {
-        sys_write(2, format!("ixora-preload: {what}\n").as_bytes());
-    }
-}
-
 /// Before an `exec` of `t` with environment `env`: if the new program runs
 /// under `ixora run` but the loader would run it in secure-execution mode
 /// only because this root process's real ids differ from its effective
@@ -227,10 +221,11 @@ pub fn lend(t: &Target, env: &[*const c_char]) -> Option<Lent> {
         .iter()
         .any(|st| secure_file(st.st_mode, st.st_uid, st.st_gid, euid, egid))
     {
-        say(
+        say_once(
             &SAID_FILE,
-            "the program executed is set-user-ID or set-group-ID: the dynamic loader does not \
-             preload libraries into it, so it runs on the kernel's sockets, not Ixora's",
+            "ixora-preload: the program executed is set-user-ID or set-group-ID: the dynamic \
+             loader does not preload libraries into it, so it runs on the kernel's sockets, not \
+             Ixora's\n",
         );
         return None;
     }
@@ -240,12 +235,12 @@ pub fn lend(t: &Target, env: &[*const c_char]) -> Option<Lent> {
     // SAFETY: getauxval(3) reads the process's auxiliary vector.
     let own_secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
     if euid != 0 || own_secure || files.iter().any(|st| set_id(st.st_mode)) {
-        say(
+        say_once(
             &SAID_IDS,
-            "a program executed while the real and effective user or group differ runs in \
-             the dynamic loader's secure mode, which does not preload libraries: it runs on \
-             the kernel's sockets, not Ixora's (the shim works around it only for a process \
-             whose effective user is root)",
+            "ixora-preload: a program executed while the real and effective user or group \
+             differ runs in the dynamic loader's secure mode, which does not preload libraries: \
+             it runs on the kernel's sockets, not Ixora's (the shim works around it only for a \
+             process whose effective user is root)\n",
         );
         return None;
     }
