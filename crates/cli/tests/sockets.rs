@@ -5146,24 +5146,29 @@ fn a_root_program_executed_with_its_real_ids_apart_is_served() {
          \x20   c, _ = l.accept()\n\
          \x20   c.sendall(c.recv(16))\n"
     );
-    let parent = format!(
-        "import ctypes, os, resource, sys\n\
+    // The parent, in `mode`: `print` (on Linux), `serve`, or `apart` (its
+    // effective user nobody's).
+    let parent = |mode: &str| {
+        format!(
+            "import ctypes, os, resource, sys\n\
+         mode = '{mode}'\n\
          resource.setrlimit(resource.RLIMIT_STACK, (16 << 20, resource.RLIM_INFINITY))\n\
          ctypes.CDLL(None).prctl(1, 28, 0, 0, 0)\n\
          os.environ['TMPDIR'] = '/nonexistent'\n\
          os.environ['LD_LIBRARY_PATH'] = '/nonexistent'\n\
-         if sys.argv[1] == 'apart':\n\
+         if mode == 'apart':\n\
          \x20   os.setresuid(0, 65534, 0)\n\
          else:\n\
          \x20   os.setresgid(65534, 0, 0)\n\
          \x20   os.setresuid(65534, 0, 0)\n\
          exe = '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable\n\
-         os.execv(exe, [exe, '-c', {child:?}, sys.argv[1]])\n"
-    );
+         os.execv(exe, [exe, '-c', {child:?}, mode])\n"
+        )
+    };
     let linux = succeed(
         net.lx
             .command("timeout")
-            .args(["30", "python3", "-c", &parent, "print"]),
+            .args(["30", "python3", "-c", &parent("print")]),
         "on Linux",
     );
     let linux = String::from_utf8_lossy(&linux.stderr).into_owned();
@@ -5171,7 +5176,7 @@ fn a_root_program_executed_with_its_real_ids_apart_is_served() {
         linux.contains("ids (65534, 0, 0) (65534, 0, 0) dumpable False pdeathsig 0 stack 8388608"),
         "Linux's secure exec:\n{linux}"
     );
-    let p = net.run("lent", &["python3", "-c", &parent, "serve"]);
+    let p = net.run("lent", &["python3", "-c", &parent("serve")]);
     wait_log(&p, "ready", 15);
     let log = p.log();
     let ids = log.lines().find(|l| l.starts_with("ids")).unwrap_or("");
@@ -5180,21 +5185,7 @@ fn a_root_program_executed_with_its_real_ids_apart_is_served() {
     // One whose effective user is not root cannot set its real ids back
     // after the `exec`: it runs as the loader decides, and is told so.
     // (The system's Python: nobody may not reach one under root's home.)
-    let out = succeed(
-        net.ix.command("timeout").args([
-            "30",
-            BIN,
-            "run",
-            "--socket",
-            &net.socket,
-            "--",
-            "python3",
-            "-c",
-            &parent,
-            "apart",
-        ]),
-        "effective user apart",
-    );
+    let out = net.python_output(&parent("apart"), "effective user apart");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("ids (0, 65534, 65534) (0, 0, 0)") && err.contains("secure mode"),

@@ -78,32 +78,42 @@ impl Carry {
     }
 }
 
-/// The environment of a program this one executes or spawns, with the
-/// variables that run it under `ixora run` put back where the caller's
-/// environment lost them.
-struct Shimmed {
+/// The environment of a program this one executes or spawns: the
+/// caller's entries, with the variables that run it under `ixora run` put
+/// back where they were lost ([`shimmed`]).
+struct ChildEnv {
     _vars: Vec<CString>,
+    /// Its entries (no terminating NULL).
     env: Vec<*const c_char>,
+    /// Variables were put back: `env` is not the caller's array.
+    changed: bool,
 }
 
-/// `env` (a program's environment, as given to `exec` or `posix_spawn`)
-/// with `LD_PRELOAD` naming this library and `IXORA_SOCKET` (and
-/// `IXORA_SPIN_US`) as this process has them, if it lacks them: `ixora
-/// run` runs the process tree. Daemons that clean their children's
-/// environment (Dovecot keeps `TZ` and a few of its own, Exim, nginx's
-/// binary upgrade keeps `TZ`) started them off Ixora, with the Ixora
-/// sockets they pass on (a listener inherited, a connection passed over a
-/// Unix socket) dead placeholders. A program that gives a child
-/// `IXORA_SOCKET` empty takes it off Ixora. None: nothing to add.
-fn shimmed(env: &[*const c_char]) -> Option<Shimmed> {
-    if under_shim(env) {
-        return None;
+/// The entries of the caller's `envp` with `LD_PRELOAD` naming this
+/// library and `IXORA_SOCKET` (and `IXORA_SPIN_US`) as this process has
+/// them, if it lacks them: `ixora run` runs the process tree. Daemons that
+/// clean their children's environment (Dovecot keeps `TZ` and a few of its
+/// own, Exim, nginx's binary upgrade keeps `TZ`) started them off Ixora,
+/// with the Ixora sockets they pass on (a listener inherited, a
+/// connection passed over a Unix socket) dead placeholders. A program
+/// that gives a child `IXORA_SOCKET` empty takes it off Ixora.
+fn shimmed(envp: *const *const c_char) -> ChildEnv {
+    let env = entries(envp);
+    let as_given = |env| ChildEnv {
+        _vars: Vec::new(),
+        env,
+        changed: false,
+    };
+    if under_shim(&env) {
+        return as_given(env);
     }
     let e = state::env();
-    let (socket, preload) = (e.socket.as_ref()?, e.preload.as_ref()?);
+    let (Some(socket), Some(preload)) = (e.socket.as_ref(), e.preload.as_ref()) else {
+        return as_given(env);
+    };
     let find = |name: &str| env.iter().find_map(|&x| value(x, name));
     if find("IXORA_SOCKET").is_some_and(|v| v.is_empty()) {
-        return None;
+        return as_given(env);
     }
     use std::os::unix::ffi::OsStrExt;
     let var = |name: &str, v: &[u8]| CString::new([name.as_bytes(), b"=", v].concat()).ok();
@@ -112,11 +122,15 @@ fn shimmed(env: &[*const c_char]) -> Option<Shimmed> {
         ld.push(b':');
         ld.extend_from_slice(old);
     }
-    let vars = vec![
-        var("LD_PRELOAD", &ld)?,
-        var("IXORA_SOCKET", socket.as_bytes())?,
-        var("IXORA_SPIN_US", e.spin_us.to_string().as_bytes())?,
-    ];
+    let Some(vars) = [
+        var("LD_PRELOAD", &ld),
+        var("IXORA_SOCKET", socket.as_bytes()),
+        var("IXORA_SPIN_US", e.spin_us.to_string().as_bytes()),
+    ]
+    .into_iter()
+    .collect::<Option<Vec<CString>>>() else {
+        return as_given(env);
+    };
     let mut out: Vec<*const c_char> = env
         .iter()
         .copied()
@@ -127,10 +141,11 @@ fn shimmed(env: &[*const c_char]) -> Option<Shimmed> {
         })
         .collect();
     out.extend(vars.iter().map(|v| v.as_ptr()));
-    Some(Shimmed {
+    ChildEnv {
         _vars: vars,
         env: out,
-    })
+        changed: true,
+    }
 }
 
 /// `env` with its terminating NULL, as `exec` takes it.
@@ -399,26 +414,25 @@ pub fn adopt() {
 }
 
 /// Call `exec` (one of the C library's) with `envp`, or with the
-/// environment that carries our sockets if any stay open ([`prepare`]);
-/// if it returns (it failed), the carry is undone.
+/// environment the new program needs: the shim's variables put back
+/// ([`shimmed`]), the sockets that stay open carried ([`prepare`]), the
+/// real ids lent ([`secure::lend`]); if it returns (it failed), the carry
+/// and the lending are undone.
 fn carrying(
     target: Target,
     envp: *const *const c_char,
     exec: impl FnOnce(*const *const c_char) -> c_int,
 ) -> c_int {
-    let given = entries(envp);
-    let shim = shimmed(&given);
-    let env = shim.as_ref().map_or(&given[..], |s| &s.env[..]);
-    let carry = prepare(env);
-    let env = carry.as_ref().map_or(env, |c| &c.env[..]);
+    let child = shimmed(envp);
+    let carry = prepare(&child.env);
+    let env = carry.as_ref().map_or(&child.env[..], |c| &c.env[..]);
     let lent = secure::lend(&target, env);
+    let secured = lent.as_ref().map(|l| l.environment(env));
+    let env = secured.as_deref().unwrap_or(env);
     // The caller's own array where nothing changed.
-    let changed = match &lent {
-        Some(l) => Some(l.environment(env)),
-        None if shim.is_some() || carry.is_some() => Some(terminated(env.to_vec())),
-        None => None,
-    };
-    let r = exec(changed.as_ref().map_or(envp, |v| v.as_ptr()));
+    let changed = child.changed || carry.is_some() || lent.is_some();
+    let owned = changed.then(|| terminated(env.to_vec()));
+    let r = exec(owned.as_ref().map_or(envp, |v| v.as_ptr()));
     if let Some(l) = lent {
         l.undo();
     }
@@ -572,7 +586,8 @@ const SPAWN_VAR: &str = "IXORA_SPAWN";
 struct Offer {
     ctl: c_int,
     _var: CString,
-    envp: Vec<*const c_char>,
+    /// The child's environment entries (no terminating NULL).
+    env: Vec<*const c_char>,
 }
 
 /// Before `posix_spawn` with environment `envp`: if this process has
@@ -634,17 +649,16 @@ fn prepare_spawn(env: &[*const c_char]) -> Option<Offer> {
         state::offer_done(ctl);
         return None;
     };
-    let mut envp: Vec<*const c_char> = env
+    let mut env: Vec<*const c_char> = env
         .iter()
         .copied()
         .filter(|&e| value(e, SPAWN_VAR).is_none() && value(e, VAR).is_none())
         .collect();
-    envp.push(var.as_ptr());
-    envp.push(std::ptr::null());
+    env.push(var.as_ptr());
     Some(Offer {
         ctl,
         _var: var,
-        envp,
+        env,
     })
 }
 
@@ -752,19 +766,12 @@ fn spawning(
     envp: *const *const c_char,
     spawn: impl FnOnce(*const *const c_char) -> c_int,
 ) -> c_int {
-    let given = entries(envp);
-    let shim = shimmed(&given);
-    let env = shim.as_ref().map_or(&given[..], |s| &s.env[..]);
-    let offer = prepare_spawn(env);
-    let plain = match (&offer, &shim) {
-        (None, Some(s)) => Some(terminated(s.env.clone())),
-        _ => None,
-    };
-    let r = spawn(match (&offer, &plain) {
-        (Some(o), _) => o.envp.as_ptr(),
-        (None, Some(p)) => p.as_ptr(),
-        (None, None) => envp,
-    });
+    let child = shimmed(envp);
+    let offer = prepare_spawn(&child.env);
+    let env = offer.as_ref().map_or(&child.env[..], |o| &o.env[..]);
+    // The caller's own array where nothing changed.
+    let owned = (child.changed || offer.is_some()).then(|| terminated(env.to_vec()));
+    let r = spawn(owned.as_ref().map_or(envp, |v| v.as_ptr()));
     if let Some(o) = offer {
         // The child has its own copy (or was never started: the
         // connection then ends, and the service gives the offer back).

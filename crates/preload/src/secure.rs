@@ -91,43 +91,39 @@ fn stat_at(dir: c_int, path: *const c_char, flags: c_int) -> Option<libc::stat> 
     (unsafe { libc::fstatat(dir, path, &mut st, flags) } == 0).then_some(st)
 }
 
-/// The file the `exec` runs (none if there is none): for a name searched
+/// The file the `exec` runs (None if there is none): for a name searched
 /// in `PATH`, the first candidate that exists and may be executed, as the
 /// C library's `execvp` finds it (its default path when `PATH` is
 /// unset).
-fn files(t: &Target) -> Vec<libc::stat> {
+fn file(t: &Target) -> Option<libc::stat> {
     match *t {
-        Target::Path(p) => stat_at(libc::AT_FDCWD, p, 0).into_iter().collect(),
-        Target::Fd(fd) => stat_at(fd, c"".as_ptr(), libc::AT_EMPTY_PATH)
-            .into_iter()
-            .collect(),
-        Target::At(dir, p, fl) => {
-            let fl = fl & (libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW);
-            stat_at(dir, p, fl).into_iter().collect()
-        }
+        Target::Path(p) => stat_at(libc::AT_FDCWD, p, 0),
+        Target::Fd(fd) => stat_at(fd, c"".as_ptr(), libc::AT_EMPTY_PATH),
+        Target::At(dir, p, fl) => stat_at(
+            dir,
+            p,
+            fl & (libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW),
+        ),
         Target::Search(p) => {
             if p.is_null() {
-                return Vec::new();
+                return None;
             }
             // SAFETY: the caller's NUL-terminated string.
             let name = unsafe { CStr::from_ptr(p) }.to_bytes();
             if name.contains(&b'/') {
-                return files(&Target::Path(p));
+                return stat_at(libc::AT_FDCWD, p, 0);
             }
             let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
             let path = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
-            path.split(|&b| b == b':')
-                .find_map(|dir| {
-                    let dir = if dir.is_empty() { &b"."[..] } else { dir };
-                    let full = CString::new([dir, b"/", name].concat()).ok()?;
-                    // SAFETY: a NUL-terminated path of ours.
-                    if unsafe { libc::access(full.as_ptr(), libc::X_OK) } != 0 {
-                        return None;
-                    }
-                    stat_at(libc::AT_FDCWD, full.as_ptr(), 0)
-                })
-                .into_iter()
-                .collect()
+            path.split(|&b| b == b':').find_map(|dir| {
+                let dir = if dir.is_empty() { &b"."[..] } else { dir };
+                let full = CString::new([dir, b"/", name].concat()).ok()?;
+                // SAFETY: a NUL-terminated path of ours.
+                if unsafe { libc::access(full.as_ptr(), libc::X_OK) } != 0 {
+                    return None;
+                }
+                stat_at(libc::AT_FDCWD, full.as_ptr(), 0)
+            })
         }
     }
 }
@@ -178,7 +174,7 @@ pub struct Lent {
 
 impl Lent {
     /// `env` (the `exec`'s entries) as a secure image would see it, with
-    /// the ids to set back.
+    /// the ids to set back (entries, no terminating NULL).
     pub fn environment(&self, env: &[*const c_char]) -> Vec<*const c_char> {
         let mut v: Vec<*const c_char> = env
             .iter()
@@ -187,7 +183,6 @@ impl Lent {
             .collect();
         v.extend(self.preload.as_ref().map(|p| p.as_ptr()));
         v.push(self.var.as_ptr());
-        v.push(std::ptr::null());
         v
     }
 
@@ -216,11 +211,8 @@ pub fn lend(t: &Target, env: &[*const c_char]) -> Option<Lent> {
     if !apart && SAID_FILE.load(Ordering::Relaxed) {
         return None; // (nothing to lend, and said already)
     }
-    let files = files(t);
-    if files
-        .iter()
-        .any(|st| secure_file(st.st_mode, st.st_uid, st.st_gid, euid, egid))
-    {
+    let file = file(t);
+    if file.is_some_and(|st| secure_file(st.st_mode, st.st_uid, st.st_gid, euid, egid)) {
         say_once(
             &SAID_FILE,
             "ixora-preload: the program executed is set-user-ID or set-group-ID: the dynamic \
@@ -234,7 +226,7 @@ pub fn lend(t: &Target, env: &[*const c_char]) -> Option<Lent> {
     }
     // SAFETY: getauxval(3) reads the process's auxiliary vector.
     let own_secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
-    if euid != 0 || own_secure || files.iter().any(|st| set_id(st.st_mode)) {
+    if euid != 0 || own_secure || file.is_some_and(|st| set_id(st.st_mode)) {
         say_once(
             &SAID_IDS,
             "ixora-preload: a program executed while the real and effective user or group \

@@ -3349,9 +3349,8 @@ pub fn take_epoll_interest(
     gen: u32,
 ) -> Vec<(c_int, &'static Mutex<Epoll>, Item)> {
     let mut out = Vec::new();
-    let mut seen = Vec::new();
     for epfd in epoll_fds() {
-        let Some(ep) = first_name(epfd, &mut seen) else {
+        let Some(ep) = epoll(epfd as c_int) else {
             continue;
         };
         let mut g = ep.lock().unwrap_or_else(|e| e.into_inner());
@@ -3403,25 +3402,13 @@ pub fn epoll_interest_kernel(
     });
 }
 
-/// The set descriptor `epfd` names, unless another of its descriptors
-/// came first in this scan (`seen`, the sets met so far): a set and its
-/// duplicates are one set.
-fn first_name(epfd: usize, seen: &mut Vec<*const Mutex<Epoll>>) -> Option<&'static Mutex<Epoll>> {
-    let ep = epoll(epfd as c_int)?;
-    let p = ep as *const Mutex<Epoll>;
-    if seen.contains(&p) {
-        return None;
-    }
-    seen.push(p);
-    Some(ep)
-}
-
-/// Run `f` on every epoll set of the process, locked, with a number of
-/// it (once per set, its duplicates included).
+/// Run `f` on every epoll set of the process, locked, with its number:
+/// a set that has duplicates ([`epoll_dup`]) once per number. Every
+/// caller changes an item once (it takes it out, or marks it moved), so a
+/// second visit of the same set finds nothing left to do.
 fn each_epoll(f: &mut dyn FnMut(c_int, &mut Epoll)) {
-    let mut seen = Vec::new();
     for epfd in epoll_fds() {
-        if let Some(ep) = first_name(epfd, &mut seen) {
+        if let Some(ep) = epoll(epfd as c_int) {
             f(
                 epfd as c_int,
                 &mut ep.lock().unwrap_or_else(|e| e.into_inner()),
