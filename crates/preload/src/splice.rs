@@ -31,9 +31,8 @@
 //! `ixora run`.
 
 use crate::real::{self, errno, real, sys_poll};
-use crate::shim::{
-    can_send, count, do_recv, do_send, fail, kernel_fd, ring_was_filling, send_failed, wait_ring,
-};
+use crate::shim::io::{can_send, do_recv, do_send, ring_was_filling, send_failed};
+use crate::shim::{count, fail, kernel_fd, wait_ring};
 use crate::state::{self, Sock, FORK_GEN};
 use ixora_channel::layout::{call, flag};
 use libc::{c_int, c_uint, c_void, size_t, ssize_t};

@@ -47,12 +47,12 @@ const FILENO_OFFSET: usize = 112;
 
 unsafe extern "C" fn cookie_read(c: *mut c_void, buf: *mut c_char, n: size_t) -> ssize_t {
     // SAFETY: the stream passes its buffer of `n` writable bytes.
-    unsafe { crate::shim::read(c as usize as c_int, buf.cast(), n) }
+    unsafe { crate::shim::io::read(c as usize as c_int, buf.cast(), n) }
 }
 
 unsafe extern "C" fn cookie_write(c: *mut c_void, buf: *const c_char, n: size_t) -> ssize_t {
     // SAFETY: the stream passes `n` readable bytes.
-    let r = unsafe { crate::shim::write(c as usize as c_int, buf.cast(), n) };
+    let r = unsafe { crate::shim::io::write(c as usize as c_int, buf.cast(), n) };
     // fopencookie: a write returns the bytes written, 0 on error.
     r.max(0)
 }
