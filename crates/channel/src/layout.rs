@@ -141,6 +141,44 @@ pub mod opts {
     pub const NAGLE: u32 = 1;
     /// `SO_KEEPALIVE`.
     pub const KEEPALIVE: u32 = 2;
+    /// `TCP_DEFER_ACCEPT` of a listener, as Linux keeps it: a count of
+    /// SYN-ACK retransmissions ([`super::defer_retrans`]) in these bits.
+    pub const DEFER_SHIFT: u32 = 8;
+    /// The bits of [`DEFER_SHIFT`].
+    pub const DEFER_MASK: u32 = 0xff << DEFER_SHIFT;
+}
+
+/// `TCP_DEFER_ACCEPT` seconds as Linux keeps them (`secs_to_retrans`
+/// with a 1 s initial timeout and a 120 s most): the SYN-ACK
+/// retransmissions whose backed-off timeouts add up to at least
+/// `seconds` (0 for none).
+pub const fn defer_retrans(seconds: i32) -> u8 {
+    if seconds <= 0 {
+        return 0;
+    }
+    let (mut res, mut timeout, mut period) = (1u8, 1i32, 1i32);
+    while seconds > period && res < 255 {
+        res += 1;
+        timeout = if timeout * 2 > 120 { 120 } else { timeout * 2 };
+        period += timeout;
+    }
+    res
+}
+
+/// The seconds `retrans` SYN-ACK retransmissions take (Linux's
+/// `retrans_to_secs`): what `TCP_DEFER_ACCEPT` reads back, and how long
+/// a listener holds a connection that brings no data.
+pub const fn defer_secs(retrans: u8) -> u32 {
+    if retrans == 0 {
+        return 0;
+    }
+    let (mut left, mut timeout, mut period) = (retrans - 1, 1u32, 1u32);
+    while left > 0 {
+        timeout = if timeout * 2 > 120 { 120 } else { timeout * 2 };
+        period += timeout;
+        left -= 1;
+    }
+    period
 }
 
 /// The keep-alive timing in [`UpSlot::keep`]: `TCP_KEEPIDLE` and
@@ -937,6 +975,19 @@ fn copy_in(region: *mut u8, base: usize, ring: u32, pos: u64, src: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `TCP_DEFER_ACCEPT` reads back as Linux 6.18 printed: 1→1, 4→7,
+    /// 10→15, 30→31; none for 0 or less; the backed-off timeouts stop
+    /// growing at 120 s.
+    #[test]
+    fn defer_accept_rounds_as_linux() {
+        let back = |s| defer_secs(defer_retrans(s));
+        assert_eq!([back(1), back(4), back(10), back(30)], [1, 7, 15, 31]);
+        assert_eq!([back(0), back(-5)], [0, 0]);
+        assert_eq!(defer_retrans(7), 3);
+        assert_eq!(back(200), 247);
+        assert_eq!(defer_retrans(i32::MAX), 255);
+    }
 
     #[test]
     fn keep_alive_timing_reads_back_within_linux_ranges() {

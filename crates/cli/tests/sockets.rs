@@ -2862,6 +2862,9 @@ fn posix_calls_behave_as_on_linux() {
         });
         let (out, ping) = prog;
         let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if std::env::var_os("IXORA_TEST_SHOW").is_some() {
+            eprintln!("{what}:\n{text}");
+        }
         assert!(
             out.status.success(),
             "{what}: posix_calls failed:\n{text}\n{}",

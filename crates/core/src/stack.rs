@@ -9,7 +9,7 @@ use crate::tcp::tcb::{
     ev, flag, scale_for, Ctx, IcmpKind, RateLimiter, RstReply, Segment, Tcb, MIN_LOCKED_BUFFER,
 };
 use crate::tcp::{ConnHandle, DeadReason, State, TcpInfo};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::wheel::TimerWheel;
 use crate::wire::arp::{ArpPacket, ArpRepr, Operation};
 use crate::wire::ethernet::{EtherType, EthernetFrame, EthernetRepr, MacAddr};
@@ -185,6 +185,9 @@ struct Listener {
     accept_count: u32,
     /// Buffers its connections are given ([`Stack::tcp_listener_lock_buffers`]).
     lock: (Option<u32>, Option<u32>),
+    /// How long a connection waits for data before it is announced
+    /// ([`Stack::tcp_listener_defer_accept`]).
+    defer: Duration,
 }
 
 struct Slot<R, T> {
@@ -504,7 +507,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         else {
             return;
         };
+        let mut held = false;
         if tcb.ev & ev::KNOCK != 0 && !tcb.knocked() {
+            let defer = self
+                .listeners
+                .get(&tcb.listener())
+                .map_or(Duration::ZERO, |l| l.defer);
+            held = tcb.defers_knock(defer, self.now);
+        }
+        if tcb.ev & ev::KNOCK != 0 && !tcb.knocked() && !held {
             // Handshake complete: from the SYN queue to the accept queue.
             tcb.set_owned();
             let was_synq = tcb.flags & flag::SYNQ != 0;
@@ -517,7 +528,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 l.accept_count += 1;
             }
         }
-        if tcb.ev != 0 && tcb.flags & flag::IN_EVQ == 0 {
+        // (A connection held back is announced first: its other events
+        // wait for that.)
+        if tcb.ev != 0 && tcb.flags & flag::IN_EVQ == 0 && !held {
             tcb.flags |= flag::IN_EVQ;
             self.evq.push_back(EvSrc::Tcp(idx));
         }
@@ -714,8 +727,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 syn_count: 0,
                 accept_count: 0,
                 lock: (None, None),
+                defer: Duration::ZERO,
             },
         );
+        Ok(())
+    }
+
+    /// `TCP_DEFER_ACCEPT` on listener `port`: a connection whose
+    /// handshake completes without data waits, up to `defer`, for data
+    /// or the peer's FIN before it is announced (`Knock`); one reset
+    /// meanwhile never is. Zero: announced at once.
+    pub fn tcp_listener_defer_accept(&mut self, port: u16, defer: Duration) -> Result<(), Error> {
+        self.listeners
+            .get_mut(&port)
+            .ok_or(Error::InvalidHandle)?
+            .defer = defer;
         Ok(())
     }
 

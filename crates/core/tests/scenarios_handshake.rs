@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use ixora_core::wire::tcp::Flags;
-use ixora_core::{Event, State};
+use ixora_core::{Duration, Event, State};
 
 /// RFC 9293 §3.5 Figure 6: the three-way handshake, passive side.
 //= https://www.rfc-editor.org/rfc/rfc9293#section-3.5
@@ -111,4 +111,84 @@ fn effective_mss_excludes_options() {
     h.stack.tcp_send(h.now, c, vec![7u8; 3000]).unwrap();
     h.drain();
     assert_eq!(h.expect_tcp().payload.len(), 536);
+}
+
+/// Complete a handshake on `port` from peer port `sport` (no data).
+fn handshake_from(h: &mut Harness, port: u16, sport: u16) -> u32 {
+    h.send(Seg::to(port).from(sport).syn());
+    // (Past what the stack sent the earlier connections.)
+    let synack = loop {
+        let s = h.expect_tcp();
+        if s.is(Flags::SYN) && s.dst_port == sport {
+            break s;
+        }
+    };
+    h.send(
+        Seg::to(port)
+            .from(sport)
+            .seq(PEER_ISS + 1)
+            .ack(synack.seq + 1),
+    );
+    synack.seq
+}
+
+/// `TCP_DEFER_ACCEPT` (tcp(7)): a connection whose handshake completes
+/// without data is not announced until its first data, then with that
+/// data readable; one that sends nothing is announced once the period
+/// has passed; one reset meanwhile never is (Linux's `tcp_check_req`
+/// drops the bare ACK, and a request it never established is not
+/// accepted).
+#[test]
+fn defer_accept_announces_a_connection_at_its_data() {
+    let mut h = Harness::new(|_| {});
+    h.stack.tcp_listen(80, None, 1).unwrap();
+    h.stack
+        .tcp_listener_defer_accept(80, Duration::from_secs(7))
+        .unwrap();
+    // Data after a while: announced then, with the data.
+    let iss = handshake_from(&mut h, 80, 4001);
+    assert_eq!(h.events(), vec![]);
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.events(), vec![]);
+    h.send(
+        Seg::to(80)
+            .from(4001)
+            .seq(PEER_ISS + 1)
+            .ack(iss + 1)
+            .data(b"GET /"),
+    );
+    let ev = h.events();
+    let [Event::Knock { handle, .. }] = ev.as_slice() else {
+        panic!("{ev:?}")
+    };
+    h.stack.tcp_accept(*handle, 42).unwrap();
+    let ev = h.events();
+    assert!(
+        matches!(
+            ev.as_slice(),
+            [Event::Recv {
+                readable: 5,
+                cookie: 42,
+                ..
+            }]
+        ),
+        "{ev:?}"
+    );
+    // Nothing sent: announced when the period has passed.
+    handshake_from(&mut h, 80, 4002);
+    h.advance(Duration::from_secs(6));
+    assert_eq!(h.events(), vec![]);
+    h.advance(Duration::from_secs(2));
+    let ev = h.events();
+    assert!(matches!(ev.as_slice(), [Event::Knock { .. }]), "{ev:?}");
+    // Reset while held back: never announced.
+    let iss = handshake_from(&mut h, 80, 4003);
+    h.send(Seg::to(80).from(4003).seq(PEER_ISS + 1).ack(iss + 1).rst());
+    h.advance(Duration::from_secs(10));
+    assert_eq!(h.events(), vec![]);
+    // The FIN alone announces it, as data does.
+    let iss = handshake_from(&mut h, 80, 4004);
+    h.send(Seg::to(80).from(4004).seq(PEER_ISS + 1).ack(iss + 1).fin());
+    let ev = h.events();
+    assert!(matches!(ev.first(), Some(Event::Knock { .. })), "{ev:?}");
 }

@@ -303,6 +303,14 @@ impl Io<'_> {
         self.stack.tcp_listener_lock_buffers(port, rcv, snd)
     }
 
+    /// `TCP_DEFER_ACCEPT` on listener `port`: a connection waits up to
+    /// `secs` for its first data before it is announced (see
+    /// `Stack::tcp_listener_defer_accept`; 0: at once).
+    pub fn listener_defer_accept(&mut self, port: u16, secs: u32) -> Result<(), Error> {
+        self.stack
+            .tcp_listener_defer_accept(port, Duration::from_secs(u64::from(secs)))
+    }
+
     /// Bind a UDP socket on this core (port 0: ephemeral).
     pub fn udp_bind(&mut self, port: u16, cookie: u64) -> Result<UdpHandle, Error> {
         self.stack.udp_bind(port, cookie)

@@ -8,7 +8,7 @@ use ixora_channel::os;
 use libc::c_int;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -402,6 +402,20 @@ fn deadline() -> Instant {
 /// there would refuse (`EBUSY`).
 const INTERNAL_MIN: c_int = 900;
 
+/// The soft descriptor limit (`RLIMIT_NOFILE`; 1024 if it cannot be read).
+fn soft_nofile() -> c_int {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) writes a live rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur.min(c_int::MAX as u64) as c_int
+    } else {
+        1024
+    }
+}
+
 /// Move our descriptor `fd` to the lowest free number from
 /// [`INTERNAL_MIN`] (below the soft descriptor limit, less a margin),
 /// keeping its close-on-exec flag, and mark it ours. Returns its number:
@@ -410,17 +424,7 @@ pub(crate) fn internal(fd: c_int) -> c_int {
     if fd < 0 {
         return fd;
     }
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit(2) writes a live rlimit.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-        lim.rlim_cur.min(c_int::MAX as u64) as c_int
-    } else {
-        1024
-    };
-    let min = INTERNAL_MIN.min(soft - 64);
+    let min = INTERNAL_MIN.min(soft_nofile() - 64);
     let mut at = fd;
     if fd < min && min > 2 {
         let cloexec = real::sys3(libc::SYS_fcntl, fd.into(), libc::F_GETFD.into(), 0)
@@ -3686,6 +3690,64 @@ pub fn pool(a: &Attached, fd: c_int) {
         e.kind.store(kind::POOLED, Ordering::Release);
     }
     p.push(fd);
+}
+
+/// The soft descriptor limit as last read for the pool's cap (0: to be
+/// read again).
+static NOFILE_SEEN: AtomicI32 = AtomicI32::new(0);
+
+/// The program changed its descriptor limit: the pool's cap follows.
+pub fn nofile_changed() {
+    NOFILE_SEEN.store(0, Ordering::Relaxed);
+}
+
+/// How many placeholders the pool may hold: an eighth of the soft
+/// descriptor limit, from 16 to 4,096. The pool spares `accept` a system
+/// call per connection; the numbers it holds are the program's limit
+/// too, so a burst of connections that closed must not leave the program
+/// without descriptors for its files (a server at Debian's limit of
+/// 1,024 that once held 1,000 connections could open 24 files after
+/// they closed).
+fn pool_cap() -> usize {
+    let mut soft = NOFILE_SEEN.load(Ordering::Relaxed);
+    if soft == 0 {
+        soft = soft_nofile().max(1);
+        NOFILE_SEEN.store(soft, Ordering::Relaxed);
+    }
+    (soft as usize / 8).clamp(16, 4096)
+}
+
+/// Pool the placeholder of a just-closed Ixora socket ([`pool`]), or, if
+/// the pool holds its cap ([`pool_cap`]), close the highest of its
+/// numbers and `fd` in the kernel (the lowest stay: POSIX gives the lowest
+/// free number to a new descriptor). Returns whether that took a system
+/// call.
+pub fn pool_or_close(a: &Attached, fd: c_int) -> bool {
+    let mut p = a.pool.lock().unwrap_or_else(|p| p.into_inner());
+    // (The limit is not even looked at while the pool is small.)
+    if p.len() < 16 || p.len() < pool_cap() {
+        if let Some(e) = entry(fd) {
+            e.kind.store(kind::POOLED, Ordering::Release);
+        }
+        p.push(fd);
+        return false;
+    }
+    let mut out = fd;
+    if let Some((i, &high)) = p.iter().enumerate().max_by_key(|(_, &f)| f) {
+        if high > fd {
+            if let Some(e) = entry(fd) {
+                e.kind.store(kind::POOLED, Ordering::Release);
+            }
+            p[i] = fd;
+            out = high;
+        }
+    }
+    // (The entry first: once closed, the number may be another thread's.)
+    if let Some(e) = entry(out) {
+        e.kind.store(kind::NONE, Ordering::Release);
+    }
+    real::sys_close(out);
+    true
 }
 
 /// Take `fd` out of the pool (the program is about to reuse its number,

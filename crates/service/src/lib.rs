@@ -510,6 +510,10 @@ struct Sock {
     /// from a listener to the connections it accepts, as Linux does.
     keepalive: bool,
     ka: (u32, u32, u8),
+    /// A listener's `TCP_DEFER_ACCEPT` (SYN-ACK retransmissions, as Linux
+    /// keeps it: [`layout::defer_retrans`]), given to the stack's
+    /// listener.
+    defer: u8,
     /// A UDP socket (`Open` until bound).
     dgram: bool,
     /// A UDP socket's peer ([`pack`]ed; 0: none): only its datagrams are
@@ -559,6 +563,7 @@ impl Sock {
             nodelay: true,
             keepalive: false,
             ka: (0, 0, 0),
+            defer: 0,
             bufs: 0,
             beyond: 0,
             backlog: 0,
@@ -2416,6 +2421,12 @@ impl Service {
                     let (rcv, snd) = layout::unpack_bufs(bufs);
                     let _ = io.listener_lock_buffers(port, rcv, snd);
                 }
+                let defer = app.socks[slot as usize].defer;
+                if defer != 0 {
+                    // TCP_DEFER_ACCEPT set before listen (the last
+                    // listening socket's, as the buffers).
+                    let _ = io.listener_defer_accept(port, layout::defer_secs(defer));
+                }
                 app.r
                     .down_slot(slot)
                     .state
@@ -3469,7 +3480,14 @@ impl Service {
         let (nodelay, keepalive) = (o & opts::NAGLE == 0, o & opts::KEEPALIVE != 0);
         let ka = (u32::from(idle), u32::from(intvl), cnt);
         let bufs = u.bufs.load(Ordering::Acquire);
+        let defer = ((o & opts::DEFER_MASK) >> opts::DEFER_SHIFT) as u8;
         let sock = &mut app.socks[s as usize];
+        if let Kind::Listen(port) = sock.kind {
+            if defer != sock.defer {
+                let _ = io.listener_defer_accept(port, layout::defer_secs(defer));
+            }
+        }
+        sock.defer = defer;
         if bufs != sock.bufs {
             // Only what changed: `None` leaves a buffer as it is.
             let (rcv, snd) = layout::unpack_bufs(bufs);

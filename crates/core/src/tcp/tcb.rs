@@ -81,6 +81,18 @@ pub(crate) mod flag {
     pub const RCVBUF_LOCK: u32 = 1 << 31;
 }
 
+/// Where a passive connection stands with its listener's
+/// `TCP_DEFER_ACCEPT` ([`Tcb::defers_knock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Defer {
+    /// Not held (yet).
+    No,
+    /// Held until data comes, or until then.
+    Until(Instant),
+    /// Announced, or to be.
+    Over,
+}
+
 /// Pending application events.
 pub(crate) mod ev {
     pub const KNOCK: u8 = 1 << 0;
@@ -364,6 +376,9 @@ pub(crate) struct Tcb<R, T> {
     t_delack: Instant,
     t_ka: Instant,
     t_wait: Instant,
+    /// `TCP_DEFER_ACCEPT`: whether this passive connection waits for data
+    /// before it is announced ([`Tcb::defers_knock`]).
+    defer: Defer,
     retries: u8,
     /// Keepalive probes sent without an answer.
     probes: u8,
@@ -470,6 +485,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             ka_intvl_s: 0,
             ka_cnt: 0,
             t_wait: Instant::NEVER,
+            defer: Defer::No,
             retries: 0,
             probes: 0,
             persist_shift: 0,
@@ -2153,11 +2169,43 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// Earliest pending deadline.
     pub fn next_deadline(&self) -> Instant {
+        let defer = match self.defer {
+            Defer::Until(t) => t,
+            _ => Instant::NEVER,
+        };
         self.t_rtx
             .min(self.t_reo)
             .min(self.t_delack)
             .min(self.t_ka)
             .min(self.t_wait)
+            .min(defer)
+    }
+
+    /// Whether this passive connection, its handshake complete, is still
+    /// held back from its listener's accept queue by the listener's
+    /// `TCP_DEFER_ACCEPT` of `defer` (zero: none). As Linux's (tcp(7);
+    /// `tcp_check_req` drops the bare ACK that would complete it): it is
+    /// announced when data or the peer's FIN arrives, or once `defer` has
+    /// passed since the handshake (Linux then accepts it at its last
+    /// SYN-ACK's ACK); reset or timed out meanwhile, it is never
+    /// announced (its events are dropped here, and it is freed as a
+    /// half-open connection is).
+    pub fn defers_knock(&mut self, defer: Duration, now: Instant) -> bool {
+        if self.defer == Defer::Over {
+            return false;
+        }
+        if self.state == State::Closed && self.defer != Defer::No {
+            self.ev = 0;
+            return true;
+        }
+        if defer.is_zero() || self.readable() > 0 || self.has(FIN_RCVD) {
+            self.defer = Defer::Over;
+            return false;
+        }
+        if self.defer == Defer::No {
+            self.defer = Defer::Until(now + defer);
+        }
+        true
     }
 
     /// Run the timers that are due.
@@ -2200,6 +2248,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if self.t_ka <= now {
             self.t_ka = Instant::NEVER;
             self.on_keepalive(ctx);
+        }
+        if matches!(self.defer, Defer::Until(t) if t <= now) {
+            self.defer = Defer::Over;
         }
     }
 

@@ -51,6 +51,11 @@ impl Seg {
             payload: vec![],
         }
     }
+    /// From the peer's port `p` (not [`PEER_PORT`]).
+    pub fn from(mut self, p: u16) -> Seg {
+        self.src_port = p;
+        self
+    }
     pub fn seq(mut self, s: u32) -> Seg {
         self.seq = s;
         self

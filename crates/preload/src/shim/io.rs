@@ -863,16 +863,11 @@ pub unsafe extern "C" fn recvfrom(
         return r;
     }
     let r = do_recv(sk, &mut [b], flags);
-    if r >= 0 {
-        // SAFETY: as above, for the address buffer.
-        unsafe {
-            put_sa(
-                addr,
-                alen,
-                sk.a.r.down_slot(sk.s).remote.load(Ordering::Relaxed),
-                sk.inet6(),
-            )
-        };
+    if r >= 0 && !addr.is_null() && !alen.is_null() {
+        // TCP names no source: Linux's `tcp_recvmsg` leaves the address
+        // length 0, which `recvfrom` writes back.
+        // SAFETY: recvfrom(2)'s contract: `alen` is writable.
+        unsafe { *alen = 0 };
     }
     r
 }
@@ -977,18 +972,9 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     }
     let r = do_recv(sk, &mut v, flags);
     if r >= 0 {
-        let mut nl = m.msg_namelen;
-        // SAFETY: msg_name has msg_namelen writable bytes (or is null).
-        unsafe {
-            put_sa(
-                m.msg_name as *mut sockaddr,
-                &mut nl,
-                sk.a.r.down_slot(sk.s).remote.load(Ordering::Relaxed),
-                sk.inet6(),
-            )
-        };
+        // TCP names no source (as `recvfrom` above).
         if !m.msg_name.is_null() {
-            m.msg_namelen = nl;
+            m.msg_namelen = 0;
         }
         m.msg_controllen = 0;
         m.msg_flags = 0;

@@ -314,6 +314,9 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
             opts.push(StackOpt::Keep(name, v.clamp(0, 32767) as u16));
         }
     }
+    if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT)) {
+        opts.push(StackOpt::Defer(layout::defer_retrans(v)));
+    }
     if !dgram {
         for name in BUFFER_OPTS {
             if let Some(v) = state::pending_int(fd, (libc::SOL_SOCKET, name)) {
@@ -1579,8 +1582,13 @@ pub extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
         count(sk.a, call("shutdown"), user);
         return 0;
     }
-    if sk.state() != st::ESTABLISHED && sk.state() != st::CONNECTING {
-        count(sk.a, call("shutdown"), true);
+    // Linux's socket is CLOSE once both FINs are through: ENOTCONN
+    // (until 2026-11-29 Ixora said 0 then).
+    let mut asked = false;
+    if sk.state() != st::ESTABLISHED && sk.state() != st::CONNECTING
+        || both_fins_through(sk, &mut asked)
+    {
+        count(sk.a, call("shutdown"), !asked);
         return fail(libc::ENOTCONN);
     }
     if how != libc::SHUT_WR {
@@ -1616,8 +1624,8 @@ pub extern "C" fn close(fd: c_int) -> c_int {
                 count(sk.a, call("close"), false);
                 return real!(close: fn(c_int) -> c_int)(fd);
             }
-            state::pool(sk.a, fd);
-            count(sk.a, call("close"), !sys);
+            let closed = state::pool_or_close(sk.a, fd);
+            count(sk.a, call("close"), !sys && !closed);
             0
         }
         // Closed already (its placeholder waits in the pool).
@@ -1888,7 +1896,11 @@ fn with_limit(
     set: impl FnOnce(*const libc::rlimit) -> c_int,
 ) -> c_int {
     let w = widen_as(pid, res, new);
-    set(w.as_ref().map_or(new, |w| w as *const libc::rlimit))
+    let r = set(w.as_ref().map_or(new, |w| w as *const libc::rlimit));
+    if r == 0 && res == libc::RLIMIT_NOFILE as c_int && !new.is_null() {
+        state::nofile_changed();
+    }
+    r
 }
 
 /// setrlimit(2): see [`widen_as`].

@@ -549,6 +549,26 @@ pub unsafe extern "C" fn setsockopt(
                 svc = Some(StackOpt::Nagle(!on));
             }
         }
+        // As Linux's `do_tcp_setsockopt` keeps it: seconds as SYN-ACK
+        // retransmissions, read back as the seconds those take (4 reads
+        // 7); a listener's connection that brings no data waits that long
+        // in the stack before `accept` sees it (uWSGI sets 4 on its
+        // listeners: until 2026-11-29 the option was kept and not acted
+        // on, and an idle client held a synchronous worker for its 4 s
+        // read timeout).
+        (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT)
+            if e.flags.load(Ordering::Relaxed) & fl::DGRAM == 0 =>
+        {
+            match int() {
+                Some(v) => {
+                    let r = layout::defer_retrans(v);
+                    kept = Some((layout::defer_secs(r) as c_int).to_ne_bytes());
+                    svc = Some(StackOpt::Defer(r));
+                }
+                None if k == kind::IXORA => return fail(libc::EINVAL),
+                None => {} // (the kernel socket says)
+            }
+        }
         // Kept as set, any int (nginx's `tcp_nopush`, HAProxy's quick
         // ACKs: on every connection, so no system call).
         (libc::IPPROTO_TCP, libc::TCP_CORK | libc::TCP_QUICKACK) => {}
@@ -778,6 +798,9 @@ pub(super) enum StackOpt {
     /// `SO_RCVBUF` or `SO_SNDBUF` (or their `FORCE` forms; the option's
     /// name) as the program gave it.
     Buf(c_int, c_int),
+    /// A listener's `TCP_DEFER_ACCEPT`, as SYN-ACK retransmissions
+    /// ([`layout::defer_retrans`]).
+    Defer(u8),
 }
 
 /// The options that set a socket's buffers (the `FORCE` forms, which
@@ -839,6 +862,13 @@ pub(super) fn set_stack_opt(a: &Attached, s: u32, o: StackOpt) {
     match o {
         StackOpt::Nagle(on) => bit(opts::NAGLE, on),
         StackOpt::KeepAlive(on) => bit(opts::KEEPALIVE, on),
+        StackOpt::Defer(r) => {
+            let _ = u
+                .opts
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+                    Some(o & !opts::DEFER_MASK | u32::from(r) << opts::DEFER_SHIFT)
+                });
+        }
         StackOpt::Buf(name, v) => {
             // As Linux reads it: an unsigned count (a negative one is the
             // most), 0 the least (0 in the word means "not set").
