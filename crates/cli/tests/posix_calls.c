@@ -291,6 +291,18 @@ static void client(const char *ip, int port) {
     r = setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     check(r == 0 && getsockopt(s, SOL_SOCKET, SO_LINGER, &lg2, &len) == 0 && lg2.l_onoff == 0,
           "so_linger", "r %d onoff %d", r, lg2.l_onoff);
+    /* A time reads back, and stays when lingering is turned off, as
+     * Linux keeps sk_lingertime (until 2026-11-29 Ixora read {0, 0}). */
+    struct linger on5 = {1, 5}, off9 = {0, 9}, got5 = {0, 0}, got_off = {1, 1};
+    socklen_t l1 = sizeof got5, l2 = sizeof got_off;
+    r = setsockopt(s, SOL_SOCKET, SO_LINGER, &on5, sizeof on5) |
+        getsockopt(s, SOL_SOCKET, SO_LINGER, &got5, &l1) |
+        setsockopt(s, SOL_SOCKET, SO_LINGER, &off9, sizeof off9) |
+        getsockopt(s, SOL_SOCKET, SO_LINGER, &got_off, &l2);
+    check(r == 0 && got5.l_onoff == 1 && got5.l_linger == 5 && got_off.l_onoff == 0 &&
+              got_off.l_linger == 5,
+          "so_linger_time", "r %d: {%d, %d} then {%d, %d}", r, got5.l_onoff, got5.l_linger,
+          got_off.l_onoff, got_off.l_linger);
 
     /* Nothing to read yet: EAGAIN on a non-blocking socket. */
     ssize_t n = read(s, buf, v_big);
@@ -897,6 +909,14 @@ static void server(int port) {
     len = sizeof from;
     c = accept4(l, (struct sockaddr *)&from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     check(c >= 0 && from.sin_family == AF_INET && len == sizeof from, "accept4", "c %d", c);
+    /* The listener's SO_REUSEADDR and SO_REUSEPORT read back on the
+     * connection (Linux's sock_copy; until 2026-11-29 Ixora's read 0). */
+    int ra = -1, rp = -1;
+    socklen_t ral = sizeof ra, rpl = sizeof rp;
+    r = getsockopt(c, SOL_SOCKET, SO_REUSEADDR, &ra, &ral) |
+        getsockopt(c, SOL_SOCKET, SO_REUSEPORT, &rp, &rpl);
+    check(r == 0 && ra == 1 && rp == 1, "accepted_reuse_opts", "r %d reuseaddr %d reuseport %d", r,
+          ra, rp);
     check((fcntl(c, F_GETFL) & O_NONBLOCK) != 0 && (fcntl(c, F_GETFD) & FD_CLOEXEC) != 0,
           "accept4_flags", "-");
     char line[64];

@@ -855,7 +855,13 @@ pub unsafe extern "C" fn accept4(
                 0
             };
             let inherit = sk.e.flags.load(Ordering::Relaxed)
-                & (fl::NAGLE | fl::KEEPALIVE | fl::LINGER0 | fl::INET6 | fl::LOWAT);
+                & (fl::NAGLE
+                    | fl::KEEPALIVE
+                    | fl::LINGER0
+                    | fl::INET6
+                    | fl::LOWAT
+                    | fl::REUSEADDR
+                    | fl::REUSEPORT);
             state::install(nfd, c, gen, nb | inherit | fl::cloexec(want));
             sk.a.inherit_opts((sk.s, sk.gen()), (c, gen));
             // SAFETY: the caller passes a writable address buffer and length

@@ -98,9 +98,16 @@ pub unsafe extern "C" fn getsockopt(
                 {
                     return fail(libc::EINVAL);
                 }
-                let l = libc::linger {
-                    l_onoff: b(fl::LINGER0),
-                    l_linger: 0,
+                // As kept (`setsockopt`; an accepted socket's from its
+                // listener), or as the flag says.
+                let l = match sk.a.opt(sk.s, sk.gen(), (level, name)) {
+                    Some(v) if v.len() >= std::mem::size_of::<libc::linger>() => {
+                        std::ptr::read_unaligned(v.as_ptr() as *const libc::linger)
+                    }
+                    _ => libc::linger {
+                        l_onoff: b(fl::LINGER0),
+                        l_linger: 0,
+                    },
                 };
                 std::ptr::write_unaligned(val as *mut libc::linger, l);
                 *len = std::mem::size_of::<libc::linger>() as socklen_t;
@@ -433,7 +440,7 @@ pub unsafe extern "C" fn setsockopt(
     // An option the stack acts on, for the service.
     let mut svc: Option<StackOpt> = None;
     // The value kept, where it is not the one given.
-    let mut kept: Option<[u8; 4]> = None;
+    let mut kept: Option<Vec<u8>> = None;
     // The kernel was asked whether it takes the option.
     let mut checked = false;
     let known = known_int_opt(e, level, name, int());
@@ -509,6 +516,32 @@ pub unsafe extern "C" fn setsockopt(
             // SAFETY: as above.
             let l = unsafe { std::ptr::read_unaligned(val as *const libc::linger) };
             setf(fl::LINGER0, l.l_onoff != 0 && l.l_linger == 0);
+            // Kept as Linux's `sk_setsockopt` keeps it: on or off, and the
+            // time last set with it on (off keeps the time). Until
+            // 2026-11-29 a time other than 0 read back as {0, 0}.
+            let time = if l.l_onoff != 0 {
+                l.l_linger
+            } else {
+                state::sock(fd)
+                    .and_then(|sk| sk.a.opt(sk.s, sk.gen(), (level, name)))
+                    .filter(|v| v.len() >= std::mem::size_of::<libc::linger>())
+                    // SAFETY: a kept linger's bytes (checked).
+                    .map_or(0, |v| unsafe {
+                        std::ptr::read_unaligned(v.as_ptr() as *const libc::linger).l_linger
+                    })
+            };
+            let keep = libc::linger {
+                l_onoff: (l.l_onoff != 0) as c_int,
+                l_linger: time,
+            };
+            // SAFETY: a linger's bytes, read as bytes.
+            kept = Some(unsafe {
+                std::slice::from_raw_parts(
+                    &keep as *const libc::linger as *const u8,
+                    std::mem::size_of::<libc::linger>(),
+                )
+                .to_vec()
+            });
         }
         (libc::IPPROTO_TCP, n @ (libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT)) => {
             // Linux's ranges: 1–32767 s, 1–127 probes.
@@ -562,7 +595,7 @@ pub unsafe extern "C" fn setsockopt(
             match int() {
                 Some(v) => {
                     let r = layout::defer_retrans(v);
-                    kept = Some((layout::defer_secs(r) as c_int).to_ne_bytes());
+                    kept = Some((layout::defer_secs(r) as c_int).to_ne_bytes().to_vec());
                     svc = Some(StackOpt::Defer(r));
                 }
                 None if k == kind::IXORA => return fail(libc::EINVAL),
@@ -586,7 +619,7 @@ pub unsafe extern "C" fn setsockopt(
                     v = v.min(rcvlowat_cap(sk));
                 }
                 let v = v.max(1);
-                kept = Some(v.to_ne_bytes());
+                kept = Some(v.to_ne_bytes().to_vec());
                 setf(fl::LOWAT, tcp && v > 1);
             }
             None if k == kind::IXORA => return fail(libc::EINVAL),
@@ -595,7 +628,7 @@ pub unsafe extern "C" fn setsockopt(
         // Linux takes these by rules of its own, checked here (Erlang's
         // sockets set SO_PRIORITY and IP_TOS again and again: 45 system
         // calls per connection when the kernel was asked).
-        _ if k == kind::IXORA && known.is_some() => kept = known.map(c_int::to_ne_bytes),
+        _ if k == kind::IXORA && known.is_some() => kept = known.map(|v| v.to_ne_bytes().to_vec()),
         _ if k == kind::IXORA => {
             // Kept as set, after the kernel said it takes it: an option
             // Linux does not have, or a value it refuses, fails as on
