@@ -14,6 +14,7 @@
 //! * [`os`] — memfds and seals, mappings, descriptor passing, wake-ups
 //!   across processes.
 //! * [`attach`] — the application's side of `ATTACH`.
+//! * [`reach`] — whether the shim can serve a program, from its image.
 
 #[allow(unsafe_code)]
 pub mod attach;
@@ -23,3 +24,4 @@ pub mod layout;
 pub mod os;
 
 pub mod ctl;
+pub mod reach;

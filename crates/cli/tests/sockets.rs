@@ -1419,6 +1419,61 @@ fn a_program_executed_with_an_environment_of_its_own_stays_on_ixora() {
     );
 }
 
+/// A program the shim cannot reach (statically linked here, as Go's are)
+/// executed with an Ixora socket open: the shim says so, and the socket
+/// is not handed on (its connection closes with the old image), where
+/// before the new program read and wrote the socket's unconnected
+/// kernel placeholder in silence (found with inetd and
+/// systemd-socket-activate starting a Go program on a connection: its
+/// reads got ENOTCONN).
+#[test]
+fn a_static_program_executed_with_ixora_sockets_is_told() {
+    let Some((_g, net)) = begin(&["python3", "cc"]) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(unique_name("static", false));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _rm = Removed(dir.clone());
+    let src = dir.join("child.c");
+    let exe = dir.join("child");
+    std::fs::write(
+        &src,
+        "#include <errno.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <sys/socket.h>\n\
+         int main(int argc, char **argv) {\n\
+             int c = argc > 1 ? accept(atoi(argv[1]), 0, 0) : -2;\n\
+             fprintf(stderr, \"accept %d errno %d\\n\", c, errno);\n\
+             return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    succeed(
+        Command::new("cc")
+            .args(["-static", "-O2", "-o"])
+            .arg(&exe)
+            .arg(&src),
+        "cc -static",
+    );
+    let exe = exe.to_str().unwrap();
+    let parent = format!(
+        "import os, socket\n\
+         l = socket.socket()\n\
+         l.bind(('{IX}', 7046))\n\
+         l.listen(4)\n\
+         os.set_inheritable(l.fileno(), True)\n\
+         os.execv({exe:?}, [{exe:?}, str(l.fileno())])\n"
+    );
+    let mut p = net.run("static-child", &["python3", "-c", &parent]);
+    p.wait_exit(Duration::from_secs(15));
+    let log = p.log();
+    // (The placeholder does not listen: EINVAL, as Linux's accept says.)
+    assert!(
+        log.contains("is statically linked")
+            && log.contains("1 Ixora socket descriptor(s) it would inherit")
+            && log.contains("accept -1 errno 22"),
+        "{log}"
+    );
+}
+
 /// nginx's binary upgrade under `ixora run`: on SIGUSR2 the master
 /// executes its binary anew with an environment of `TZ` and `NGINX` (its
 /// listeners' numbers) alone; the new master takes the listeners over and

@@ -201,11 +201,12 @@ pub(crate) fn under_shim(env: &[*const c_char]) -> bool {
         })
 }
 
-/// Before an `exec` with environment `env` (its entries): if Ixora
-/// sockets stay open across it and the new program runs under the shim,
-/// leave the control connection open for it and return the environment
-/// that tells it what it inherits. None: the `exec` goes as it is.
-fn prepare(env: &[*const c_char]) -> Option<Carry> {
+/// Before an `exec` of `target` with environment `env` (its entries): if
+/// Ixora sockets stay open across it and the new program runs under the
+/// shim, leave the control connection open for it and return the
+/// environment that tells it what it inherits. None: the `exec` goes as
+/// it is.
+fn prepare(target: &Target, env: &[*const c_char]) -> Option<Carry> {
     static SAID: AtomicBool = AtomicBool::new(false);
     let a = state::attached()?;
     if !state::has_ctl() || state::gone(a) {
@@ -234,6 +235,28 @@ fn prepare(env: &[*const c_char]) -> Option<Carry> {
             sys_write(2, m.as_bytes());
         }
         return None;
+    }
+    if !kept.is_empty() {
+        // A program the shim cannot reach (statically linked, or Go's own
+        // system calls) would read and write the sockets' unconnected
+        // kernel placeholders (ENOTCONN): they are not carried, so the
+        // service closes them with this image, and the shim says why.
+        // Found with inetd and systemd-socket-activate starting a Go
+        // program on a connection; until 2026-11-29 it failed in silence.
+        if let ixora_channel::reach::Reach::Nothing(why) = secure::image(target).map_or(
+            ixora_channel::reach::Reach::All,
+            ixora_channel::reach::reach_of,
+        ) {
+            let m = format!(
+                "ixora-preload: {} {why}: the connections of the {} Ixora socket \
+                 descriptor(s) it would inherit across exec close with this program (it gets \
+                 unconnected kernel sockets there)\n",
+                secure::name(target),
+                kept.len()
+            );
+            sys_write(2, m.as_bytes());
+            return None;
+        }
     }
     // Another thread's request holds the lock for a round trip; a forked
     // child whose parent's thread held it at the fork finds it held for
@@ -424,7 +447,7 @@ fn carrying(
     exec: impl FnOnce(*const *const c_char) -> c_int,
 ) -> c_int {
     let child = shimmed(envp);
-    let carry = prepare(&child.env);
+    let carry = prepare(&target, &child.env);
     let env = carry.as_ref().map_or(&child.env[..], |c| &c.env[..]);
     let lent = secure::lend(&target, env);
     let secured = lent.as_ref().map(|l| l.environment(env));

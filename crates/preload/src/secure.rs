@@ -91,15 +91,15 @@ fn stat_at(dir: c_int, path: *const c_char, flags: c_int) -> Option<libc::stat> 
     (unsafe { libc::fstatat(dir, path, &mut st, flags) } == 0).then_some(st)
 }
 
-/// The file the `exec` runs (None if there is none): for a name searched
-/// in `PATH`, the first candidate that exists and may be executed, as the
-/// C library's `execvp` finds it (its default path when `PATH` is
-/// unset).
-fn file(t: &Target) -> Option<libc::stat> {
+/// `at` (a `*at` call: directory, path, flags) of the file the `exec`
+/// runs (None if there is none): for a name searched in `PATH`, the first
+/// candidate that exists and may be executed, as the C library's
+/// `execvp` finds it (its default path when `PATH` is unset).
+fn resolved<R>(t: &Target, at: impl Fn(c_int, *const c_char, c_int) -> Option<R>) -> Option<R> {
     match *t {
-        Target::Path(p) => stat_at(libc::AT_FDCWD, p, 0),
-        Target::Fd(fd) => stat_at(fd, c"".as_ptr(), libc::AT_EMPTY_PATH),
-        Target::At(dir, p, fl) => stat_at(
+        Target::Path(p) => at(libc::AT_FDCWD, p, 0),
+        Target::Fd(fd) => at(fd, c"".as_ptr(), libc::AT_EMPTY_PATH),
+        Target::At(dir, p, fl) => at(
             dir,
             p,
             fl & (libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW),
@@ -111,7 +111,7 @@ fn file(t: &Target) -> Option<libc::stat> {
             // SAFETY: the caller's NUL-terminated string.
             let name = unsafe { CStr::from_ptr(p) }.to_bytes();
             if name.contains(&b'/') {
-                return stat_at(libc::AT_FDCWD, p, 0);
+                return at(libc::AT_FDCWD, p, 0);
             }
             let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
             let path = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
@@ -122,10 +122,67 @@ fn file(t: &Target) -> Option<libc::stat> {
                 if unsafe { libc::access(full.as_ptr(), libc::X_OK) } != 0 {
                     return None;
                 }
-                stat_at(libc::AT_FDCWD, full.as_ptr(), 0)
+                at(libc::AT_FDCWD, full.as_ptr(), 0)
             })
         }
     }
+}
+
+/// How to name what the `exec` runs in a message: its path or name as
+/// given, or "the program" for a descriptor.
+pub fn name(t: &Target) -> String {
+    let p = match *t {
+        Target::Path(p) | Target::Search(p) | Target::At(_, p, _) => p,
+        Target::Fd(_) => std::ptr::null(),
+    };
+    if p.is_null() {
+        return "the program".into();
+    }
+    // SAFETY: the caller's NUL-terminated string.
+    let n = unsafe { CStr::from_ptr(p) }.to_string_lossy();
+    if n.is_empty() {
+        "the program".into()
+    } else {
+        n.into_owned()
+    }
+}
+
+/// The status of the file the `exec` runs ([`resolved`]).
+fn file(t: &Target) -> Option<libc::stat> {
+    resolved(t, stat_at)
+}
+
+/// The file the `exec` runs ([`resolved`]), open for reading its image
+/// (without blocking: a FIFO, which `exec` refuses, must not hold it).
+pub fn image(t: &Target) -> Option<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    resolved(t, |dir, path, flags| {
+        if path.is_null() {
+            return None;
+        }
+        // (An empty path names `dir` itself: opened again through /proc.)
+        // SAFETY: `path` is the caller's NUL-terminated string.
+        let fd = if flags & libc::AT_EMPTY_PATH != 0 && unsafe { *path } == 0 {
+            let me = CString::new(format!("/proc/self/fd/{dir}")).ok()?;
+            // SAFETY: a NUL-terminated path of ours.
+            unsafe {
+                libc::open(
+                    me.as_ptr(),
+                    libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK,
+                )
+            }
+        } else {
+            let nofollow = flags & libc::AT_SYMLINK_NOFOLLOW != 0;
+            let o = libc::O_RDONLY
+                | libc::O_CLOEXEC
+                | libc::O_NONBLOCK
+                | if nofollow { libc::O_NOFOLLOW } else { 0 };
+            // SAFETY: as above.
+            unsafe { libc::openat(dir, path, o) }
+        };
+        // SAFETY: a descriptor just opened, ours alone.
+        (fd >= 0).then(|| unsafe { std::fs::File::from_raw_fd(fd) })
+    })
 }
 
 /// Whether a file with this `mode` is set-user-ID or set-group-ID (the
