@@ -409,7 +409,10 @@ pub struct DownSlot {
     pub flags: AtomicU32,
     /// errno of a failed connection.
     pub err: AtomicI32,
-    /// Accept-queue entries ever written (listening sockets).
+    /// Accept-queue entries ever written (listening sockets); of a UDP
+    /// socket, the ICMP errors ever posted to it, [`DownSlot::err`]
+    /// holding the last one's errno (reported once each: the app counts
+    /// them in [`UpSlot::errs_seen`]).
     pub acc_tail: AtomicU32,
     /// Incremented on every change of this socket.
     pub seq: AtomicU32,
@@ -498,6 +501,10 @@ pub struct UpSlot {
     /// closed, as Linux reports `sk_err` once. The app's alone (the
     /// service only clears it for a new socket).
     pub seen: AtomicU32,
+    /// A UDP socket's ICMP errors reported to the program (as
+    /// [`DownSlot::acc_tail`] counts those posted): one is pending while
+    /// the two differ. The app's alone.
+    pub errs_seen: AtomicU32,
 }
 
 /// Bytes of a datagram's header in a UDP socket's ring.

@@ -3610,7 +3610,7 @@ static const char *said(long r) {
     }
     const char *n = errno == EAGAIN ? "EAGAIN" : errno == EINVAL ? "EINVAL" : errno == EBADF ? "EBADF"
                   : errno == ESPIPE ? "ESPIPE" : errno == EPIPE ? "EPIPE" : errno == EINTR ? "EINTR"
-                  : NULL;
+                  : errno == ECONNREFUSED ? "ECONNREFUSED" : NULL;
     if (n) {
         snprintf(o, 32, "%s", n);
     } else {
@@ -3912,6 +3912,49 @@ static void defer_accept(const char *self_ip, int port) {
     close(a1); close(a2); close(quiet); close(talker); close(l);
 }
 
+/* ICMP errors reach a connected UDP socket (RFC 1122 4.1.3.3: UDP MUST
+ * pass them to the application), as Linux's __udp4_lib_err reports them
+ * without IP_RECVERR: a datagram to a port nothing listens on brings a
+ * port unreachable; the socket then polls POLLERR and its next call (a
+ * receive, a send, SO_ERROR) says ECONNREFUSED, once; the socket goes on
+ * working. An unconnected socket hears nothing. Until 2026-11-29 Ixora
+ * dropped every ICMP error about UDP: a receive waited out its timeout. */
+static void udp_icmp_errors(const char *peer_ip) {
+    struct sockaddr_in to = addr_of(peer_ip, 1); /* (tcpmux: nothing listens) */
+    int u = socket(AF_INET, SOCK_DGRAM, 0), soe = -1;
+    socklen_t sl = sizeof soe;
+    char b[8], line[512];
+    int ok = u >= 0 && connect(u, (struct sockaddr *)&to, sizeof to) == 0;
+    ssize_t s1 = send(u, "a", 1, 0);
+    short e1 = wait_for(u, POLLIN, 2000);
+    const char *r1 = said(recv(u, b, sizeof b, MSG_DONTWAIT));
+    const char *r2 = said(recv(u, b, sizeof b, MSG_DONTWAIT));
+    ssize_t s2 = send(u, "b", 1, 0);
+    short e2 = wait_for(u, 0, 2000); /* (only an error ends it) */
+    const char *s3 = said(send(u, "c", 1, 0));
+    ssize_t s4 = send(u, "d", 1, 0);
+    short e3 = wait_for(u, 0, 2000);
+    int g = getsockopt(u, SOL_SOCKET, SO_ERROR, &soe, &sl);
+    int soe1 = soe;
+    g |= getsockopt(u, SOL_SOCKET, SO_ERROR, &soe, &sl);
+    close(u);
+    int v = socket(AF_INET, SOCK_DGRAM, 0);
+    ssize_t s5 = sendto(v, "e", 1, 0, (struct sockaddr *)&to, sizeof to);
+    short e4 = wait_for(v, POLLIN, 500);
+    const char *r3 = said(recv(v, b, sizeof b, MSG_DONTWAIT));
+    close(v);
+    snprintf(line, sizeof line,
+             "send %zd poll %#x recv %s then %s; send %zd poll %s send %s then %zd; poll %s "
+             "SO_ERROR %d then %d; unconnected send %zd poll %#x recv %s",
+             s1, e1 & (POLLIN | POLLERR), r1, r2, s2, e2 & POLLERR ? "ERR" : "-", s3, s4,
+             e3 & POLLERR ? "ERR" : "-", soe1, soe, s5, e4, r3);
+    check(ok && g == 0 &&
+              strcmp(line, "send 1 poll 0x8 recv ECONNREFUSED then EAGAIN; send 1 poll ERR send "
+                           "ECONNREFUSED then 1; poll ERR SO_ERROR 111 then 0; unconnected send 1 "
+                           "poll 0 recv EAGAIN") == 0,
+          "udp_icmp_errors", "%s", line);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4 && argc != 5) {
         fprintf(stderr, "usage: %s ECHO_IP ECHO_PORT LISTEN_PORT [SELF_IP]\n", argv[0]);
@@ -3978,6 +4021,7 @@ int main(int argc, char **argv) {
         ip_option_values(argv[4]);
         closed_connections_leave_descriptors(argv[4], atoi(argv[3]) + 24);
         defer_accept(argv[4], atoi(argv[3]) + 25);
+        udp_icmp_errors(argv[1]);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

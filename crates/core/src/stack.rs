@@ -200,6 +200,9 @@ struct UdpSocket<R> {
     cookie: u64,
     rxq: VecDeque<Datagram<R>>,
     in_evq: bool,
+    /// The last ICMP destination-unreachable about a datagram it sent:
+    /// where that datagram went and the ICMP code ([`Stack::udp_take_error`]).
+    err: Option<(SocketAddrV4, u8)>,
 }
 
 struct UdpOut<T> {
@@ -627,7 +630,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     self.evq.pop_front();
                     if let Some(s) = self.udp.get_mut(&port) {
                         s.in_evq = false;
-                        if !s.rxq.is_empty() {
+                        if !s.rxq.is_empty() || s.err.is_some() {
                             return Some(Event::UdpRecv {
                                 handle: UdpHandle(port),
                                 cookie: s.cookie,
@@ -1301,6 +1304,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 cookie,
                 rxq: VecDeque::new(),
                 in_evq: false,
+                err: None,
             },
         );
         Ok(UdpHandle(port))
@@ -1350,6 +1354,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     pub fn udp_recv(&mut self, h: UdpHandle) -> Result<Option<Datagram<R>>, Error> {
         let s = self.udp.get_mut(&h.0).ok_or(Error::InvalidHandle)?;
         Ok(s.rxq.pop_front())
+    }
+
+    /// Take the ICMP destination-unreachable last received about a
+    /// datagram UDP socket `h` sent, if any: where that datagram went and
+    /// the ICMP code (announced with `UdpRecv`, as a datagram is).
+    pub fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<(SocketAddrV4, u8)>, Error> {
+        let s = self.udp.get_mut(&h.0).ok_or(Error::InvalidHandle)?;
+        Ok(s.err.take())
     }
 
     // ===== input =======================================================
@@ -1656,6 +1668,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let proto = o[9];
         let osrc = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
         let odst = Ipv4Addr::new(o[16], o[17], o[18], o[19]);
+        if proto == 17 && osrc == self.cfg.ip {
+            return self.udp_icmp_error(code, odst, o);
+        }
         if proto != 6 || osrc != self.cfg.ip {
             self.counters.drop(DropReason::IcmpNoMatch);
             return;
@@ -1680,6 +1695,29 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             self.counters.drop(DropReason::IcmpNoMatch);
         }
         self.after(idx);
+    }
+
+    /// An ICMP destination-unreachable about a UDP datagram we sent to
+    /// `odst` (`o`: its quoted IP header and first 8 bytes).
+    //= https://www.rfc-editor.org/rfc/rfc1122#section-4.1.3.3
+    //# UDP MUST pass to the application layer all ICMP error messages
+    //# that it receives from the IP layer.
+    /// Kept on the socket bound to the datagram's source port, which is
+    /// announced (`UdpRecv`); what the application makes of it is its own
+    /// (the socket service reports a hard error to a socket connected to
+    /// `odst`, as Linux does).
+    fn udp_icmp_error(&mut self, code: u8, odst: Ipv4Addr, o: &[u8; 28]) {
+        let sport = u16::from_be_bytes([o[20], o[21]]);
+        let dport = u16::from_be_bytes([o[22], o[23]]);
+        let Some(s) = self.udp.get_mut(&sport) else {
+            self.counters.drop(DropReason::IcmpNoMatch);
+            return;
+        };
+        s.err = Some((SocketAddrV4::new(odst, dport), code));
+        if !s.in_evq {
+            s.in_evq = true;
+            self.evq.push_back(EvSrc::Udp(sport));
+        }
     }
 
     fn tcp_input(&mut self, frame: R, src: Ipv4Addr, l4: core::ops::Range<usize>) {

@@ -608,6 +608,46 @@ fn quote_tcp(sport: u16, dport: u16, seq: u32) -> Vec<u8> {
     q
 }
 
+/// A quote of a UDP datagram of ours (`sport` to `dport`): [`quote_tcp`]
+/// with the UDP protocol (its 8 bytes: ports, length, checksum).
+fn quote_udp(sport: u16, dport: u16) -> Vec<u8> {
+    let mut q = quote_tcp(sport, dport, 0x0009_0000);
+    q[9] = 17;
+    // (The header checksum again, for the protocol changed.)
+    q[10..12].copy_from_slice(&[0, 0]);
+    let c = !checksum::data(&q[..20]);
+    q[10..12].copy_from_slice(&c.to_be_bytes());
+    q
+}
+
+/// RFC 1122 §4.1.3.3: an ICMP error about a datagram a UDP socket sent
+/// reaches that socket (announced as a datagram is, taken once); one
+/// about a port nothing is bound to is dropped.
+//= https://www.rfc-editor.org/rfc/rfc1122#section-4.1.3.3
+//= type=test
+#[test]
+fn udp_icmp_errors_reach_the_socket() {
+    let mut h = Harness::new(|_| {});
+    let u = h.stack.udp_bind(5353, 9).unwrap();
+    h.send_raw(unreachable(3, &quote_udp(5353, 53)));
+    assert_eq!(
+        h.events(),
+        [Event::UdpRecv {
+            handle: u,
+            cookie: 9
+        }]
+    );
+    assert_eq!(
+        h.stack.udp_take_error(u),
+        Ok(Some((SocketAddrV4::new(PEER, 53), 3)))
+    );
+    assert_eq!(h.stack.udp_take_error(u), Ok(None));
+    assert_eq!(h.stack.udp_recv(u).map(|d| d.is_none()), Ok(true));
+    h.send_raw(unreachable(3, &quote_udp(5354, 53)));
+    assert_eq!(h.events(), []);
+    assert_eq!(h.stack.counters().drops(DropReason::IcmpNoMatch), 1);
+}
+
 fn unreachable(code: u8, quote: &[u8]) -> Vec<u8> {
     Harness::icmp_frame(&Icmpv4Repr::DstUnreachable {
         code,

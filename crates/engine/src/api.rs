@@ -303,6 +303,12 @@ impl Io<'_> {
         self.stack.tcp_listener_lock_buffers(port, rcv, snd)
     }
 
+    /// Take the ICMP destination-unreachable last received about a
+    /// datagram of UDP socket `h` (see `Stack::udp_take_error`).
+    pub fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<(SocketAddrV4, u8)>, Error> {
+        self.stack.udp_take_error(h)
+    }
+
     /// `TCP_DEFER_ACCEPT` on listener `port`: a connection waits up to
     /// `secs` for its first data before it is announced (see
     /// `Stack::tcp_listener_defer_accept`; 0: at once).

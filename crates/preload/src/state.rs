@@ -2217,6 +2217,9 @@ impl Sock {
     /// threads that ask at once gets it.
     pub fn take_error(&self) -> c_int {
         let e = self.error();
+        if e == 0 && self.dgram() {
+            return self.take_icmp_error();
+        }
         if e == 0 || e == libc::EBADF {
             return e;
         }
@@ -2224,6 +2227,33 @@ impl Sock {
             return 0;
         }
         e
+    }
+
+    /// Whether a UDP socket has an error from an ICMP message that no
+    /// call has reported yet (the service posts them: [`layout::DownSlot::acc_tail`]).
+    pub fn icmp_error_pending(&self) -> bool {
+        let posted = self.a.r.down_slot(self.s).acc_tail.load(Ordering::Acquire);
+        posted != self.a.r.up_slot(self.s).errs_seen.load(Ordering::Acquire)
+    }
+
+    /// Report a UDP socket's pending ICMP error ([`icmp_error_pending`](Self::icmp_error_pending))
+    /// to the program: its errno, or 0 if none (or another thread took
+    /// it). As Linux's `sock_error`, one call sees it, whichever of a
+    /// receive, a send or `SO_ERROR` comes first; the socket goes on
+    /// working.
+    pub fn take_icmp_error(&self) -> c_int {
+        let d = self.a.r.down_slot(self.s);
+        let posted = d.acc_tail.load(Ordering::Acquire);
+        let seen = &self.a.r.up_slot(self.s).errs_seen;
+        let was = seen.load(Ordering::Acquire);
+        if posted == was
+            || seen
+                .compare_exchange(was, posted, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return 0;
+        }
+        d.err.load(Ordering::Relaxed)
     }
 
     /// The connection failed (reset, refused, timed out, ...), whether or
@@ -2265,7 +2295,7 @@ impl Sock {
             if self.readable() > 0 {
                 r |= libc::POLLIN;
             }
-            if fl & flag::ERROR != 0 && self.error() != 0 {
+            if fl & flag::ERROR != 0 && self.error() != 0 || self.icmp_error_pending() {
                 r |= libc::POLLERR;
             }
             if self.writable() >= (layout::DGRAM_HDR + self.frame_dgram()) as u64 {
@@ -2418,6 +2448,12 @@ impl Sock {
         bufs: &mut [&mut [u8]],
         peek: bool,
     ) -> Result<(usize, usize, u64, u64), c_int> {
+        // An ICMP error comes before the datagrams waiting (Linux's
+        // `__skb_recv_udp` asks `sock_error` first).
+        let e = self.take_icmp_error();
+        if e != 0 {
+            return Err(e);
+        }
         loop {
             let (head, avail) = match self.unread_at() {
                 Some((head, avail)) if avail >= layout::DGRAM_HDR as u64 => (head, avail),
@@ -2455,6 +2491,12 @@ impl Sock {
     /// on a UDP socket: all of it, or `Err(EAGAIN)` when the transmit ring
     /// has no room for it.
     pub fn send_dgram(&self, bufs: &[&[u8]], dst: u64) -> Result<usize, c_int> {
+        // A pending ICMP error fails the send, which sends nothing (Linux's
+        // `sock_alloc_send_pskb` asks `sock_error`).
+        let e = self.take_icmp_error();
+        if e != 0 {
+            return Err(e);
+        }
         let len: usize = bufs.iter().map(|b| b.len()).sum();
         if len > self.max_dgram() {
             return Err(libc::EMSGSIZE);

@@ -1270,6 +1270,7 @@ impl AppState {
         u.keep.store(0, Ordering::Relaxed);
         u.bufs.store(0, Ordering::Relaxed);
         u.seen.store(0, Ordering::Relaxed);
+        u.errs_seen.store(0, Ordering::Relaxed);
         u.dest.store(0, Ordering::Relaxed);
         d.rx_tail.store(0, Ordering::Relaxed);
         d.tx_head.store(0, Ordering::Relaxed);
@@ -3588,6 +3589,32 @@ impl Service {
     /// Move the datagrams the stack holds for UDP socket `s` into its
     /// receive ring, each with its source, while they fit (the rest wait
     /// in the stack, whose queue is bounded, until the app reads).
+    /// An ICMP destination-unreachable (`code`) about a datagram UDP
+    /// socket `s` sent to `to`. As Linux's `__udp4_lib_err` without
+    /// `IP_RECVERR`: a hard error (`icmp_err_convert`'s fatal codes: port
+    /// or protocol unreachable, ...) is reported to a socket connected to
+    /// `to`, once, at its next receive, send or `SO_ERROR`, and polls as
+    /// `POLLERR` meanwhile; anything else is dropped. Posted in the down
+    /// slot: its errno in `err`, counted in `acc_tail`.
+    fn udp_icmp_error(app: &mut AppState, s: u32, to: SocketAddrV4, code: u8) {
+        let errno = match code {
+            2 => libc::ENOPROTOOPT,
+            3 => libc::ECONNREFUSED,
+            6 | 9 => libc::ENETUNREACH,
+            7 => libc::EHOSTDOWN,
+            8 => libc::ENONET,
+            10 | 13..=15 => libc::EHOSTUNREACH,
+            _ => return,
+        };
+        if app.socks[s as usize].peer != pack(u32::from(*to.ip()), to.port()) {
+            return;
+        }
+        let d = app.r.down_slot(s);
+        d.err.store(errno, Ordering::Relaxed);
+        d.acc_tail.fetch_add(1, Ordering::Release);
+        app.changed(s);
+    }
+
     fn pump_udp_rx(app: &mut AppState, io: &mut Io, s: u32) {
         let Kind::Udp(h) = app.socks[s as usize].kind else {
             return;
@@ -4451,6 +4478,8 @@ impl App for Service {
                 }
             }
             Event::UdpRecv { handle, cookie } if udp_group_of(cookie).is_some() => {
+                // (A group's members are not connected: no error is theirs.)
+                let _ = io.udp_take_error(handle);
                 let port = udp_group_of(cookie).unwrap_or(0);
                 if self.udp_groups.get(&port).is_some_and(|g| g.h == handle) {
                     self.pump_udp_group(io, port);
@@ -4466,7 +4495,12 @@ impl App for Service {
                         .get(s as usize)
                         .is_some_and(|k| k.kind == Kind::Udp(handle) && !k.reuseport)
                     {
+                        if let Ok(Some((to, code))) = io.udp_take_error(handle) {
+                            Self::udp_icmp_error(app, s, to, code);
+                        }
                         Self::pump_udp_rx(app, io, s);
+                    } else {
+                        let _ = io.udp_take_error(handle);
                     }
                 }
             }

@@ -81,17 +81,13 @@ pub(crate) mod flag {
     pub const RCVBUF_LOCK: u32 = 1 << 31;
 }
 
-/// Where a passive connection stands with its listener's
+/// A passive connection not yet asked about its listener's
 /// `TCP_DEFER_ACCEPT` ([`Tcb::defers_knock`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Defer {
-    /// Not held (yet).
-    No,
-    /// Held until data comes, or until then.
-    Until(Instant),
-    /// Announced, or to be.
-    Over,
-}
+const DEFER_NOT: Instant = Instant::NEVER;
+/// A passive connection announced, or to be, whatever its listener's
+/// `TCP_DEFER_ACCEPT` (no deadline is the epoch: the wait starts at the
+/// handshake, and `defers_knock` sets none for no wait).
+const DEFER_OVER: Instant = Instant::ZERO;
 
 /// Pending application events.
 pub(crate) mod ev {
@@ -376,9 +372,12 @@ pub(crate) struct Tcb<R, T> {
     t_delack: Instant,
     t_ka: Instant,
     t_wait: Instant,
-    /// `TCP_DEFER_ACCEPT`: whether this passive connection waits for data
-    /// before it is announced ([`Tcb::defers_knock`]).
-    defer: Defer,
+    /// `TCP_DEFER_ACCEPT`: until when this passive connection waits for
+    /// data before it is announced ([`Tcb::defers_knock`]); [`DEFER_NOT`]
+    /// before it is asked, [`DEFER_OVER`] once it is announced or to be.
+    /// (A bare time: the state of a connection stays within IX's 512
+    /// bytes.)
+    defer_until: Instant,
     retries: u8,
     /// Keepalive probes sent without an answer.
     probes: u8,
@@ -485,7 +484,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             ka_intvl_s: 0,
             ka_cnt: 0,
             t_wait: Instant::NEVER,
-            defer: Defer::No,
+            defer_until: DEFER_NOT,
             retries: 0,
             probes: 0,
             persist_shift: 0,
@@ -2169,9 +2168,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// Earliest pending deadline.
     pub fn next_deadline(&self) -> Instant {
-        let defer = match self.defer {
-            Defer::Until(t) => t,
-            _ => Instant::NEVER,
+        let defer = if self.defer_until == DEFER_OVER {
+            Instant::NEVER
+        } else {
+            self.defer_until
         };
         self.t_rtx
             .min(self.t_reo)
@@ -2191,19 +2191,19 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// announced (its events are dropped here, and it is freed as a
     /// half-open connection is).
     pub fn defers_knock(&mut self, defer: Duration, now: Instant) -> bool {
-        if self.defer == Defer::Over {
+        if self.defer_until == DEFER_OVER {
             return false;
         }
-        if self.state == State::Closed && self.defer != Defer::No {
+        if self.state == State::Closed && self.defer_until != DEFER_NOT {
             self.ev = 0;
             return true;
         }
         if defer.is_zero() || self.readable() > 0 || self.has(FIN_RCVD) {
-            self.defer = Defer::Over;
+            self.defer_until = DEFER_OVER;
             return false;
         }
-        if self.defer == Defer::No {
-            self.defer = Defer::Until(now + defer);
+        if self.defer_until == DEFER_NOT {
+            self.defer_until = now + defer;
         }
         true
     }
@@ -2249,8 +2249,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.t_ka = Instant::NEVER;
             self.on_keepalive(ctx);
         }
-        if matches!(self.defer, Defer::Until(t) if t <= now) {
-            self.defer = Defer::Over;
+        if self.defer_until != DEFER_OVER && self.defer_until <= now {
+            self.defer_until = DEFER_OVER;
         }
     }
 

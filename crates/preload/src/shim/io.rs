@@ -325,7 +325,8 @@ fn do_recv_dgram(
                 return (r as ssize_t, src, full > n, Ctl { dst: None, stamp });
             }
             Err(libc::EAGAIN) if !dontwait => {
-                let ready = &mut || sk.readable() > 0 || sk.dead() || !sk.live();
+                let ready =
+                    &mut || sk.readable() > 0 || sk.dead() || !sk.live() || sk.icmp_error_pending();
                 let mut kp = [pollfd {
                     fd,
                     events: libc::POLLIN,
@@ -592,7 +593,12 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 handed = true;
                 let s = [sk.s];
                 let need = need();
-                let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
+                let ready = &mut || {
+                    sk.writable() as usize >= need
+                        || sk.dead()
+                        || !sk.live()
+                        || sk.icmp_error_pending()
+                };
                 state::block_until(
                     sk.a,
                     NONBLOCK_HANDOVER_MS,
@@ -606,7 +612,12 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let need = need();
-                let ready = &mut || sk.writable() as usize >= need || sk.dead() || !sk.live();
+                let ready = &mut || {
+                    sk.writable() as usize >= need
+                        || sk.dead()
+                        || !sk.live()
+                        || sk.icmp_error_pending()
+                };
                 if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
                     return r;
                 }
