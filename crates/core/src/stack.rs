@@ -319,6 +319,8 @@ pub struct Stack<R, T> {
     reasm: Reassembly,
     frag_out: Option<FragOut>,
     next_ephemeral: u32,
+    /// Draws of [`Stack::port_draw`] so far.
+    port_draws: u64,
     ip_ident: u16,
     /// Cost of the frames held out of order by all connections.
     ooo_held: usize,
@@ -363,6 +365,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             reasm: Reassembly::new(cfg.frag_memory, cfg.frag_timeout),
             frag_out: None,
             next_ephemeral: 0,
+            port_draws: 0,
             ip_ident: 0,
             ooo_held: 0,
             tune_held: 0,
@@ -1285,11 +1288,26 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
 
     // ===== UDP application calls =======================================
 
-    /// Bind a UDP socket (`port` 0: an ephemeral port).
+    //= https://www.rfc-editor.org/rfc/rfc6056#section-3.3.1
+    /// Where a search for a free ephemeral port for a bind to port 0
+    /// starts, an offset into the range (RFC 6056 algorithm 1: a random
+    /// start, then the ports in order): unpredictable without the stack's
+    /// secret, so an off-path attacker cannot guess the port of a
+    /// resolver's query (RFC 5452 §9.2) or of a connection from a bound
+    /// socket. (A connect picks its port by RFC 6056 algorithm 3.)
+    pub fn port_draw(&mut self) -> u32 {
+        self.port_draws += 1;
+        self.keyed.port_draw(self.cfg.ip, self.port_draws)
+    }
+
+    /// Bind a UDP socket (`port` 0: an ephemeral port, [`Stack::port_draw`]).
     pub fn udp_bind(&mut self, port: u16, cookie: u64) -> Result<UdpHandle, Error> {
         let port = if port == 0 {
             let (lo, hi) = self.cfg.tcp.ephemeral_ports;
-            (lo..=hi)
+            let range = u32::from(hi - lo) + 1;
+            let start = self.port_draw();
+            (0..range)
+                .map(|i| lo + (start.wrapping_add(i) % range) as u16)
                 .find(|p| !self.udp.contains_key(p))
                 .ok_or(Error::NoPorts)?
         } else {

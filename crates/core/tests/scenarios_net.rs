@@ -648,6 +648,30 @@ fn udp_icmp_errors_reach_the_socket() {
     assert_eq!(h.stack.counters().drops(DropReason::IcmpNoMatch), 1);
 }
 
+/// RFC 6056 §3.3.1 (algorithm 1): a bind to port 0 draws a port no one
+/// can guess without the stack's secret (RFC 5452 §9.2: a resolver's
+/// query port must not be predictable): within the ephemeral range, and
+/// another secret draws others; until 2026-11-29 the first was always the
+/// range's lowest free port (49152), the next 49153.
+//= https://www.rfc-editor.org/rfc/rfc6056#section-3.3.1
+//= type=test
+#[test]
+fn a_bind_to_port_zero_draws_an_unguessable_port() {
+    let ports = |secret: u8| {
+        let mut h = Harness::new(|c| c.secret = [secret; 16]);
+        let (lo, hi) = h.stack.config().tcp.ephemeral_ports;
+        let p: Vec<u16> = (0..4)
+            .map(|i| h.stack.udp_bind(0, i).unwrap().port())
+            .collect();
+        assert!(p.iter().all(|&x| (lo..=hi).contains(&x)), "{p:?}");
+        p
+    };
+    let (a, b) = (ports(1), ports(2));
+    assert_ne!(a, b);
+    assert!(a.windows(2).any(|w| w[1] != w[0].wrapping_add(1)), "{a:?}");
+    assert!(b.windows(2).any(|w| w[1] != w[0].wrapping_add(1)), "{b:?}");
+}
+
 fn unreachable(code: u8, quote: &[u8]) -> Vec<u8> {
     Harness::icmp_frame(&Icmpv4Repr::DstUnreachable {
         code,

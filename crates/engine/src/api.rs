@@ -303,6 +303,12 @@ impl Io<'_> {
         self.stack.tcp_listener_lock_buffers(port, rcv, snd)
     }
 
+    /// Where a search for a free port for a bind to port 0 starts (see
+    /// `Stack::port_draw`: unpredictable without the stack's secret).
+    pub fn port_draw(&mut self) -> u32 {
+        self.stack.port_draw()
+    }
+
     /// Take the ICMP destination-unreachable last received about a
     /// datagram of UDP socket `h` (see `Stack::udp_take_error`).
     pub fn udp_take_error(&mut self, h: UdpHandle) -> Result<Option<(SocketAddrV4, u8)>, Error> {

@@ -261,7 +261,6 @@ pub fn start(cfg: &ServiceConfig, stop: Arc<AtomicBool>) -> io::Result<(Service,
         next_app: 1,
         ifindex: cfg.ifindex,
         listeners: HashMap::new(),
-        next_bind_port: 0,
         udp_groups: HashMap::new(),
         active: Vec::new(),
         marked: Vec::new(),
@@ -754,8 +753,6 @@ pub struct Service {
     /// Listening ports: the sockets that listen on each (more than one
     /// only with SO_REUSEPORT).
     listeners: HashMap<u16, Listener>,
-    /// Where the search for a free port for a bind to port 0 goes on.
-    next_bind_port: u32,
     /// [`ServiceConfig::ifindex`].
     ifindex: u32,
     /// UDP ports that may be shared (SO_REUSEPORT, or SO_REUSEADDR).
@@ -4191,9 +4188,11 @@ impl Service {
     }
 
     /// A TCP port for a bind to port 0: one of the stack's ephemeral range
-    /// that no socket holds bound or listening (after the last one given,
-    /// so a port closed just now is not handed out again at once).
-    fn free_tcp_port(&mut self, io: &Io) -> Option<u16> {
+    /// that no socket holds bound or listening, searched from a start no
+    /// one can guess (RFC 6056 algorithm 1, `Stack::port_draw`; until
+    /// 2026-11-29 from the last one given: ProFTPD's active-mode data
+    /// connections came from 49152, 49153, ...).
+    fn free_tcp_port(&mut self, io: &mut Io) -> Option<u16> {
         let (lo, hi) = io.stack().config().tcp.ephemeral_ports;
         let held: std::collections::HashSet<u16> = self
             .apps
@@ -4205,14 +4204,10 @@ impl Service {
             })
             .collect();
         let range = u32::from(hi - lo) + 1;
-        for i in 0..range {
-            let p = lo + ((self.next_bind_port.wrapping_add(i)) % range) as u16;
-            if !held.contains(&p) && !self.listeners.contains_key(&p) {
-                self.next_bind_port = self.next_bind_port.wrapping_add(i + 1);
-                return Some(p);
-            }
-        }
-        None
+        let start = io.port_draw();
+        (0..range)
+            .map(|i| lo + (start.wrapping_add(i) % range) as u16)
+            .find(|p| !held.contains(p) && !self.listeners.contains_key(p))
     }
 
     /// Whether TCP `port` is taken for a socket of app `id` that asks to

@@ -41,6 +41,7 @@ mod domain {
     pub const TS_OFFSET: u8 = 2;
     pub const COOKIE: u8 = 3;
     pub const PORT: u8 = 4;
+    pub const PORT_DRAW: u8 = 5;
 }
 
 impl Keyed {
@@ -103,6 +104,19 @@ impl Keyed {
             remote_port,
         };
         self.hash(domain::PORT, &t, 0) as u32
+    }
+
+    /// RFC 6056 algorithm 1: where to start searching for a free port for
+    /// a bind to port 0, the `n`th draw: a keyed hash of a counter, which
+    /// no one without the secret can tell from random.
+    pub fn port_draw(&self, local_ip: Ipv4Addr, n: u64) -> u32 {
+        let t = Tuple {
+            local_ip,
+            local_port: 0,
+            remote_ip: Ipv4Addr::UNSPECIFIED,
+            remote_port: 0,
+        };
+        self.hash(domain::PORT_DRAW, &t, n) as u32
     }
 
     fn cookie_mac(&self, t: &Tuple, counter: u32, client_isn: u32) -> u32 {

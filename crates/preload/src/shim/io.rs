@@ -593,12 +593,7 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 handed = true;
                 let s = [sk.s];
                 let need = need();
-                let ready = &mut || {
-                    sk.writable() as usize >= need
-                        || sk.dead()
-                        || !sk.live()
-                        || sk.icmp_error_pending()
-                };
+                let ready = &mut || dgram_sendable(sk, need);
                 state::block_until(
                     sk.a,
                     NONBLOCK_HANDOVER_MS,
@@ -612,12 +607,7 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let need = need();
-                let ready = &mut || {
-                    sk.writable() as usize >= need
-                        || sk.dead()
-                        || !sk.live()
-                        || sk.icmp_error_pending()
-                };
+                let ready = &mut || dgram_sendable(sk, need);
                 if let Err(r) = wait_ring(sk, true, &mut start, &mut user, ready) {
                     return r;
                 }
@@ -733,6 +723,13 @@ pub(crate) fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
             return if done > 0 { done as ssize_t } else { r };
         }
     }
+}
+
+/// What a blocked send of a datagram of `need` ring bytes waits for on
+/// UDP socket `sk`: room for it, an error (an ICMP one too), or the
+/// socket gone.
+fn dgram_sendable(sk: Sock, need: usize) -> bool {
+    sk.writable() as usize >= need || sk.dead() || !sk.live() || sk.icmp_error_pending()
 }
 
 /// What a blocked send waits for on a TCP socket: room in its ring, an
