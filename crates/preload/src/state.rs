@@ -3720,20 +3720,6 @@ pub fn pooled(fd: c_int) -> bool {
     kind_of(fd) == kind::POOLED
 }
 
-/// Put the placeholder of a just-closed Ixora socket in the pool. It is
-/// marked pooled under the pool's lock, before another thread can take
-/// it: marked after, a thread's `accept` or `socket` that took the number
-/// meanwhile and installed its new socket had it marked pooled again —
-/// the program got EBADF on the socket it had just accepted, and its
-/// connection was never closed.
-pub fn pool(a: &Attached, fd: c_int) {
-    let mut p = a.pool.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(e) = entry(fd) {
-        e.kind.store(kind::POOLED, Ordering::Release);
-    }
-    p.push(fd);
-}
-
 /// The soft descriptor limit as last read for the pool's cap (0: to be
 /// read again).
 static NOFILE_SEEN: AtomicI32 = AtomicI32::new(0);
@@ -3759,37 +3745,43 @@ fn pool_cap() -> usize {
     (soft as usize / 8).clamp(16, 4096)
 }
 
-/// Pool the placeholder of a just-closed Ixora socket ([`pool`]), or, if
+/// Put the placeholder of a just-closed Ixora socket in the pool, or, if
 /// the pool holds its cap ([`pool_cap`]), close the highest of its
 /// numbers and `fd` in the kernel (the lowest stay: POSIX gives the lowest
 /// free number to a new descriptor). Returns whether that took a system
-/// call.
-pub fn pool_or_close(a: &Attached, fd: c_int) -> bool {
+/// call. A number is marked pooled under the pool's lock, before another
+/// thread can take it: marked after, a thread's `accept` or `socket` that
+/// took the number meanwhile and installed its new socket had it marked
+/// pooled again — the program got EBADF on the socket it had just
+/// accepted, and its connection was never closed.
+pub fn pool(a: &Attached, fd: c_int) -> bool {
     let mut p = a.pool.lock().unwrap_or_else(|p| p.into_inner());
     // (The limit is not even looked at while the pool is small.)
-    if p.len() < 16 || p.len() < pool_cap() {
+    let out = if p.len() < 16 || p.len() < pool_cap() {
+        None
+    } else {
+        match p.iter().enumerate().max_by_key(|(_, &f)| f) {
+            Some((i, &high)) if high > fd => {
+                p.swap_remove(i);
+                Some(high)
+            }
+            _ => Some(fd),
+        }
+    };
+    if out != Some(fd) {
         if let Some(e) = entry(fd) {
             e.kind.store(kind::POOLED, Ordering::Release);
         }
         p.push(fd);
-        return false;
     }
-    let mut out = fd;
-    if let Some((i, &high)) = p.iter().enumerate().max_by_key(|(_, &f)| f) {
-        if high > fd {
-            if let Some(e) = entry(fd) {
-                e.kind.store(kind::POOLED, Ordering::Release);
-            }
-            p[i] = fd;
-            out = high;
+    if let Some(c) = out {
+        // (The entry first: once closed, the number may be another thread's.)
+        if let Some(e) = entry(c) {
+            e.kind.store(kind::NONE, Ordering::Release);
         }
+        real::sys_close(c);
     }
-    // (The entry first: once closed, the number may be another thread's.)
-    if let Some(e) = entry(out) {
-        e.kind.store(kind::NONE, Ordering::Release);
-    }
-    real::sys_close(out);
-    true
+    out.is_some()
 }
 
 /// Take `fd` out of the pool (the program is about to reuse its number,

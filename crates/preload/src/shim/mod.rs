@@ -405,6 +405,7 @@ pub extern "C" fn socket(domain: c_int, ty: c_int, proto: c_int) -> c_int {
                 crate::real::sys_close(fd);
                 fd = p;
             } else if let Some(a) = state::attached() {
+                // (Just taken out: there is room for it.)
                 state::pool(a, p);
             }
         }
@@ -1630,7 +1631,7 @@ pub extern "C" fn close(fd: c_int) -> c_int {
                 count(sk.a, call("close"), false);
                 return real!(close: fn(c_int) -> c_int)(fd);
             }
-            let closed = state::pool_or_close(sk.a, fd);
+            let closed = state::pool(sk.a, fd);
             count(sk.a, call("close"), !sys && !closed);
             0
         }

@@ -440,7 +440,7 @@ pub unsafe extern "C" fn setsockopt(
     // An option the stack acts on, for the service.
     let mut svc: Option<StackOpt> = None;
     // The value kept, where it is not the one given.
-    let mut kept: Option<Vec<u8>> = None;
+    let mut kept: Option<Ints> = None;
     // The kernel was asked whether it takes the option.
     let mut checked = false;
     let known = known_int_opt(e, level, name, int());
@@ -524,24 +524,11 @@ pub unsafe extern "C" fn setsockopt(
             } else {
                 state::sock(fd)
                     .and_then(|sk| sk.a.opt(sk.s, sk.gen(), (level, name)))
-                    .filter(|v| v.len() >= std::mem::size_of::<libc::linger>())
-                    // SAFETY: a kept linger's bytes (checked).
-                    .map_or(0, |v| unsafe {
-                        std::ptr::read_unaligned(v.as_ptr() as *const libc::linger).l_linger
-                    })
+                    .and_then(|v| Some(c_int::from_ne_bytes(v.get(4..8)?.try_into().ok()?)))
+                    .unwrap_or(0)
             };
-            let keep = libc::linger {
-                l_onoff: (l.l_onoff != 0) as c_int,
-                l_linger: time,
-            };
-            // SAFETY: a linger's bytes, read as bytes.
-            kept = Some(unsafe {
-                std::slice::from_raw_parts(
-                    &keep as *const libc::linger as *const u8,
-                    std::mem::size_of::<libc::linger>(),
-                )
-                .to_vec()
-            });
+            // (A linger is two ints: on or off, and the time.)
+            kept = Some(Ints::of(&[(l.l_onoff != 0) as c_int, time]));
         }
         (libc::IPPROTO_TCP, n @ (libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT)) => {
             // Linux's ranges: 1–32767 s, 1–127 probes.
@@ -595,7 +582,7 @@ pub unsafe extern "C" fn setsockopt(
             match int() {
                 Some(v) => {
                     let r = layout::defer_retrans(v);
-                    kept = Some((layout::defer_secs(r) as c_int).to_ne_bytes().to_vec());
+                    kept = Some(Ints::of(&[layout::defer_secs(r) as c_int]));
                     svc = Some(StackOpt::Defer(r));
                 }
                 None if k == kind::IXORA => return fail(libc::EINVAL),
@@ -619,7 +606,7 @@ pub unsafe extern "C" fn setsockopt(
                     v = v.min(rcvlowat_cap(sk));
                 }
                 let v = v.max(1);
-                kept = Some(v.to_ne_bytes().to_vec());
+                kept = Some(Ints::of(&[v]));
                 setf(fl::LOWAT, tcp && v > 1);
             }
             None if k == kind::IXORA => return fail(libc::EINVAL),
@@ -628,7 +615,7 @@ pub unsafe extern "C" fn setsockopt(
         // Linux takes these by rules of its own, checked here (Erlang's
         // sockets set SO_PRIORITY and IP_TOS again and again: 45 system
         // calls per connection when the kernel was asked).
-        _ if k == kind::IXORA && known.is_some() => kept = known.map(|v| v.to_ne_bytes().to_vec()),
+        _ if k == kind::IXORA && known.is_some() => kept = known.map(|v| Ints::of(&[v])),
         _ if k == kind::IXORA => {
             // Kept as set, after the kernel said it takes it: an option
             // Linux does not have, or a value it refuses, fails as on
@@ -645,8 +632,8 @@ pub unsafe extern "C" fn setsockopt(
     }
     // The value as the program gave it (kept to be read back; no more
     // than the shim keeps, so no more than it reads).
-    let bytes: &[u8] = if let Some(b) = &kept {
-        b
+    let bytes: &[u8] = if let Some(k) = &kept {
+        k.bytes()
     } else if val.is_null() {
         &[]
     } else {
@@ -816,6 +803,30 @@ fn refused_opt(level: c_int, name: c_int, len: socklen_t, null: bool) -> Option<
         _ => false,
     };
     unsupported.then_some(libc::ENOPROTOOPT)
+}
+
+/// A value the shim keeps for an option in place of the one given: one
+/// or two ints' bytes (a `linger` is two), without an allocation.
+struct Ints {
+    b: [u8; 8],
+    n: usize,
+}
+
+impl Ints {
+    fn of(v: &[c_int]) -> Ints {
+        let mut b = [0u8; 8];
+        for (i, x) in v.iter().take(2).enumerate() {
+            b[4 * i..4 * i + 4].copy_from_slice(&x.to_ne_bytes());
+        }
+        Ints {
+            b,
+            n: 4 * v.len().min(2),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.b[..self.n]
+    }
 }
 
 /// An option the stack acts on.
