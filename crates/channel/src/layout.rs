@@ -115,6 +115,13 @@ pub mod flag {
     pub const EOF: u32 = 1;
     /// The connection failed; `err` holds the errno.
     pub const ERROR: u32 = 2;
+    /// At the service's last look at the transmit ring, the stack's send
+    /// buffer had no room for more of it (a peer slower than the program,
+    /// or a small `SO_SNDBUF`). Clear, a full ring only waits for the
+    /// service's turn: a non-blocking send that finds it full hands the
+    /// service the CPU once before it says how much it wrote (the
+    /// shim's `do_send`), where set it says so at once.
+    pub const STACK_FULL: u32 = 4;
 }
 
 /// Requests of the app ([`UpSlot::req`]).
@@ -146,6 +153,18 @@ pub mod opts {
     pub const DEFER_SHIFT: u32 = 8;
     /// The bits of [`DEFER_SHIFT`].
     pub const DEFER_MASK: u32 = 0xff << DEFER_SHIFT;
+    /// `IP_TOS` as Linux keeps it (TCP: its ECN bits clear) in these bits.
+    pub const TOS_SHIFT: u32 = 16;
+    /// `IP_TTL` in these bits (0: the stack's default).
+    pub const TTL_SHIFT: u32 = 24;
+}
+
+/// The `IP_TOS` and `IP_TTL` an [`UpSlot::opts`] word holds ([`opts`]).
+pub fn opts_ip(word: u32) -> (u8, u8) {
+    (
+        (word >> opts::TOS_SHIFT) as u8,
+        (word >> opts::TTL_SHIFT) as u8,
+    )
 }
 
 /// `TCP_DEFER_ACCEPT` seconds as Linux keeps them (`secs_to_retrans`
@@ -535,6 +554,22 @@ pub fn parse_dgram_hdr(h: &[u8; DGRAM_HDR]) -> (u16, u32, u16) {
         u32::from_le_bytes([h[4], h[5], h[6], h[7]]),
         u16::from_le_bytes([h[2], h[3]]),
     )
+}
+
+/// Header `h` of a datagram to send with the socket's `IP_TOS` and
+/// `IP_TTL` as they were when it was sent (TTL 0: the stack's), in the
+/// bytes a received datagram's time takes: Linux builds a datagram's
+/// header at its `sendmsg`, so an option changed later does not apply to
+/// datagrams already written.
+pub fn with_ip(mut h: [u8; DGRAM_HDR], tos: u8, ttl: u8) -> [u8; DGRAM_HDR] {
+    h[8] = tos;
+    h[9] = ttl;
+    h
+}
+
+/// The `IP_TOS` and `IP_TTL` [`with_ip`] wrote.
+pub fn dgram_ip(h: &[u8; DGRAM_HDR]) -> (u8, u8) {
+    (h[8], h[9])
 }
 
 /// The receive time [`with_stamp`] wrote (0: none).

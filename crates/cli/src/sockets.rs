@@ -161,6 +161,7 @@ fn parse_group(s: &str) -> Result<u32, String> {
 
 pub fn serve(a: ServeArgs) -> ExitCode {
     let mut cfg = a.dp.engine_config();
+    ixora_service::tune_tcp(&mut cfg.tcp);
     cfg.idle_spin = std::time::Duration::from_micros(a.idle_spin_us);
     if a.rt_priority > 0 && a.dp.poll && a.dp.cpus.is_none() {
         eprintln!(

@@ -3127,6 +3127,48 @@ static void at_mark(const char *self_ip, int port) {
 
 /* ioctl(SIOCINQ / SIOCOUTQ / SIOCOUTQNSD) of `fd`: the value, or -1
  * with errno. */
+/* A burst of non-blocking writes to a peer with room is not cut short:
+ * Linux's send runs the stack, and its send buffer grows with the
+ * connection; Ixora's 64 KiB transmit ring waits for the service, and a
+ * send that finds it full hands the service the CPU once (NSD, which
+ * mishandles a partial writev, reset clients that pipelined queries).
+ * 8 answers of 16 KiB written back to back to the Linux echo peer, whose
+ * window and ours hold them; then every byte read back. */
+static void tcp_nonblocking_burst(const char *echo_ip, int echo_port) {
+    enum { ANSWER = 16384, ANSWERS = 8, ALL = ANSWER * ANSWERS };
+    static char out[ALL], back[ALL];
+    for (int i = 0; i < ALL; i++) {
+        out[i] = (char)(i % 251);
+    }
+    int r, c = connect_to(echo_ip, echo_port, &r);
+    int ok = r == 0 && set_blocking(c, 0) == 0;
+    int whole = 0, cut = 0, eagain = 0;
+    long sent = 0;
+    for (int i = 0; ok && i < ANSWERS; i++) {
+        ssize_t w = write(c, out + sent, ANSWER);
+        whole += w == ANSWER;
+        cut += w > 0 && w < ANSWER;
+        eagain += w < 0 && errno == EAGAIN;
+        sent += w > 0 ? w : 0;
+    }
+    /* The rest, so that all comes back (not checked: a peer may lag). */
+    for (double t0 = now_ms(); ok && sent < ALL && now_ms() - t0 < 5000;) {
+        ssize_t w = write(c, out + sent, ALL - sent);
+        if (w > 0) {
+            sent += w;
+        } else if (errno != EAGAIN || !(wait_for(c, POLLOUT, 1000) & POLLOUT)) {
+            break;
+        }
+    }
+    struct timeval tv = {.tv_sec = 5};
+    ok = ok && set_blocking(c, 1) == 0 && setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0;
+    int back_ok = ok && read_full(c, back, ALL) == 0 && memcmp(out, back, ALL) == 0;
+    check(ok && whole == ANSWERS && back_ok, "tcp_nonblocking_burst",
+          "ok %d: %d of %d answers whole, %d cut, %d EAGAIN; all back %d", ok, whole, ANSWERS, cut,
+          eagain, back_ok);
+    close(c);
+}
+
 static int queue_of(int fd, unsigned long req) {
     int v = -1;
     return ioctl(fd, req, &v) == 0 ? v : -1;
@@ -4022,6 +4064,7 @@ int main(int argc, char **argv) {
         closed_connections_leave_descriptors(argv[4], atoi(argv[3]) + 24);
         defer_accept(argv[4], atoi(argv[3]) + 25);
         udp_icmp_errors(argv[1]);
+        tcp_nonblocking_burst(argv[1], atoi(argv[2]));
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

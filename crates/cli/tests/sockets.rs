@@ -6353,11 +6353,11 @@ fn buffer_sizes_set_by_the_program_reach_the_stack_and_read_back_as_on_linux() {
 /// (`out`) must say its blocked read failed with ETIMEDOUT, within 20 s.
 fn times_out_when_the_peer_goes_silent(net: &Setup, out: &mut impl BufRead) {
     let t = Instant::now();
-    let silent = Silent::start(net);
+    let dropping = silent(net);
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let took = t.elapsed();
-    drop(silent);
+    drop(dropping);
     assert_eq!(
         line.trim(),
         format!("errno {}", libc::ETIMEDOUT),
@@ -6404,14 +6404,119 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// The Linux side drops everything from Ixora while this lives.
-struct Silent<'a>(&'a Setup);
+/// `IP_TOS` and `IP_TTL` set under `ixora run` go on the packets, as on
+/// Linux (until 2026-11-30 they were kept and read back only: every packet
+/// left with TOS 0 and TTL 64): a UDP socket's datagrams, set before its
+/// first send and changed after; a client connection's segments, its SYN
+/// included (set before `connect`); a listener's SYN-ACK and its accepted
+/// connection's data (set before `listen`). The Linux side counts them
+/// with nftables rules that match the header.
+#[test]
+fn ip_tos_and_ttl_go_on_the_packets() {
+    let Some((_g, net)) = begin(&["python3", "nft"]) else {
+        return;
+    };
+    let rules = format!(
+        "table inet ixtos {{\n chain input {{ type filter hook input priority 0; policy accept;\n\
+         ip saddr {IX} udp dport 7041 counter\n\
+         ip saddr {IX} udp dport 7041 ip dscp ef ip ttl 5 counter\n\
+         ip saddr {IX} udp dport 7041 ip dscp ef ip ttl 6 counter\n\
+         ip saddr {IX} tcp dport 7042 counter\n\
+         ip saddr {IX} tcp dport 7042 ip dscp af11 ip ttl 9 counter\n\
+         ip saddr {IX} tcp sport 7043 counter\n\
+         ip saddr {IX} tcp sport 7043 ip dscp cs4 ip ttl 11 counter\n\
+         ip saddr {IX} tcp sport 7043 tcp flags & (syn | ack) == syn | ack ip dscp cs4 ip ttl 11 counter\n\
+         }}\n}}\n"
+    );
+    let _t = NftTable::load(&net, &rules, "ixtos");
+    let (udp, tcp) = net.lx.run(|| {
+        (
+            std::net::UdpSocket::bind("198.18.9.1:7041").expect("UDP on the Linux side"),
+            std::net::TcpListener::bind("198.18.9.1:7042").expect("listener on the Linux side"),
+        )
+    });
+    let prog = "import socket, sys\n\
+                IP = socket.IPPROTO_IP\n\
+                u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                u.setsockopt(IP, socket.IP_TOS, 0xb8)\n\
+                u.setsockopt(IP, socket.IP_TTL, 5)\n\
+                for i in range(3): u.sendto(b'five', ('198.18.9.1', 7041))\n\
+                u.setsockopt(IP, socket.IP_TTL, 6)\n\
+                for i in range(3): u.sendto(b'six', ('198.18.9.1', 7041))\n\
+                c = socket.socket()\n\
+                c.setsockopt(IP, socket.IP_TOS, 0x28)\n\
+                c.setsockopt(IP, socket.IP_TTL, 9)\n\
+                c.connect(('198.18.9.1', 7042))\n\
+                c.sendall(b'hello')\n\
+                l = socket.socket()\n\
+                l.setsockopt(IP, socket.IP_TOS, 0x80)\n\
+                l.setsockopt(IP, socket.IP_TTL, 11)\n\
+                l.bind(('198.18.9.2', 7043))\n\
+                l.listen(4)\n\
+                print('ready', flush=True)\n\
+                a, _ = l.accept()\n\
+                a.sendall(b'world')\n\
+                print('sent', a.getsockopt(IP, socket.IP_TOS), a.getsockopt(IP, socket.IP_TTL), flush=True)\n\
+                sys.stdin.read()\n";
+    let (_child, mut out, stdin) = python_lines(&net, prog, "");
+    let (mut conn, _) = tcp.accept().expect("the connect from Ixora");
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut b = [0u8; 5];
+    conn.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"hello");
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut back = net
+        .lx
+        .run(|| TcpStream::connect("198.18.9.2:7043"))
+        .expect("connect to Ixora's listener");
+    back.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    back.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"world");
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    // An accepted socket reads its listener's options, as on Linux.
+    assert_eq!(line.trim(), "sent 128 11");
+    udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = 0;
+    let mut d = [0u8; 16];
+    while got < 6 && udp.recv(&mut d).is_ok() {
+        got += 1;
+    }
+    assert_eq!(got, 6, "datagrams received");
+    // (The last ACKs have come in: both sides read what was sent.)
+    let counts = _t.counters();
+    let [udp_all, udp5, udp6, cli_all, cli_good, srv_all, srv_good, synack] = counts[..] else {
+        panic!("counters: {counts:?}");
+    };
+    assert_eq!(
+        (udp_all, udp5, udp6),
+        (6, 3, 3),
+        "UDP: all, TOS EF TTL 5, TTL 6"
+    );
+    assert!(
+        cli_all >= 3 && cli_good == cli_all,
+        "client connection: {cli_good} of {cli_all} with TOS AF11 TTL 9"
+    );
+    assert!(
+        synack == 1 && srv_all >= 2 && srv_good == srv_all,
+        "accepted connection: {srv_good} of {srv_all} with TOS CS4 TTL 11 (SYN-ACKs {synack})"
+    );
+    drop(stdin);
+}
 
-impl<'a> Silent<'a> {
-    fn start(net: &'a Setup) -> Silent<'a> {
-        let rules = format!(
-            "table inet ixka {{\n chain input {{ type filter hook input priority 0; policy accept; ip saddr {IX} drop; }}\n}}\n"
-        );
+/// An nftables table loaded in the Linux namespace, deleted when dropped.
+struct NftTable<'a> {
+    net: &'a Setup,
+    name: &'a str,
+}
+
+impl<'a> NftTable<'a> {
+    /// Load `rules` (which make table `inet name`).
+    fn load(net: &'a Setup, rules: &str, name: &'a str) -> NftTable<'a> {
         let mut st = net
             .lx
             .command("nft")
@@ -6424,15 +6529,42 @@ impl<'a> Silent<'a> {
             .unwrap()
             .write_all(rules.as_bytes())
             .unwrap();
-        assert!(st.wait().unwrap().success(), "nft rules");
-        Silent(net)
+        assert!(st.wait().unwrap().success(), "nft rules:\n{rules}");
+        NftTable { net, name }
+    }
+
+    /// The packet counts of the table's counters, in order.
+    fn counters(&self) -> Vec<u64> {
+        let out = self
+            .net
+            .lx
+            .exec("nft", &["list", "table", "inet", self.name])
+            .expect("nft list");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let words: Vec<&str> = text.split_whitespace().collect();
+        words
+            .windows(2)
+            .filter(|w| w[0] == "packets")
+            .map(|w| w[1].parse().expect("a count"))
+            .collect()
     }
 }
 
-impl Drop for Silent<'_> {
+impl Drop for NftTable<'_> {
     fn drop(&mut self) {
-        let _ = self.0.lx.exec("nft", &["delete", "table", "inet", "ixka"]);
+        let _ = self
+            .net
+            .lx
+            .exec("nft", &["delete", "table", "inet", self.name]);
     }
+}
+
+/// The Linux side drops everything from Ixora while this lives.
+fn silent(net: &Setup) -> NftTable<'_> {
+    let rules = format!(
+        "table inet ixka {{\n chain input {{ type filter hook input priority 0; policy accept; ip saddr {IX} drop; }}\n}}\n"
+    );
+    NftTable::load(net, &rules, "ixka")
 }
 
 /// Keep-alive (1 s idle, 2 probes 1 s apart) set on the listener or, with

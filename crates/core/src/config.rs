@@ -57,7 +57,7 @@ pub struct TcpConfig {
     pub recv_buffer_max: u32,
     /// Most bytes a connection holds that the peer has not acknowledged
     /// (sent or waiting), to begin with; `send` accepts no more than this,
-    /// nor beyond the peer's window. It grows with the congestion window
+    /// nor beyond the peer's window unless `send_beyond_window`. It grows with the congestion window
     /// (twice it, as Linux's `tcp_sndbuf_expand`) up to `send_buffer_max`.
     pub send_buffer: u32,
     /// The most a connection's send buffer grows to (Linux `tcp_wmem[2]`,
@@ -124,6 +124,12 @@ pub struct TcpConfig {
     pub orphan_retries: u8,
     /// First and last port for outgoing connections (RFC 6056).
     pub ephemeral_ports: (u16, u16),
+    /// `send` takes what the send buffer has room for, beyond the peer's
+    /// window too, as a POSIX socket's send buffer holds what waits for
+    /// the window (the socket service). Off, the default: only what the
+    /// window allows, IX's `sendv`, so that a native application keeps
+    /// what the peer cannot take yet.
+    pub send_beyond_window: bool,
 }
 
 impl Default for TcpConfig {
@@ -160,6 +166,7 @@ impl Default for TcpConfig {
             frame_truesize: 2048,
             orphan_retries: 8,
             ephemeral_ports: (49152, 65535),
+            send_beyond_window: false,
         }
     }
 }
@@ -365,5 +372,38 @@ impl StackConfig {
     pub fn local_mss(&self) -> u16 {
         let from_mtu = self.mtu - 40;
         self.tcp.mss.map_or(from_mtu, |m| m.min(from_mtu))
+    }
+}
+
+/// What a socket puts in the IPv4 header of the packets it sends
+/// (`IP_TOS` and `IP_TTL` on Linux). The default: TOS 0 and the stack's
+/// TTL.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct IpOpts {
+    /// The DS field and ECN bits (RFC 2474 §3, RFC 3168 §5). A TCP
+    /// connection sends its DS field only: it does not negotiate ECN, so
+    /// it never marks its packets ECN-capable (RFC 3168 §5–6; Linux's
+    /// `IP_TOS` on a TCP socket keeps the stack's own ECN bits).
+    pub tos: u8,
+    /// Time to live; 0: the stack's ([`StackConfig::ttl`]).
+    pub ttl: u8,
+}
+
+impl IpOpts {
+    /// The TTL to send with, the stack's being `default`.
+    pub fn ttl_or(self, default: u8) -> u8 {
+        if self.ttl == 0 {
+            default
+        } else {
+            self.ttl
+        }
+    }
+
+    /// These options as a TCP connection sends them: the ECN bits clear.
+    pub fn for_tcp(self) -> IpOpts {
+        IpOpts {
+            tos: self.tos & !0b11,
+            ..self
+        }
     }
 }

@@ -46,7 +46,7 @@ pub mod tcp;
 pub mod time;
 pub mod wheel;
 
-pub use config::{CcAlgorithm, StackConfig, TcpConfig};
+pub use config::{CcAlgorithm, IpOpts, StackConfig, TcpConfig};
 pub use counters::{Counters, DropReason};
 pub use stack::{Datagram, Event, Stack, UdpHandle, MAX_UDP_PAYLOAD};
 pub use tcp::{ConnHandle, DeadReason, State, TcpInfo};

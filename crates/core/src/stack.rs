@@ -1,7 +1,7 @@
 //! The [`Stack`]: one interface's worth of protocols, driven sans I/O.
 
 use crate::arp::{ArpCache, Lookup};
-use crate::config::StackConfig;
+use crate::config::{IpOpts, StackConfig};
 use crate::counters::{Counters, DropReason};
 use crate::frag::{self, Fragment, Outcome, Reassembly, HEAD_ROOM};
 use crate::tcp::syncookie::{self, Keyed, Tuple};
@@ -188,6 +188,9 @@ struct Listener {
     /// How long a connection waits for data before it is announced
     /// ([`Stack::tcp_listener_defer_accept`]).
     defer: Duration,
+    /// What its SYN-ACKs and its connections' packets carry in their IPv4
+    /// header ([`Stack::tcp_listener_ip_opts`]).
+    ip: IpOpts,
 }
 
 struct Slot<R, T> {
@@ -209,6 +212,7 @@ struct UdpOut<T> {
     src_port: u16,
     dst: SocketAddrV4,
     data: T,
+    ip: IpOpts,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -239,6 +243,8 @@ enum Ctrl<R> {
         ack: SeqNum,
         wnd: u16,
         opts: TcpOptions,
+        /// The listener's IPv4 header options.
+        ip: IpOpts,
     },
     EchoReply {
         dst: Ipv4Addr,
@@ -270,6 +276,8 @@ struct FragOut {
     mac: MacAddr,
     proto: Protocol,
     ident: u16,
+    /// The sending socket's IPv4 header options.
+    ip: IpOpts,
     /// The whole IP payload, its checksum complete (a device cannot sum
     /// across fragments).
     l4: Vec<u8>,
@@ -734,6 +742,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 accept_count: 0,
                 lock: (None, None),
                 defer: Duration::ZERO,
+                ip: IpOpts::default(),
             },
         );
         Ok(())
@@ -748,6 +757,18 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             .get_mut(&port)
             .ok_or(Error::InvalidHandle)?
             .defer = defer;
+        Ok(())
+    }
+
+    /// The IPv4 header options of listener `port`'s SYN-ACKs and of the
+    /// connections it makes from now on (a Linux listener's accepted
+    /// sockets inherit its `IP_TOS` and `IP_TTL`, and its SYN-ACK carries
+    /// them).
+    pub fn tcp_listener_ip_opts(&mut self, port: u16, ip: IpOpts) -> Result<(), Error> {
+        self.listeners
+            .get_mut(&port)
+            .ok_or(Error::InvalidHandle)?
+            .ip = ip.for_tcp();
         Ok(())
     }
 
@@ -1191,6 +1212,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(())
     }
 
+    /// What connection `h`'s packets carry in their IPv4 header from now
+    /// on (`IP_TOS`, its ECN bits left clear, and `IP_TTL`).
+    pub fn tcp_set_ip_opts(&mut self, h: ConnHandle, ip: IpOpts) -> Result<(), Error> {
+        self.tcp_mut(h)?.ip = ip.for_tcp();
+        Ok(())
+    }
+
     /// Keepalive on or off.
     pub fn tcp_set_keepalive(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
         self.tcp_mut(h)?.set_keepalive(on);
@@ -1338,6 +1366,18 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
 
     /// Queue a datagram; the stack keeps `data` until it is transmitted.
     pub fn udp_send(&mut self, h: UdpHandle, dst: SocketAddrV4, data: T) -> Result<(), Error> {
+        self.udp_send_with(h, dst, data, IpOpts::default())
+    }
+
+    /// [`udp_send`](Self::udp_send) with IPv4 header options (a socket's
+    /// `IP_TOS` and `IP_TTL`).
+    pub fn udp_send_with(
+        &mut self,
+        h: UdpHandle,
+        dst: SocketAddrV4,
+        data: T,
+        ip: IpOpts,
+    ) -> Result<(), Error> {
         if !self.udp.contains_key(&h.0) {
             return Err(Error::InvalidHandle);
         }
@@ -1348,12 +1388,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         if data.as_ref().len() > MAX_UDP_PAYLOAD {
             return Err(Error::MessageTooLong);
         }
-        let ip = *dst.ip();
+        let to = *dst.ip();
         // Our own address: the frame carries our MAC and comes back by
         // `handle_local`, as a TCP connection to ourselves does.
-        if ip.is_unspecified()
-            || ip.is_multicast()
-            || (ip != self.cfg.ip && self.next_hop(ip).is_none())
+        if to.is_unspecified()
+            || to.is_multicast()
+            || (to != self.cfg.ip && self.next_hop(to).is_none())
         {
             return Err(Error::Unreachable);
         }
@@ -1364,6 +1404,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             src_port: h.0,
             dst,
             data,
+            ip,
         });
         Ok(())
     }
@@ -1876,7 +1917,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 self.counters.drop(DropReason::TcpListenOverflow);
                 return;
             }
-            let lock = l.lock;
+            let (lock, ip) = (l.lock, l.ip);
             self.counters.tcp_syncookies_recv += 1;
             let (wscale, sack) = match seg.opts.timestamp {
                 Some((_, ecr)) => syncookie::ts_decode(ecr),
@@ -1907,6 +1948,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 );
                 debug_assert_eq!(t.listener(), port);
                 t.lock_passive_buffers(&ctx, lock.0, lock.1);
+                t.ip = ip;
                 t
             };
             let idx = self.insert_tcb(tcb);
@@ -1938,13 +1980,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             self.counters.drop(DropReason::TcpListenOverflow);
             return;
         }
-        let lock = l.lock;
+        let (lock, ip) = (l.lock, l.ip);
         if l.syn_count >= self.cfg.tcp.syn_backlog {
             if !self.cfg.tcp.syn_cookies {
                 self.counters.drop(DropReason::TcpSynQueueFull);
                 return;
             }
-            self.send_syn_cookie(src, seg, &tuple, lock.0);
+            self.send_syn_cookie(src, seg, &tuple, lock.0, ip);
             return;
         }
         let iss = SeqNum(self.keyed.isn(&tuple, self.now));
@@ -1962,6 +2004,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             };
             let mut t = Tcb::from_syn(&mut ctx, tuple, iss, ts_offset, local_mss, seg);
             t.lock_passive_buffers(&ctx, lock.0, lock.1);
+            t.ip = ip;
             t
         };
         debug_assert_eq!(tcb.listener(), port);
@@ -1974,8 +2017,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     }
 
     /// Answer a SYN without keeping state (RFC 4987 §3.6).
-    /// `rcv`: the listener's locked receive buffer, if any.
-    fn send_syn_cookie(&mut self, src: Ipv4Addr, seg: &Segment, tuple: &Tuple, rcv: Option<u32>) {
+    /// `rcv`: the listener's locked receive buffer, if any; `ip`: its
+    /// IPv4 header options.
+    fn send_syn_cookie(
+        &mut self,
+        src: Ipv4Addr,
+        seg: &Segment,
+        tuple: &Tuple,
+        rcv: Option<u32>,
+        ip: IpOpts,
+    ) {
         let peer_mss = seg.opts.mss.unwrap_or(536);
         // The cookie remembers the peer's MSS rounded down to its table.
         let (cookie, _) = self.keyed.cookie(tuple, seg.seq.0, peer_mss, self.now);
@@ -2018,6 +2069,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 })
                 .min(65535) as u16,
             opts,
+            ip,
         });
     }
 
@@ -2253,7 +2305,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 let l4 = l3 + ipv4::HEADER_LEN;
                 let csum = self.cfg.checksums.tcp;
                 let n = self
-                    .with_tcb(idx, |tcb, ctx| tcb.poll_segment(ctx, &mut buf[l4..], csum))
+                    .with_tcb(idx, |tcb, ctx| {
+                        let n = tcb.poll_segment(ctx, &mut buf[l4..], csum)?;
+                        Some((n, tcb.ip))
+                    })
                     .flatten();
                 self.txq.pop_front();
                 if let Some(t) = self.tcb_mut(idx) {
@@ -2261,8 +2316,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 }
                 // Round robin: back of the queue if it has more.
                 self.after(idx);
-                if let Some(n) = n {
-                    self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true);
+                if let Some((n, ip)) = n {
+                    self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true, ip);
                     self.counters.tx_frames += 1;
                     return Some(l4 + n);
                 }
@@ -2289,7 +2344,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 if repr.buffer_len(payload.len()) + ipv4::HEADER_LEN > usize::from(self.cfg.mtu) {
                     let mut l4 = vec![0u8; repr.buffer_len(payload.len())];
                     repr.emit(&mut l4, self.cfg.ip, dst, payload, Checksum::Both);
-                    return self.start_fragments(dst, mac, Protocol::Udp, l4, buf);
+                    return self.start_fragments(dst, mac, Protocol::Udp, l4, u.ip, buf);
                 }
                 let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
                 let l4 = l3 + ipv4::HEADER_LEN;
@@ -2301,7 +2356,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     self.cfg.checksums.udp,
                 );
                 let n = repr.buffer_len(payload.len());
-                self.write_ipv4(&mut buf[l3..], dst, Protocol::Udp, n, false);
+                // (DF as Linux's UDP sets it, path MTU discovery on:
+                // `ip_dont_fragment` with IP_PMTUDISC_WANT.)
+                self.write_ipv4(&mut buf[l3..], dst, Protocol::Udp, n, true, u.ip);
                 self.counters.tx_frames += 1;
                 return Some(l4 + n);
             }
@@ -2317,6 +2374,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         mac: MacAddr,
         proto: Protocol,
         l4: Vec<u8>,
+        ip: IpOpts,
         buf: &mut [u8],
     ) -> Option<usize> {
         // RFC 6864 §4.1: one identification for all fragments of a datagram.
@@ -2327,6 +2385,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             mac,
             proto,
             ident: self.ip_ident,
+            ip,
             l4,
             sent: 0,
         });
@@ -2347,8 +2406,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             dst_addr: f.dst,
             protocol: f.proto,
             payload_len: n,
-            ttl: self.cfg.ttl,
-            dscp_ecn: 0,
+            ttl: f.ip.ttl_or(self.cfg.ttl),
+            dscp_ecn: f.ip.tos,
             ident: f.ident,
             dont_frag: false,
         }
@@ -2373,6 +2432,19 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         .emit(buf)
     }
 
+    /// ICMP message `repr` to `dst` and its IPv4 header, at `l3` in `buf`
+    /// (after the Ethernet header): where the frame ends.
+    fn write_icmp(&mut self, buf: &mut [u8], l3: usize, dst: Ipv4Addr, repr: &Icmpv4Repr) -> usize {
+        let l4 = l3 + ipv4::HEADER_LEN;
+        repr.emit(&mut buf[l4..], self.cfg.checksums.icmpv4);
+        let n = repr.buffer_len();
+        let ip = IpOpts::default();
+        self.write_ipv4(&mut buf[l3..], dst, Protocol::Icmp, n, false, ip);
+        l4 + n
+    }
+
+    /// The IPv4 header of a packet to `dst`, with a socket's `ip` options
+    /// (the default for the stack's own packets).
     fn write_ipv4(
         &mut self,
         buf: &mut [u8],
@@ -2380,6 +2452,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         protocol: Protocol,
         payload_len: usize,
         df: bool,
+        ip: IpOpts,
     ) {
         self.ip_ident = self.ip_ident.wrapping_add(1);
         Ipv4Repr {
@@ -2387,8 +2460,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             dst_addr: dst,
             protocol,
             payload_len,
-            ttl: self.cfg.ttl,
-            dscp_ecn: 0,
+            ttl: ip.ttl_or(self.cfg.ttl),
+            dscp_ecn: ip.tos,
             ident: self.ip_ident,
             dont_frag: df,
         }
@@ -2452,7 +2525,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     payload: &[],
                 };
                 let n = repr.emit(&mut buf[l4..], self.cfg.ip, remote, self.cfg.checksums.tcp);
-                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true);
+                self.write_ipv4(
+                    &mut buf[l3..],
+                    remote,
+                    Protocol::Tcp,
+                    n,
+                    true,
+                    IpOpts::default(),
+                );
                 self.counters.tcp_out_rsts += 1;
                 self.counters.tcp_out_segs += 1;
                 Some(l4 + n)
@@ -2465,6 +2545,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 ack,
                 wnd,
                 opts,
+                ip,
             } => {
                 let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
                 let l4 = l3 + ipv4::HEADER_LEN;
@@ -2479,7 +2560,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     payload: &[],
                 };
                 let n = repr.emit(&mut buf[l4..], self.cfg.ip, remote, self.cfg.checksums.tcp);
-                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true);
+                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true, ip.for_tcp());
                 self.counters.tcp_out_segs += 1;
                 Some(l4 + n)
             }
@@ -2501,14 +2582,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 if repr.buffer_len() + ipv4::HEADER_LEN > usize::from(self.cfg.mtu) {
                     let mut l4 = vec![0u8; repr.buffer_len()];
                     repr.emit(&mut l4, Checksum::Both);
-                    return self.start_fragments(dst, mac, Protocol::Icmp, l4, buf);
+                    return self.start_fragments(
+                        dst,
+                        mac,
+                        Protocol::Icmp,
+                        l4,
+                        IpOpts::default(),
+                        buf,
+                    );
                 }
                 let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
-                let l4 = l3 + ipv4::HEADER_LEN;
-                repr.emit(&mut buf[l4..], self.cfg.checksums.icmpv4);
-                let n = repr.buffer_len();
-                self.write_ipv4(&mut buf[l3..], dst, Protocol::Icmp, n, false);
-                Some(l4 + n)
+                Some(self.write_icmp(buf, l3, dst, &repr))
             }
             Ctrl::IcmpError {
                 dst,
@@ -2517,7 +2601,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                 orig_len,
             } => {
                 let l3 = self.write_eth(buf, mac, EtherType::Ipv4);
-                let l4 = l3 + ipv4::HEADER_LEN;
                 let original = &orig[..usize::from(orig_len)];
                 let repr = match kind {
                     IcmpErr::Unreachable(code) => Icmpv4Repr::DstUnreachable {
@@ -2527,11 +2610,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     },
                     IcmpErr::ReassemblyTime => Icmpv4Repr::TimeExceeded { code: 1, original },
                 };
-                repr.emit(&mut buf[l4..], self.cfg.checksums.icmpv4);
-                let n = repr.buffer_len();
-                self.write_ipv4(&mut buf[l3..], dst, Protocol::Icmp, n, false);
+                let end = self.write_icmp(buf, l3, dst, &repr);
                 self.counters.icmp_errors_sent += 1;
-                Some(l4 + n)
+                Some(end)
             }
         }
     }

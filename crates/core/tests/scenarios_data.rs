@@ -222,6 +222,62 @@ fn ix_send_accepts_only_what_the_window_allows() {
     assert_eq!(bytes(&segs(&mut h)), 4000);
 }
 
+/// A POSIX socket's send buffer (`send_beyond_window`, the socket
+/// service): `tcp_send` takes what the send buffer has room for, beyond
+/// the peer's window too; only the window's worth goes out, the rest as
+/// acknowledgements open it, in order and whole, and a closed window is
+/// probed meanwhile.
+//= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6
+//= type=test
+#[test]
+fn a_socket_send_buffer_holds_what_waits_for_the_window() {
+    let mut h = Harness::new(|c| {
+        c.tcp.send_beyond_window = true;
+        c.tcp.send_buffer = 16384;
+        c.tcp.send_buffer_max = 16384;
+    });
+    let c = open(&mut h, 8080, Duration::from_millis(100), 4000, |s| {
+        s.mss(1460)
+    });
+    assert_eq!(h.stack.tcp_send_space(c.h).unwrap(), 16384);
+    let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    // Beyond the window, up to the send buffer.
+    assert_eq!(app_send(&mut h, &c, data.clone()), 16384);
+    assert_eq!(h.stack.tcp_send_space(c.h).unwrap(), 0);
+    let mut got = Vec::new();
+    let out = segs(&mut h);
+    // (The last 1,080 bytes of the window wait for more of it: sender
+    // SWS avoidance, RFC 9293 §3.8.6.2.1, with more data queued.)
+    assert_eq!(bytes(&out), 2920, "no more than the window goes out");
+    got.extend(out.iter().flat_map(|s| s.payload.clone()));
+    // A zero window: the rest waits, probed.
+    h.send(ack(&c, 2920).win(0));
+    h.advance(Duration::from_secs(1));
+    let probes = segs(&mut h);
+    assert!(
+        !probes.is_empty() && bytes(&probes) <= probes.len(),
+        "zero-window probes: {probes:?}"
+    );
+    // The window opens: the rest follows, in order.
+    let mut acked = 2920u32;
+    let mut rounds = 0;
+    while got.len() < 16384 && rounds < 20 {
+        h.send(ack(&c, acked).win(4000));
+        for s in segs(&mut h) {
+            let at = s.seq.wrapping_sub(ours(&c, 0)) as usize;
+            if at == got.len() {
+                got.extend(&s.payload);
+            }
+        }
+        acked = got.len() as u32;
+        rounds += 1;
+    }
+    assert_eq!(got, data[..16384], "the buffered bytes, whole and in order");
+    // Room again for the rest once acknowledged.
+    h.send(ack(&c, acked).win(4000));
+    assert_eq!(app_send(&mut h, &c, data[16384..].to_vec()), 20_000 - 16384);
+}
+
 /// IX: data is read in place; the window shrinks while unread and re-opens on `tcp_recv_done`.
 //= https://www.rfc-editor.org/rfc/rfc9293#section-3.8.6.2.2
 //= type=test

@@ -1151,3 +1151,71 @@ fn ethernet_padding_is_not_payload() {
     h.send_raw(f);
     assert_eq!(h.stack.udp_recv(u).unwrap().unwrap().payload(), b"u");
 }
+
+/// `IP_TOS` and `IP_TTL`: what a socket asks for goes in the IPv4 header
+/// of every packet it sends — a listener's SYN-ACKs and the connections
+/// it makes, a connection changed later, a UDP socket's datagrams (with
+/// DF, as Linux's UDP with path MTU discovery) and each fragment of a
+/// long one (RFC 791 §3.2: the fragments copy the header's TOS and TTL).
+/// TCP's TOS goes without ECN bits (RFC 3168 §5–6: only the end points
+/// of a transport that negotiated ECN mark packets ECT; Linux clears them); a UDP socket's goes as given.
+/// The stack's own packets (a reset for a closed port) keep TOS 0 and
+/// the stack's TTL.
+#[test]
+fn sockets_put_their_tos_and_ttl_on_their_packets() {
+    use ixora_core::IpOpts;
+    let mut h = Harness::new(|_| {});
+    let hdr = |h: &mut Harness| {
+        let r = h.ip_out.pop_front().expect("a packet");
+        (r.dscp_ecn, r.ttl, r.dont_frag)
+    };
+    let _ = h.stack.tcp_listen(80, None, 77);
+    let ef = IpOpts { tos: 0xb9, ttl: 7 }; // DSCP EF, ECT(1)
+    h.stack.tcp_listener_ip_opts(80, ef).unwrap();
+    h.ip_out.clear();
+    let (c, _) = h.passive_open(80, |s| s);
+    assert_eq!(hdr(&mut h), (0xb8, 7, true), "the SYN-ACK");
+    h.out.clear();
+    assert_eq!(h.stack.tcp_send(h.now, c, b"data".to_vec()).unwrap(), 4);
+    h.drain();
+    assert_eq!(
+        hdr(&mut h),
+        (0xb8, 7, true),
+        "the accepted connection's data"
+    );
+    // Changed on the connection: TTL 0 is the stack's own.
+    h.stack
+        .tcp_set_ip_opts(c, IpOpts { tos: 0x28, ttl: 0 })
+        .unwrap();
+    assert_eq!(h.stack.tcp_send(h.now, c, b"more".to_vec()).unwrap(), 4);
+    h.drain();
+    assert_eq!(hdr(&mut h), (0x28, 64, true), "after the change");
+    // UDP: as given, ECN bits too; DF on a datagram that fits a frame,
+    // the header copied into each fragment of one that does not.
+    let u = h.stack.udp_bind(5000, 1).unwrap();
+    let ip = IpOpts { tos: 0xb9, ttl: 3 };
+    h.ip_out.clear();
+    h.stack
+        .udp_send_with(u, SocketAddrV4::new(PEER, 9), b"hi".to_vec(), ip)
+        .unwrap();
+    h.drain();
+    assert_eq!(hdr(&mut h), (0xb9, 3, true), "a datagram");
+    h.stack
+        .udp_send_with(u, SocketAddrV4::new(PEER, 9), vec![7u8; 3000], ip)
+        .unwrap();
+    h.drain();
+    let frags: Vec<_> = h
+        .ip_out
+        .drain(..)
+        .map(|r| (r.dscp_ecn, r.ttl, r.dont_frag))
+        .collect();
+    assert_eq!(frags, [(0xb9, 3, false); 3], "its fragments");
+    // Without options: TOS 0, the stack's TTL.
+    h.stack
+        .udp_send(u, SocketAddrV4::new(PEER, 9), b"plain".to_vec())
+        .unwrap();
+    h.drain();
+    assert_eq!(hdr(&mut h), (0, 64, true), "a plain datagram");
+    h.send(Seg::to(81).syn());
+    assert_eq!(hdr(&mut h), (0, 64, true), "the stack's reset");
+}

@@ -24,7 +24,7 @@
 
 use crate::steer;
 use bytes::Bytes;
-use ixora_core::{ConnHandle, Error, Instant, Stack, UdpHandle};
+use ixora_core::{ConnHandle, Error, Instant, IpOpts, Stack, UdpHandle};
 use ixora_io::PacketBuf;
 use nix::time::ClockId;
 use std::net::SocketAddrV4;
@@ -272,6 +272,18 @@ impl Io<'_> {
         self.stack.tcp_set_nodelay(h, on)
     }
 
+    /// What the connection's packets carry in their IPv4 header from now
+    /// on (`IP_TOS`, `IP_TTL`; `Stack::tcp_set_ip_opts`).
+    pub fn set_ip_opts(&mut self, h: ConnHandle, ip: IpOpts) -> Result<(), Error> {
+        self.stack.tcp_set_ip_opts(h, ip)
+    }
+
+    /// The same for listener `port`'s SYN-ACKs and the connections it
+    /// makes from now on (`Stack::tcp_listener_ip_opts`).
+    pub fn listener_ip_opts(&mut self, port: u16, ip: IpOpts) -> Result<(), Error> {
+        self.stack.tcp_listener_ip_opts(port, ip)
+    }
+
     /// Keepalive probes on or off.
     pub fn set_keepalive(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
         self.stack.tcp_set_keepalive(h, on)
@@ -336,6 +348,17 @@ impl Io<'_> {
     /// Send a datagram.
     pub fn udp_send(&mut self, h: UdpHandle, dst: SocketAddrV4, data: Bytes) -> Result<(), Error> {
         self.stack.udp_send(h, dst, data)
+    }
+
+    /// Send a datagram with IPv4 header options (`Stack::udp_send_with`).
+    pub fn udp_send_with(
+        &mut self,
+        h: UdpHandle,
+        dst: SocketAddrV4,
+        data: Bytes,
+        ip: IpOpts,
+    ) -> Result<(), Error> {
+        self.stack.udp_send_with(h, dst, data, ip)
     }
 
     /// The next datagram received on `h`: source, payload (copied out of

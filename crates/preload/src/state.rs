@@ -2508,10 +2508,11 @@ impl Sock {
             return Err(libc::EAGAIN);
         }
         let (ip, port) = layout::unpack(dst);
-        let tail = self.a.r.up_slot(self.s).tx_tail.load(Ordering::Relaxed);
-        self.a
-            .r
-            .tx_write(self.s, tail, &layout::dgram_hdr(len as u16, ip, port));
+        let u = self.a.r.up_slot(self.s);
+        let (tos, ttl) = layout::opts_ip(u.opts.load(Ordering::Relaxed));
+        let hdr = layout::with_ip(layout::dgram_hdr(len as u16, ip, port), tos, ttl);
+        let tail = u.tx_tail.load(Ordering::Relaxed);
+        self.a.r.tx_write(self.s, tail, &hdr);
         let mut n = layout::DGRAM_HDR as u64;
         for b in bufs {
             self.a.r.tx_write(self.s, tail + n, b);

@@ -38,7 +38,7 @@ use ixora_channel::layout::{
     self, flag, opts, pack, req, state, unpack, Layout, Regions, CALLS, NOT_CALLS,
 };
 use ixora_channel::os::{self, Mapping};
-use ixora_core::{ConnHandle, DeadReason, Error, Event, State, UdpHandle};
+use ixora_core::{ConnHandle, DeadReason, Error, Event, IpOpts, State, UdpHandle};
 use ixora_engine::spin::{YieldPacer, LONG_YIELD};
 use ixora_engine::{App, Io, Received, WallClock};
 use std::collections::{HashMap, VecDeque};
@@ -184,6 +184,14 @@ impl Drop for Control {
         }
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// What the service needs of its stack's TCP: a send buffer that holds
+/// what waits for the peer's window, as a POSIX socket's does
+/// (`send_beyond_window`). Apply to the configuration of the engine that
+/// runs the service.
+pub fn tune_tcp(tcp: &mut ixora_core::TcpConfig) {
+    tcp.send_beyond_window = true;
 }
 
 /// Create the service: bind the control socket at `cfg.socket` and return
@@ -513,6 +521,9 @@ struct Sock {
     /// keeps it: [`layout::defer_retrans`]), given to the stack's
     /// listener.
     defer: u8,
+    /// `IP_TOS` and `IP_TTL` given to its connection or listener (a UDP
+    /// socket's go with each datagram: [`layout::with_ip`]).
+    ip: IpOpts,
     /// A UDP socket (`Open` until bound).
     dgram: bool,
     /// A UDP socket's peer ([`pack`]ed; 0: none): only its datagrams are
@@ -563,6 +574,7 @@ impl Sock {
             keepalive: false,
             ka: (0, 0, 0),
             defer: 0,
+            ip: IpOpts::default(),
             bufs: 0,
             beyond: 0,
             backlog: 0,
@@ -572,7 +584,10 @@ impl Sock {
     /// Its options as an [`UpSlot::opts`](layout::UpSlot::opts) word.
     fn opts_word(&self) -> u32 {
         let bit = |on: bool, b: u32| if on { b } else { 0 };
-        bit(!self.nodelay, opts::NAGLE) | bit(self.keepalive, opts::KEEPALIVE)
+        bit(!self.nodelay, opts::NAGLE)
+            | bit(self.keepalive, opts::KEEPALIVE)
+            | u32::from(self.ip.tos) << opts::TOS_SHIFT
+            | u32::from(self.ip.ttl) << opts::TTL_SHIFT
     }
 
     /// Give connection `h` the options this socket holds (a listener's
@@ -586,6 +601,9 @@ impl Sock {
         }
         if self.ka != (0, 0, 0) {
             let _ = io.set_keepalive_timing(h, self.ka);
+        }
+        if self.ip != IpOpts::default() {
+            let _ = io.set_ip_opts(h, self.ip);
         }
         if self.bufs != 0 {
             let (rcv, snd) = layout::unpack_bufs(self.bufs);
@@ -1431,6 +1449,24 @@ impl AppState {
         self.r.down_slot(s).seq.fetch_add(1, Ordering::Release);
         self.tx_bits[s as usize / 64] |= 1 << (s % 64);
         self.dirty = true;
+    }
+
+    /// Say in socket `s`'s down slot whether the stack's send buffer
+    /// has room beyond what its transmit ring held ([`flag::STACK_FULL`]),
+    /// when that changed.
+    fn stack_full(&self, s: u32, full: bool) {
+        let d = self.r.down_slot(s);
+        if self.says_stack_full(s) != full {
+            match full {
+                true => d.flags.fetch_or(flag::STACK_FULL, Ordering::Release),
+                false => d.flags.fetch_and(!flag::STACK_FULL, Ordering::Release),
+            };
+        }
+    }
+
+    /// Whether socket `s`'s down slot says [`flag::STACK_FULL`].
+    fn says_stack_full(&self, s: u32) -> bool {
+        self.r.down_slot(s).flags.load(Ordering::Relaxed) & flag::STACK_FULL != 0
     }
 
     fn fail(&mut self, s: u32, errno: i32) {
@@ -2425,6 +2461,11 @@ impl Service {
                     // listening socket's, as the buffers).
                     let _ = io.listener_defer_accept(port, layout::defer_secs(defer));
                 }
+                let ip = app.socks[slot as usize].ip;
+                if ip != IpOpts::default() {
+                    // IP_TOS and IP_TTL set before listen (as above).
+                    let _ = io.listener_ip_opts(port, ip);
+                }
                 app.r
                     .down_slot(slot)
                     .state
@@ -3416,9 +3457,14 @@ impl Service {
             rq |= req::ABORT;
         }
         let avail = (tail - sent) as usize;
+        if avail == 0 && app.says_stack_full(s) {
+            // An acknowledgement or a window update made room.
+            app.stack_full(s, io.send_space(h).unwrap_or(0) == 0);
+        }
         if avail > 0 {
             let space = io.send_space(h).unwrap_or(0);
             let n = avail.min(space);
+            app.stack_full(s, space <= avail);
             if n == 0 {
                 // All of it waits in the ring: the stack says when the
                 // window opens, also by a pure window update (a peer whose
@@ -3479,10 +3525,15 @@ impl Service {
         let ka = (u32::from(idle), u32::from(intvl), cnt);
         let bufs = u.bufs.load(Ordering::Acquire);
         let defer = ((o & opts::DEFER_MASK) >> opts::DEFER_SHIFT) as u8;
+        let (tos, ttl) = layout::opts_ip(o);
+        let ip = IpOpts { tos, ttl };
         let sock = &mut app.socks[s as usize];
         if let Kind::Listen(port) = sock.kind {
             if defer != sock.defer {
                 let _ = io.listener_defer_accept(port, layout::defer_secs(defer));
+            }
+            if ip != sock.ip {
+                let _ = io.listener_ip_opts(port, ip);
             }
         }
         sock.defer = defer;
@@ -3509,7 +3560,11 @@ impl Service {
             if ka != sock.ka {
                 let _ = io.set_keepalive_timing(h, ka);
             }
+            if ip != sock.ip {
+                let _ = io.set_ip_opts(h, ip);
+            }
         }
+        sock.ip = ip;
         (sock.nodelay, sock.keepalive, sock.ka) = (nodelay, keepalive, ka);
     }
 
@@ -3700,7 +3755,8 @@ impl Service {
                 .r
                 .tx_take(s, sent + layout::DGRAM_HDR as u64, usize::from(len));
             let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
-            match io.udp_send(h, dst, Bytes::from(data)) {
+            let (tos, ttl) = layout::dgram_ip(&hdr);
+            match io.udp_send_with(h, dst, Bytes::from(data), IpOpts { tos, ttl }) {
                 Err(Error::WouldBlock) => {
                     all = false;
                     break;
@@ -3986,6 +4042,7 @@ impl Service {
         c.nodelay = l.nodelay;
         c.keepalive = l.keepalive;
         c.ka = l.ka;
+        c.ip = l.ip;
         c.bufs = l.bufs;
         let u = app.r.up_slot(s);
         u.opts.store(l.opts_word(), Ordering::Relaxed);

@@ -70,6 +70,7 @@ impl Rig {
         ecfg.pool_chunks = 2048;
         let mut pcfg = ecfg.clone();
         pcfg.ip = PEER_IP;
+        crate::tune_tcp(&mut ecfg.tcp);
         let svc: Mutex<Option<Service>> = Mutex::new(Some(svc));
         let st = stop.clone();
         let service = std::thread::Builder::new()

@@ -203,6 +203,62 @@ fn an_idle_service_naps_longer_and_still_sends_what_was_written_unrung() {
     assert!(sleeps < 500, "the idle service slept {sleeps} times");
 }
 
+/// The service says in a connection's down slot whether the stack's send
+/// buffer had room beyond what the transmit ring held
+/// (`flag::STACK_FULL`): clear while the peer keeps up, so a non-blocking
+/// send that finds the ring full hands the service the CPU; set once a
+/// peer that stopped reading has filled the stack, so such a send says so
+/// at once; clear again after the peer read.
+#[test]
+fn the_stack_says_when_its_send_buffer_is_full() {
+    let rig = Rig::start("stackfull").unwrap();
+    let app = RawApp::attach(&rig).unwrap();
+    let s = app.connect_echo(Duration::from_secs(5)).unwrap();
+    let full =
+        || app.regions().down_slot(s).flags.load(Ordering::Acquire) & layout::flag::STACK_FULL != 0;
+    // A ring's worth, echoed and read back: room left.
+    let chunk = vec![b'f'; 16 * 1024];
+    let mut wrote = 0;
+    until("a ring's worth taken", || {
+        wrote += app.write(s, &chunk[wrote..]);
+        wrote == chunk.len()
+    });
+    until("the echo read back", || {
+        wrote -= app.read(s, wrote).len();
+        wrote == 0
+    });
+    assert!(
+        !full(),
+        "STACK_FULL after the stack took a ring's worth and the peer kept up"
+    );
+    // Not reading the echoes: the peer's writes stop, then its reads,
+    // then ours; the stack's buffer fills.
+    let mut written = 0;
+    let t = std::time::Instant::now();
+    while !full() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "STACK_FULL not set after {written} bytes written unread"
+        );
+        written += app.write(s, &chunk);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Drained: the flag clears at the next look at the ring.
+    let mut got = 0;
+    until("the flag cleared once read", || {
+        got += app.read(s, 1 << 20).len();
+        if app.write(s, b"x") == 1 {
+            written += 1;
+        }
+        !full()
+    });
+    assert!(
+        written > 16 * 1024,
+        "only {written} bytes written before the stack filled"
+    );
+    app.close(s);
+}
+
 /// Poll `f` until it holds (3 s at most).
 fn until(what: &str, mut f: impl FnMut() -> bool) {
     let t = std::time::Instant::now();

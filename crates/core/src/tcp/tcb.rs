@@ -14,7 +14,7 @@ use super::rack::{AckOutcome, RtxRecords};
 use super::rtt::RttEstimator;
 use super::syncookie::Tuple;
 use super::{DeadReason, State, TcpInfo};
-use crate::config::TcpConfig;
+use crate::config::{IpOpts, TcpConfig};
 use crate::counters::{Counters, DropReason};
 use crate::time::{Duration, Instant};
 use crate::wire::tcp::{Flags, SackBlock, SeqNum, TcpOptions, TcpRepr, MAX_SACK_BLOCKS};
@@ -378,6 +378,9 @@ pub(crate) struct Tcb<R, T> {
     /// (A bare time: the state of a connection stays within IX's 512
     /// bytes.)
     defer_until: Instant,
+    /// What its packets carry in their IPv4 header (`IP_TOS`, `IP_TTL`),
+    /// its ECN bits clear.
+    pub ip: IpOpts,
     retries: u8,
     /// Keepalive probes sent without an answer.
     probes: u8,
@@ -485,6 +488,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             ka_cnt: 0,
             t_wait: Instant::NEVER,
             defer_until: DEFER_NOT,
+            ip: IpOpts::default(),
             retries: 0,
             probes: 0,
             persist_shift: 0,
@@ -750,15 +754,18 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         std::mem::take(&mut self.acked_unreported)
     }
 
-    /// Bytes `send` would accept now: limited by the peer's window and by
-    /// the send buffer (IX: the application learns what the window took).
+    /// Bytes `send` would accept now: limited by the send buffer and, but
+    /// with `send_beyond_window`, by the peer's window (IX: the
+    /// application learns what the window took).
     pub fn send_space(&self, cfg: &TcpConfig) -> usize {
         if !matches!(self.state, State::Established | State::CloseWait) || self.has(SHUT_WR) {
             return 0;
         }
-        let limit = self
-            .window_end()
-            .min(self.snd_una + self.snd_buf(cfg) as usize);
+        let limit = self.snd_una + self.snd_buf(cfg) as usize;
+        let limit = match cfg.send_beyond_window {
+            true => limit,
+            false => limit.min(self.window_end()),
+        };
         limit.since(self.data_end())
     }
 

@@ -151,6 +151,8 @@ pub struct Harness {
     pub now: Instant,
     buf: Vec<u8>,
     pub out: std::collections::VecDeque<Out>,
+    /// The IPv4 headers of what the stack sent, beside `out`.
+    pub ip_out: std::collections::VecDeque<Ipv4Repr>,
 }
 
 /// Default configuration for the stack under test.
@@ -173,6 +175,7 @@ impl Harness {
             now,
             buf,
             out: Default::default(),
+            ip_out: Default::default(),
         };
         // The peer asks for us, so we learn its MAC (RFC 826).
         h.inject_arp(Operation::Request, US);
@@ -288,6 +291,12 @@ impl Harness {
         while let Some(n) = self.stack.poll_transmit(self.now, &mut self.buf) {
             let frame = self.buf[..n].to_vec();
             self.out.push_back(decode(&frame));
+            let eth = EthernetFrame::new_checked(&frame[..]).expect("ethernet");
+            if eth.ethertype() == EtherType::Ipv4 {
+                let ip = Ipv4Packet::new_checked(eth.payload()).expect("ipv4");
+                let repr = Ipv4Repr::parse(&ip, Checksum::Both).expect("ipv4 header");
+                self.ip_out.push_back(repr);
+            }
         }
     }
 

@@ -591,19 +591,8 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
                 // about what Linux's own send of a ring's worth of
                 // datagrams costs the caller — before saying EAGAIN.
                 handed = true;
-                let s = [sk.s];
                 let need = need();
-                let ready = &mut || dgram_sendable(sk, need);
-                state::block_until(
-                    sk.a,
-                    NONBLOCK_HANDOVER_MS,
-                    OnSignal::RESTART,
-                    &mut [],
-                    None,
-                    state::Interest::Slots { rx: &[], tx: &s },
-                    ready,
-                );
-                user &= !state::blocked_in_kernel();
+                wait_for_room(sk, &mut user, &mut || dgram_sendable(sk, need));
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let need = need();
@@ -624,8 +613,8 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
     }
 }
 
-/// How long a non-blocking UDP send that finds its ring full waits for
-/// the service to make room (see [`do_send_dgram`]).
+/// How long a non-blocking send that finds its ring full waits for the
+/// service to make room (see [`do_send_dgram`] and [`hand_over`]).
 const NONBLOCK_HANDOVER_MS: c_int = 1;
 
 /// A MAYBE UDP socket's first sendto/sendmsg to `addr`: if Ixora reaches
@@ -676,6 +665,7 @@ pub(crate) fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     let mut done = 0usize;
     let mut rest: Vec<&[u8]> = Vec::new();
     let mut start = None; // when the call first waits
+    let mut handed = false;
     loop {
         // The part of `bufs` not yet sent (no allocation for the usual
         // first and only turn).
@@ -700,12 +690,17 @@ pub(crate) fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
                 if state::signal(sk.a, sk.s) {
                     user = false;
                 }
-                if done == total || dontwait {
+                if done == total || dontwait && !hand_over(sk, total - done, &mut handed, &mut user)
+                {
                     count(sk.a, call("write"), user);
                     return done as ssize_t;
                 }
+                if dontwait {
+                    continue;
+                }
             }
             Err(libc::EAGAIN) if !dontwait => {}
+            Err(libc::EAGAIN) if hand_over(sk, total - done, &mut handed, &mut user) => continue,
             Err(libc::EAGAIN) if done > 0 => {
                 count(sk.a, call("write"), user);
                 return done as ssize_t;
@@ -725,6 +720,51 @@ pub(crate) fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     }
 }
 
+/// A non-blocking TCP send found socket `sk`'s transmit ring full with
+/// `left` bytes still to write: if the stack has room for more
+/// ([`layout::flag::STACK_FULL`] clear) and the call has not done so yet
+/// (`handed`), hand the ring to the service and wait until it has taken
+/// enough for them (or the stack filled), for at most
+/// [`NONBLOCK_HANDOVER_MS`]; true then (send again). Linux's send runs
+/// the stack itself and its send buffer grows with the connection, so a
+/// burst of writes (a server's pipelined answers) is not cut short while
+/// the peer keeps up; here the ring (64 KiB by default) waits for the
+/// service, which may not have had a turn (it shares our CPU, or sleeps).
+/// A program that mishandles a partial write (NSD reads into its
+/// half-sent answer and closes) then broke only on Ixora. Where the
+/// stack is full (a slower peer), the send says so at once, as Linux's
+/// would: no wait per attempt.
+fn hand_over(sk: Sock, left: usize, handed: &mut bool, user: &mut bool) -> bool {
+    let full = || sk.flags() & layout::flag::STACK_FULL != 0;
+    if *handed || full() {
+        return false;
+    }
+    *handed = true;
+    let want = (left as u64).min(u64::from(sk.a.r.layout().ring));
+    wait_for_room(sk, user, &mut || {
+        sk.writable() >= want || full() || !can_send_more(sk)
+    });
+    true
+}
+
+/// A non-blocking send's hand-over: ring the service about socket `sk`
+/// and wait until `ready` (room in its transmit ring), for at most
+/// [`NONBLOCK_HANDOVER_MS`], as a blocking send waits; `user` turns false
+/// if the wait entered the kernel.
+fn wait_for_room(sk: Sock, user: &mut bool, ready: &mut dyn FnMut() -> bool) {
+    let s = [sk.s];
+    state::block_until(
+        sk.a,
+        NONBLOCK_HANDOVER_MS,
+        OnSignal::RESTART,
+        &mut [],
+        None,
+        state::Interest::Slots { rx: &[], tx: &s },
+        ready,
+    );
+    *user &= !state::blocked_in_kernel();
+}
+
 /// What a blocked send of a datagram of `need` ring bytes waits for on
 /// UDP socket `sk`: room for it, an error (an ICMP one too), or the
 /// socket gone.
@@ -735,7 +775,13 @@ fn dgram_sendable(sk: Sock, need: usize) -> bool {
 /// What a blocked send waits for on a TCP socket: room in its ring, an
 /// error, or a state in which sending fails at once.
 pub(crate) fn can_send(sk: Sock) -> bool {
-    sk.writable() > 0 || sk.dead() || sk.state() != st::ESTABLISHED
+    sk.writable() > 0 || !can_send_more(sk)
+}
+
+/// Whether a send on TCP socket `sk` may wait for room: not failed, and
+/// in a state to send.
+fn can_send_more(sk: Sock) -> bool {
+    !sk.dead() && sk.state() == st::ESTABLISHED
 }
 
 /// A send that failed with `e`: EPIPE raises SIGPIPE unless `nosignal`

@@ -317,6 +317,11 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT)) {
         opts.push(StackOpt::Defer(layout::defer_retrans(v)));
     }
+    for name in [libc::IP_TOS, libc::IP_TTL] {
+        if let Some(v) = state::pending_int(fd, (libc::IPPROTO_IP, name)) {
+            opts.push(StackOpt::Ip(name, v as u8));
+        }
+    }
     if !dgram {
         for name in BUFFER_OPTS {
             if let Some(v) = state::pending_int(fd, (libc::SOL_SOCKET, name)) {

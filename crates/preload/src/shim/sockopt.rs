@@ -589,6 +589,16 @@ pub unsafe extern "C" fn setsockopt(
                 None => {} // (the kernel socket says)
             }
         }
+        // Put on the socket's packets, as Linux keeps them (a TCP
+        // socket's TOS without its ECN bits; TTL -1 is the default).
+        // Until 2026-11-30 they were kept and read back only: every
+        // packet went with TOS 0 and TTL 64 (coturn copies a client's
+        // TOS to what it relays; VoIP and SIP servers mark theirs).
+        (libc::IPPROTO_IP, libc::IP_TOS | libc::IP_TTL) if known.is_some() => {
+            let v = known.unwrap_or(0);
+            kept = Some(Ints::of(&[v]));
+            svc = Some(StackOpt::Ip(name, v as u8));
+        }
         // Kept as set, any int (nginx's `tcp_nopush`, HAProxy's quick
         // ACKs: on every connection, so no system call).
         (libc::IPPROTO_TCP, libc::TCP_CORK | libc::TCP_QUICKACK) => {}
@@ -845,6 +855,9 @@ pub(super) enum StackOpt {
     /// A listener's `TCP_DEFER_ACCEPT`, as SYN-ACK retransmissions
     /// ([`layout::defer_retrans`]).
     Defer(u8),
+    /// `IP_TOS` (`IP_TOS`, as Linux keeps it) or `IP_TTL` (the option's
+    /// name) and its value.
+    Ip(c_int, u8),
 }
 
 /// The options that set a socket's buffers (the `FORCE` forms, which
@@ -911,6 +924,17 @@ pub(super) fn set_stack_opt(a: &Attached, s: u32, o: StackOpt) {
                 .opts
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
                     Some(o & !opts::DEFER_MASK | u32::from(r) << opts::DEFER_SHIFT)
+                });
+        }
+        StackOpt::Ip(name, v) => {
+            let shift = match name {
+                libc::IP_TOS => opts::TOS_SHIFT,
+                _ => opts::TTL_SHIFT,
+            };
+            let _ = u
+                .opts
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+                    Some(o & !(0xff << shift) | u32::from(v) << shift)
                 });
         }
         StackOpt::Buf(name, v) => {
