@@ -57,8 +57,9 @@ pub struct TcpConfig {
     pub recv_buffer_max: u32,
     /// Most bytes a connection holds that the peer has not acknowledged
     /// (sent or waiting), to begin with; `send` accepts no more than this,
-    /// nor beyond the peer's window unless `send_beyond_window`. It grows with the congestion window
-    /// (twice it, as Linux's `tcp_sndbuf_expand`) up to `send_buffer_max`.
+    /// nor beyond the peer's window unless `send_beyond_window`. It grows
+    /// with the congestion window (twice it, as Linux's
+    /// `tcp_sndbuf_expand`) up to `send_buffer_max`.
     pub send_buffer: u32,
     /// The most a connection's send buffer grows to (Linux `tcp_wmem[2]`,
     /// 4 MiB). At most `send_buffer`: no auto-tuning.

@@ -327,7 +327,7 @@ pub struct Stack<R, T> {
     reasm: Reassembly,
     frag_out: Option<FragOut>,
     next_ephemeral: u32,
-    /// Draws of [`Stack::port_draw`] so far.
+    /// Draws of [`Stack::draw_free_port`] so far.
     port_draws: u64,
     ip_ident: u16,
     /// Cost of the frames held out of order by all connections.
@@ -1317,27 +1317,31 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     // ===== UDP application calls =======================================
 
     //= https://www.rfc-editor.org/rfc/rfc6056#section-3.3.1
-    /// Where a search for a free ephemeral port for a bind to port 0
-    /// starts, an offset into the range (RFC 6056 algorithm 1: a random
-    /// start, then the ports in order): unpredictable without the stack's
-    /// secret, so an off-path attacker cannot guess the port of a
-    /// resolver's query (RFC 5452 §9.2) or of a connection from a bound
-    /// socket. (A connect picks its port by RFC 6056 algorithm 3.)
-    pub fn port_draw(&mut self) -> u32 {
+    /// A free ephemeral port for a bind to port 0: the first of the range
+    /// that `taken` does not hold, searched in order from a drawn start
+    /// (RFC 6056 algorithm 1): unpredictable without the stack's secret,
+    /// so an off-path attacker cannot guess the port of a resolver's
+    /// query (RFC 5452 §9.2) or of a connection from a bound socket. (A
+    /// connect picks its port by RFC 6056 algorithm 3.)
+    pub fn draw_free_port(&mut self, taken: impl Fn(u16) -> bool) -> Option<u16> {
+        let start = self.next_port_draw();
+        free_port_from(start, self.cfg.tcp.ephemeral_ports, taken)
+    }
+
+    /// The next start of [`Stack::draw_free_port`]'s search.
+    fn next_port_draw(&mut self) -> u32 {
         self.port_draws += 1;
         self.keyed.port_draw(self.cfg.ip, self.port_draws)
     }
 
-    /// Bind a UDP socket (`port` 0: an ephemeral port, [`Stack::port_draw`]).
+    /// Bind a UDP socket (`port` 0: an ephemeral port, [`Stack::draw_free_port`]).
     pub fn udp_bind(&mut self, port: u16, cookie: u64) -> Result<UdpHandle, Error> {
         let port = if port == 0 {
-            let (lo, hi) = self.cfg.tcp.ephemeral_ports;
-            let range = u32::from(hi - lo) + 1;
-            let start = self.port_draw();
-            (0..range)
-                .map(|i| lo + (start.wrapping_add(i) % range) as u16)
-                .find(|p| !self.udp.contains_key(p))
-                .ok_or(Error::NoPorts)?
+            let start = self.next_port_draw();
+            free_port_from(start, self.cfg.tcp.ephemeral_ports, |p| {
+                self.udp.contains_key(&p)
+            })
+            .ok_or(Error::NoPorts)?
         } else {
             port
         };
@@ -2560,7 +2564,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     payload: &[],
                 };
                 let n = repr.emit(&mut buf[l4..], self.cfg.ip, remote, self.cfg.checksums.tcp);
-                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true, ip.for_tcp());
+                self.write_ipv4(&mut buf[l3..], remote, Protocol::Tcp, n, true, ip);
                 self.counters.tcp_out_segs += 1;
                 Some(l4 + n)
             }
@@ -2616,6 +2620,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             }
         }
     }
+}
+
+/// The first port of the range `lo..=hi` that `taken` does not hold,
+/// searched in order from offset `start` ([`Stack::draw_free_port`]).
+fn free_port_from(start: u32, (lo, hi): (u16, u16), taken: impl Fn(u16) -> bool) -> Option<u16> {
+    let range = u32::from(hi - lo) + 1;
+    (0..range)
+        .map(|i| lo + (start.wrapping_add(i) % range) as u16)
+        .find(|&p| !taken(p))
 }
 
 /// What a wire error means at a layer: a bad checksum or a malformed packet.

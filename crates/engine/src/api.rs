@@ -315,10 +315,11 @@ impl Io<'_> {
         self.stack.tcp_listener_lock_buffers(port, rcv, snd)
     }
 
-    /// Where a search for a free port for a bind to port 0 starts (see
-    /// `Stack::port_draw`: unpredictable without the stack's secret).
-    pub fn port_draw(&mut self) -> u32 {
-        self.stack.port_draw()
+    /// A free ephemeral port for a bind to port 0, one `taken` does not
+    /// hold, searched from a start no one can guess (see
+    /// `Stack::draw_free_port`).
+    pub fn draw_free_port(&mut self, taken: impl Fn(u16) -> bool) -> Option<u16> {
+        self.stack.draw_free_port(taken)
     }
 
     /// Take the ICMP destination-unreachable last received about a

@@ -4246,11 +4246,10 @@ impl Service {
 
     /// A TCP port for a bind to port 0: one of the stack's ephemeral range
     /// that no socket holds bound or listening, searched from a start no
-    /// one can guess (RFC 6056 algorithm 1, `Stack::port_draw`; until
+    /// one can guess (RFC 6056 algorithm 1, `Stack::draw_free_port`; until
     /// 2026-11-29 from the last one given: ProFTPD's active-mode data
     /// connections came from 49152, 49153, ...).
     fn free_tcp_port(&mut self, io: &mut Io) -> Option<u16> {
-        let (lo, hi) = io.stack().config().tcp.ephemeral_ports;
         let held: std::collections::HashSet<u16> = self
             .apps
             .values()
@@ -4260,11 +4259,7 @@ impl Service {
                 _ => None,
             })
             .collect();
-        let range = u32::from(hi - lo) + 1;
-        let start = io.port_draw();
-        (0..range)
-            .map(|i| lo + (start.wrapping_add(i) % range) as u16)
-            .find(|p| !held.contains(p) && !self.listeners.contains_key(p))
+        io.draw_free_port(|p| held.contains(&p) || self.listeners.contains_key(&p))
     }
 
     /// Whether TCP `port` is taken for a socket of app `id` that asks to
