@@ -3169,6 +3169,131 @@ static void tcp_nonblocking_burst(const char *echo_ip, int echo_port) {
     close(c);
 }
 
+/* A connect after a failed one starts a new connection (RFC 9293
+ * §3.10.7.1: a reset SYN-SENT connection goes to CLOSED; Linux's
+ * __inet_stream_connect): a blocking connect that failed leaves the socket
+ * unconnected at once; after EINPROGRESS, the first connect to look
+ * reports the failure (ECONNABORTED if SO_ERROR took it first) and the
+ * one after it connects. A port the program bound stays the socket's;
+ * a socket connected and then reset stays "connected" (EISCONN). Python
+ * clients retry `s.connect()` on one socket so. A connect to port 0 is
+ * refused as by the peer. */
+static void reconnect_after_failure(const char *self_ip, const char *echo_ip, int echo_port,
+                                    int port) {
+    char line[512], b[4];
+    /* Blocking, towards the program's own address, nothing listening. */
+    struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, self_ip, &la.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    errno = 0;
+    int r1 = connect(s, (struct sockaddr *)&la, sizeof la), e1 = errno;
+    errno = 0;
+    int r2 = connect(s, (struct sockaddr *)&la, sizeof la), e2 = errno;
+    int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int lok = bind(l, (struct sockaddr *)&la, sizeof la) == 0 && listen(l, 4) == 0;
+    errno = 0;
+    int r3 = connect(s, (struct sockaddr *)&la, sizeof la), e3 = errno;
+    int a = lok ? accept(l, NULL, NULL) : -1;
+    int echoed = a >= 0 && write(s, "re", 2) == 2 && read_full(a, b, 2) == 0 && memcmp(b, "re", 2) == 0;
+    errno = 0;
+    int r4 = connect(s, (struct sockaddr *)&la, sizeof la), e4 = errno;
+    snprintf(line, sizeof line, "%d %s, %d %s, listen %d: %d %s, echo %d, %d %s", r1,
+             strerror(e1), r2, strerror(e2), lok, r3, strerror(r3 ? e3 : 0), echoed, r4,
+             strerror(e4));
+    check(r1 == -1 && e1 == ECONNREFUSED && r2 == -1 && e2 == ECONNREFUSED && lok && r3 == 0 &&
+              echoed && r4 == -1 && e4 == EISCONN,
+          "reconnect_blocking", "%s", line);
+    close(s);
+    if (a >= 0) {
+        close(a);
+    }
+    close(l);
+
+    /* Non-blocking, towards a closed port of the Linux host, then its echo
+     * server; SO_ERROR takes the error first. */
+    struct sockaddr_in shut = {.sin_family = AF_INET, .sin_port = htons(echo_port + 89)};
+    inet_pton(AF_INET, echo_ip, &shut.sin_addr);
+    struct sockaddr_in echo = shut;
+    echo.sin_port = htons(echo_port);
+    s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    errno = 0;
+    r1 = connect(s, (struct sockaddr *)&shut, sizeof shut), e1 = errno;
+    short ev1 = poll_for(s, POLLOUT);
+    int so = -1;
+    socklen_t sl = sizeof so;
+    getsockopt(s, SOL_SOCKET, SO_ERROR, &so, &sl);
+    errno = 0;
+    r2 = connect(s, (struct sockaddr *)&echo, sizeof echo), e2 = errno;
+    errno = 0;
+    r3 = connect(s, (struct sockaddr *)&echo, sizeof echo), e3 = errno;
+    short ev2 = poll_for(s, POLLOUT);
+    errno = 0;
+    r4 = connect(s, (struct sockaddr *)&echo, sizeof echo), e4 = errno;
+    errno = 0;
+    int r5 = connect(s, (struct sockaddr *)&echo, sizeof echo), e5 = errno;
+    set_blocking(s, 1);
+    echoed = write(s, "nb", 2) == 2 && read_full(s, b, 2) == 0 && memcmp(b, "nb", 2) == 0;
+    snprintf(line, sizeof line,
+             "%d %s, poll %#x, SO_ERROR %s, %d %s, %d %s, poll %#x, %d %s, %d %s, echo %d", r1,
+             strerror(e1), ev1, strerror(so), r2, strerror(e2), r3, strerror(e3), ev2, r4,
+             strerror(r4 ? e4 : 0), r5, strerror(e5), echoed);
+    check(r1 == -1 && e1 == EINPROGRESS && (ev1 & POLLERR) && so == ECONNREFUSED && r2 == -1 &&
+              e2 == ECONNABORTED && r3 == -1 && e3 == EINPROGRESS && (ev2 & POLLOUT) &&
+              !(ev2 & POLLERR) && r4 == 0 && r5 == -1 && e5 == EISCONN && echoed,
+          "reconnect_nonblocking", "%s", line);
+    close(s);
+
+    /* Non-blocking and bound to a port first: the connect that looks
+     * reports the refusal itself; the new connection leaves from the
+     * port bound. */
+    struct sockaddr_in bound = la;
+    bound.sin_port = htons(port + 1);
+    s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int bok = bind(s, (struct sockaddr *)&bound, sizeof bound) == 0;
+    errno = 0;
+    r1 = connect(s, (struct sockaddr *)&shut, sizeof shut), e1 = errno;
+    poll_for(s, POLLOUT);
+    errno = 0;
+    r2 = connect(s, (struct sockaddr *)&shut, sizeof shut), e2 = errno;
+    errno = 0;
+    r3 = connect(s, (struct sockaddr *)&echo, sizeof echo), e3 = errno;
+    ev2 = poll_for(s, POLLOUT);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    getsockname(s, (struct sockaddr *)&me, &ml);
+    set_blocking(s, 1);
+    echoed = write(s, "bd", 2) == 2 && read_full(s, b, 2) == 0 && memcmp(b, "bd", 2) == 0;
+    snprintf(line, sizeof line, "bind %d, %d %s, %d %s, %d %s, poll %#x, port %d (bound %d), echo %d",
+             bok, r1, strerror(e1), r2, strerror(e2), r3, strerror(e3), ev2, ntohs(me.sin_port),
+             port + 1, echoed);
+    check(bok && r1 == -1 && e1 == EINPROGRESS && r2 == -1 && e2 == ECONNREFUSED && r3 == -1 &&
+              e3 == EINPROGRESS && (ev2 & POLLOUT) && ntohs(me.sin_port) == port + 1 && echoed,
+          "reconnect_bound", "%s", line);
+    close(s);
+
+    /* Port 0: no one listens there; Linux sends the SYN and is reset. */
+    struct sockaddr_in zero = echo;
+    zero.sin_port = 0;
+    s = socket(AF_INET, SOCK_STREAM, 0);
+    errno = 0;
+    r1 = connect(s, (struct sockaddr *)&zero, sizeof zero), e1 = errno;
+    close(s);
+    s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    errno = 0;
+    r2 = connect(s, (struct sockaddr *)&zero, sizeof zero), e2 = errno;
+    ev1 = poll_for(s, POLLOUT);
+    so = -1;
+    getsockopt(s, SOL_SOCKET, SO_ERROR, &so, &sl);
+    snprintf(line, sizeof line, "%d %s, %d %s, poll %#x, SO_ERROR %s", r1, strerror(e1), r2,
+             strerror(e2), ev1, strerror(so));
+    check(r1 == -1 && e1 == ECONNREFUSED && r2 == -1 && e2 == EINPROGRESS && (ev1 & POLLERR) &&
+              so == ECONNREFUSED,
+          "connect_port_zero", "%s", line);
+    close(s);
+}
+
 static int queue_of(int fd, unsigned long req) {
     int v = -1;
     return ioctl(fd, req, &v) == 0 ? v : -1;
@@ -4065,6 +4190,7 @@ int main(int argc, char **argv) {
         defer_accept(argv[4], atoi(argv[3]) + 25);
         udp_icmp_errors(argv[1]);
         tcp_nonblocking_burst(argv[1], atoi(argv[2]));
+        reconnect_after_failure(argv[4], argv[1], atoi(argv[2]), atoi(argv[3]) + 26);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

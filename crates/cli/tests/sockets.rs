@@ -6409,8 +6409,10 @@ impl Drop for KillOnDrop {
 /// left with TOS 0 and TTL 64): a UDP socket's datagrams, set before its
 /// first send and changed after; a client connection's segments, its SYN
 /// included (set before `connect`); a listener's SYN-ACK and its accepted
-/// connection's data (set before `listen`). The Linux side counts them
-/// with nftables rules that match the header.
+/// connection's data (set before `listen`); and a datagram's `sendmsg`
+/// control data (`IP_TOS` as an int or a byte, `IP_TTL`), for it alone
+/// (`IP_TTL` 0 there is `EINVAL`, as Linux's `ip_cmsg_send`). The Linux
+/// side counts them with nftables rules that match the header.
 #[test]
 fn ip_tos_and_ttl_go_on_the_packets() {
     let Some((_g, net)) = begin(&["python3", "nft"]) else {
@@ -6421,6 +6423,7 @@ fn ip_tos_and_ttl_go_on_the_packets() {
          ip saddr {IX} udp dport 7041 counter\n\
          ip saddr {IX} udp dport 7041 ip dscp ef ip ttl 5 counter\n\
          ip saddr {IX} udp dport 7041 ip dscp ef ip ttl 6 counter\n\
+         ip saddr {IX} udp dport 7041 ip dscp af11 ip ttl 7 counter\n\
          ip saddr {IX} tcp dport 7042 counter\n\
          ip saddr {IX} tcp dport 7042 ip dscp af11 ip ttl 9 counter\n\
          ip saddr {IX} tcp sport 7043 counter\n\
@@ -6443,6 +6446,12 @@ fn ip_tos_and_ttl_go_on_the_packets() {
                 for i in range(3): u.sendto(b'five', ('198.18.9.1', 7041))\n\
                 u.setsockopt(IP, socket.IP_TTL, 6)\n\
                 for i in range(3): u.sendto(b'six', ('198.18.9.1', 7041))\n\
+                A, I = ('198.18.9.1', 7041), lambda v: v.to_bytes(4, sys.byteorder)\n\
+                u.sendmsg([b'seven'], [(IP, socket.IP_TTL, I(7)), (IP, socket.IP_TOS, I(0x28))], 0, A)\n\
+                u.sendmsg([b'seven'], [(IP, socket.IP_TOS, bytes([0x28])), (IP, socket.IP_TTL, I(7))], 0, A)\n\
+                u.sendto(b'six', A)\n\
+                try:\n    u.sendmsg([b'zero'], [(IP, socket.IP_TTL, I(0))], 0, A); print('ttl0 sent', flush=True)\n\
+                except OSError as e: print('ttl0', e.errno, flush=True)\n\
                 c = socket.socket()\n\
                 c.setsockopt(IP, socket.IP_TOS, 0x28)\n\
                 c.setsockopt(IP, socket.IP_TTL, 9)\n\
@@ -6467,6 +6476,13 @@ fn ip_tos_and_ttl_go_on_the_packets() {
     assert_eq!(&b, b"hello");
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("ttl0 {}", libc::EINVAL),
+        "IP_TTL 0 in sendmsg"
+    );
+    line.clear();
+    out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     let mut back = net
         .lx
@@ -6483,19 +6499,21 @@ fn ip_tos_and_ttl_go_on_the_packets() {
     udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut got = 0;
     let mut d = [0u8; 16];
-    while got < 6 && udp.recv(&mut d).is_ok() {
+    while got < 9 && udp.recv(&mut d).is_ok() {
         got += 1;
     }
-    assert_eq!(got, 6, "datagrams received");
+    assert_eq!(got, 9, "datagrams received");
     // (The last ACKs have come in: both sides read what was sent.)
     let counts = _t.counters();
-    let [udp_all, udp5, udp6, cli_all, cli_good, srv_all, srv_good, synack] = counts[..] else {
+    let [udp_all, udp5, udp6, udp_msg, cli_all, cli_good, srv_all, srv_good, synack] = counts[..]
+    else {
         panic!("counters: {counts:?}");
     };
+    // (sendmsg's IP_TOS/IP_TTL control data are for that datagram alone.)
     assert_eq!(
-        (udp_all, udp5, udp6),
-        (6, 3, 3),
-        "UDP: all, TOS EF TTL 5, TTL 6"
+        (udp_all, udp5, udp6, udp_msg),
+        (9, 3, 4, 2),
+        "UDP: all, TOS EF TTL 5, TTL 6, sendmsg's TOS AF11 TTL 7"
     );
     assert!(
         cli_all >= 3 && cli_good == cli_all,

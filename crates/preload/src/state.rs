@@ -35,6 +35,15 @@ pub mod kind {
     pub const NETLINK: u8 = 5;
 }
 
+/// The `IP_TOS` and `IP_TTL` of one datagram's `sendmsg` control data,
+/// which take the place of the socket's options for it (Linux's
+/// `ip_cmsg_send`); None: the socket's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MsgIp {
+    pub tos: Option<u8>,
+    pub ttl: Option<u8>,
+}
+
 /// Per-descriptor flags.
 pub mod fl {
     /// O_NONBLOCK.
@@ -127,6 +136,11 @@ pub mod fl {
     /// options): it polls readable, and a blocking receive returns, only
     /// once that many bytes are there ([`Sock::lowat`]).
     pub const LOWAT: u32 = 1 << 29;
+    /// A connect call reported that the socket's connection failed: the
+    /// socket is not connected, and the next connect starts a new
+    /// connection (Linux's `SS_UNCONNECTED` after `__inet_stream_connect`'s
+    /// `sock_error`, which disconnects the socket).
+    pub const UNCONNECTED: u32 = 1 << 30;
 
     /// The close-on-exec bits for a descriptor known to be (or not to be)
     /// close-on-exec.
@@ -2490,7 +2504,7 @@ impl Sock {
     /// Queue one datagram of the gathered `bufs` to `dst` ([`layout::pack`]ed)
     /// on a UDP socket: all of it, or `Err(EAGAIN)` when the transmit ring
     /// has no room for it.
-    pub fn send_dgram(&self, bufs: &[&[u8]], dst: u64) -> Result<usize, c_int> {
+    pub fn send_dgram(&self, bufs: &[&[u8]], dst: u64, ip: MsgIp) -> Result<usize, c_int> {
         // A pending ICMP error fails the send, which sends nothing (Linux's
         // `sock_alloc_send_pskb` asks `sock_error`).
         let e = self.take_icmp_error();
@@ -2507,10 +2521,11 @@ impl Sock {
         if (self.writable() as usize) < layout::DGRAM_HDR + len {
             return Err(libc::EAGAIN);
         }
-        let (ip, port) = layout::unpack(dst);
+        let (addr, port) = layout::unpack(dst);
         let u = self.a.r.up_slot(self.s);
         let (tos, ttl) = layout::opts_ip(u.opts.load(Ordering::Relaxed));
-        let hdr = layout::with_ip(layout::dgram_hdr(len as u16, ip, port), tos, ttl);
+        let (tos, ttl) = (ip.tos.unwrap_or(tos), ip.ttl.unwrap_or(ttl));
+        let hdr = layout::with_ip(layout::dgram_hdr(len as u16, addr, port), tos, ttl);
         let tail = u.tx_tail.load(Ordering::Relaxed);
         self.a.r.tx_write(self.s, tail, &hdr);
         let mut n = layout::DGRAM_HDR as u64;

@@ -543,6 +543,11 @@ struct Sock {
     /// A spare TCP socket not yet taken by the app ([`AppState::spares`]):
     /// not counted or listed as one of its sockets.
     spare: bool,
+    /// The port the program bound a connection's socket to before it
+    /// connected (0: none, or one we picked for a bind to port 0): a
+    /// connect after its connection failed starts from it again, as
+    /// Linux's `SOCK_BINDPORT_LOCK` keeps it ([`Service::unconnect`]).
+    bind_lock: u16,
     /// `SO_RCVBUF` and `SO_SNDBUF` as set ([`layout::pack_bufs`]; 0:
     /// neither, the stack's buffers, which grow).
     bufs: u64,
@@ -565,6 +570,7 @@ impl Sock {
             reuseport: false,
             reuseaddr: false,
             auto_port: false,
+            bind_lock: 0,
             sent: 0,
             rx_tail: 0,
             acc_tail: 0,
@@ -2501,6 +2507,26 @@ impl Service {
                     None => bad(libc::ENOTCONN),
                 }
             }
+            op::CONNECT
+                if valid
+                    && app.socks[slot as usize].kind == Kind::Gone
+                    && !self.moved.contains_key(&(
+                        id,
+                        slot,
+                        app.r.down_slot(slot).gen.load(Ordering::Relaxed),
+                    )) =>
+            {
+                // A connect after the program was told its connection
+                // failed (the shim asks only then): a new connection.
+                Self::unconnect(app, slot);
+                match Self::tcp_connect(app, io, id, slot, msg.a as u64) {
+                    Ok(()) => Msg::reply(0),
+                    Err(e) => {
+                        // Failed at once: not connected, as before.
+                        Msg::reply(e)
+                    }
+                }
+            }
             op::CONNECT if valid => match Self::tcp_connect(app, io, id, slot, msg.a as u64) {
                 Ok(()) => Msg::reply(0),
                 Err(e) => Msg::reply(e),
@@ -3818,7 +3844,20 @@ impl Service {
             return Err(-i64::from(libc::EISCONN));
         }
         Self::take_opts(app, io, slot);
+        if let Kind::Bound(p) = app.socks[slot as usize].kind {
+            if !app.socks[slot as usize].auto_port {
+                app.socks[slot as usize].bind_lock = p;
+            }
+        }
         let (dip, dport) = layout::unpack(dest);
+        if dport == 0 {
+            // No one listens on port 0: Linux sends the SYN and its peer
+            // resets it. Refused here, as from the peer: a blocking
+            // connect says ECONNREFUSED, a non-blocking one EINPROGRESS
+            // and then the error.
+            app.fail(slot, libc::ECONNREFUSED);
+            return Ok(());
+        }
         let dst = SocketAddrV4::new(Ipv4Addr::from(dip), dport);
         // A socket bound first connects from its port.
         let opened = match app.socks[slot as usize].kind {
@@ -3853,6 +3892,42 @@ impl Service {
         d.state.store(state::CONNECTING, Ordering::Release);
         app.changed(slot);
         Ok(())
+    }
+
+    /// Make TCP socket `s`, whose connection ended (`Kind::Gone`), a
+    /// socket not connected, to connect again: Linux's `tcp_disconnect`,
+    /// which a connect that reported the failure runs (RFC 9293 §3.10.7.1:
+    /// a connection that was reset goes to CLOSED). What its rings held
+    /// is dropped — the shim drops the receive ring's bytes, the service
+    /// those of the transmit ring — and its error and flags are cleared;
+    /// its options stay, and a port the program bound it to is the new
+    /// connection's.
+    fn unconnect(app: &mut AppState, s: u32) {
+        let tx_tail = app.r.up_slot(s).tx_tail.load(Ordering::Acquire);
+        let sk = &mut app.socks[s as usize];
+        sk.kind = match sk.bind_lock {
+            0 => Kind::Open,
+            p => Kind::Bound(p),
+        };
+        sk.sent = tx_tail;
+        sk.peer_closed = false;
+        sk.shut = false;
+        sk.beyond = 0;
+        app.spill.remove(&s);
+        app.gone_info.remove(&s);
+        let unbound = sk.bind_lock == 0;
+        let d = app.r.down_slot(s);
+        if unbound {
+            // (The port we picked is given up, as Linux's `inet_put_port`.)
+            d.local.store(0, Ordering::Relaxed);
+        }
+        d.remote.store(0, Ordering::Relaxed);
+        d.tx_head.store(tx_tail, Ordering::Release);
+        d.rx_beyond.store(0, Ordering::Relaxed);
+        d.err.store(0, Ordering::Relaxed);
+        d.flags.store(0, Ordering::Release);
+        d.state.store(state::OPEN, Ordering::Release);
+        app.changed(s);
     }
 
     /// Socket `s` of `app` had activity.

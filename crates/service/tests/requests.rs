@@ -11,8 +11,8 @@ use std::time::Duration;
 /// takes one and asks for its connect in shared memory (`req::CONNECT`
 /// and the destination), with no request; the service connects it, and
 /// puts a new spare in the empty entry. Spares are not the app's sockets
-/// until taken (not counted). A connect the stack refuses at once is left
-/// on the socket as its error.
+/// until taken (not counted). A connect refused at once (to port 0) is
+/// left on the socket as its error.
 #[test]
 fn a_spare_socket_connects_without_a_request() {
     let rig = Rig::start("spare").unwrap();
@@ -58,20 +58,75 @@ fn a_spare_socket_connects_without_a_request() {
         "{s} is no spare now: {e:?}"
     );
 
-    // Port 0: refused by the stack at once; the socket carries the error.
+    // Port 0: refused at once, as a peer would; the socket carries the
+    // error.
     let s2 = take(pack(u32::from(PEER_IP), 0));
     app.sync().unwrap();
     let d = app.regions().down_slot(s2);
     assert_eq!(d.state.load(Ordering::Acquire), layout::state::CLOSED);
-    assert_ne!(
+    assert_eq!(
         d.err.load(Ordering::Acquire),
-        0,
+        libc::ECONNREFUSED,
         "an error is left on the socket"
     );
     assert_eq!(
         app.regions().up_slot(s2).req.load(Ordering::Acquire) & req::CONNECT,
         0
     );
+    assert!(rig.alive());
+    drop(app);
+    rig.finish().unwrap();
+}
+
+/// A connect of a socket whose connection failed — which the shim asks
+/// only after a call told the program so — starts a new connection on
+/// the same socket, as Linux's `tcp_disconnect` after `sock_error` (a
+/// reset SYN-SENT connection goes to CLOSED, RFC 9293 §3.10.7.1): from
+/// the port the program bound it to, with its error and flags cleared
+/// and what its transmit ring held dropped. A connected socket still
+/// says `EISCONN`.
+#[test]
+fn a_failed_connection_connects_again() {
+    let rig = Rig::start("reconnect").unwrap();
+    let app = RawApp::attach(&rig).unwrap();
+    let s = app.socket().unwrap();
+    let b = app
+        .request(Msg::new(op::BIND, s, pack(0, 7300) as i64, 0))
+        .unwrap();
+    assert_eq!(b.a, 0, "{b:?}");
+    // Nothing listens on the peer's port 9: the peer resets the SYN.
+    app.connect(s, PEER_IP, 9).unwrap();
+    let d = app.regions().down_slot(s);
+    let t = std::time::Instant::now();
+    while app.state(s) != layout::state::CLOSED && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(app.state(s), layout::state::CLOSED);
+    assert_eq!(d.err.load(Ordering::Acquire), libc::ECONNREFUSED);
+    assert_eq!(
+        d.flags.load(Ordering::Acquire) & layout::flag::ERROR,
+        layout::flag::ERROR
+    );
+    // Bytes left in the transmit ring are not the next connection's.
+    assert_eq!(app.write(s, b"stale"), 5);
+    app.sync().unwrap();
+
+    app.connect(s, PEER_IP, ECHO_PORT).unwrap();
+    app.wait_established(s, Duration::from_secs(5)).unwrap();
+    assert_eq!(d.err.load(Ordering::Acquire), 0);
+    assert_eq!(d.flags.load(Ordering::Acquire), 0);
+    assert_eq!(layout::unpack(d.local.load(Ordering::Acquire)).1, 7300);
+    assert_eq!(
+        d.tx_head.load(Ordering::Acquire),
+        app.regions().up_slot(s).tx_tail.load(Ordering::Acquire),
+        "the stale bytes were dropped"
+    );
+    assert_eq!(app.write(s, b"fresh"), 5);
+    assert_eq!(app.read_n(s, 5), b"fresh");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(app.read(s, 16), b"", "nothing stale came back");
+    let again = app.connect(s, PEER_IP, ECHO_PORT).unwrap_err();
+    assert_eq!(again.raw_os_error(), Some(libc::EISCONN));
     assert!(rig.alive());
     drop(app);
     rig.finish().unwrap();

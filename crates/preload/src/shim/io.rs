@@ -536,7 +536,13 @@ fn kernel_side_send(sk: Sock, flags: c_int, mut send: impl FnMut(c_int) -> ssize
 }
 
 /// Send one datagram on an Ixora UDP socket to `dst` (`None`: its peer).
-fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>) -> ssize_t {
+fn do_send_dgram(
+    sk: Sock,
+    bufs: &[&[u8]],
+    flags: c_int,
+    dst: Option<(u32, u16)>,
+    ip: MsgIp,
+) -> ssize_t {
     if flags & libc::MSG_OOB != 0 {
         // (UDP has no urgent data: Linux's `udp_sendmsg`.)
         count(sk.a, call("write"), true);
@@ -571,7 +577,7 @@ fn do_send_dgram(sk: Sock, bufs: &[&[u8]], flags: c_int, dst: Option<(u32, u16)>
     // Ring bytes the datagram takes (asked only when the ring is full).
     let need = || layout::DGRAM_HDR + bufs.iter().map(|b| b.len()).sum::<usize>();
     loop {
-        match sk.send_dgram(bufs, to) {
+        match sk.send_dgram(bufs, to, ip) {
             Ok(n) => {
                 if state::signal(sk.a, sk.s) {
                     user = false;
@@ -654,7 +660,7 @@ pub(crate) fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
             count(sk.a, call("write"), true);
             return fail(e);
         }
-        return do_send_dgram(sk, bufs, flags, None);
+        return do_send_dgram(sk, bufs, flags, None, MsgIp::default());
     }
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let total: usize = bufs.iter().map(|b| b.len()).sum();
@@ -1241,7 +1247,7 @@ pub unsafe extern "C" fn sendto(
                 return fail(e);
             }
         };
-        return do_send_dgram(sk, &[b], flags, dst);
+        return do_send_dgram(sk, &[b], flags, dst, MsgIp::default());
     }
     do_send(sk, &[b], flags)
 }
@@ -1316,9 +1322,67 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
                 return fail(e);
             }
         };
-        return do_send_dgram(sk, &v, flags, dst);
+        // SAFETY: as above: `msg_control` has `msg_controllen` bytes.
+        let ip = match unsafe { msg_ip(m) } {
+            Ok(ip) => ip,
+            Err(e) => {
+                count(sk.a, call("write"), true);
+                return fail(e);
+            }
+        };
+        return do_send_dgram(sk, &v, flags, dst, ip);
     }
     do_send(sk, &v, flags)
+}
+
+/// The `IP_TOS` and `IP_TTL` control messages of `m`, a datagram's
+/// `sendmsg`: for it alone, as Linux's `ip_cmsg_send` takes them — TTL an
+/// `int` of 1 to 255, TOS an `int` or a byte of 0 to 255; `EINVAL` for
+/// one of another size or value. (TCP's `sendmsg` takes none, as Linux's.)
+///
+/// # Safety
+/// `m.msg_control` points to `m.msg_controllen` readable bytes (or is
+/// null).
+unsafe fn msg_ip(m: &msghdr) -> Result<MsgIp, c_int> {
+    let mut ip = MsgIp::default();
+    if m.msg_control.is_null() || m.msg_controllen == 0 {
+        return Ok(ip);
+    }
+    let int_len = libc::CMSG_LEN(std::mem::size_of::<c_int>() as u32) as usize;
+    let byte_len = libc::CMSG_LEN(1) as usize;
+    // SAFETY: the caller's contract; CMSG_* walk within `msg_controllen`
+    // bytes, and each message's data is read only as long as its
+    // `cmsg_len` says it is.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(m);
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            let len = (*c).cmsg_len as usize;
+            let int = || std::ptr::read_unaligned(data as *const c_int);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IP, libc::IP_TTL) => {
+                    let v = if len == int_len { int() } else { -1 };
+                    ip.ttl = Some(
+                        u8::try_from(v)
+                            .ok()
+                            .filter(|&t| t > 0)
+                            .ok_or(libc::EINVAL)?,
+                    );
+                }
+                (libc::IPPROTO_IP, libc::IP_TOS) => {
+                    let v = match len {
+                        l if l == int_len => int(),
+                        l if l == byte_len => c_int::from(*data),
+                        _ => -1,
+                    };
+                    ip.tos = Some(u8::try_from(v).map_err(|_| libc::EINVAL)?);
+                }
+                _ => {}
+            }
+            c = libc::CMSG_NXTHDR(m, c);
+        }
+    }
+    Ok(ip)
 }
 
 /// sendmmsg(2): each message by [`sendmsg`] on an Ixora socket; the count

@@ -8,7 +8,7 @@
 
 use crate::handover;
 use crate::real::{errno, real, set_errno, sys_poll};
-use crate::state::{self, fl, kind, Attached, Epoll, Item, OnSignal, Sock};
+use crate::state::{self, fl, kind, Attached, Epoll, Item, MsgIp, OnSignal, Sock};
 use ixora_channel::ctl::{op, Msg, TcpInfo};
 use ixora_channel::layout::{self, call, pack, state as st, unpack};
 use libc::{
@@ -1194,20 +1194,17 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
                 return fail(libc::ENETUNREACH);
             };
             count(sk.a, call("connect"), false);
-            let r = state::request(
-                sk.a,
-                Msg::new(op::CONNECT, sk.s, pack(ip, port) as i64, 0),
-                &[],
-            );
-            if r.a < 0 {
-                return fail(-r.a as c_int);
-            }
-            return connect_wait(sk);
+            return connect_request(sk, ip, port);
         }
         kind::IXORA => {
             let sk = state::sock(fd).unwrap();
+            let flags = sk.e.flags.load(Ordering::Relaxed);
+            if flags & fl::UNCONNECTED != 0 && sk.state() == st::CLOSED {
+                // SAFETY: the caller passes `len` readable bytes at `addr`.
+                return unsafe { reconnect(fd, sk, addr, len) };
+            }
             count(sk.a, call("connect"), true);
-            let in_progress = sk.e.flags.load(Ordering::Relaxed) & fl::IN_PROGRESS != 0;
+            let in_progress = flags & fl::IN_PROGRESS != 0;
             if in_progress && sk.state() != st::CONNECTING {
                 state::flag_socket(sk, fl::IN_PROGRESS, false);
             }
@@ -1217,14 +1214,20 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
                 // is done, as Linux's (`__inet_stream_connect`); a
                 // listener is "connected" there too.
                 st::ESTABLISHED if in_progress => 0,
-                st::ESTABLISHED | st::LISTEN => fail(libc::EISCONN),
-                // A failed connection: its error if no call reported it
-                // yet, else ECONNABORTED (Linux's `inet_stream_connect`).
-                _ => fail(match sk.take_error() {
-                    0 if sk.dead() => libc::ECONNABORTED,
-                    0 => libc::EINVAL,
-                    e => e,
-                }),
+                // A connection that failed (or was reset) before a
+                // connect call looked after EINPROGRESS: its error if no
+                // call reported it yet, else ECONNABORTED, and the socket
+                // is not connected from then on (Linux's `sock_error`).
+                _ if in_progress && sk.dead() => {
+                    state::flag_socket(sk, fl::UNCONNECTED, true);
+                    fail(match sk.take_error() {
+                        0 => libc::ECONNABORTED,
+                        e => e,
+                    })
+                }
+                // Connected (a connect said so, or it was accepted), then
+                // closed or reset: still `SS_CONNECTED` to Linux.
+                _ => fail(libc::EISCONN),
             };
         }
         _ => return kernel_fd(fd, real_connect),
@@ -1538,11 +1541,56 @@ fn connect_wait(sk: Sock) -> c_int {
     }
     match sk.state() {
         st::ESTABLISHED => 0,
-        _ => fail(match sk.take_error() {
-            0 => libc::ECONNREFUSED,
-            e => e,
-        }),
+        // (The connect reports the failure: the socket is not connected
+        // from then on, as Linux's `sock_error`.)
+        _ => {
+            state::flag_socket(sk, fl::UNCONNECTED, true);
+            fail(match sk.take_error() {
+                0 => libc::ECONNREFUSED,
+                e => e,
+            })
+        }
     }
+}
+
+/// connect(2) of TCP socket `sk` (at `fd`), whose failed connection a
+/// connect call reported ([`fl::UNCONNECTED`]): a new connection, as
+/// Linux's. What its receive ring held is dropped (the service drops
+/// what its transmit ring held); its options, and a port the program
+/// bound it to, stay. A destination only the kernel reaches is refused
+/// (`ENETUNREACH`), as for any socket bound to Ixora's address: the
+/// socket stays Ixora's.
+///
+/// # Safety
+/// `addr` points to `len` readable bytes.
+unsafe fn reconnect(fd: c_int, sk: Sock, addr: *const sockaddr, len: socklen_t) -> c_int {
+    count(sk.a, call("connect"), false);
+    // SAFETY: the caller's contract.
+    let to = unsafe { ixora_addr(fd, addr, len) };
+    let Some((ip, port)) = to.filter(|&(ip, _)| ip != 0 && reaches(sk.a, ip)) else {
+        return fail(libc::ENETUNREACH);
+    };
+    let up = sk.a.r.up_slot(sk.s);
+    let tail = sk.a.r.down_slot(sk.s).rx_tail.load(Ordering::Acquire);
+    up.rx_head.store(tail, Ordering::Release);
+    up.seen.fetch_and(!1, Ordering::AcqRel);
+    up.req.fetch_and(!layout::req::SHUT_WR, Ordering::AcqRel);
+    state::flag_socket(sk, fl::UNCONNECTED | fl::IN_PROGRESS | fl::SHUT_RD, false);
+    connect_request(sk, ip, port)
+}
+
+/// Ask the service to connect Ixora socket `sk` to `ip:port`, then wait
+/// as connect(2) does ([`connect_wait`]).
+fn connect_request(sk: Sock, ip: u32, port: u16) -> c_int {
+    let r = state::request(
+        sk.a,
+        Msg::new(op::CONNECT, sk.s, pack(ip, port) as i64, 0),
+        &[],
+    );
+    if r.a < 0 {
+        return fail(-r.a as c_int);
+    }
+    connect_wait(sk)
 }
 
 /// Block (interruptibly, up to `limit` ms) until `ready()`, woken by
