@@ -148,6 +148,14 @@ pub mod opts {
     pub const NAGLE: u32 = 1;
     /// `SO_KEEPALIVE`.
     pub const KEEPALIVE: u32 = 2;
+    /// `SO_REUSEPORT`, as the app last set it. A socket's bind takes its
+    /// sharing from the bind request; these two say whether a socket
+    /// already bound lets a later bind share its port (Linux looks at the
+    /// holder's flags as they are at that bind: ntpd sets `SO_REUSEADDR`
+    /// on its bound wildcard socket before it binds one to an address).
+    pub const REUSEPORT: u32 = 4;
+    /// `SO_REUSEADDR`, as the app last set it (see [`REUSEPORT`]).
+    pub const REUSEADDR: u32 = 8;
     /// `TCP_DEFER_ACCEPT` of a listener, as Linux keeps it: a count of
     /// SYN-ACK retransmissions ([`super::defer_retrans`]) in these bits.
     pub const DEFER_SHIFT: u32 = 8;

@@ -3294,6 +3294,91 @@ static void reconnect_after_failure(const char *self_ip, const char *echo_ip, in
     close(s);
 }
 
+/* How many of the non-blocking descriptors `a` and `b` are readable, one
+ * datagram or connection taken from each each time, until `n` in all or
+ * a second passes with nothing. */
+static void take_each(int a, int b, int n, int tcp, int *on_a, int *on_b) {
+    *on_a = *on_b = 0;
+    char d[16];
+    for (double t0 = now_ms(); *on_a + *on_b < n && now_ms() - t0 < 2000;) {
+        struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+        if (poll(p, 2, 100) <= 0) {
+            continue;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (!(p[i].revents & POLLIN)) {
+                continue;
+            }
+            int r = tcp ? accept(p[i].fd, NULL, NULL) : (int)recv(p[i].fd, d, sizeof d, 0);
+            if (r >= 0) {
+                if (tcp) {
+                    close(r);
+                }
+                ++*(i == 0 ? on_a : on_b);
+            }
+        }
+    }
+}
+
+/* A port shared by a socket bound to any address and one bound to the
+ * host's own: what comes to that address goes to the second, as Linux
+ * ranks a socket bound to the packet's address above a wildcard one. UDP
+ * in ntpd's order: the wildcard socket bound alone, SO_REUSEADDR set on
+ * it only then (Linux looks at the holder's flag as it is at the new
+ * bind), the address's socket bound, the flag cleared again; TCP with
+ * two SO_REUSEPORT listeners. */
+static void specific_over_wildcard(const char *self_ip, int port) {
+    int one = 1, zero = 0, on_w, on_s;
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = htons(port)};
+    struct sockaddr_in me = any;
+    inet_pton(AF_INET, self_ip, &me.sin_addr);
+    int w = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    int wok = bind(w, (struct sockaddr *)&any, sizeof any) == 0;
+    setsockopt(w, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int sp = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    setsockopt(sp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    errno = 0;
+    int rb = bind(sp, (struct sockaddr *)&me, sizeof me), eb = errno;
+    setsockopt(w, SOL_SOCKET, SO_REUSEADDR, &zero, sizeof zero);
+    for (int i = 0; rb == 0 && i < 20; i++) {
+        int c = socket(AF_INET, SOCK_DGRAM, 0);
+        sendto(c, "d", 1, 0, (struct sockaddr *)&me, sizeof me);
+        close(c);
+    }
+    take_each(w, sp, rb == 0 ? 20 : 0, 0, &on_w, &on_s);
+    check(wok && rb == 0 && on_s == 20 && on_w == 0, "udp_specific_over_wildcard",
+          "wildcard bind %d, address bind %d (%s), datagrams: %d to the address's, %d to the "
+          "wildcard",
+          wok, rb, strerror(rb ? eb : 0), on_s, on_w);
+    close(w);
+    close(sp);
+
+    any.sin_port = me.sin_port = htons(port + 1);
+    int lw = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    setsockopt(lw, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    setsockopt(ls, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    int lok = bind(lw, (struct sockaddr *)&any, sizeof any) == 0 && listen(lw, 32) == 0 &&
+              bind(ls, (struct sockaddr *)&me, sizeof me) == 0 && listen(ls, 32) == 0;
+    int c[20];
+    for (int i = 0; i < 20; i++) {
+        c[i] = lok ? socket(AF_INET, SOCK_STREAM, 0) : -1;
+        if (c[i] >= 0) {
+            connect(c[i], (struct sockaddr *)&me, sizeof me);
+        }
+    }
+    take_each(lw, ls, lok ? 20 : 0, 1, &on_w, &on_s);
+    check(lok && on_s == 20 && on_w == 0, "tcp_specific_over_wildcard",
+          "listeners %d, connections: %d to the address's, %d to the wildcard", lok, on_s, on_w);
+    for (int i = 0; i < 20; i++) {
+        if (c[i] >= 0) {
+            close(c[i]);
+        }
+    }
+    close(lw);
+    close(ls);
+}
+
 static int queue_of(int fd, unsigned long req) {
     int v = -1;
     return ioctl(fd, req, &v) == 0 ? v : -1;
@@ -4191,6 +4276,7 @@ int main(int argc, char **argv) {
         udp_icmp_errors(argv[1]);
         tcp_nonblocking_burst(argv[1], atoi(argv[2]));
         reconnect_after_failure(argv[4], argv[1], atoi(argv[2]), atoi(argv[3]) + 26);
+        specific_over_wildcard(argv[4], atoi(argv[3]) + 28);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

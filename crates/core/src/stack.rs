@@ -1360,6 +1360,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(UdpHandle(port))
     }
 
+    /// Give UDP socket `h` a new cookie (its later events carry it: a
+    /// socket that comes to share its port with others).
+    pub fn udp_set_cookie(&mut self, h: UdpHandle, cookie: u64) -> Result<(), Error> {
+        let u = self.udp.get_mut(&h.0).ok_or(Error::InvalidHandle)?;
+        u.cookie = cookie;
+        Ok(())
+    }
+
     /// Close a UDP socket, dropping queued datagrams.
     pub fn udp_close(&mut self, h: UdpHandle) -> Result<(), Error> {
         self.udp

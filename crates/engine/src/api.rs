@@ -341,6 +341,11 @@ impl Io<'_> {
         self.stack.udp_bind(port, cookie)
     }
 
+    /// Give UDP socket `h` a new cookie (see `Stack::udp_set_cookie`).
+    pub fn udp_set_cookie(&mut self, h: UdpHandle, cookie: u64) -> Result<(), Error> {
+        self.stack.udp_set_cookie(h, cookie)
+    }
+
     /// Close a UDP socket (datagrams queued for it are dropped).
     pub fn udp_close(&mut self, h: UdpHandle) -> Result<(), Error> {
         self.stack.udp_close(h)

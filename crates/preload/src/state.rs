@@ -1162,6 +1162,19 @@ pub fn kick_unless_busy(a: &Attached) -> bool {
     kick(a)
 }
 
+/// [`kick`] before a wait the shim does not otherwise see (a condition
+/// variable, a semaphore, a sleep, a futex: see `shim::waits`): the
+/// thread may not poll again for long, and no other may either. One
+/// relaxed load when no ring is owed.
+#[inline]
+pub fn kick_owed() {
+    if KICK.load(Ordering::Relaxed) {
+        if let Some(a) = attached() {
+            kick(a);
+        }
+    }
+}
+
 /// Ring the service's doorbell if a change is waiting for it; true if
 /// that took a system call.
 pub fn kick(a: &Attached) -> bool {

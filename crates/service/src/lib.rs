@@ -543,6 +543,11 @@ struct Sock {
     /// A spare TCP socket not yet taken by the app ([`AppState::spares`]):
     /// not counted or listed as one of its sockets.
     spare: bool,
+    /// Bound to the service's address, not to any (`0.0.0.0`): among the
+    /// sockets sharing a port, those take what comes to it, as Linux
+    /// ranks a socket bound to the packet's address above a wildcard one
+    /// (ntpd binds both).
+    specific: bool,
     /// The port the program bound a connection's socket to before it
     /// connected (0: none, or one we picked for a bind to port 0): a
     /// connect after its connection failed starts from it again, as
@@ -570,6 +575,7 @@ impl Sock {
             reuseport: false,
             reuseaddr: false,
             auto_port: false,
+            specific: false,
             bind_lock: 0,
             sent: 0,
             rx_tail: 0,
@@ -696,8 +702,20 @@ struct Listener {
 impl Listener {
     /// The member that takes a connection from `remote`: one flow always
     /// goes to the same member while the group is unchanged.
-    fn pick(&self, remote: SocketAddrV4) -> (u32, u32) {
-        flow_pick(&self.members, remote)
+    /// Members bound to the service's address (`specific`) rank above
+    /// wildcard ones, as Linux looks a listener up by the packet's
+    /// address before `INADDR_ANY`.
+    fn pick(&self, remote: SocketAddrV4, specific: impl Fn((u32, u32)) -> bool) -> (u32, u32) {
+        let n = self.members.iter().filter(|&&m| specific(m)).count();
+        if n == 0 {
+            return flow_pick(&self.members, remote);
+        }
+        *self
+            .members
+            .iter()
+            .filter(|&&m| specific(m))
+            .nth(flow_index(remote, n))
+            .expect("specific members counted")
     }
 
     /// Whether a socket of user `uid` (with SO_REUSEPORT or not) may
@@ -1109,6 +1127,20 @@ fn uncookie(c: u64) -> (u32, u32) {
 /// [`cookie`]: app ids stay below 2^30).
 fn listener_cookie(port: u16) -> u64 {
     1 << 63 | u64::from(port)
+}
+
+/// Whether socket `m` (app, slot) is bound to the service's address
+/// rather than to any ([`Sock::specific`]).
+fn is_specific(apps: &HashMap<u32, AppState>, (id, s): (u32, u32)) -> bool {
+    apps.get(&id)
+        .and_then(|a| a.socks.get(s as usize))
+        .is_some_and(|k| k.specific)
+}
+
+/// Whether slot `s` of `app` holds a UDP socket.
+fn slot_is_dgram(app: Option<&AppState>, s: u32) -> bool {
+    app.and_then(|a| a.socks.get(s as usize))
+        .is_some_and(|k| k.dgram)
 }
 
 /// The stack's cookie for the UDP socket of a SO_REUSEPORT group on
@@ -2183,6 +2215,9 @@ impl Service {
                 return bad(libc::EACCES);
             }
         }
+        if msg.op == op::BIND && msg.b & 1 != 0 && slot_is_dgram(self.apps.get(&id), msg.slot) {
+            self.share_udp_port(io, id, layout::unpack(msg.a as u64).1);
+        }
         let (bind_port, port_taken) = match layout::unpack(msg.a as u64).1 {
             _ if !tcp_bind => (0, false),
             0 => self.free_tcp_port(io).map_or((0, true), |p| (p, false)),
@@ -2293,6 +2328,7 @@ impl Service {
                 if aip != 0 && aip != ip {
                     return bad(libc::EADDRNOTAVAIL);
                 }
+                app.socks[slot as usize].specific = aip != 0;
                 if msg.b & 1 != 0 && port != 0 {
                     // SO_REUSEPORT (or for UDP SO_REUSEADDR, which the
                     // shim sends as the same flag): join the port's group,
@@ -2401,6 +2437,7 @@ impl Service {
                 }
                 let sk = &mut app.socks[slot as usize];
                 sk.kind = Kind::Bound(port);
+                sk.specific = aip != 0;
                 sk.reuseport = msg.b & 1 != 0;
                 sk.reuseaddr = msg.b & 2 != 0;
                 sk.auto_port = layout::unpack(msg.a as u64).1 == 0;
@@ -4027,7 +4064,8 @@ impl Service {
             let _ = io.close(h);
             return;
         };
-        let key = l.pick(remote);
+        let apps = &self.apps;
+        let key = l.pick(remote, |m| is_specific(apps, m));
         let c = Held { h, remote, port };
         // Behind those that already wait for this listener (in order).
         if let Some(q) = (!self.held.is_empty())
@@ -4255,15 +4293,21 @@ impl Service {
                     .and_then(|a| a.socks.get(s as usize))
                     .map_or(u64::MAX, |k| k.peer)
             };
+            // Among those, the members bound to the service's address
+            // rank above the wildcard ones (Linux's `compute_score`; every
+            // datagram the stack takes is to that address).
+            let specific = |m: &(u32, u32)| is_specific(apps, *m);
             let key = pack(u32::from(*src.ip()), src.port());
-            let open = g.members.iter().filter(|m| peer_of(m) == 0).count();
+            let only_specific = g.members.iter().any(|m| peer_of(m) == 0 && specific(m));
+            let candidate = |m: &&(u32, u32)| peer_of(m) == 0 && (!only_specific || specific(m));
+            let open = g.members.iter().filter(candidate).count();
             let to = match g.members.iter().find(|m| peer_of(m) == key) {
                 Some(&m) => m,
                 None if open == 0 => continue, // every member is another's
                 None => *g
                     .members
                     .iter()
-                    .filter(|m| peer_of(m) == 0)
+                    .filter(candidate)
                     .nth(flow_index(src, open))
                     .expect("open members counted"),
             };
@@ -4319,6 +4363,54 @@ impl Service {
         }
     }
 
+    /// Before a bind of a UDP socket of app `id` that may share `port`:
+    /// if a socket bound to it alone lets it be shared now — it set
+    /// `SO_REUSEADDR` or `SO_REUSEPORT` after its own bind (the up slot's
+    /// [`opts::REUSEADDR`]/[`opts::REUSEPORT`]) — and is the same user's,
+    /// it becomes the first member of the port's group, which the bind
+    /// then joins. Linux's `udp_lib_lport_inuse` looks at the holder's
+    /// flags as they are at the new bind: ntpd binds its wildcard socket
+    /// alone, then sets `SO_REUSEADDR` on it before it binds one to each
+    /// address (until 2026-11-30 those binds failed with `EADDRINUSE`, and
+    /// ntpd answered no request).
+    fn share_udp_port(&mut self, io: &mut Io, id: u32, port: u16) {
+        if port == 0 || self.udp_groups.contains_key(&port) {
+            return;
+        }
+        let uid = self.apps.get(&id).map_or(u32::MAX, |a| a.uid);
+        let holder = self.apps.iter().find_map(|(&hid, a)| {
+            a.socks.iter().enumerate().find_map(|(s, k)| match k.kind {
+                Kind::Udp(h) if h.port() == port => Some((hid, s as u32, h)),
+                _ => None,
+            })
+        });
+        let Some((hid, hs, h)) = holder else {
+            return;
+        };
+        let a = &self.apps[&hid];
+        let now = a.r.up_slot(hs).opts.load(Ordering::Acquire);
+        let shares =
+            a.socks[hs as usize].reuseport || now & (opts::REUSEADDR | opts::REUSEPORT) != 0;
+        if !shares
+            || a.uid != uid
+            || uid == u32::MAX
+            || io.udp_set_cookie(h, udp_group_cookie(port)).is_err()
+        {
+            return;
+        }
+        self.udp_groups.insert(
+            port,
+            UdpGroup {
+                h,
+                members: vec![(hid, hs)],
+                uid,
+            },
+        );
+        if let Some(a) = self.apps.get_mut(&hid) {
+            a.socks[hs as usize].reuseport = true;
+        }
+    }
+
     /// A TCP port for a bind to port 0: one of the stack's ephemeral range
     /// that no socket holds bound or listening, searched from a start no
     /// one can guess (RFC 6056 algorithm 1, `Stack::draw_free_port`; until
@@ -4352,11 +4444,17 @@ impl Service {
         // SO_REUSEPORT groups with it, or if both set SO_REUSEADDR (Linux's
         // `inet_csk_bind_conflict`: FTP servers bind each active-mode data
         // connection to port 20).
+        // (The holder's flags as they are now, as Linux's: set after its
+        // bind, they count.)
         self.apps.values().any(|a| {
-            a.socks.iter().any(|s| {
+            a.socks.iter().enumerate().any(|(i, s)| {
+                let now = || a.r.up_slot(i as u32).opts.load(Ordering::Relaxed);
                 s.kind == Kind::Bound(port)
-                    && !(reuseport && s.reuseport && a.uid == uid && uid != u32::MAX)
-                    && !(reuseaddr && s.reuseaddr)
+                    && !(reuseport
+                        && (s.reuseport || now() & opts::REUSEPORT != 0)
+                        && a.uid == uid
+                        && uid != u32::MAX)
+                    && !(reuseaddr && (s.reuseaddr || now() & opts::REUSEADDR != 0))
             })
         })
     }
@@ -4946,8 +5044,8 @@ mod tests {
         let mut hits = [0u32; 3];
         for port in 32768..(32768 + 3000u16) {
             let r = SocketAddrV4::new(Ipv4Addr::new(198, 18, 9, 1), port);
-            let (_, s) = g.pick(r);
-            assert_eq!(g.pick(r), (1, s), "one flow, one member");
+            let (_, s) = g.pick(r, |_| false);
+            assert_eq!(g.pick(r, |_| false), (1, s), "one flow, one member");
             hits[s as usize] += 1;
         }
         // 3000 flows over 3 members: each within 25% of its share.

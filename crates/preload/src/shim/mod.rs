@@ -23,6 +23,7 @@ mod iface;
 pub(crate) mod io;
 mod poll;
 mod sockopt;
+mod waits;
 use epoll::*;
 use fds::*;
 use iface::*;
@@ -308,6 +309,12 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     }
     if flags & fl::KEEPALIVE != 0 {
         opts.push(StackOpt::KeepAlive(true));
+    }
+    if flags & fl::REUSEADDR != 0 {
+        opts.push(StackOpt::Reuse(libc::SO_REUSEADDR, true));
+    }
+    if flags & fl::REUSEPORT != 0 {
+        opts.push(StackOpt::Reuse(libc::SO_REUSEPORT, true));
     }
     for name in [libc::TCP_KEEPIDLE, libc::TCP_KEEPINTVL, libc::TCP_KEEPCNT] {
         if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, name)) {
@@ -1785,6 +1792,13 @@ pub extern "C" fn syscall(
                 io_uring_named();
                 None
             }
+            // A futex wait (Rust's locks, condition variables and
+            // channels) is a wait the shim does not see: an owed ring
+            // goes first (see `waits`).
+            libc::SYS_futex if is_futex_wait(a2 as c_int) => {
+                state::kick_owed();
+                None
+            }
             // (A root process about to drop its privileges attaches
             // first: crate::creds.)
             libc::SYS_setuid
@@ -1961,6 +1975,20 @@ fn with_limit(
         state::nofile_changed();
     }
     r
+}
+
+/// Whether futex(2) operation `op` waits (`FUTEX_WAIT`,
+/// `FUTEX_WAIT_BITSET`, `FUTEX_WAIT_REQUEUE_PI`, `FUTEX_LOCK_PI[2]`), the
+/// private and clock flags aside.
+fn is_futex_wait(op: c_int) -> bool {
+    matches!(
+        op & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME),
+        libc::FUTEX_WAIT
+            | libc::FUTEX_WAIT_BITSET
+            | libc::FUTEX_WAIT_REQUEUE_PI
+            | libc::FUTEX_LOCK_PI
+            | libc::FUTEX_LOCK_PI2
+    )
 }
 
 /// setrlimit(2): see [`widen_as`].

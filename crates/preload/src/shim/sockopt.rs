@@ -462,10 +462,14 @@ pub unsafe extern "C" fn setsockopt(
             return r;
         }
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => {
-            setf(fl::REUSEADDR, int().unwrap_or(0) != 0);
+            let on = int().unwrap_or(0) != 0;
+            setf(fl::REUSEADDR, on);
+            svc = Some(StackOpt::Reuse(name, on));
         }
         (libc::SOL_SOCKET, libc::SO_REUSEPORT) => {
-            setf(fl::REUSEPORT, int().unwrap_or(0) != 0);
+            let on = int().unwrap_or(0) != 0;
+            setf(fl::REUSEPORT, on);
+            svc = Some(StackOpt::Reuse(name, on));
         }
         (libc::SOL_SOCKET, libc::SO_BROADCAST) => {
             setf(fl::BROADCAST, int().unwrap_or(0) != 0);
@@ -858,6 +862,8 @@ pub(super) enum StackOpt {
     /// `IP_TOS` (`IP_TOS`, as Linux keeps it) or `IP_TTL` (the option's
     /// name) and its value.
     Ip(c_int, u8),
+    /// `SO_REUSEADDR` or `SO_REUSEPORT` (the option's name), on or off.
+    Reuse(c_int, bool),
 }
 
 /// The options that set a socket's buffers (the `FORCE` forms, which
@@ -919,6 +925,8 @@ pub(super) fn set_stack_opt(a: &Attached, s: u32, o: StackOpt) {
     match o {
         StackOpt::Nagle(on) => bit(opts::NAGLE, on),
         StackOpt::KeepAlive(on) => bit(opts::KEEPALIVE, on),
+        StackOpt::Reuse(libc::SO_REUSEPORT, on) => bit(opts::REUSEPORT, on),
+        StackOpt::Reuse(_, on) => bit(opts::REUSEADDR, on),
         StackOpt::Defer(r) => {
             let _ = u
                 .opts
