@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -1433,6 +1434,60 @@ static void own_address_listed(const char *self_ip) {
     check(rc == 0 && rs == 0 && size.ifc_len == ifc.ifc_len && listed == 1 && named,
           "siocgifconf_own_address", "r %d/%d len %d/%d listed %d named %d", rc, rs, ifc.ifc_len,
           size.ifc_len, listed, named);
+}
+
+/* getaddrinfo(3) with AI_ADDRCONFIG counts the program's own address as
+ * this host's IPv4 address: icecast2 resolves its <bind-address> so, with
+ * AF_UNSPEC, and a listener bound to the answer. Under `ixora run` no
+ * kernel interface holds the address, and glibc's own look at the
+ * kernel's (which the shim does not see) answered EAI_NONAME for AF_INET,
+ * and, where the kernel had an IPv6 link-local address, EAI_ADDRFAMILY
+ * for AF_UNSPEC (icecast2: "Server startup failed"). NULL hints mean
+ * AI_V4MAPPED | AI_ADDRCONFIG: the answer is the IPv4 address too (not
+ * v4-mapped). Listeners on `port` and `port` + 1. */
+static void addrconfig_own_address(const char *self_ip, int port) {
+    struct in_addr me;
+    inet_pton(AF_INET, self_ip, &me);
+    int families[] = {AF_UNSPEC, AF_INET};
+    const char *names[] = {"getaddrinfo_addrconfig_unspec", "getaddrinfo_addrconfig_inet"};
+    for (int f = 0; f < 2; f++) {
+        char serv[16];
+        snprintf(serv, sizeof serv, "%d", port + f);
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = families[f];
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_PASSIVE | AI_ADDRCONFIG;
+        int r = getaddrinfo(self_ip, serv, &hints, &res);
+        int fam = -1, same = 0, b = -1, l = -1;
+        if (r == 0) {
+            fam = res->ai_family;
+            struct sockaddr_in *a = (struct sockaddr_in *)res->ai_addr;
+            same = fam == AF_INET && res->ai_addrlen == sizeof *a &&
+                   a->sin_addr.s_addr == me.s_addr && ntohs(a->sin_port) == port + f &&
+                   res->ai_socktype == SOCK_STREAM;
+            int s = socket(res->ai_family, res->ai_socktype, res->ai_protocol), one = 1;
+            setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            b = bind(s, res->ai_addr, res->ai_addrlen);
+            l = listen(s, 4);
+            close(s);
+            freeaddrinfo(res);
+        }
+        check(r == 0 && same && b == 0 && l == 0, names[f],
+              "r %d (%s) family %d same %d bind %d listen %d", r, r ? gai_strerror(r) : "ok", fam,
+              same, b, l);
+    }
+    struct addrinfo *res = NULL;
+    int r = getaddrinfo(self_ip, "8000", NULL, &res), n = 0, all = 1;
+    for (struct addrinfo *i = res; r == 0 && i; i = i->ai_next, n++) {
+        all = all && i->ai_family == AF_INET &&
+              ((struct sockaddr_in *)i->ai_addr)->sin_addr.s_addr == me.s_addr;
+    }
+    if (r == 0) {
+        freeaddrinfo(res);
+    }
+    check(r == 0 && n > 0 && all, "getaddrinfo_null_hints", "r %d (%s) results %d all AF_INET %d",
+          r, r ? gai_strerror(r) : "ok", n, all);
 }
 
 /* One RTM_GETADDR dump of IPv4 over rtnetlink, read as dnsmasq reads it
@@ -4229,6 +4284,10 @@ int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--shell-child") == 0) {
         return shell_child(atoi(argv[2]));
     }
+    if (argc == 5 && strcmp(argv[1], "--addrconfig") == 0) {
+        addrconfig_own_address(argv[2], atoi(argv[3]));
+        return failures != 0;
+    }
     low_numbers_are_the_programs(argv[1], atoi(argv[2]));
     client(argv[1], atoi(argv[2]));
     dual_stack_client(argv[1], atoi(argv[2]));
@@ -4277,6 +4336,7 @@ int main(int argc, char **argv) {
         tcp_nonblocking_burst(argv[1], atoi(argv[2]));
         reconnect_after_failure(argv[4], argv[1], atoi(argv[2]), atoi(argv[3]) + 26);
         specific_over_wildcard(argv[4], atoi(argv[3]) + 28);
+        addrconfig_own_address(argv[4], atoi(argv[3]) + 30);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

@@ -2971,6 +2971,67 @@ fn on_both_stacks(net: &Setup, secs: &str, case: impl Fn(&str, Command, &str, &s
     case("Ixora", i, "198.18.9.1", IX);
 }
 
+/// `getaddrinfo` with `AI_ADDRCONFIG` counts the service's address as this
+/// host's IPv4 address (posix_calls.c `addrconfig_own_address`) where the
+/// kernel's interfaces hold no IPv4 address but an IPv6 link-local one, as
+/// icecast2 2.4.4 met them under `ixora run`: it resolves its
+/// `<bind-address>` with `AF_UNSPEC` and `AI_ADDRCONFIG`, and glibc, which
+/// looks at the kernel's addresses through netlink calls of its own,
+/// narrowed the lookup to IPv6 and answered `EAI_ADDRFAMILY` ("Server
+/// startup failed"). The same program on the kernel alone in that
+/// namespace still fails so (the namespace is the one icecast2 met); on
+/// the Linux namespace, whose interface holds its address, it passes, as
+/// it does under `ixora run`.
+#[test]
+fn getaddrinfo_addrconfig_counts_the_services_address() {
+    let Some((_g, net)) = begin(&["cc"]) else {
+        return;
+    };
+    let (exe, _rm) = posix_calls_exe();
+    for ns in [&net.ix, &net.lx] {
+        ns.exec("sysctl", &["-qw", "net.ipv6.conf.lo.disable_ipv6=0"])
+            .unwrap();
+        ns.ip(&["addr", "add", "fe80::1/64", "dev", "lo", "nodad"])
+            .unwrap();
+    }
+    let run = |what: &str, mut c: Command, ip: &str| {
+        let out = c
+            .args([&exe, "--addrconfig", ip, "8000", "-"])
+            .output()
+            .expect("run posix_calls");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if std::env::var_os("IXORA_TEST_SHOW").is_some() {
+            eprintln!("{what}:\n{text}");
+        }
+        (out.status.success(), text)
+    };
+    let mut k = net.ix.command("timeout");
+    k.arg("60");
+    let (ok, text) = run("kernel alone", k, IX);
+    assert!(
+        !ok && text.contains("FAIL getaddrinfo_addrconfig_unspec: r -9"),
+        "the kernel alone found an IPv4 address: not the namespace icecast2 met\n{text}"
+    );
+    let mut l = net.lx.command("timeout");
+    l.arg("60");
+    let (ok, text) = run("Linux", l, "198.18.9.1");
+    assert!(ok, "Linux:\n{text}");
+    let mut i = net.ix.command("timeout");
+    i.args(["60", BIN, "run", "--socket", &net.socket, "--"]);
+    let (ok, text) = run("Ixora", i, IX);
+    assert!(ok, "Ixora:\n{text}");
+    for name in [
+        "getaddrinfo_addrconfig_unspec",
+        "getaddrinfo_addrconfig_inet",
+        "getaddrinfo_null_hints",
+    ] {
+        assert!(
+            text.contains(&format!("ok {name}\n")),
+            "Ixora: {name}:\n{text}"
+        );
+    }
+}
+
 /// A program that sets up an io_uring through the C library's `syscall`
 /// (as Rust's `io-uring` crate does) is told once that socket I/O it
 /// submits there does not reach Ixora; its sockets are served as before.

@@ -1,4 +1,5 @@
-//! Interface queries: the SIOCGIF* ioctls, getifaddrs and rtnetlink answered with Ixora's address.
+//! Interface queries: the SIOCGIF* ioctls, getifaddrs and rtnetlink answered with Ixora's address,
+//! and getaddrinfo's AI_ADDRCONFIG counting it.
 
 use super::*;
 
@@ -309,6 +310,137 @@ pub unsafe extern "C" fn freeifaddrs(list: *mut libc::ifaddrs) {
     real!(freeifaddrs: fn(*mut libc::ifaddrs) -> ())(list)
 }
 
+/// `AI_DEFAULT` in glibc's `include/netdb.h`: the flags of a
+/// `getaddrinfo` called with NULL hints.
+const AI_DEFAULT: c_int = libc::AI_V4MAPPED | libc::AI_ADDRCONFIG;
+
+/// getaddrinfo(3). With `AI_ADDRCONFIG` (which NULL hints mean too) glibc
+/// decides which families this host has from the kernel's addresses, read
+/// over netlink by calls of its own (`__check_pf`) that the shim does not
+/// see: where no kernel interface holds an IPv4 address but 127.0.0.1, the
+/// service's address did not count, and a lookup of it failed —
+/// `EAI_NONAME` with `AF_INET`, `EAI_ADDRFAMILY` with `AF_UNSPEC` where
+/// the kernel has an IPv6 address (icecast2 resolves its `<bind-address>`
+/// so: "Server startup failed"). There the shim makes glibc's decision
+/// itself, the service's address counted, and asks without
+/// `AI_ADDRCONFIG`, every other field of the hints kept; otherwise the C
+/// library's answer as it comes.
+#[no_mangle]
+pub unsafe extern "C" fn getaddrinfo(
+    node: *const libc::c_char,
+    service: *const libc::c_char,
+    hints: *const libc::addrinfo,
+    res: *mut *mut libc::addrinfo,
+) -> c_int {
+    let real = real!(getaddrinfo: fn(
+        *const libc::c_char,
+        *const libc::c_char,
+        *const libc::addrinfo,
+        *mut *mut libc::addrinfo
+    ) -> c_int);
+    // SAFETY (caller): `hints` is null or a readable addrinfo; it is
+    // copied whole, its pointers not followed (glibc copies it so too).
+    let asked = (!hints.is_null()).then(|| unsafe { std::ptr::read(hints) });
+    let (flags, family) = asked
+        .as_ref()
+        .map_or((AI_DEFAULT, libc::AF_UNSPEC), |h| (h.ai_flags, h.ai_family));
+    if flags & libc::AI_ADDRCONFIG == 0 {
+        return real(node, service, hints, res);
+    }
+    // (The look at the interfaces leaves errno as it was.)
+    let e = errno();
+    let decided = addrconfig_with_service(family);
+    set_errno(e);
+    let Some(decided) = decided else {
+        return real(node, service, hints, res);
+    };
+    let Some(family) = decided else {
+        return libc::EAI_NONAME;
+    };
+    let mut h = asked.unwrap_or_else(|| {
+        // SAFETY: all-zero is a valid addrinfo (null pointers), as
+        // glibc's default hints are but for the flags.
+        unsafe { std::mem::zeroed() }
+    });
+    h.ai_flags = flags & !libc::AI_ADDRCONFIG;
+    h.ai_family = family;
+    real(node, service, &h, res)
+}
+
+/// glibc's `AI_ADDRCONFIG` decision (`getaddrinfo` in
+/// sysdeps/posix/getaddrinfo.c, 2.36) for a lookup of `family` on a host
+/// with an IPv4 address other than 127.0.0.1 (`v4`) and an IPv6 one other
+/// than ::1 (`v6`; a link-local one counts): the family to look up (a
+/// host with one of the two narrows `AF_UNSPEC` to it), or None for
+/// `EAI_NONAME` (the family asked for is not there).
+fn addrconfig_family(family: c_int, v4: bool, v6: bool) -> Option<c_int> {
+    match family {
+        libc::AF_UNSPEC if v4 != v6 => Some(if v4 { libc::AF_INET } else { libc::AF_INET6 }),
+        libc::AF_INET if !v4 => None,
+        libc::AF_INET6 if !v6 => None,
+        f => Some(f),
+    }
+}
+
+/// [`addrconfig_family`] with the service's address counted as this
+/// host's, where that changes glibc's decision: None (let the C library
+/// decide) if the family is neither `AF_UNSPEC` nor `AF_INET`, the
+/// kernel's interfaces hold an IPv4 address already (or cannot be read:
+/// glibc then counts both families), or there is no service address.
+fn addrconfig_with_service(family: c_int) -> Option<Option<c_int>> {
+    if family != libc::AF_UNSPEC && family != libc::AF_INET {
+        return None;
+    }
+    let (v4, v6) = kernel_families()?;
+    if v4 {
+        return None;
+    }
+    // (The service's address as getifaddrs learns it, attaching: asked
+    // only here, where it decides.)
+    let svc = ServiceIface::get()?;
+    if svc.ip == libc::INADDR_LOOPBACK {
+        return None;
+    }
+    Some(addrconfig_family(family, true, v6))
+}
+
+/// Whether the kernel's interfaces hold an IPv4 address other than
+/// 127.0.0.1 and an IPv6 one other than ::1, counted as glibc's
+/// `__check_pf` counts them; None if the list cannot be read.
+fn kernel_families() -> Option<(bool, bool)> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    if real!(getifaddrs: fn(*mut *mut libc::ifaddrs) -> c_int)(&mut list) != 0 {
+        return None;
+    }
+    let (mut v4, mut v6) = (false, false);
+    let mut p = list;
+    while !p.is_null() {
+        // SAFETY: `list` is the list the C library just built, every node
+        // with a valid (or null) address of its family's size.
+        let i = unsafe { &*p };
+        if !i.ifa_addr.is_null() {
+            // SAFETY: as above.
+            match c_int::from(unsafe { (*i.ifa_addr).sa_family }) {
+                libc::AF_INET => {
+                    // SAFETY: as above; an AF_INET address is a sockaddr_in.
+                    let a = unsafe { &*(i.ifa_addr as *const libc::sockaddr_in) };
+                    v4 |= u32::from_be(a.sin_addr.s_addr) != libc::INADDR_LOOPBACK;
+                }
+                libc::AF_INET6 => {
+                    // SAFETY: as above; an AF_INET6 address is a
+                    // sockaddr_in6.
+                    let a = unsafe { &*(i.ifa_addr as *const libc::sockaddr_in6) };
+                    v6 |= a.sin6_addr.s6_addr != std::net::Ipv6Addr::LOCALHOST.octets();
+                }
+                _ => {}
+            }
+        }
+        p = i.ifa_next;
+    }
+    real!(freeifaddrs: fn(*mut libc::ifaddrs) -> ())(list);
+    Some((v4, v6))
+}
+
 /// After a successful `FIOCLEX` / `FIONCLEX` on `fd`: its close-on-exec.
 pub(super) fn note_ioctl_cloexec(fd: c_int, req: c_ulong) {
     match req {
@@ -351,4 +483,34 @@ pub(super) unsafe fn put_int(val: *mut c_void, len: *mut socklen_t, v: c_int) ->
         *len = n as socklen_t;
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// glibc 2.36's `AI_ADDRCONFIG` decision: a host with one family
+    /// narrows `AF_UNSPEC` to it, with both or neither leaves it; a
+    /// family the host lacks is `EAI_NONAME` (None).
+    #[test]
+    fn addrconfig_decides_as_glibc() {
+        use libc::{AF_INET, AF_INET6, AF_UNSPEC};
+        for (family, v4, v6, want) in [
+            (AF_UNSPEC, true, false, Some(AF_INET)),
+            (AF_UNSPEC, false, true, Some(AF_INET6)),
+            (AF_UNSPEC, true, true, Some(AF_UNSPEC)),
+            (AF_UNSPEC, false, false, Some(AF_UNSPEC)),
+            (AF_INET, true, false, Some(AF_INET)),
+            (AF_INET, false, true, None),
+            (AF_INET, false, false, None),
+            (AF_INET6, true, false, None),
+            (AF_INET6, false, true, Some(AF_INET6)),
+        ] {
+            assert_eq!(
+                addrconfig_family(family, v4, v6),
+                want,
+                "{family} {v4} {v6}"
+            );
+        }
+    }
 }
