@@ -4283,33 +4283,35 @@ impl Service {
                 Self::fill_udp(app, io, s, None);
             }
         }
-        while let Ok(Some(d)) = io.udp_recv(g.h) {
-            let src = d.src;
-            // A member connected to the source takes it (Linux ranks a
-            // connected socket above the group's hash); the rest go by
-            // hash among the members connected to no one.
-            let peer_of = |&(id, s): &(u32, u32)| {
+        // Who may take what, settled once for the datagrams waiting (no
+        // member connects or binds meanwhile). A member connected to the
+        // source takes it (Linux ranks a connected socket above the
+        // group's hash); the rest go by hash among the members connected
+        // to no one — those bound to the service's address, if any, ahead
+        // of the wildcard ones (Linux's `compute_score`; every datagram
+        // the stack takes is to that address).
+        let peers: Vec<u64> = g
+            .members
+            .iter()
+            .map(|&(id, s)| {
                 apps.get(&id)
                     .and_then(|a| a.socks.get(s as usize))
                     .map_or(u64::MAX, |k| k.peer)
-            };
-            // Among those, the members bound to the service's address
-            // rank above the wildcard ones (Linux's `compute_score`; every
-            // datagram the stack takes is to that address).
-            let specific = |m: &(u32, u32)| is_specific(apps, *m);
+            })
+            .collect();
+        let unconnected = || g.members.iter().zip(&peers).filter(|(_, &p)| p == 0);
+        let only_specific = unconnected().any(|(&m, _)| is_specific(apps, m));
+        let open: Vec<(u32, u32)> = unconnected()
+            .filter(|(&m, _)| !only_specific || is_specific(apps, m))
+            .map(|(&m, _)| m)
+            .collect();
+        while let Ok(Some(d)) = io.udp_recv(g.h) {
+            let src = d.src;
             let key = pack(u32::from(*src.ip()), src.port());
-            let only_specific = g.members.iter().any(|m| peer_of(m) == 0 && specific(m));
-            let candidate = |m: &&(u32, u32)| peer_of(m) == 0 && (!only_specific || specific(m));
-            let open = g.members.iter().filter(candidate).count();
-            let to = match g.members.iter().find(|m| peer_of(m) == key) {
-                Some(&m) => m,
-                None if open == 0 => continue, // every member is another's
-                None => *g
-                    .members
-                    .iter()
-                    .filter(candidate)
-                    .nth(flow_index(src, open))
-                    .expect("open members counted"),
+            let to = match g.members.iter().zip(&peers).find(|(_, &p)| p == key) {
+                Some((&m, _)) => m,
+                None if open.is_empty() => continue, // every member is another's
+                None => open[flow_index(src, open.len())],
             };
             let (id, s) = to;
             let Some(app) = apps.get_mut(&id) else {
