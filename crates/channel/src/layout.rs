@@ -156,6 +156,8 @@ pub mod opts {
     pub const REUSEPORT: u32 = 4;
     /// `SO_REUSEADDR`, as the app last set it (see [`REUSEPORT`]).
     pub const REUSEADDR: u32 = 8;
+    /// `TCP_CORK` (partial segments wait until it is cleared).
+    pub const CORK: u32 = 16;
     /// `TCP_DEFER_ACCEPT` of a listener, as Linux keeps it: a count of
     /// SYN-ACK retransmissions ([`super::defer_retrans`]) in these bits.
     pub const DEFER_SHIFT: u32 = 8;

@@ -1212,6 +1212,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(())
     }
 
+    /// `TCP_CORK` on or off (see `Tcb::set_cork`): uncorked, what the
+    /// cork held may go now.
+    pub fn tcp_set_cork(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
+        self.tcp_mut(h)?.set_cork(on);
+        self.after(h.idx);
+        Ok(())
+    }
+
     /// What connection `h`'s packets carry in their IPv4 header from now
     /// on (`IP_TOS`, its ECN bits left clear, and `IP_TTL`).
     pub fn tcp_set_ip_opts(&mut self, h: ConnHandle, ip: IpOpts) -> Result<(), Error> {

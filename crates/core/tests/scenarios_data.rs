@@ -722,6 +722,62 @@ fn nagle_off_by_default_and_on_with_set_nodelay_false() {
     assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 1760), 640));
 }
 
+/// tcp(7) `TCP_CORK`: while corked, a partial segment waits — with data
+/// in flight or not, Nagle off — and full segments go; uncorking sends
+/// what waited at once; a segment left corked goes by itself one
+/// retransmission timeout (at least 200 ms) after nothing is in flight,
+/// as Linux's probe timer sends it; a FIN rides on the segment the cork
+/// held.
+#[test]
+fn cork_holds_partial_segments_until_uncorked_or_its_ceiling() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    h.stack.tcp_set_cork(c.h, true).unwrap();
+    app_send(&mut h, &c, vec![1; 100]);
+    app_send(&mut h, &c, vec![2; 100]);
+    h.expect_silence();
+    // A full segment's worth goes, the tail waits (data in flight or not).
+    app_send(&mut h, &c, vec![3; 1400]);
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 0), 1460));
+    h.send(ack(&c, 1460));
+    h.expect_silence();
+    // Uncorked: the rest goes at once.
+    h.stack.tcp_set_cork(c.h, false).unwrap();
+    h.drain();
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 1460), 140));
+    h.send(ack(&c, 1600));
+    h.expect_silence();
+    // Corked again and left so: the cork's ceiling sends it.
+    h.stack.tcp_set_cork(c.h, true).unwrap();
+    app_send(&mut h, &c, vec![4; 10]);
+    h.expect_silence();
+    let t = run_until_output(&mut h, Duration::from_secs(5)).expect("the cork's ceiling");
+    let min = h.stack.config().tcp.rto_min;
+    assert!(
+        t >= min.saturating_sub(SLACK) && t <= Duration::from_secs(1) + SLACK,
+        "the cork's ceiling after {t:?}"
+    );
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 1600), 10));
+    h.send(ack(&c, 1610));
+    h.expect_silence();
+    // Still corked: the next partial segment waits again, and a FIN
+    // rides on it.
+    app_send(&mut h, &c, vec![5; 10]);
+    h.expect_silence();
+    h.stack.tcp_shutdown(h.now, c.h).unwrap();
+    h.drain();
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 1610), 10));
+    assert!(out[0].is(Flags::FIN), "{:?}", out[0]);
+}
+
 // ===== delayed ACK, SACK generation =======================================
 
 /// RFC 1122 §4.2.3.2: one segment is ACKed after the delay, every second one at once.

@@ -272,6 +272,12 @@ impl Io<'_> {
         self.stack.tcp_set_nodelay(h, on)
     }
 
+    /// `TCP_CORK` on or off (`Stack::tcp_set_cork`): uncorked, what it
+    /// held goes.
+    pub fn set_cork(&mut self, h: ConnHandle, on: bool) -> Result<(), Error> {
+        self.stack.tcp_set_cork(h, on)
+    }
+
     /// What the connection's packets carry in their IPv4 header from now
     /// on (`IP_TOS`, `IP_TTL`; `Stack::tcp_set_ip_opts`).
     pub fn set_ip_opts(&mut self, h: ConnHandle, ip: IpOpts) -> Result<(), Error> {

@@ -1202,13 +1202,65 @@ pub fn kick_owed() {
 
 #[cold]
 fn kick_owed_slow() {
-    let mine = KICK_BY.load(Ordering::Relaxed) == thread_tag();
-    let old = now_ns().saturating_sub(KICK_SINCE.load(Ordering::Relaxed))
-        > KICK_OTHERS_AFTER.as_nanos() as u64;
-    if mine || old {
+    if owed_here() {
         if let Some(a) = attached() {
             kick(a);
         }
+    }
+}
+
+/// Whether the ring now owed is this thread's to make before it waits:
+/// its own change made it owed, or it has been owed for over
+/// [`KICK_OTHERS_AFTER`] (see [`kick_owed`]).
+fn owed_here() -> bool {
+    KICK_BY.load(Ordering::Relaxed) == thread_tag()
+        || now_ns().saturating_sub(KICK_SINCE.load(Ordering::Relaxed))
+            > KICK_OTHERS_AFTER.as_nanos() as u64
+}
+
+/// [`kick_owed`] before a call that reads kernel descriptor `fd` and may
+/// wait for it there (`dontwait`: the call's own `MSG_DONTWAIT`, which
+/// cannot). A worker thread that writes its reply to an Ixora socket and
+/// then blocks reading a pipe or a Unix socket for its next job makes no
+/// poll or wait the shim sees: its reply waited for the service's nap (1
+/// to 16 ms). The ring is made only if the read can wait: `fd` is not
+/// `O_NONBLOCK` (an event loop's descriptors are: its ring stays its own
+/// to make at its next poll), nor a regular file or a block device, which
+/// never wait for another program. The two system calls that tell are
+/// made only when a ring is owed and this thread is to make it; one
+/// relaxed load otherwise.
+#[inline]
+pub fn kick_before_read(fd: c_int, dontwait: bool) {
+    if KICK.load(Ordering::Relaxed) && !dontwait {
+        kick_before_read_slow(fd);
+    }
+}
+
+#[cold]
+fn kick_before_read_slow(fd: c_int) {
+    if !owed_here() {
+        return;
+    }
+    let fl = real::sys3(libc::SYS_fcntl, fd.into(), libc::F_GETFL.into(), 0);
+    if fl < 0 || fl as c_int & libc::O_NONBLOCK != 0 {
+        return;
+    }
+    // SAFETY: `stat` is plain old data, for which zeroes are a value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat(2) writes one `stat` into the live local.
+    let r = unsafe {
+        real::syscall_fn()(
+            libc::SYS_fstat,
+            fd,
+            &mut st as *mut libc::stat as *mut libc::c_void,
+        )
+    };
+    let fmt = st.st_mode & libc::S_IFMT;
+    if r == 0 && (fmt == libc::S_IFREG || fmt == libc::S_IFBLK) {
+        return;
+    }
+    if let Some(a) = attached() {
+        kick(a);
     }
 }
 

@@ -512,6 +512,9 @@ struct Sock {
     peer_closed: bool,
     shut: bool,
     nodelay: bool,
+    /// `TCP_CORK` (passed from a listener to its connections, as Linux
+    /// copies the listening socket).
+    cork: bool,
     /// SO_KEEPALIVE, and TCP_KEEPIDLE/KEEPINTVL (s)/KEEPCNT (0: the
     /// stack's default): kept for a socket not yet connected, and passed
     /// from a listener to the connections it accepts, as Linux does.
@@ -583,6 +586,7 @@ impl Sock {
             peer_closed: false,
             shut: false,
             nodelay: true,
+            cork: false,
             keepalive: false,
             ka: (0, 0, 0),
             defer: 0,
@@ -597,6 +601,7 @@ impl Sock {
     fn opts_word(&self) -> u32 {
         let bit = |on: bool, b: u32| if on { b } else { 0 };
         bit(!self.nodelay, opts::NAGLE)
+            | bit(self.cork, opts::CORK)
             | bit(self.keepalive, opts::KEEPALIVE)
             | u32::from(self.ip.tos) << opts::TOS_SHIFT
             | u32::from(self.ip.ttl) << opts::TTL_SHIFT
@@ -607,6 +612,9 @@ impl Sock {
     fn apply(&self, io: &mut Io, h: ConnHandle) {
         if !self.nodelay {
             let _ = io.set_nodelay(h, false);
+        }
+        if self.cork {
+            let _ = io.set_cork(h, true);
         }
         if self.keepalive {
             let _ = io.set_keepalive(h, true);
@@ -3585,6 +3593,7 @@ impl Service {
         let o = u.opts.load(Ordering::Acquire);
         let (idle, intvl, cnt) = layout::unpack_keep(u.keep.load(Ordering::Acquire));
         let (nodelay, keepalive) = (o & opts::NAGLE == 0, o & opts::KEEPALIVE != 0);
+        let cork = o & opts::CORK != 0;
         let ka = (u32::from(idle), u32::from(intvl), cnt);
         let bufs = u.bufs.load(Ordering::Acquire);
         let defer = ((o & opts::DEFER_MASK) >> opts::DEFER_SHIFT) as u8;
@@ -3617,6 +3626,9 @@ impl Service {
             if nodelay != sock.nodelay {
                 let _ = io.set_nodelay(h, nodelay);
             }
+            if cork != sock.cork {
+                let _ = io.set_cork(h, cork);
+            }
             if keepalive != sock.keepalive {
                 let _ = io.set_keepalive(h, keepalive);
             }
@@ -3628,7 +3640,7 @@ impl Service {
             }
         }
         sock.ip = ip;
-        (sock.nodelay, sock.keepalive, sock.ka) = (nodelay, keepalive, ka);
+        (sock.nodelay, sock.cork, sock.keepalive, sock.ka) = (nodelay, cork, keepalive, ka);
     }
 
     /// Socket `s`'s requests, the bytes taken from its transmit ring so
@@ -4153,6 +4165,7 @@ impl Service {
         let c = &mut app.socks[s as usize];
         c.kind = Kind::Conn(h);
         c.nodelay = l.nodelay;
+        c.cork = l.cork;
         c.keepalive = l.keepalive;
         c.ka = l.ka;
         c.ip = l.ip;

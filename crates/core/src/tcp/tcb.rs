@@ -89,6 +89,14 @@ const DEFER_NOT: Instant = Instant::NEVER;
 /// handshake, and `defers_knock` sets none for no wait).
 const DEFER_OVER: Instant = Instant::ZERO;
 
+/// `TCP_CORK` state ([`Tcb::set_cork`]).
+mod cork {
+    /// The application corked the connection: partial segments wait.
+    pub const ON: u8 = 1 << 0;
+    /// The cork's ceiling passed: the partial segment waiting may go.
+    pub const PUSH: u8 = 1 << 1;
+}
+
 /// Pending application events.
 pub(crate) mod ev {
     pub const KNOCK: u8 = 1 << 0;
@@ -372,6 +380,8 @@ pub(crate) struct Tcb<R, T> {
     t_delack: Instant,
     t_ka: Instant,
     t_wait: Instant,
+    /// `TCP_CORK` ([`cork`] bits).
+    cork: u8,
     /// `TCP_DEFER_ACCEPT`: until when this passive connection waits for
     /// data before it is announced ([`Tcb::defers_knock`]); [`DEFER_NOT`]
     /// before it is asked, [`DEFER_OVER`] once it is announced or to be.
@@ -487,6 +497,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             ka_intvl_s: 0,
             ka_cnt: 0,
             t_wait: Instant::NEVER,
+            cork: 0,
             defer_until: DEFER_NOT,
             ip: IpOpts::default(),
             retries: 0,
@@ -856,6 +867,27 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         } else {
             self.flags &= !NODELAY;
         }
+    }
+
+    /// Set or clear `TCP_CORK` (tcp(7)): while set, a segment shorter
+    /// than the MSS is held — whatever `TCP_NODELAY` says and whether or
+    /// not data is in flight — until the cork is cleared, the FIN can ride
+    /// on it, or the cork's ceiling passes: as Linux's probe timer sends a
+    /// held segment (`tcp_write_wakeup`), one retransmission timeout (at
+    /// least `rto_min`, 200 ms) after nothing is left in flight: here the
+    /// persist timer, which runs then too (the data waits, nothing else
+    /// will send it), and sends the held segment instead of a window
+    /// probe when the window has room ([`Tcb::on_persist`]). Full
+    /// segments go as the windows allow. Clearing it lets what it held go
+    /// (the caller transmits), under Nagle if `TCP_NODELAY` is off.
+    pub fn set_cork(&mut self, on: bool) {
+        self.cork = if on { self.cork | cork::ON } else { 0 };
+    }
+
+    /// Whether `TCP_CORK` holds the unsent tail now: a partial segment
+    /// waits, its ceiling not yet passed.
+    fn cork_holds(&self) -> bool {
+        self.cork == cork::ON
     }
 
     /// Enable or disable keepalive.
@@ -2256,6 +2288,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.t_ka = Instant::NEVER;
             self.on_keepalive(ctx);
         }
+
         if self.defer_until != DEFER_OVER && self.defer_until <= now {
             self.defer_until = DEFER_OVER;
         }
@@ -2328,6 +2361,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.state,
             State::Established | State::CloseWait | State::FinWait1 | State::LastAck
         ) {
+            return;
+        }
+        if self.cork_holds() && self.window_end().since(self.snd_nxt) > 0 {
+            // Not the window: `TCP_CORK` holds a partial segment, which
+            // goes now (its ceiling; Linux's `tcp_write_wakeup` sends it
+            // from the same timer).
+            self.cork |= cork::PUSH;
             return;
         }
         self.send_window_probe(ctx);
@@ -2403,6 +2443,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         } else if !in_flight {
             self.t_rtx = Instant::NEVER;
             self.flags &= !PERSIST;
+        }
+        if self.cork & cork::PUSH != 0 && self.data_end() == self.snd_nxt {
+            // What the ceiling let go has gone: the cork holds again.
+            self.cork = cork::ON;
         }
         if self.has(KEEPALIVE)
             && matches!(self.state, State::Established | State::CloseWait)
@@ -2567,6 +2611,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             if !rexmit && (!rwnd_limited || len < (self.max_snd_wnd as usize) / 2) {
                 return None;
             }
+        }
+        if len == avail && len < mss && !rexmit && self.cork_holds() && !self.has(SHUT_WR) {
+            // TCP_CORK (tcp(7)): a partial segment waits for the cork to
+            // come off, or its ceiling (`refresh` arms it); a FIN rides.
+            return None;
         }
         if len == avail && len < mss && !rexmit && !self.has(NODELAY) {
             // Nagle (RFC 1122 §4.2.3.4): hold a small segment while

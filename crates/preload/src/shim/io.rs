@@ -806,7 +806,7 @@ pub(crate) fn send_failed(e: c_int, nosignal: bool) -> ssize_t {
 #[no_mangle]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        let r = kernel_fd(fd, || {
+        let r = kernel_read_fd(fd, 0, || {
             real!(read: fn(c_int, *mut c_void, size_t) -> ssize_t)(fd, buf, n)
         });
         // SAFETY: read(2)'s contract: `buf` has `n` writable bytes.
@@ -892,7 +892,7 @@ pub unsafe extern "C" fn recvfrom(
     alen: *mut socklen_t,
 ) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        let r = kernel_fd(fd, || {
+        let r = kernel_read_fd(fd, flags, || {
             real!(recvfrom: fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t)(
                 fd, buf, n, flags, addr, alen,
             )
@@ -955,7 +955,7 @@ pub unsafe extern "C" fn __recvfrom_chk(
 #[no_mangle]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, || {
+        return kernel_read_fd(fd, 0, || {
             real!(readv: fn(c_int, *const iovec, c_int) -> ssize_t)(fd, iov, n)
         });
     };
@@ -968,7 +968,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
 #[no_mangle]
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let Some(sk) = state::sock(fd) else {
-        let mut r = kernel_fd(fd, || {
+        let mut r = kernel_read_fd(fd, flags, || {
             real!(recvmsg: fn(c_int, *mut msghdr, c_int) -> ssize_t)(fd, msg, flags)
         });
         if r > 0 && state::kind_of(fd) == kind::NETLINK {
@@ -1458,7 +1458,7 @@ pub unsafe extern "C" fn recvmmsg(
     timeout: *mut timespec,
 ) -> c_int {
     if state::sock(fd).is_none() {
-        let r = kernel_fd(fd, || {
+        let r = kernel_read_fd(fd, flags, || {
             real!(recvmmsg: fn(c_int, *mut libc::mmsghdr, c_uint, c_int, *mut timespec) -> c_int)(
                 fd, vec, vlen, flags, timeout,
             )

@@ -44,6 +44,15 @@ pub(crate) fn kernel_fd<T: From<i8>>(fd: c_int, real: impl FnOnce() -> T) -> T {
     real()
 }
 
+/// [`kernel_fd`] for a call that reads kernel descriptor `fd` and may wait
+/// there (`flags`: the call's `MSG_` flags, 0 for a read): a doorbell
+/// ring this thread owes is made first if the call can wait
+/// ([`state::kick_before_read`]).
+pub(crate) fn kernel_read_fd<T: From<i8>>(fd: c_int, flags: c_int, real: impl FnOnce() -> T) -> T {
+    state::kick_before_read(fd, flags & libc::MSG_DONTWAIT != 0);
+    kernel_fd(fd, real)
+}
+
 pub(crate) fn fail<T: From<i8>>(e: c_int) -> T {
     set_errno(e);
     T::from(-1)
@@ -320,6 +329,9 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
         if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, name)) {
             opts.push(StackOpt::Keep(name, v.clamp(0, 32767) as u16));
         }
+    }
+    if state::pending_int(fd, (libc::IPPROTO_TCP, libc::TCP_CORK)).is_some_and(|v| v != 0) {
+        opts.push(StackOpt::Cork(true));
     }
     if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT)) {
         opts.push(StackOpt::Defer(layout::defer_retrans(v)));
@@ -765,7 +777,7 @@ pub unsafe extern "C" fn accept4(
     flags: c_int,
 ) -> c_int {
     let Some(sk) = state::sock(fd) else {
-        return kernel_fd(fd, || {
+        return kernel_read_fd(fd, 0, || {
             real!(accept4: fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int)(
                 fd, addr, len, flags,
             )

@@ -383,7 +383,7 @@ fn fill_tcp_info(info: &mut libc::tcp_info, t: &TcpInfo) {
 }
 
 /// setsockopt(2). Options are kept by the shim; the ones the stack acts
-/// on (TCP_NODELAY, SO_KEEPALIVE and its timing) are set in the socket's
+/// on (TCP_NODELAY, TCP_CORK, SO_KEEPALIVE and its timing, ...) are set in the socket's
 /// up slot for the service ([`set_stack_opt`]).
 #[no_mangle]
 pub unsafe extern "C" fn setsockopt(
@@ -603,9 +603,17 @@ pub unsafe extern "C" fn setsockopt(
             kept = Some(Ints::of(&[v]));
             svc = Some(StackOpt::Ip(name, v as u8));
         }
-        // Kept as set, any int (nginx's `tcp_nopush`, HAProxy's quick
-        // ACKs: on every connection, so no system call).
-        (libc::IPPROTO_TCP, libc::TCP_CORK | libc::TCP_QUICKACK) => {}
+        // Acted on by the stack (partial segments wait while it is set):
+        // nginx's `tcp_nopush` sets it around a response sent with
+        // `sendfile`. Until 2026-11-30 it was kept and not acted on.
+        (libc::IPPROTO_TCP, libc::TCP_CORK) => match int() {
+            Some(v) => svc = Some(StackOpt::Cork(v != 0)),
+            None if k == kind::IXORA => return fail(libc::EINVAL),
+            None => {} // (the kernel socket says)
+        },
+        // Kept as set, any int (HAProxy's quick ACKs: on every
+        // connection, so no system call).
+        (libc::IPPROTO_TCP, libc::TCP_QUICKACK) => {}
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO | libc::SO_SNDTIMEO) => {}
         // As Linux's `sock_setsockopt` and `tcp_set_rcvlowat` keep it: a
         // negative mark is the most, 0 is 1, and TCP's is at most half
@@ -848,6 +856,8 @@ impl Ints {
 pub(super) enum StackOpt {
     /// Nagle's algorithm on (`TCP_NODELAY` off).
     Nagle(bool),
+    /// `TCP_CORK`.
+    Cork(bool),
     /// `SO_KEEPALIVE`.
     KeepAlive(bool),
     /// `TCP_KEEPIDLE`, `TCP_KEEPINTVL` or `TCP_KEEPCNT` (the option's
@@ -924,6 +934,7 @@ pub(super) fn set_stack_opt(a: &Attached, s: u32, o: StackOpt) {
     };
     match o {
         StackOpt::Nagle(on) => bit(opts::NAGLE, on),
+        StackOpt::Cork(on) => bit(opts::CORK, on),
         StackOpt::KeepAlive(on) => bit(opts::KEEPALIVE, on),
         StackOpt::Reuse(libc::SO_REUSEPORT, on) => bit(opts::REUSEPORT, on),
         StackOpt::Reuse(_, on) => bit(opts::REUSEADDR, on),
