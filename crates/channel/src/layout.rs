@@ -27,7 +27,8 @@
 //! a [`DGRAM_HDR`]-byte header ([`dgram_hdr`]: payload length, IPv4
 //! address and port — the source in the receive ring, the destination in
 //! the transmit ring —, and in the receive ring the time it was received,
-//! [`dgram_stamp`]) followed by the payload, back to back, wrapping
+//! [`dgram_stamp`], and its IPv4 header's TOS and TTL, [`dgram_rx_ip`])
+//! followed by the payload, back to back, wrapping
 //! like the stream bytes. The indices count bytes as for a stream, and
 //! move by whole datagrams only.
 //!
@@ -536,8 +537,9 @@ pub struct UpSlot {
     pub errs_seen: AtomicU32,
 }
 
-/// Bytes of a datagram's header in a UDP socket's ring.
-pub const DGRAM_HDR: usize = 16;
+/// Bytes of a datagram's header in a UDP socket's ring (until 2026-11-30
+/// 16: the received TOS and TTL had no room).
+pub const DGRAM_HDR: usize = 24;
 
 /// The ring header of a datagram of `len` bytes from or to `ip:port`:
 /// length (`u16`), port (`u16`), address (`u32`), then the receive time
@@ -580,6 +582,19 @@ pub fn with_ip(mut h: [u8; DGRAM_HDR], tos: u8, ttl: u8) -> [u8; DGRAM_HDR] {
 /// The `IP_TOS` and `IP_TTL` [`with_ip`] wrote.
 pub fn dgram_ip(h: &[u8; DGRAM_HDR]) -> (u8, u8) {
     (h[8], h[9])
+}
+
+/// Header `h` of a received datagram with its IPv4 header's TOS (DSCP
+/// and ECN) and TTL, what `IP_RECVTOS` and `IP_RECVTTL` give.
+pub fn with_rx_ip(mut h: [u8; DGRAM_HDR], tos: u8, ttl: u8) -> [u8; DGRAM_HDR] {
+    h[16] = tos;
+    h[17] = ttl;
+    h
+}
+
+/// The TOS and TTL [`with_rx_ip`] wrote.
+pub fn dgram_rx_ip(h: &[u8; DGRAM_HDR]) -> (u8, u8) {
+    (h[16], h[17])
 }
 
 /// The receive time [`with_stamp`] wrote (0: none).
@@ -1063,11 +1078,24 @@ mod tests {
             let t = 1_795_000_000_123_456_789;
             let h = with_stamp(h, t);
             assert_eq!((parse_dgram_hdr(&h), dgram_stamp(&h)), ((len, ip, port), t));
+            assert_eq!(dgram_rx_ip(&h), (0, 0));
+            let h = with_rx_ip(h, 0x28, 33);
+            assert_eq!(
+                (parse_dgram_hdr(&h), dgram_stamp(&h), dgram_rx_ip(&h)),
+                ((len, ip, port), t, (0x28, 33))
+            );
         }
         // Little-endian, length first: what a ring dump shows.
         assert_eq!(
-            with_stamp(dgram_hdr(5, 0x0102_0304, 0x0a0b), 0x1122),
-            [5, 0, 0x0b, 0x0a, 4, 3, 2, 1, 0x22, 0x11, 0, 0, 0, 0, 0, 0]
+            with_rx_ip(
+                with_stamp(dgram_hdr(5, 0x0102_0304, 0x0a0b), 0x1122),
+                0x28,
+                33
+            ),
+            [
+                5, 0, 0x0b, 0x0a, 4, 3, 2, 1, 0x22, 0x11, 0, 0, 0, 0, 0, 0, 0x28, 33, 0, 0, 0, 0,
+                0, 0
+            ]
         );
     }
 

@@ -1221,6 +1221,106 @@ static void udp_timestamps(const char *self_ip) {
     close(b);
 }
 
+/* One datagram from `b` to `a` (at `sa`), received with recvmsg and a
+ * control buffer: the control messages' (level, type) in order (at most 4)
+ * into `seen`, the IP_TTL and IP_TOS they carry into `ttl` and `tos`
+ * (-1: none), and IP_TOS's data length into `toslen`. Returns recvmsg's
+ * result. */
+static ssize_t ip_cmsg_exchange(int a, int b, const struct sockaddr_in *sa, int seen[4][2],
+                                int *nseen, int *ttl, int *tos, size_t *toslen) {
+    sendto(b, "tos", 3, 0, (const struct sockaddr *)sa, sizeof *sa);
+    wait_for(a, POLLIN, 5000);
+    char data[16];
+    union {
+        char buf[256];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec v = {data, sizeof data};
+    struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = control.buf,
+                       .msg_controllen = sizeof control.buf};
+    ssize_t n = recvmsg(a, &m, MSG_DONTWAIT);
+    *nseen = 0;
+    *ttl = *tos = -1;
+    *toslen = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); n >= 0 && c; c = CMSG_NXTHDR(&m, c)) {
+        if (*nseen < 4) {
+            seen[*nseen][0] = c->cmsg_level;
+            seen[*nseen][1] = c->cmsg_type;
+            (*nseen)++;
+        }
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL)
+            memcpy(ttl, CMSG_DATA(c), sizeof *ttl);
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+            *tos = *(unsigned char *)CMSG_DATA(c);
+            *toslen = c->cmsg_len - CMSG_LEN(0);
+        }
+    }
+    return n;
+}
+
+/* IP_RECVTTL and IP_RECVTOS: a datagram comes with its IPv4 header's TTL
+ * (an int) and TOS (a byte), after IP_PKTINFO, in Linux's order; off
+ * again, they do not come. Also for a datagram a kernel socket sends to
+ * 127.0.0.1, which a socket on any address takes at its kernel side under
+ * `ixora run`. (Until 2026-11-30 Ixora kept the options and sent
+ * neither.) */
+static void udp_recv_ttl_tos(const char *self_ip) {
+    int a = socket(AF_INET, SOCK_DGRAM, 0), b = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, self_ip, &sa.sin_addr);
+    socklen_t sl = sizeof sa;
+    int r = bind(a, (struct sockaddr *)&sa, sizeof sa);
+    r |= getsockname(a, (struct sockaddr *)&sa, &sl);
+    int one = 1, zero = 0, tos_set = 0x28, ttl_set = 33;
+    r |= setsockopt(b, IPPROTO_IP, IP_TOS, &tos_set, sizeof tos_set);
+    r |= setsockopt(b, IPPROTO_IP, IP_TTL, &ttl_set, sizeof ttl_set);
+    r |= setsockopt(a, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    r |= setsockopt(a, IPPROTO_IP, IP_RECVTTL, &one, sizeof one);
+    int seen[4][2] = {{0}}, nseen = 0, ttl, tos;
+    size_t toslen;
+    ssize_t n = ip_cmsg_exchange(a, b, &sa, seen, &nseen, &ttl, &tos, &toslen);
+    check(r == 0 && n == 3 && nseen == 2 && seen[0][0] == IPPROTO_IP && seen[0][1] == IP_TTL &&
+              seen[1][0] == IPPROTO_IP && seen[1][1] == IP_TOS && ttl == 33 && tos == 0x28 &&
+              toslen == 1,
+          "udp_recv_ttl_tos", "r %d n %zd seen %d (%d %d) ttl %d tos %#x (%zu bytes)", r, n,
+          nseen, seen[0][1], seen[1][1], ttl, tos, toslen);
+    /* With IP_PKTINFO: it first. IP_RECVTTL off: TOS alone. */
+    r = setsockopt(a, IPPROTO_IP, IP_PKTINFO, &one, sizeof one);
+    n = ip_cmsg_exchange(a, b, &sa, seen, &nseen, &ttl, &tos, &toslen);
+    int ok = r == 0 && n == 3 && nseen == 3 && seen[0][1] == IP_PKTINFO &&
+             seen[1][1] == IP_TTL && seen[2][1] == IP_TOS && ttl == 33 && tos == 0x28;
+    r = setsockopt(a, IPPROTO_IP, IP_PKTINFO, &zero, sizeof zero);
+    r |= setsockopt(a, IPPROTO_IP, IP_RECVTTL, &zero, sizeof zero);
+    n = ip_cmsg_exchange(a, b, &sa, seen, &nseen, &ttl, &tos, &toslen);
+    ok = ok && r == 0 && n == 3 && nseen == 1 && seen[0][1] == IP_TOS && ttl == -1 && tos == 0x28;
+    r = setsockopt(a, IPPROTO_IP, IP_RECVTOS, &zero, sizeof zero);
+    n = ip_cmsg_exchange(a, b, &sa, seen, &nseen, &ttl, &tos, &toslen);
+    ok = ok && r == 0 && n == 3 && nseen == 0;
+    check(ok, "udp_recv_ttl_tos_toggled", "last: r %d n %zd seen %d ttl %d tos %#x", r, n, nseen,
+          ttl, tos);
+    /* A socket on any address, reached at 127.0.0.1 by a kernel socket. */
+    int k = socket(AF_INET, SOCK_DGRAM, 0), c = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in ka = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t kl = sizeof ka;
+    r = bind(k, (struct sockaddr *)&ka, sizeof ka);
+    r |= getsockname(k, (struct sockaddr *)&ka, &kl);
+    r |= setsockopt(k, IPPROTO_IP, IP_RECVTTL, &one, sizeof one);
+    r |= setsockopt(k, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
+    r |= setsockopt(c, IPPROTO_IP, IP_TOS, &tos_set, sizeof tos_set);
+    r |= setsockopt(c, IPPROTO_IP, IP_TTL, &ttl_set, sizeof ttl_set);
+    ka.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    n = ip_cmsg_exchange(k, c, &ka, seen, &nseen, &ttl, &tos, &toslen);
+    check(r == 0 && n == 3 && nseen == 2 && seen[0][1] == IP_TTL && seen[1][1] == IP_TOS &&
+              ttl == 33 && tos == 0x28,
+          "udp_recv_ttl_tos_kernel_side", "r %d n %zd seen %d (%d %d) ttl %d tos %#x", r, n,
+          nseen, seen[0][1], seen[1][1], ttl, tos);
+    close(k);
+    close(c);
+    close(a);
+    close(b);
+}
+
 /* UDP between two sockets of this program on `self_ip` (its own
  * address): sendmmsg/recvmmsg, a truncating recvmsg (MSG_TRUNC), recvfrom's
  * source, FIONREAD, a connected socket, EAGAIN when nothing is there. */
@@ -4302,6 +4402,7 @@ int main(int argc, char **argv) {
         own_address_dumped(argv[4]);
         udp_calls(argv[4], atoi(argv[3]) + 2);
         udp_timestamps(argv[4]);
+        udp_recv_ttl_tos(argv[4]);
         ephemeral_listener(argv[4]);
         bound_client(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 3);
         exec_keeps_sockets(argv[1], atoi(argv[2]), argv[4], atoi(argv[3]) + 4);

@@ -70,6 +70,12 @@ impl<R: AsRef<[u8]>> AsRef<[u8]> for Buf<R> {
 pub struct Datagram<R> {
     /// Sender.
     pub src: SocketAddrV4,
+    /// Its IPv4 header's TOS (DSCP and ECN) and TTL, as `IP_RECVTOS` and
+    /// `IP_RECVTTL` give them (of the fragment that completed a
+    /// reassembled one).
+    pub tos: u8,
+    /// (See `tos`.)
+    pub ttl: u8,
     buf: Buf<R>,
     start: usize,
     end: usize,
@@ -1572,7 +1578,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         }
         match repr.protocol {
             Protocol::Tcp => self.tcp_input(frame, src, l4),
-            Protocol::Udp => self.udp_input(Buf::Frame(frame), src, l4),
+            Protocol::Udp => self.udp_input(Buf::Frame(frame), src, l4, (repr.dscp_ecn, repr.ttl)),
             Protocol::Icmp => self.icmp_input(Buf::Frame(frame), src, l4),
             Protocol::Unknown(_) => {
                 self.counters.drop(DropReason::Ipv4UnknownProtocol);
@@ -1626,12 +1632,20 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         .emit(&mut v[..HEAD_ROOM], Checksum::None);
         let l4 = HEAD_ROOM..len;
         match repr.protocol {
-            Protocol::Udp => self.udp_input(Buf::Owned(v), repr.src_addr, l4),
+            Protocol::Udp => {
+                self.udp_input(Buf::Owned(v), repr.src_addr, l4, (repr.dscp_ecn, repr.ttl))
+            }
             _ => self.icmp_input(Buf::Owned(v), repr.src_addr, l4),
         }
     }
 
-    fn udp_input(&mut self, frame: Buf<R>, src: Ipv4Addr, l4: core::ops::Range<usize>) {
+    fn udp_input(
+        &mut self,
+        frame: Buf<R>,
+        src: Ipv4Addr,
+        l4: core::ops::Range<usize>,
+        (tos, ttl): (u8, u8),
+    ) {
         let b = &frame.as_ref()[l4.clone()];
         // A reassembled datagram's checksum was complete when it was cut up
         // (a device sums no fragments): check it whatever the port says.
@@ -1655,6 +1669,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             Some(s) => {
                 s.rxq.push_back(Datagram {
                     src: SocketAddrV4::new(src, repr.src_port),
+                    tos,
+                    ttl,
                     buf: frame,
                     start: range.start,
                     end: range.end,

@@ -7,7 +7,7 @@
 
 mod common;
 use common::*;
-use ixora_core::{DropReason, Event, State};
+use ixora_core::{DropReason, Event, IpOpts, State};
 use std::net::SocketAddrV4;
 
 /// Run the stack to quiescence, looping every frame it sends back into
@@ -160,6 +160,21 @@ fn a_datagram_to_its_own_address_loops_inside_the_stack() {
     // back as a local one.
     assert_eq!(h.stack.counters().tx_frames, tx0 + 1);
     assert_eq!(h.stack.counters().local_frames, l0 + 1);
+    // A datagram comes with its IPv4 header's TOS and TTL (what
+    // `IP_RECVTOS` and `IP_RECVTTL` give): the sender's, or the stack's
+    // default TTL.
+    assert_eq!((d.tos, d.ttl), (0, h.stack.config().ttl));
+    let ip = IpOpts { tos: 0x28, ttl: 33 };
+    h.stack
+        .udp_send_with(b, SocketAddrV4::new(US, 5000), b"marked".to_vec(), ip)
+        .unwrap();
+    settle(&mut h, &mut ev);
+    let d = h
+        .stack
+        .udp_recv(a)
+        .unwrap()
+        .expect("the marked datagram arrived");
+    assert_eq!((d.payload(), d.tos, d.ttl), (&b"marked"[..], 0x28, 33));
 }
 
 /// A datagram to our own address that is longer than the MTU leaves in

@@ -43,6 +43,10 @@ pub struct Received {
     /// backend stamped it (AF_XDP's XDP program stamps IPv4 UDP frames;
     /// see [`PacketBuf::take_rx_stamp`]).
     pub at: Option<u64>,
+    /// Its IPv4 header's TOS and TTL (`IP_RECVTOS`, `IP_RECVTTL`).
+    pub tos: u8,
+    /// (See `tos`.)
+    pub ttl: u8,
 }
 
 /// Turns receive stamps ([`Received::at`], `CLOCK_MONOTONIC`) into
@@ -383,6 +387,8 @@ impl Io<'_> {
                 src: d.src,
                 data: Bytes::copy_from_slice(d.payload()),
                 at,
+                tos: d.tos,
+                ttl: d.ttl,
             }
         }))
     }

@@ -141,6 +141,9 @@ pub mod fl {
     /// connection (Linux's `SS_UNCONNECTED` after `__inet_stream_connect`'s
     /// `sock_error`, which disconnects the socket).
     pub const UNCONNECTED: u32 = 1 << 30;
+    /// `IP_RECVTOS` or `IP_RECVTTL` is on (which, the kept options say):
+    /// each datagram received comes with its TOS or TTL.
+    pub const RECV_IP: u32 = 1 << 31;
 
     /// The close-on-exec bits for a descriptor known to be (or not to be)
     /// close-on-exec.
@@ -1100,6 +1103,24 @@ pub fn passthrough() {
     if let Some(a) = attached() {
         a.r.up_header().passthrough.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// A datagram [`Sock::recv_dgram`] took.
+pub struct DgramIn {
+    /// The bytes copied.
+    pub n: usize,
+    /// Its full length (more than `n`: the rest did not fit and is
+    /// dropped, as `MSG_TRUNC` tells).
+    pub len: usize,
+    /// Its source ([`layout::pack`]ed).
+    pub src: u64,
+    /// When the stack received it (`CLOCK_REALTIME` ns,
+    /// [`layout::dgram_stamp`]).
+    pub stamp: u64,
+    /// Its IPv4 header's TOS ([`layout::dgram_rx_ip`]).
+    pub tos: u8,
+    /// Its IPv4 header's TTL.
+    pub ttl: u8,
 }
 
 /// A doorbell ring owed to a sleeping service.
@@ -2554,16 +2575,8 @@ impl Sock {
     }
 
     /// Take the next datagram of a UDP socket into `bufs` (`peek`: leave
-    /// it). Returns the bytes copied, the datagram's full length (more:
-    /// the rest did not fit and is dropped, as `MSG_TRUNC` tells), its
-    /// source ([`layout::pack`]ed) and when the stack received it
-    /// (`CLOCK_REALTIME` ns, [`layout::dgram_stamp`]); `Err(EAGAIN)` if
-    /// none is there.
-    pub fn recv_dgram(
-        &self,
-        bufs: &mut [&mut [u8]],
-        peek: bool,
-    ) -> Result<(usize, usize, u64, u64), c_int> {
+    /// it); `Err(EAGAIN)` if none is there.
+    pub fn recv_dgram(&self, bufs: &mut [&mut [u8]], peek: bool) -> Result<DgramIn, c_int> {
         // An ICMP error comes before the datagrams waiting (Linux's
         // `__skb_recv_udp` asks `sock_error` first).
         let e = self.take_icmp_error();
@@ -2598,7 +2611,15 @@ impl Sock {
                 }
             }
             if peek || self.took(head, (layout::DGRAM_HDR + len) as u64) {
-                return Ok((n, len, layout::pack(ip, port), layout::dgram_stamp(&h)));
+                let (tos, ttl) = layout::dgram_rx_ip(&h);
+                return Ok(DgramIn {
+                    n,
+                    len,
+                    src: layout::pack(ip, port),
+                    stamp: layout::dgram_stamp(&h),
+                    tos,
+                    ttl,
+                });
             }
         }
     }

@@ -3789,6 +3789,7 @@ impl Service {
             }
             let hdr = layout::dgram_hdr(d.data.len() as u16, u32::from(*src.ip()), src.port());
             let hdr = layout::with_stamp(hdr, clock.realtime(d.at));
+            let hdr = layout::with_rx_ip(hdr, d.tos, d.ttl);
             app.r.rx_write(s, tail, &hdr);
             app.r.rx_write(s, tail + layout::DGRAM_HDR as u64, &d.data);
             tail += need;

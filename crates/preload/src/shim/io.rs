@@ -157,6 +157,10 @@ struct Ctl {
     dst: Option<libc::in_pktinfo>,
     /// When it was received, `CLOCK_REALTIME` ns (0: not known).
     stamp: u64,
+    /// Its IPv4 header's TOS (`IP_RECVTOS`), if known.
+    tos: Option<u8>,
+    /// Its IPv4 header's TTL (`IP_RECVTTL`), if known.
+    ttl: Option<u8>,
 }
 
 /// The source of a [`Dgram`] taken at the kernel side of a dual-stack
@@ -307,7 +311,8 @@ fn do_recv_dgram(
         }
         let before = sk.readable();
         match sk.recv_dgram(bufs, peek) {
-            Ok((n, full, src, stamp)) => {
+            Ok(d) => {
+                let (n, full, src) = (d.n, d.len, d.src);
                 let took = layout::DGRAM_HDR + full;
                 if !peek && ring_was_filling(sk, before, took) && state::signal(sk.a, sk.s) {
                     user = false;
@@ -322,7 +327,13 @@ fn do_recv_dgram(
                 if kside {
                     next_side(sk, peek.then_some(false));
                 }
-                return (r as ssize_t, src, full > n, Ctl { dst: None, stamp });
+                let ctl = Ctl {
+                    dst: None,
+                    stamp: d.stamp,
+                    tos: Some(d.tos),
+                    ttl: Some(d.ttl),
+                };
+                return (r as ssize_t, src, full > n, ctl);
             }
             Err(libc::EAGAIN) if !dontwait => {
                 let ready =
@@ -385,6 +396,10 @@ fn kernel_recv_dgram(fd: c_int, bufs: &mut [&mut [u8]], flags: c_int) -> Option<
             match ((*c).cmsg_level, (*c).cmsg_type) {
                 (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
                     ctl.dst = Some(std::ptr::read_unaligned(data as *const libc::in_pktinfo));
+                }
+                (libc::IPPROTO_IP, libc::IP_TOS) => ctl.tos = Some(*data),
+                (libc::IPPROTO_IP, libc::IP_TTL) => {
+                    ctl.ttl = Some(std::ptr::read_unaligned(data as *const c_int) as u8);
                 }
                 // (On 64-bit Linux the old and new layouts are the same:
                 // seconds and micro- or nanoseconds, 64 bits each.)
@@ -1053,7 +1068,11 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
 /// - its receive time (`ctl.stamp`) as `SO_TIMESTAMP`/`SO_TIMESTAMPNS`
 ///   (`SCM_TIMESTAMP` or `SCM_TIMESTAMPNS`) and `SO_TIMESTAMPING`
 ///   (`SCM_TIMESTAMPING`, the software stamp first) ask, in Linux's order
-///   and, after the `_NEW` options, as their `_NEW` types.
+///   and, after the `_NEW` options, as their `_NEW` types;
+/// - its IPv4 header's TTL (`IP_RECVTTL`: an int) and TOS (`IP_RECVTOS`:
+///   a byte), after `IP_PKTINFO`, as Linux's `ip_cmsg_recv_offset` puts
+///   them (until 2026-11-30 neither came: the options were kept and read
+///   back only).
 ///
 /// Returns `MSG_CTRUNC` if they do not fit (the buffer is then left
 /// empty), else 0.
@@ -1064,7 +1083,20 @@ fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
     let (ts, ts_ns) = (stamp && f & fl::TSTAMP != 0, f & fl::TSTAMP_NS != 0);
     let tsing = stamp && f & fl::TSTAMPING != 0;
     let new = f & fl::TSTAMP_NEW != 0;
-    if !(v4 || v6 || ts || tsing) {
+    let (want_tos, want_ttl) = if f & fl::RECV_IP != 0 {
+        let on = |name| {
+            sk.a.opt(sk.s, sk.gen(), (libc::IPPROTO_IP, name))
+                .and_then(|v| Some(c_int::from_ne_bytes(v.get(..4)?.try_into().ok()?)))
+                .is_some_and(|v| v != 0)
+        };
+        (
+            ctl.tos.is_some() && on(libc::IP_RECVTOS),
+            ctl.ttl.is_some() && on(libc::IP_RECVTTL),
+        )
+    } else {
+        (false, false)
+    };
+    if !(v4 || v6 || ts || tsing || want_tos || want_ttl) {
         m.msg_controllen = 0;
         return 0;
     }
@@ -1103,10 +1135,11 @@ fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
         tstamp::SCM_TIMESTAMPING
     };
     let three: [i64; 6] = [sec, nsec, 0, 0, 0, 0];
+    let (tos, ttl) = (ctl.tos.unwrap_or(0), c_int::from(ctl.ttl.unwrap_or(0)));
     // The messages asked for, in Linux's order: the socket's timestamps
     // (`sock_recv_timestamp`), then the IP level's (`ip_cmsg_recv`):
     // (wanted, level, type, data, length).
-    let msgs: [(bool, c_int, c_int, *const u8, u32); 4] = [
+    let msgs: [(bool, c_int, c_int, *const u8, u32); 6] = [
         (
             ts,
             libc::SOL_SOCKET,
@@ -1127,6 +1160,20 @@ fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
             libc::IP_PKTINFO,
             &info as *const libc::in_pktinfo as *const u8,
             std::mem::size_of::<libc::in_pktinfo>() as u32,
+        ),
+        (
+            want_ttl,
+            libc::IPPROTO_IP,
+            libc::IP_TTL,
+            &ttl as *const c_int as *const u8,
+            4,
+        ),
+        (
+            want_tos,
+            libc::IPPROTO_IP,
+            libc::IP_TOS,
+            &tos as *const u8,
+            1,
         ),
         (
             v6,

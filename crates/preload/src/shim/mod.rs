@@ -1440,6 +1440,8 @@ fn replayable(level: c_int, name: c_int) -> bool {
                 | libc::IP_MULTICAST_TTL
                 | libc::IP_MULTICAST_LOOP
                 | libc::IP_MULTICAST_ALL
+                | libc::IP_RECVTOS
+                | libc::IP_RECVTTL
         ),
         libc::IPPROTO_IPV6 => matches!(name, libc::IPV6_TCLASS | libc::IPV6_UNICAST_HOPS),
         _ => false,

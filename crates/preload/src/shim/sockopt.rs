@@ -477,6 +477,22 @@ pub unsafe extern "C" fn setsockopt(
         (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
             setf(fl::PKTINFO, int().unwrap_or(0) != 0);
         }
+        // Acted on since 2026-11-30: each datagram received comes with
+        // its TOS or TTL (`put_control`); one flag says either is on, the
+        // kept values which.
+        (libc::IPPROTO_IP, libc::IP_RECVTOS | libc::IP_RECVTTL) if known.is_some() => {
+            kept = known.map(|v| Ints::of(&[v]));
+            let other = (libc::IPPROTO_IP, libc::IP_RECVTOS ^ libc::IP_RECVTTL ^ name);
+            let other_on = match state::sock(fd) {
+                Some(sk) => {
+                    sk.a.opt(sk.s, sk.gen(), other)
+                        .and_then(|v| Some(c_int::from_ne_bytes(v.get(..4)?.try_into().ok()?)))
+                }
+                None => state::pending_int(fd, other),
+            }
+            .is_some_and(|v| v != 0);
+            setf(fl::RECV_IP, known != Some(0) || other_on);
+        }
         (
             libc::SOL_SOCKET,
             n @ (tstamp::SO_TIMESTAMP
