@@ -687,7 +687,9 @@ fn sender_sws_avoidance() {
     assert!(out.iter().all(|s| s.payload.len() == 1000));
 }
 
-/// RFC 1122 §4.2.3.4: Nagle is off by default and on after `tcp_set_nodelay(h, false)`.
+/// RFC 1122 §4.2.3.4: Nagle is off by default and on after
+/// `tcp_set_nodelay(h, false)`, in Minshall's variant as Linux's: a small
+/// segment waits while a small one sent before is unacknowledged.
 //= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.4
 //= type=test
 #[test]
@@ -713,13 +715,29 @@ fn nagle_off_by_default_and_on_with_set_nodelay_false() {
     let out = segs(&mut h);
     assert_eq!(out.len(), 1);
     assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 300), 1460));
-    // ...and the tail goes when everything is acknowledged.
+    // ...and the tail goes once the small segment is acknowledged, the
+    // full one still in flight (Minshall; Linux's `tcp_minshall_check`).
     h.send(ack(&c, 300));
-    h.expect_silence();
-    h.send(ack(&c, 1760));
     let out = segs(&mut h);
     assert_eq!(out.len(), 1);
     assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 1760), 640));
+    // A reply of a full segment and a tail, no small segment before it
+    // unacknowledged: the tail goes at once, not after the peer's
+    // delayed ACK (until 2026-11-30 it waited: nginx after clearing
+    // TCP_NODELAY).
+    h.send(ack(&c, 2400));
+    h.expect_silence();
+    app_send(&mut h, &c, vec![6; 2000]);
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 2);
+    assert_eq!((out[0].seq, out[0].payload.len()), (ours(&c, 2400), 1460));
+    assert_eq!((out[1].seq, out[1].payload.len()), (ours(&c, 3860), 540));
+    // That tail is small and unacknowledged: the next small write waits.
+    app_send(&mut h, &c, vec![7; 10]);
+    h.expect_silence();
+    h.send(ack(&c, 4400));
+    let out = segs(&mut h);
+    assert_eq!((out.len(), out[0].payload.len()), (1, 10));
 }
 
 /// tcp(7) `TCP_CORK`: while corked, a partial segment waits — with data

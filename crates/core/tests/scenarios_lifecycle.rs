@@ -1416,6 +1416,34 @@ fn paws_drops_old_timestamp_with_ack() {
     ));
 }
 
+/// PAWS: after 24 days with no acceptable segment, TS.Recent is no longer
+/// valid (RFC 7323 §5.5), and a segment with an older TSval is taken.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-5.5
+//= type=test
+#[test]
+fn paws_forgets_ts_recent_after_24_days_idle() {
+    let mut h = Harness::new(|_| {});
+    let (c, iss) = h.passive_open(PORT, |s| s.ts(10, 0));
+    h.send(Seg::to(PORT).seq(P1).ack(iss + 1).ts(101, 0).data(b"one"));
+    assert_eq!(h.stack.tcp_readable(c), Ok(3));
+    h.events();
+    // 23 days on, an older TSval is still a duplicate; that drop is no
+    // acceptable segment, so two days later (25 idle) it is taken.
+    for (days, readable) in [(23, 3), (2, 6)] {
+        h.advance(Duration::from_secs(days * 24 * 3600));
+        h.drain();
+        let seg = Seg::to(PORT).seq(P1 + 3).ack(iss + 1).ts(50, 0);
+        h.send(seg.data(b"two"));
+        assert_eq!(drops(&h, DropReason::TcpPaws), 1, "after {days} more days");
+        assert_eq!(
+            h.stack.tcp_readable(c),
+            Ok(readable),
+            "after {days} more days"
+        );
+        h.drain();
+    }
+}
+
 /// TS.Recent takes SEG.TSval only if SEG.TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
 //= https://www.rfc-editor.org/rfc/rfc7323#section-4.3
 //= type=test

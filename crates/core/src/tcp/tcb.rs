@@ -272,11 +272,6 @@ fn ts_clock(now: Instant) -> u32 {
     now.as_millis() as u32
 }
 
-/// A seconds clock (wrapping after 136 years).
-fn secs_clock(now: Instant) -> u32 {
-    (now.as_micros() / 1_000_000) as u32
-}
-
 /// PAWS: TS.Recent is invalid after 24 days idle (RFC 7323 §5.5).
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
 
@@ -347,8 +342,6 @@ pub(crate) struct Tcb<R, T> {
     fin_in: SeqNum,
 
     ts_recent: u32,
-    /// When TS.Recent was last set (seconds clock, for PAWS's 24 days).
-    ts_recent_s: u32,
     ts_offset: u32,
     last_ack_sent: SeqNum,
 
@@ -372,6 +365,10 @@ pub(crate) struct Tcb<R, T> {
     recover: SeqNum,
     /// RFC 8985 TLP.end_seq.
     tlp_end: SeqNum,
+    /// The end of the last segment of new data sent shorter than the MSS
+    /// (Linux's `snd_sml`): Nagle holds a small segment only while such
+    /// a one is unacknowledged (Minshall's variant).
+    snd_sml: SeqNum,
     dupacks: u8,
 
     t_rtx: Instant,
@@ -475,7 +472,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             snd_lock_kib: 0,
             fin_in: SeqNum(0),
             ts_recent: 0,
-            ts_recent_s: 0,
             ts_offset,
             last_ack_sent: SeqNum(0),
             rtt: RttEstimator::new(cfg.rto_initial),
@@ -488,6 +484,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             cc: Controller::new(cfg.cc),
             recover: iss,
             tlp_end: iss,
+            snd_sml: iss,
             dupacks: 0,
             t_rtx: Instant::NEVER,
             t_reo: Instant::NEVER,
@@ -628,7 +625,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             if let Some((tsval, _)) = opts.timestamp {
                 self.flags |= TS_OK;
                 self.ts_recent = tsval;
-                self.ts_recent_s = secs_clock(self.last_rx);
                 // Every segment carries 12 bytes of timestamp option.
                 mss = mss.saturating_sub(12).max(64);
             }
@@ -1362,8 +1358,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // TS.Recent is a duplicate: acknowledge and drop it (not for RST).
         if self.has(TS_OK) && !seg.flags.rst() {
             if let Some((tsval, _)) = seg.opts.timestamp {
-                let idle = secs_clock(ctx.now).wrapping_sub(self.ts_recent_s);
-                let stale = u64::from(idle) > PAWS_IDLE.as_secs();
+                // RFC 7323 §5.5: after 24 days idle, TS.Recent is no
+                // longer valid. Idle since the last acceptable segment
+                // (`last_rx`, set after this check; TS.Recent moves only
+                // with such a one: until 2026-11-30 a clock of its own,
+                // 4 bytes the state of a connection could not spare).
+                let stale = ctx.now.saturating_since(self.last_rx) > PAWS_IDLE;
                 if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 && !stale {
                     ctx.counters.drop(DropReason::TcpPaws);
                     self.flags |= ACK_NOW;
@@ -1449,7 +1449,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     && seq.diff(self.last_ack_sent) <= 0
                 {
                     self.ts_recent = tsval;
-                    self.ts_recent_s = secs_clock(ctx.now);
                 }
             }
         }
@@ -2618,9 +2617,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             return None;
         }
         if len == avail && len < mss && !rexmit && !self.has(NODELAY) {
-            // Nagle (RFC 1122 §4.2.3.4): hold a small segment while
-            // unacknowledged data is in flight.
-            if self.snd_nxt != self.snd_una && !self.has(SHUT_WR) {
+            // Nagle (RFC 1122 §4.2.3.4) in Minshall's variant, as Linux's
+            // `tcp_nagle_check`: hold a small segment while a small one
+            // sent before is unacknowledged. (Holding it while any data is
+            // in flight, the tail of a reply longer than a segment waited
+            // for the peer's delayed ACK: 40 ms per response of nginx
+            // once it had cleared TCP_NODELAY, until 2026-11-30.)
+            let small_out =
+                self.snd_sml.diff(self.snd_una) > 0 && self.snd_sml.diff(self.snd_nxt) <= 0;
+            if self.snd_nxt != self.snd_una && small_out && !self.has(SHUT_WR) {
                 return None;
             }
         }
@@ -2812,6 +2817,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     sendq.copy_out(offset, out)
                 });
                 let end = seq + len as usize + usize::from(fin);
+                if !rexmit && len > 0 && len < room {
+                    // (Linux's `tcp_minshall_update`.)
+                    self.snd_sml = seq + len as usize;
+                }
                 self.recs
                     .on_send(self.snd_una, seq, end, self.snd_max, us_clock(ctx.now));
                 if seq == self.snd_nxt {
