@@ -2287,7 +2287,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.t_ka = Instant::NEVER;
             self.on_keepalive(ctx);
         }
-
         if self.defer_until != DEFER_OVER && self.defer_until <= now {
             self.defer_until = DEFER_OVER;
         }
@@ -2613,7 +2612,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         if len == avail && len < mss && !rexmit && self.cork_holds() && !self.has(SHUT_WR) {
             // TCP_CORK (tcp(7)): a partial segment waits for the cork to
-            // come off, or its ceiling (`refresh` arms it); a FIN rides.
+            // come off, or its ceiling (the persist timer: `on_persist`);
+            // a FIN rides.
             return None;
         }
         if len == avail && len < mss && !rexmit && !self.has(NODELAY) {

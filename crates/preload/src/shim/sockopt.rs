@@ -383,8 +383,8 @@ fn fill_tcp_info(info: &mut libc::tcp_info, t: &TcpInfo) {
 }
 
 /// setsockopt(2). Options are kept by the shim; the ones the stack acts
-/// on (TCP_NODELAY, TCP_CORK, SO_KEEPALIVE and its timing, ...) are set in the socket's
-/// up slot for the service ([`set_stack_opt`]).
+/// on (TCP_NODELAY, TCP_CORK, SO_KEEPALIVE and its timing, ...) are set
+/// in the socket's up slot for the service ([`set_stack_opt`]).
 #[no_mangle]
 pub unsafe extern "C" fn setsockopt(
     fd: c_int,
