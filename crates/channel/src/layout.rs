@@ -159,6 +159,9 @@ pub mod opts {
     pub const REUSEADDR: u32 = 8;
     /// `TCP_CORK` (partial segments wait until it is cleared).
     pub const CORK: u32 = 16;
+    /// The last send had `MSG_MORE`: its bytes wait as under [`CORK`]
+    /// until a send without it.
+    pub const MORE: u32 = 32;
     /// `TCP_DEFER_ACCEPT` of a listener, as Linux keeps it: a count of
     /// SYN-ACK retransmissions ([`super::defer_retrans`]) in these bits.
     pub const DEFER_SHIFT: u32 = 8;

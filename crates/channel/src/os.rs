@@ -365,6 +365,49 @@ pub fn wait_edges_masked(
     }
 }
 
+/// [`wait_edges_masked`] with a timeout to the nanosecond (None: no
+/// limit), by `epoll_pwait2` (Linux 5.11); where the kernel lacks it, by
+/// `epoll_pwait` with the timeout rounded up to the millisecond. A
+/// program's `select` or `poll` for 1 µs must not sleep a millisecond
+/// (wget asks that of each kept-alive connection before reusing it).
+pub fn wait_edges_masked_for(
+    ep: RawFd,
+    timeout: Option<Duration>,
+    evs: &mut [libc::epoll_event],
+    mask: Option<&libc::sigset_t>,
+) -> isize {
+    let Some(t) = timeout else {
+        return wait_edges_masked(ep, -1, evs, mask);
+    };
+    let max = evs.len().min(libc::c_int::MAX as usize) as libc::c_int;
+    let maskp = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
+    let ts = libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+    };
+    // SAFETY: as `wait_edges_masked`; `ts` is a live timespec the kernel
+    // only reads.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_epoll_pwait2,
+            ep,
+            evs.as_mut_ptr(),
+            max,
+            &ts as *const libc::timespec,
+            maskp,
+            8usize,
+        ) as isize
+    };
+    if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+        let ms = t
+            .as_nanos()
+            .div_ceil(1_000_000)
+            .min(libc::c_int::MAX as u128);
+        return wait_edges_masked(ep, ms as libc::c_int, evs, mask);
+    }
+    r
+}
+
 /// A doorbell between two processes that do not trust each other, which
 /// neither can use to block the other: a Unix stream socket pair. Returns
 /// `(ours, theirs)`: we keep `ours` to ourselves (poll it, empty it with

@@ -5895,30 +5895,8 @@ fn tcp_cork_holds_bytes_until_it_is_cleared() {
          \x20   c.close()\n",
     );
     let mut py = net.run("cork", &["python3", "-c", &server]);
-    net.wait_port(&mut py, 7054);
-    let got = net.lx.run(|| {
-        let mut a = TcpStream::connect(format!("{IX}:7054")).unwrap();
-        a.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        a.write_all(b"k\n").unwrap();
-        let t0 = Instant::now();
-        let mut got = Vec::new();
-        let mut b = [0u8; 16];
-        loop {
-            let n = a.read(&mut b).expect("read");
-            if n == 0 {
-                break;
-            }
-            got.push((String::from_utf8_lossy(&b[..n]).to_string(), t0.elapsed()));
-        }
-        got
-    });
-    eprintln!("{got:?}");
-    let at = |what: &str| {
-        got.iter()
-            .find(|(s, _)| s == what)
-            .unwrap_or_else(|| panic!("{what:?} not read alone: {got:?}"))
-            .1
-    };
+    let got = timed_reads(&net, &mut py, 7054, "k");
+    let at = |what: &str| read_at(&got, what);
     let ms = |d: Duration| d.as_millis();
     // Held while corked, sent together when it was cleared (after the
     // two 100 ms sleeps).
@@ -5933,6 +5911,71 @@ fn tcp_cork_holds_bytes_until_it_is_cleared() {
         ms(d_after) >= 300 + 150 && ms(d_after) <= 300 + 1500,
         "\"d\" {d_after:?} after \"c\": {got:?}"
     );
+}
+
+/// Connect from the Linux side to the session server `py` on `port`
+/// (token `token`), and read until its end: each read's bytes and when
+/// they came, from the session's start (printed).
+fn timed_reads(net: &Setup, py: &mut Proc, port: u16, token: &str) -> Vec<(String, Duration)> {
+    net.wait_port(py, port);
+    let got = net.lx.run(|| {
+        let mut a = TcpStream::connect(format!("{IX}:{port}")).unwrap();
+        a.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        a.write_all(format!("{token}\n").as_bytes()).unwrap();
+        let t0 = Instant::now();
+        let mut got = Vec::new();
+        let mut b = [0u8; 16];
+        loop {
+            let n = a.read(&mut b).expect("read");
+            if n == 0 {
+                break;
+            }
+            got.push((String::from_utf8_lossy(&b[..n]).to_string(), t0.elapsed()));
+        }
+        got
+    });
+    eprintln!("{got:?}");
+    got
+}
+
+/// When the read of exactly `what` came in [`timed_reads`]' `got`.
+fn read_at(got: &[(String, Duration)], what: &str) -> Duration {
+    got.iter()
+        .find(|(s, _)| s == what)
+        .unwrap_or_else(|| panic!("{what:?} not read alone: {got:?}"))
+        .1
+}
+
+/// `MSG_MORE` holds a send's bytes as `TCP_CORK` does, until a send
+/// without it (send(2)); left so, they go at the cork's ceiling. Until
+/// 2026-11-30 the flag was ignored: each send went as a segment of its
+/// own (a helper's capture: 100 bytes, then 100 more, where Linux sent
+/// one segment of 200). The same script between two Linux namespaces:
+/// "xy" read at 101 ms, "z" at 608 (208 ms after its send).
+#[test]
+fn msg_more_holds_bytes_until_a_send_without_it() {
+    let Some((_g, net)) = begin(&["python3"]) else {
+        return;
+    };
+    let server = py_sessions(
+        7056,
+        "m",
+        "\x20   c.send(b'x', socket.MSG_MORE)\n\
+         \x20   time.sleep(0.1)\n\
+         \x20   c.send(b'y')\n\
+         \x20   time.sleep(0.3)\n\
+         \x20   c.send(b'z', socket.MSG_MORE)\n\
+         \x20   time.sleep(3)\n\
+         \x20   c.close()\n",
+    );
+    let mut py = net.run("more", &["python3", "-c", &server]);
+    let got = timed_reads(&net, &mut py, 7056, "m");
+    let at = |what: &str| read_at(&got, what).as_millis();
+    // "x" waited for "y" (sent 100 ms later); "z" went at the ceiling,
+    // not with the FIN 3 s later.
+    assert!(at("xy") >= 80, "{got:?}");
+    let z_after = at("z") - at("xy");
+    assert!((300 + 150..=300 + 1500).contains(&z_after), "{got:?}");
 }
 
 /// Nagle's algorithm, once a program turns it on (clears `TCP_NODELAY`,

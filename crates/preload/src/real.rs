@@ -96,16 +96,27 @@ pub fn sys_ppoll(
     timeout_ms: c_int,
     mask: Option<&libc::sigset_t>,
 ) -> c_int {
+    let t = (timeout_ms >= 0).then(|| std::time::Duration::from_millis(timeout_ms as u64));
+    sys_ppoll_for(fds, t, mask)
+}
+
+/// [`sys_ppoll`] with a timeout to the nanosecond (None: no limit).
+pub fn sys_ppoll_for(
+    fds: &mut [libc::pollfd],
+    timeout: Option<std::time::Duration>,
+    mask: Option<&libc::sigset_t>,
+) -> c_int {
     let mask = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
     let ts;
-    let tsp = if timeout_ms < 0 {
-        std::ptr::null()
-    } else {
-        ts = libc::timespec {
-            tv_sec: (timeout_ms / 1000) as libc::time_t,
-            tv_nsec: ((timeout_ms % 1000) as libc::c_long) * 1_000_000,
-        };
-        &ts as *const libc::timespec
+    let tsp = match timeout {
+        None => std::ptr::null(),
+        Some(t) => {
+            ts = libc::timespec {
+                tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+            };
+            &ts as *const libc::timespec
+        }
     };
     // SAFETY: `fds` is a live array; `tsp` is null or a live timespec;
     // `mask` is null or a live signal set, of which the kernel reads 8

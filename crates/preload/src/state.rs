@@ -1981,6 +1981,11 @@ pub(crate) fn restarts_after_signal() -> bool {
     })
 }
 
+/// A wait limit from a call's milliseconds (negative: none).
+pub fn ms_limit(ms: c_int) -> Option<Duration> {
+    (ms >= 0).then(|| Duration::from_millis(ms as u64))
+}
+
 /// Look at `ready()` for up to `spin`: off the service's CPU by spinning
 /// (user space only). On it, spinning would only keep the service from
 /// producing what we wait for: there, while the service is awake (it
@@ -2027,11 +2032,13 @@ fn spin_for(a: &Attached, spin: Duration, ready: &mut dyn FnMut() -> bool) -> (b
 /// transmit progress of one in `tx_interest` (see [`Waiter::arm`]).
 /// `nest`: `kernel` is one descriptor, an epoll set of the program with
 /// this [`Epoll::id`], which may be nested in the waiter (see [`Nest`]).
-/// `sig`: what a signal does to the call.
+/// `sig`: what a signal does to the call. `limit`: how long at most
+/// (None: no limit; [`ms_limit`] from a call's milliseconds), kept to the
+/// nanosecond: a `select` or `poll` for 1 µs does not sleep a millisecond.
 #[allow(clippy::too_many_arguments)]
 pub fn block_until(
     a: &Attached,
-    timeout_ms: c_int,
+    limit: Option<Duration>,
     sig: OnSignal,
     kernel: &mut [libc::pollfd],
     nest: Option<u64>,
@@ -2040,7 +2047,6 @@ pub fn block_until(
 ) -> bool {
     let start = Instant::now();
     IN_KERNEL.with(|k| k.set(kick(a)));
-    let limit = (timeout_ms >= 0).then(|| Duration::from_millis(timeout_ms as u64));
     // Look at the rings again before sleeping (kernel descriptors of a
     // mixed set are not looked at meanwhile: they are seen by the
     // blocking poll below, at most the spin time late).
@@ -2113,9 +2119,9 @@ fn block_on_waiter(
                         set_errno(0);
                         return false;
                     }
-                    (l - e).as_millis().max(1) as c_int
+                    Some(l - e)
                 }
-                None => -1,
+                None => None,
             };
             match tw.0.as_mut() {
                 Some(w) => {
@@ -2140,7 +2146,7 @@ fn block_on_waiter(
                     let (n, rung, kernel_ready) = if fds.is_empty() || clean {
                         // SAFETY: epoll_event is plain old data.
                         let mut evs: [libc::epoll_event; os::EDGES] = unsafe { std::mem::zeroed() };
-                        let n = os::wait_edges_masked(w.efd, left, &mut evs, sig.mask());
+                        let n = os::wait_edges_masked_for(w.efd, left, &mut evs, sig.mask());
                         let (rung, mine) = w.note_edges(&evs[..n.max(0) as usize], nested);
                         // The set's edge says an event came; it may be gone
                         // (harvested meanwhile): look, without sleeping.
@@ -2156,7 +2162,7 @@ fn block_on_waiter(
                         for f in fds.iter_mut() {
                             f.revents = 0;
                         }
-                        let n = real::sys_ppoll(&mut fds, left, sig.mask()) as isize;
+                        let n = real::sys_ppoll_for(&mut fds, left, sig.mask()) as isize;
                         let last = fds.len() - 1;
                         let (k, waiter) = fds.split_at_mut(last);
                         let (rung, mine) = if n > 0 && waiter[0].revents != 0 {
@@ -2208,7 +2214,7 @@ fn block_on_waiter(
                     // Nothing of Ixora's can change now: wait on the
                     // kernel's descriptors alone (or out the timeout).
                     sleep.now();
-                    let n = real::sys_ppoll(kernel, left, sig.mask());
+                    let n = real::sys_ppoll_for(kernel, left, sig.mask());
                     if n < 0 && real::errno() == libc::EINTR {
                         if sig.restart && limit.is_none() && restarts_after_signal() {
                             continue;

@@ -3593,7 +3593,8 @@ impl Service {
         let o = u.opts.load(Ordering::Acquire);
         let (idle, intvl, cnt) = layout::unpack_keep(u.keep.load(Ordering::Acquire));
         let (nodelay, keepalive) = (o & opts::NAGLE == 0, o & opts::KEEPALIVE != 0);
-        let cork = o & opts::CORK != 0;
+        // (`MSG_MORE` corks until the next send without it.)
+        let cork = o & (opts::CORK | opts::MORE) != 0;
         let ka = (u32::from(idle), u32::from(intvl), cnt);
         let bufs = u.bufs.load(Ordering::Acquire);
         let defer = ((o & opts::DEFER_MASK) >> opts::DEFER_SHIFT) as u8;

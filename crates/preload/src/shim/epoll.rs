@@ -535,7 +535,7 @@ fn epoll_common(
         let mut moved = false;
         let ok = state::block_until(
             a,
-            left,
+            state::ms_limit(left),
             OnSignal::masked(sigmask),
             kslice,
             nest,

@@ -677,6 +677,25 @@ pub(crate) fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
         }
         return do_send_dgram(sk, bufs, flags, None, MsgIp::default());
     }
+    // MSG_MORE (send(2)): as TCP_CORK for this call's bytes, until a send
+    // without it (set before they are written, cleared after: the service
+    // reads the options before the ring's tail). Until 2026-11-30 it was
+    // ignored: the bytes went as a segment of their own, and with Nagle
+    // on the next send's could wait for the peer's delayed ACK.
+    let more = flags & libc::MSG_MORE != 0;
+    let corked = sk.a.r.up_slot(sk.s).opts.load(Ordering::Relaxed) & layout::opts::MORE != 0;
+    if more && !corked {
+        set_stack_opt(sk.a, sk.s, StackOpt::More(true));
+    }
+    let r = send_stream(sk, bufs, flags);
+    if !more && corked {
+        set_stack_opt(sk.a, sk.s, StackOpt::More(false));
+    }
+    r
+}
+
+/// [`do_send`] on a TCP socket.
+fn send_stream(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
     let total: usize = bufs.iter().map(|b| b.len()).sum();
     if total == 0 {
@@ -776,7 +795,7 @@ fn wait_for_room(sk: Sock, user: &mut bool, ready: &mut dyn FnMut() -> bool) {
     let s = [sk.s];
     state::block_until(
         sk.a,
-        NONBLOCK_HANDOVER_MS,
+        state::ms_limit(NONBLOCK_HANDOVER_MS),
         OnSignal::RESTART,
         &mut [],
         None,

@@ -283,7 +283,7 @@ fn wait_ring_or(
     // another thread: state::wake_blocked_on).
     let ok = state::block_until(
         sk.a,
-        limit,
+        state::ms_limit(limit),
         OnSignal::RESTART,
         kernel,
         None,
@@ -917,7 +917,7 @@ pub unsafe extern "C" fn accept4(
         // (A listener handed to another process stops listening here.)
         let ok = state::block_until(
             sk.a,
-            limit,
+            state::ms_limit(limit),
             OnSignal::RESTART,
             kslice,
             None,
@@ -1619,7 +1619,7 @@ fn connect_request(sk: Sock, ip: u32, port: u16) -> c_int {
 fn block_on_change(sk: Sock, limit: c_int, ready: &mut dyn FnMut() -> bool) -> bool {
     state::block_until(
         sk.a,
-        limit,
+        state::ms_limit(limit),
         OnSignal::INTERRUPT,
         &mut [],
         None,

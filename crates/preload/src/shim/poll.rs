@@ -1,33 +1,38 @@
 //! poll, ppoll, select and pselect over Ixora sockets and kernel descriptors.
 
 use super::*;
+use std::time::Duration;
 
 /// poll(2) and ppoll(2) (`sigmask`: ppoll's, null for poll) of a set with
 /// Ixora sockets; None: none in it (the kernel's call then). As Linux's,
 /// it returns 0 only once `timeout` has passed: a wait woken by a
 /// readiness that was gone at the final look (another thread took the
-/// bytes) waits on for what is left.
+/// bytes) waits on for what is left. `timeout`: None, no limit; kept to
+/// the nanosecond (`ppoll`, `select`, `pselect`: a wait for 1 µs does not
+/// sleep a millisecond).
 fn poll_common(
     fds: *mut pollfd,
     nfds: nfds_t,
-    timeout: c_int,
+    timeout: Option<Duration>,
     name: usize,
     sigmask: *const sigset_t,
 ) -> Option<c_int> {
     // (The clock only for a wait that can end by its time.)
-    let start = (timeout > 0).then(std::time::Instant::now);
+    let start = timeout
+        .filter(|t| !t.is_zero())
+        .map(|_| std::time::Instant::now());
     let mut left = timeout;
     loop {
         let n = poll_once(fds, nfds, left, name, sigmask)?;
-        if n != 0 || timeout == 0 {
+        if n != 0 || timeout.is_some_and(|t| t.is_zero()) {
             return Some(n);
         }
-        if let Some(start) = start {
-            let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
-            if spent >= timeout {
+        if let (Some(start), Some(t)) = (start, timeout) {
+            let spent = start.elapsed();
+            if spent >= t {
                 return Some(0);
             }
-            left = timeout - spent;
+            left = Some(t - spent);
         }
     }
 }
@@ -60,7 +65,7 @@ fn kernel_peek_due() -> bool {
 fn poll_once(
     fds: *mut pollfd,
     nfds: nfds_t,
-    timeout: c_int,
+    timeout: Option<Duration>,
     name: usize,
     sigmask: *const sigset_t,
 ) -> Option<c_int> {
@@ -162,7 +167,7 @@ fn poll_once(
     // Without kernel descriptors the call stays in user space unless it
     // has to ring the doorbell or sleep.
     let mut user = !look && !kicked;
-    if n + k as usize == 0 && timeout != 0 {
+    if n + k as usize == 0 && timeout.is_none_or(|t| !t.is_zero()) {
         let mut found = 0;
         // Woken by transmit progress only where POLLOUT is asked for.
         // (The thread's lists of its last wait, reused, as epoll's bitmaps.)
@@ -242,7 +247,13 @@ pub(super) fn kernel_may_hold(sk: Sock) -> bool {
 /// poll(2).
 #[no_mangle]
 pub extern "C" fn poll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
-    match poll_common(fds, nfds, timeout, call("poll"), std::ptr::null()) {
+    match poll_common(
+        fds,
+        nfds,
+        state::ms_limit(timeout),
+        call("poll"),
+        std::ptr::null(),
+    ) {
         Some(r) => r,
         None => {
             state::passthrough();
@@ -266,13 +277,21 @@ pub extern "C" fn __poll_chk(
     poll(fds, nfds, timeout)
 }
 
-fn ts_ms(ts: *const timespec) -> c_int {
+/// A `ppoll`/`pselect` timeout (null: none). A negative one is taken as
+/// zero, as the shim always took it (Linux says `EINVAL`).
+fn ts_limit(ts: *const timespec) -> Option<Duration> {
     if ts.is_null() {
-        return -1;
+        return None;
     }
     // SAFETY: ppoll(2)'s contract: a readable timespec or null.
     let t = unsafe { &*ts };
-    (t.tv_sec * 1000 + (t.tv_nsec + 999_999) / 1_000_000).clamp(0, c_int::MAX as i64) as c_int
+    if t.tv_sec < 0 || t.tv_nsec < 0 {
+        return Some(Duration::ZERO);
+    }
+    Some(Duration::new(
+        t.tv_sec as u64,
+        (t.tv_nsec as u32).min(999_999_999),
+    ))
 }
 
 /// ppoll(2) (the signal mask applies when the call passes to the kernel).
@@ -283,7 +302,7 @@ pub extern "C" fn ppoll(
     ts: *const timespec,
     ss: *const sigset_t,
 ) -> c_int {
-    match poll_common(fds, nfds, ts_ms(ts), call("poll"), ss) {
+    match poll_common(fds, nfds, ts_limit(ts), call("poll"), ss) {
         Some(r) => r,
         None => {
             state::passthrough();
@@ -315,7 +334,7 @@ fn select_common(
     r: *mut fd_set,
     w: *mut fd_set,
     e: *mut fd_set,
-    ms: c_int,
+    limit: Option<Duration>,
     sigmask: *const sigset_t,
 ) -> Option<c_int> {
     let n = nfds.clamp(0, libc::FD_SETSIZE as c_int);
@@ -358,7 +377,7 @@ fn select_common(
     let res = poll_common(
         p.as_mut_ptr(),
         p.len() as nfds_t,
-        ms,
+        limit,
         call("select"),
         sigmask,
     )?;
@@ -402,14 +421,19 @@ pub extern "C" fn select(
     e: *mut fd_set,
     tv: *mut timeval,
 ) -> c_int {
-    let ms = if tv.is_null() {
-        -1
+    let limit = if tv.is_null() {
+        None
     } else {
         // SAFETY: select's contract: a readable timeval or null.
         let t = unsafe { &*tv };
-        (t.tv_sec * 1000 + (t.tv_usec + 999) / 1000).clamp(0, c_int::MAX as i64) as c_int
+        if t.tv_sec < 0 || t.tv_usec < 0 {
+            Some(Duration::ZERO) // (as ever here; Linux: EINVAL)
+        } else {
+            let us = (t.tv_usec as u64).min(999_999);
+            Some(Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(us))
+        }
     };
-    match select_common(nfds, r, w, e, ms, std::ptr::null()) {
+    match select_common(nfds, r, w, e, limit, std::ptr::null()) {
         Some(x) => x,
         None => {
             state::passthrough();
@@ -430,7 +454,7 @@ pub extern "C" fn pselect(
     ts: *const timespec,
     ss: *const sigset_t,
 ) -> c_int {
-    match select_common(nfds, r, w, e, ts_ms(ts), ss) {
+    match select_common(nfds, r, w, e, ts_limit(ts), ss) {
         Some(x) => x,
         None => {
             state::passthrough();

@@ -874,6 +874,8 @@ pub(super) enum StackOpt {
     Nagle(bool),
     /// `TCP_CORK`.
     Cork(bool),
+    /// A send with `MSG_MORE` (on), or one without it after one (off).
+    More(bool),
     /// `SO_KEEPALIVE`.
     KeepAlive(bool),
     /// `TCP_KEEPIDLE`, `TCP_KEEPINTVL` or `TCP_KEEPCNT` (the option's
@@ -951,6 +953,7 @@ pub(super) fn set_stack_opt(a: &Attached, s: u32, o: StackOpt) {
     match o {
         StackOpt::Nagle(on) => bit(opts::NAGLE, on),
         StackOpt::Cork(on) => bit(opts::CORK, on),
+        StackOpt::More(on) => bit(opts::MORE, on),
         StackOpt::KeepAlive(on) => bit(opts::KEEPALIVE, on),
         StackOpt::Reuse(libc::SO_REUSEPORT, on) => bit(opts::REUSEPORT, on),
         StackOpt::Reuse(_, on) => bit(opts::REUSEADDR, on),
