@@ -162,6 +162,12 @@ pub mod opts {
     /// The last send had `MSG_MORE`: its bytes wait as under [`CORK`]
     /// until a send without it.
     pub const MORE: u32 = 32;
+    /// `IP_RECVTOS`: the program's receives give each datagram's TOS
+    /// (the shim's alone: the service writes it into every datagram's
+    /// header anyway).
+    pub const RECVTOS: u32 = 64;
+    /// `IP_RECVTTL`: the same for its TTL.
+    pub const RECVTTL: u32 = 128;
     /// `TCP_DEFER_ACCEPT` of a listener, as Linux keeps it: a count of
     /// SYN-ACK retransmissions ([`super::defer_retrans`]) in these bits.
     pub const DEFER_SHIFT: u32 = 8;

@@ -141,9 +141,6 @@ pub mod fl {
     /// connection (Linux's `SS_UNCONNECTED` after `__inet_stream_connect`'s
     /// `sock_error`, which disconnects the socket).
     pub const UNCONNECTED: u32 = 1 << 30;
-    /// `IP_RECVTOS` or `IP_RECVTTL` is on (which, the kept options say):
-    /// each datagram received comes with its TOS or TTL.
-    pub const RECV_IP: u32 = 1 << 31;
 
     /// The close-on-exec bits for a descriptor known to be (or not to be)
     /// close-on-exec.

@@ -1102,19 +1102,9 @@ fn put_control(m: &mut msghdr, sk: Sock, ctl: Ctl) -> c_int {
     let (ts, ts_ns) = (stamp && f & fl::TSTAMP != 0, f & fl::TSTAMP_NS != 0);
     let tsing = stamp && f & fl::TSTAMPING != 0;
     let new = f & fl::TSTAMP_NEW != 0;
-    let (want_tos, want_ttl) = if f & fl::RECV_IP != 0 {
-        let on = |name| {
-            sk.a.opt(sk.s, sk.gen(), (libc::IPPROTO_IP, name))
-                .and_then(|v| Some(c_int::from_ne_bytes(v.get(..4)?.try_into().ok()?)))
-                .is_some_and(|v| v != 0)
-        };
-        (
-            ctl.tos.is_some() && on(libc::IP_RECVTOS),
-            ctl.ttl.is_some() && on(libc::IP_RECVTTL),
-        )
-    } else {
-        (false, false)
-    };
+    let o = sk.a.r.up_slot(sk.s).opts.load(Ordering::Relaxed);
+    let want_tos = ctl.tos.is_some() && o & layout::opts::RECVTOS != 0;
+    let want_ttl = ctl.ttl.is_some() && o & layout::opts::RECVTTL != 0;
     if !(v4 || v6 || ts || tsing || want_tos || want_ttl) {
         m.msg_controllen = 0;
         return 0;

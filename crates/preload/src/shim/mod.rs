@@ -333,6 +333,11 @@ fn become_ixora(fd: c_int, a: &'static Attached, then: (u32, i64, u64)) -> Resul
     if state::pending_int(fd, (libc::IPPROTO_TCP, libc::TCP_CORK)).is_some_and(|v| v != 0) {
         opts.push(StackOpt::Cork(true));
     }
+    for name in [libc::IP_RECVTOS, libc::IP_RECVTTL] {
+        if state::pending_int(fd, (libc::IPPROTO_IP, name)).is_some_and(|v| v != 0) {
+            opts.push(StackOpt::RecvIp(name, true));
+        }
+    }
     if let Some(v) = state::pending_int(fd, (libc::IPPROTO_TCP, libc::TCP_DEFER_ACCEPT)) {
         opts.push(StackOpt::Defer(layout::defer_retrans(v)));
     }

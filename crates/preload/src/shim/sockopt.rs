@@ -478,20 +478,11 @@ pub unsafe extern "C" fn setsockopt(
             setf(fl::PKTINFO, int().unwrap_or(0) != 0);
         }
         // Acted on since 2026-11-30: each datagram received comes with
-        // its TOS or TTL (`put_control`); one flag says either is on, the
-        // kept values which.
+        // its TOS or TTL (`put_control`), as the socket's options word
+        // says (one load per receive, shared by its duplicates).
         (libc::IPPROTO_IP, libc::IP_RECVTOS | libc::IP_RECVTTL) if known.is_some() => {
             kept = known.map(|v| Ints::of(&[v]));
-            let other = (libc::IPPROTO_IP, libc::IP_RECVTOS ^ libc::IP_RECVTTL ^ name);
-            let other_on = match state::sock(fd) {
-                Some(sk) => {
-                    sk.a.opt(sk.s, sk.gen(), other)
-                        .and_then(|v| Some(c_int::from_ne_bytes(v.get(..4)?.try_into().ok()?)))
-                }
-                None => state::pending_int(fd, other),
-            }
-            .is_some_and(|v| v != 0);
-            setf(fl::RECV_IP, known != Some(0) || other_on);
+            svc = Some(StackOpt::RecvIp(name, known != Some(0)));
         }
         (
             libc::SOL_SOCKET,
@@ -876,6 +867,8 @@ pub(super) enum StackOpt {
     Cork(bool),
     /// A send with `MSG_MORE` (on), or one without it after one (off).
     More(bool),
+    /// `IP_RECVTOS` or `IP_RECVTTL` (the option's name), on or off.
+    RecvIp(c_int, bool),
     /// `SO_KEEPALIVE`.
     KeepAlive(bool),
     /// `TCP_KEEPIDLE`, `TCP_KEEPINTVL` or `TCP_KEEPCNT` (the option's
@@ -954,6 +947,8 @@ pub(super) fn set_stack_opt(a: &Attached, s: u32, o: StackOpt) {
         StackOpt::Nagle(on) => bit(opts::NAGLE, on),
         StackOpt::Cork(on) => bit(opts::CORK, on),
         StackOpt::More(on) => bit(opts::MORE, on),
+        StackOpt::RecvIp(libc::IP_RECVTOS, on) => bit(opts::RECVTOS, on),
+        StackOpt::RecvIp(_, on) => bit(opts::RECVTTL, on),
         StackOpt::KeepAlive(on) => bit(opts::KEEPALIVE, on),
         StackOpt::Reuse(libc::SO_REUSEPORT, on) => bit(opts::REUSEPORT, on),
         StackOpt::Reuse(_, on) => bit(opts::REUSEADDR, on),
