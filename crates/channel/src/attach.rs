@@ -1,6 +1,7 @@
 //! The application's side of `ATTACH`, as the preload shim and the
 //! service's testkit both make it: ask on a fresh control connection, take
-//! the three descriptors (down region, up region, doorbell), map both
+//! the four descriptors (down region, up region, doorbell, the first
+//! waiter's wait end; three after `REMAP`, which has no waiter), map both
 //! regions at the layout the reply names (the down region read-only) once
 //! they are known to be sealed memfds that long, and check that the
 //! service writes the layout this library reads.
@@ -25,6 +26,11 @@ pub struct Granted {
     pub up: Mapping,
     /// The application's doorbell: ring it when the service sleeps.
     pub bell: OwnedFd,
+    /// The wait end of waiter 0, which the service made for the attaching
+    /// process (its holders row 0) and marked its own in the up header
+    /// (`ATTACH` only): the process's first sleep needs no `WAITER`
+    /// round trip.
+    pub waiter: Option<OwnedFd>,
 }
 
 fn context(what: &str) -> impl Fn(io::Error) -> io::Error + '_ {
@@ -54,14 +60,19 @@ fn grant(ctl: BorrowedFd<'_>, ask: Msg, deadline: Instant) -> io::Result<Granted
         let e = io::Error::from_raw_os_error(i32::try_from(-m.a).unwrap_or(libc::EPROTO));
         return Err(context("attach refused")(e));
     }
-    if fds.len() != 3 {
+    let expected = if ask.op == op::ATTACH { 4 } else { 3 };
+    if fds.len() != expected {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("attach: {} descriptors in the reply, 3 expected", fds.len()),
+            format!(
+                "attach: {} descriptors in the reply, {expected} expected",
+                fds.len()
+            ),
         ));
     }
     let bad = |e: String| io::Error::new(io::ErrorKind::InvalidData, format!("attach: {e}"));
     let l = Layout::new(m.b as u32, m.c as u32).map_err(bad)?;
+    let waiter = (expected == 4).then(|| fds.pop().expect("4 descriptors"));
     let bell = fds.pop().expect("3 descriptors");
     let up_fd = fds.pop().expect("3 descriptors");
     let down_fd = fds.pop().expect("3 descriptors");
@@ -95,6 +106,7 @@ fn grant(ctl: BorrowedFd<'_>, ask: Msg, deadline: Instant) -> io::Result<Granted
         down,
         up,
         bell,
+        waiter,
     })
 }
 
@@ -138,7 +150,8 @@ mod tests {
         let up = os::memfd("t-up", l.up_len()).unwrap();
         os::seal(down.as_fd(), libc::F_SEAL_SHRINK).unwrap();
         os::seal(up.as_fd(), libc::F_SEAL_SHRINK).unwrap();
-        vec![down, up, os::eventfd(0).unwrap()]
+        let (_, wait) = os::wake_line().unwrap();
+        vec![down, up, os::eventfd(0).unwrap(), wait]
     }
 
     fn granted(l: Layout) -> Msg {
@@ -165,9 +178,9 @@ mod tests {
         assert!(e.starts_with("attach refused:"), "{e}");
         let e = err(against(
             granted(l),
-            regions(l).into_iter().take(2).collect(),
+            regions(l).into_iter().take(3).collect(),
         ));
-        assert!(e.contains("2 descriptors in the reply, 3 expected"), "{e}");
+        assert!(e.contains("3 descriptors in the reply, 4 expected"), "{e}");
         let bad = Msg {
             b: 100,
             ..granted(l)
@@ -209,5 +222,6 @@ mod tests {
         let g = against(granted(l), fds).unwrap();
         assert_eq!((g.id, g.layout.slots, g.layout.ring), (7, 64, 4096));
         assert_eq!(g.down.len(), l.down_len());
+        assert!(g.waiter.is_some(), "ATTACH gives the first waiter");
     }
 }

@@ -14,7 +14,10 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"IXCT");
 pub mod op {
     /// Attach a new application (`a` = pid). Reply: `a` = app id, `b` =
     /// slots, `c` = ring bytes; descriptors: down memfd, up memfd, the
-    /// service's doorbell.
+    /// service's doorbell, and the wait end of waiter 0, made for the
+    /// attaching process (row 0 of the holders table), which the service
+    /// marks its own in the up header (as [`WAITER`] after the app took
+    /// the index): its first sleep needs no `WAITER` round trip.
     pub const ATTACH: u32 = 1;
     /// Join an attached application (`a` = app id, `b` = the app's join
     /// key from its down header) on a new connection that a process opens

@@ -70,9 +70,9 @@ static TABLE: OnceLock<Table> = OnceLock::new();
 
 fn table() -> &'static Table {
     TABLE.get_or_init(|| Table {
-        armed: (0..MAXFD).map(|_| AtomicU64::new(0)).collect(),
-        ready: (0..MAXFD).map(|_| AtomicBool::new(false)).collect(),
-        side_ep_of: (0..MAXFD).map(|_| AtomicI32::new(0)).collect(),
+        armed: state::zeroed_table(MAXFD),
+        ready: state::zeroed_table(MAXFD),
+        side_ep_of: state::zeroed_table(MAXFD),
     })
 }
 

@@ -149,6 +149,8 @@ pub struct RawApp {
     ringing: AtomicBool,
     /// The application's id at the service.
     pub id: u32,
+    /// The wait end of waiter 0, given with `ATTACH` (none after `REMAP`).
+    first_waiter: Option<OwnedFd>,
     // Declared after `r`: unmapped only after the last use of it.
     _down: Mapping,
     up: Mapping,
@@ -177,6 +179,7 @@ impl RawApp {
             bell: g.bell,
             ringing: AtomicBool::new(true),
             id: g.id,
+            first_waiter: g.waiter,
             _down: g.down,
             up: g.up,
         }
@@ -189,6 +192,12 @@ impl RawApp {
         let ctl = self.ctl.try_clone()?;
         let g = ixora_channel::attach::remap(ctl.as_fd(), deadline())?;
         Ok(RawApp::granted(ctl, g))
+    }
+
+    /// The wait end of waiter 0, which `ATTACH` gave this (attaching)
+    /// process; none after `REMAP`.
+    pub fn first_waiter(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.first_waiter.as_ref().map(|w| w.as_fd())
     }
 
     /// The regions, as the shim would use them.

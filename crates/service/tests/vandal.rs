@@ -7,6 +7,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use ixora_channel::ctl::{op, Msg};
+use ixora_channel::layout;
 use ixora_channel::os;
 use ixora_service::testkit::{self, wait_gone, RawApp, Rig, VandalOp};
 use std::os::fd::{AsFd, AsRawFd};
@@ -136,6 +137,31 @@ fn descriptors_sent_to_the_service_are_refused() {
 /// service rings a private eventfd and the app only holds an epoll
 /// descriptor watching it; and each app has a doorbell of its own, which
 /// the service never reads.
+/// `ATTACH` gives the attaching process waiter 0, made and marked its
+/// own (row 0) in the up header: rung once armed and a socket changes,
+/// with no `WAITER` request (a one-shot client's first sleep made that
+/// round trip, ~0.1 ms of its first connect, until 2026-11-30). `REMAP`
+/// gives none: the old image's waiters are given back.
+#[test]
+fn attach_gives_the_first_waiter() {
+    let rig = Rig::start("firstwaiter").unwrap();
+    let app = RawApp::attach(&rig).unwrap();
+    let owner = &app.regions().up_header().waiter_owner;
+    assert_eq!(
+        owner[0].load(Ordering::Acquire),
+        layout::waiter_tag(0),
+        "waiter 0 is not marked the attaching process's"
+    );
+    assert!(owner[1..].iter().all(|o| o.load(Ordering::Acquire) == 0));
+    let wait = app.first_waiter().expect("ATTACH gave no wait end");
+    assert!(!readable(wait, 0), "rung before anything happened");
+    app.arm_any(0);
+    app.echo(b"ring me", Duration::from_secs(5)).unwrap();
+    assert!(readable(wait, 2000), "waiter 0 was not rung");
+    assert!(os::take_edges(wait.as_raw_fd()) > 0);
+    assert!(app.remap().unwrap().first_waiter().is_none());
+}
+
 #[test]
 fn blocked_wake_ups_do_not_stop_the_service() {
     let rig = Rig::start("wakeups").unwrap();
