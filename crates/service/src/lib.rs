@@ -1155,10 +1155,33 @@ impl Drop for Service {
 /// close delays the closes queued after it, never the core; while more
 /// than [`MAX_PENDING_CLOSES`] wait, the core makes no new descriptors
 /// (WAITER and ATTACH get `EAGAIN`), so a stuck close cannot make the
-/// service run out of them.
+/// service run out of them. It also unmaps a gone application's regions
+/// ([`Closer::unmap`]).
 struct Closer {
-    tx: std::sync::mpsc::Sender<Vec<OwnedFd>>,
+    tx: std::sync::mpsc::Sender<Closing>,
     pending: Arc<AtomicUsize>,
+}
+
+/// What the closer thread lets go of.
+enum Closing {
+    /// Descriptors to close.
+    Fds(Vec<OwnedFd>),
+    /// A gone application's two regions and their memfds: the last
+    /// holder lets go of them, and the kernel frees every page its rings
+    /// used. On the core that held every other application's packets:
+    /// 6–11 ms for a program that exited with 800 connections of 60 kB
+    /// unsent each, 0.14 ms with 10 (until 2026-11-30).
+    Regions(Box<(Mapping, Mapping, [OwnedFd; 2])>),
+}
+
+impl Closing {
+    /// Descriptors it closes (what [`Closer::pending`] counts).
+    fn fds(&self) -> usize {
+        match self {
+            Closing::Fds(f) => f.len(),
+            Closing::Regions(_) => 2,
+        }
+    }
 }
 
 /// Closes waiting for the closer thread beyond which new descriptors are
@@ -1167,15 +1190,23 @@ const MAX_PENDING_CLOSES: usize = 256;
 
 impl Closer {
     fn start() -> io::Result<Closer> {
-        let (tx, rx) = std::sync::mpsc::channel::<Vec<OwnedFd>>();
+        let (tx, rx) = std::sync::mpsc::channel::<Closing>();
         let pending = Arc::new(AtomicUsize::new(0));
         let p = pending.clone();
         std::thread::Builder::new()
             .name("ixora-closer".into())
             .spawn(move || {
-                for fds in rx {
-                    let n = fds.len();
-                    drop(fds);
+                for c in rx {
+                    let n = c.fds();
+                    match c {
+                        Closing::Fds(fds) => drop(fds),
+                        Closing::Regions(r) => {
+                            // Unmapped before their last descriptors go.
+                            let (down, up, memfds) = *r;
+                            drop((down, up));
+                            drop(memfds);
+                        }
+                    }
                     p.fetch_sub(n, Ordering::Relaxed);
                 }
             })?;
@@ -1184,10 +1215,20 @@ impl Closer {
 
     /// Close `fds` on the closer thread.
     fn close(&self, fds: Vec<OwnedFd>) {
-        self.pending.fetch_add(fds.len(), Ordering::Relaxed);
-        if let Err(e) = self.tx.send(fds) {
-            // The thread is gone (cannot happen while we live): close here.
-            self.pending.fetch_sub(e.0.len(), Ordering::Relaxed);
+        self.send(Closing::Fds(fds));
+    }
+
+    /// Unmap a gone application's regions and close their memfds on the
+    /// closer thread.
+    fn unmap(&self, down: Mapping, up: Mapping, memfds: [OwnedFd; 2]) {
+        self.send(Closing::Regions(Box::new((down, up, memfds))));
+    }
+
+    fn send(&self, c: Closing) {
+        self.pending.fetch_add(c.fds(), Ordering::Relaxed);
+        if let Err(e) = self.tx.send(c) {
+            // The thread is gone (cannot happen while we live): done here.
+            self.pending.fetch_sub(e.0.fds(), Ordering::Relaxed);
         }
     }
 
@@ -2199,6 +2240,8 @@ impl Service {
             self.prune_listener(io, p);
         }
         self.closer.close(last);
+        // (`app.r` points into the regions: not used from here on.)
+        self.closer.unmap(app._down, app._up, app.memfds);
     }
 
     fn control(&mut self, io: &mut Io, r: Request) {

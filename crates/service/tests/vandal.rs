@@ -162,6 +162,53 @@ fn attach_gives_the_first_waiter() {
     assert!(app.remap().unwrap().first_waiter().is_none());
 }
 
+/// Mappings of application regions in this process (the service runs in
+/// it; so do the test's apps, which map their own).
+fn region_mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("ixora-app-"))
+        .count()
+}
+
+/// A gone application's regions are unmapped, and their memfds closed, by
+/// the closer thread, not the core (whose packets waited 6–11 ms for a
+/// program that left 800 connections with 60 kB unsent each): none of
+/// them is left mapped once the apps are gone. What stays is the spare
+/// the control thread made ahead for the next `ATTACH` (two regions).
+#[test]
+fn a_gone_app_s_regions_are_unmapped() {
+    let rig = Rig::start("unmapped").unwrap();
+    let watcher = RawApp::attach(&rig).unwrap();
+    let apps: Vec<RawApp> = (0..3).map(|_| RawApp::attach(&rig).unwrap()).collect();
+    for app in &apps {
+        // Bytes in its rings: pages the kernel frees with the regions.
+        let s = app.socket().unwrap();
+        app.connect(s, testkit::PEER_IP, testkit::ECHO_PORT)
+            .unwrap();
+        app.wait_established(s, Duration::from_secs(5)).unwrap();
+        app.write(s, &[7u8; 30_000]);
+    }
+    let ids: Vec<u32> = apps.iter().map(|a| a.id).collect();
+    drop(apps);
+    for id in ids {
+        wait_gone(&watcher, id, Duration::from_secs(5)).unwrap();
+    }
+    // The watcher's two (the service's and its own of each region), the
+    // spare's two.
+    let t = Instant::now();
+    while region_mappings() > 6 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{} region mappings left: a gone app's were not unmapped",
+            region_mappings()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(rig.alive());
+}
+
 #[test]
 fn blocked_wake_ups_do_not_stop_the_service() {
     let rig = Rig::start("wakeups").unwrap();
