@@ -307,6 +307,10 @@ enum Waiter<R, T> {
     Udp(UdpOut<T>),
 }
 
+/// IPv4 identification counters ([`Stack::next_ident`]): as many as
+/// Linux's `IP_IDENTS_SZ` (2,048; 4 KiB).
+const IDENT_COUNTERS: usize = 2048;
+
 /// One interface's protocols: ARP, IPv4, ICMP, UDP, TCP. See the crate docs
 /// for how to drive it.
 pub struct Stack<R, T> {
@@ -335,7 +339,9 @@ pub struct Stack<R, T> {
     next_ephemeral: u32,
     /// Draws of [`Stack::draw_free_port`] so far.
     port_draws: u64,
-    ip_ident: u16,
+    /// IPv4 identification counters ([`IDENT_COUNTERS`], see
+    /// [`Stack::next_ident`]).
+    ip_idents: Box<[u16]>,
     /// Cost of the frames held out of order by all connections.
     ooo_held: usize,
     /// Bytes by which the receive buffers of all connections grew past
@@ -380,7 +386,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             frag_out: None,
             next_ephemeral: 0,
             port_draws: 0,
-            ip_ident: 0,
+            ip_idents: Vec::new().into_boxed_slice(),
             ooo_held: 0,
             tune_held: 0,
             scratch_ips: (Vec::new(), Vec::new()),
@@ -2414,13 +2420,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         buf: &mut [u8],
     ) -> Option<usize> {
         // RFC 6864 §4.1: one identification for all fragments of a datagram.
-        self.ip_ident = self.ip_ident.wrapping_add(1);
+        let ident = self.next_ident(dst, proto);
         self.counters.ipv4_frag_oks += 1;
         self.frag_out = Some(FragOut {
             dst,
             mac,
             proto,
-            ident: self.ip_ident,
+            ident,
             ip,
             l4,
             sent: 0,
@@ -2458,6 +2464,31 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Some(l4 + n)
     }
 
+    //= https://www.rfc-editor.org/rfc/rfc7739#section-5.3
+    /// The IPv4 identification of the next datagram to `dst` of
+    /// `protocol` that may be fragmented (an atomic one's is 0: see
+    /// `write_ipv4`): the next value of one of [`IDENT_COUNTERS`] counters,
+    /// the one a keyed hash of the addresses and protocol picks, each
+    /// started at a value drawn with the secret (RFC 7739 §5.3; Linux's
+    /// `ip_idents`). Unique per source, destination and protocol for
+    /// 65,536 datagrams, as RFC 6864 §4.1 asks of datagrams that may be
+    /// fragmented; and a host that sees our identifications learns
+    /// nothing of what we send to others. With one counter for all (until
+    /// 2026-11-30) every packet to anyone moved it: anyone could count our
+    /// traffic, or use us for an idle scan (RFC 7739 §3).
+    fn next_ident(&mut self, dst: Ipv4Addr, protocol: Protocol) -> u16 {
+        if self.ip_idents.is_empty() {
+            // (Drawn at the first datagram, not at every stack's making.)
+            self.ip_idents = (0..IDENT_COUNTERS as u64)
+                .map(|i| self.keyed.ident_start(i))
+                .collect();
+        }
+        let h = self.keyed.ident_bucket(self.cfg.ip, dst, protocol.into());
+        let c = &mut self.ip_idents[(h % IDENT_COUNTERS as u64) as usize];
+        *c = c.wrapping_add(1);
+        *c
+    }
+
     fn write_eth(&self, buf: &mut [u8], dst: MacAddr, ethertype: EtherType) -> usize {
         EthernetRepr {
             src_addr: self.cfg.mac,
@@ -2490,7 +2521,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         df: bool,
         ip: IpOpts,
     ) {
-        self.ip_ident = self.ip_ident.wrapping_add(1);
+        // RFC 6864 §4.1: an atomic datagram's (DF, whole) identification
+        // may be any value; 0, as FreeBSD's `net.inet.ip.rfc6864` and
+        // Linux for a packet without a socket: nothing to count, no hash
+        // per segment. The others count per destination.
+        let ident = if df {
+            0
+        } else {
+            self.next_ident(dst, protocol)
+        };
         Ipv4Repr {
             src_addr: self.cfg.ip,
             dst_addr: dst,
@@ -2498,7 +2537,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
             payload_len,
             ttl: ip.ttl_or(self.cfg.ttl),
             dscp_ecn: ip.tos,
-            ident: self.ip_ident,
+            ident,
             dont_frag: df,
         }
         .emit(buf, self.cfg.checksums.ipv4);

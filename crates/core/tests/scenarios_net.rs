@@ -1219,3 +1219,81 @@ fn sockets_put_their_tos_and_ttl_on_their_packets() {
     h.send(Seg::to(81).syn());
     assert_eq!(hdr(&mut h), (0, 64, true), "the stack's reset");
 }
+
+/// RFC 7739 §5.3 (as Linux's `ip_idents`): the IPv4 identification of a
+/// datagram that may be fragmented comes from one of 2,048 counters, the
+/// one a keyed hash of the addresses and protocol picks, each started at
+/// a value drawn with the secret; an atomic datagram's (DF) is 0 (RFC
+/// 6864 §4.1). So one destination's identifications count only what it
+/// (and the few that share its counter) got: a host learns nothing of
+/// what we send others, and cannot use us for an idle scan (RFC 7739 §3).
+/// With one counter for all, the datagrams to another host showed in the
+/// gap (this test then fails).
+//= https://www.rfc-editor.org/rfc/rfc7739#section-5.3
+//= type=test
+#[test]
+fn ipv4_identifications_are_counted_per_destination() {
+    let ids = |secret: [u8; 16]| {
+        let mut h = Harness::new(|c| c.secret = secret);
+        // The other host asks for us: its address is learned.
+        h.stack.handle_frame(
+            h.now,
+            arp_frame(
+                Operation::Request,
+                (OTHER_MAC, OTHER),
+                (MacAddr::UNSPECIFIED, US),
+                MacAddr::BROADCAST,
+                None,
+            ),
+        );
+        raw_drain(&mut h.stack, h.now);
+        let u = h.stack.udp_bind(5000, 1).unwrap();
+        // A datagram in two fragments (one identification), or a small
+        // one (DF: 0).
+        let send_len = |h: &mut Harness, to: Ipv4Addr, len: usize| {
+            h.stack
+                .udp_send(u, SocketAddrV4::new(to, 9), vec![1u8; len])
+                .unwrap();
+            let out = raw_drain(&mut h.stack, h.now);
+            let ids: Vec<u16> = out
+                .iter()
+                .map(|f| {
+                    let eth = EthernetFrame::new_checked(&f[..]).unwrap();
+                    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+                    assert_eq!(ip.dst_addr(), to);
+                    ip.ident()
+                })
+                .collect();
+            assert_eq!(ids.len(), if len > 1472 { 2 } else { 1 });
+            assert!(ids.iter().all(|&i| i == ids[0]), "{ids:?}");
+            ids[0]
+        };
+        assert_eq!(send_len(&mut h, PEER, 10), 0, "an atomic datagram's");
+        let send = |h: &mut Harness, to: Ipv4Addr| send_len(h, to, 2000);
+        let peer: Vec<u16> = (0..2).map(|_| send(&mut h, PEER)).collect();
+        let other: Vec<u16> = (0..5).map(|_| send(&mut h, OTHER)).collect();
+        let peer_after = send(&mut h, PEER);
+        (peer, other, peer_after)
+    };
+    let (peer, other, after) = ids([9; 16]);
+    assert_eq!(
+        peer[1],
+        peer[0].wrapping_add(1),
+        "one destination counts on"
+    );
+    for w in other.windows(2) {
+        assert_eq!(w[1], w[0].wrapping_add(1), "{other:?}");
+    }
+    assert_eq!(
+        after,
+        peer[1].wrapping_add(1),
+        "the peer's identifications moved with datagrams to another host \
+         (peer {peer:?}, other {other:?}, then {after})"
+    );
+    // The first values are drawn with the secret, not 1, 2, 3...
+    let (peer2, _, _) = ids([3; 16]);
+    assert_ne!(
+        peer2[0], peer[0],
+        "the same first identification under another secret"
+    );
+}

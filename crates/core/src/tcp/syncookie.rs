@@ -42,6 +42,8 @@ mod domain {
     pub const COOKIE: u8 = 3;
     pub const PORT: u8 = 4;
     pub const PORT_DRAW: u8 = 5;
+    pub const IP_ID: u8 = 6;
+    pub const IP_ID_START: u8 = 7;
 }
 
 impl Keyed {
@@ -117,6 +119,31 @@ impl Keyed {
             remote_port: 0,
         };
         self.hash(domain::PORT_DRAW, &t, n) as u32
+    }
+
+    /// RFC 7739 §5.3: which IPv4 identification counter a datagram from
+    /// `src` to `dst` of protocol `proto` takes (a keyed hash of the three,
+    /// as Linux's `ip_idents`).
+    pub fn ident_bucket(&self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8) -> u64 {
+        let t = Tuple {
+            local_ip: src,
+            local_port: 0,
+            remote_ip: dst,
+            remote_port: u16::from(proto),
+        };
+        self.hash(domain::IP_ID, &t, 0)
+    }
+
+    /// The starting value of IPv4 identification counter `i`: drawn with
+    /// the secret, so that the first values are not guessable either.
+    pub fn ident_start(&self, i: u64) -> u16 {
+        let t = Tuple {
+            local_ip: Ipv4Addr::UNSPECIFIED,
+            local_port: 0,
+            remote_ip: Ipv4Addr::UNSPECIFIED,
+            remote_port: 0,
+        };
+        self.hash(domain::IP_ID_START, &t, i) as u16
     }
 
     fn cookie_mac(&self, t: &Tuple, counter: u32, client_isn: u32) -> u32 {
