@@ -99,6 +99,20 @@ fn raw_drain(stack: &mut TestStack, now: Instant) -> Vec<Vec<u8>> {
     .collect()
 }
 
+/// The other host broadcasts an ARP request for our address.
+fn other_asks_for_us(h: &mut Harness) {
+    h.stack.handle_frame(
+        h.now,
+        arp_frame(
+            Operation::Request,
+            (OTHER_MAC, OTHER),
+            (MacAddr::UNSPECIFIED, US),
+            MacAddr::BROADCAST,
+            None,
+        ),
+    );
+}
+
 /// A stack built directly: no ARP exchange with the peer beforehand.
 struct Bare {
     stack: TestStack,
@@ -210,16 +224,7 @@ fn assert_dropped(h: &mut Harness, f: Vec<u8>, reason: DropReason) {
 fn arp_request_for_us_is_answered_and_asker_learned() {
     let mut h = Harness::new(|_| {});
     let replies = h.stack.counters().arp_replies_sent;
-    h.stack.handle_frame(
-        h.now,
-        arp_frame(
-            Operation::Request,
-            (OTHER_MAC, OTHER),
-            (MacAddr::UNSPECIFIED, US),
-            MacAddr::BROADCAST,
-            None,
-        ),
-    );
+    other_asks_for_us(&mut h);
     let out = raw_drain(&mut h.stack, h.now);
     assert_eq!(out.len(), 1);
     let (eth, a) = parse_arp(&out[0]).expect("an ARP reply");
@@ -1236,16 +1241,7 @@ fn ipv4_identifications_are_counted_per_destination() {
     let ids = |secret: [u8; 16]| {
         let mut h = Harness::new(|c| c.secret = secret);
         // The other host asks for us: its address is learned.
-        h.stack.handle_frame(
-            h.now,
-            arp_frame(
-                Operation::Request,
-                (OTHER_MAC, OTHER),
-                (MacAddr::UNSPECIFIED, US),
-                MacAddr::BROADCAST,
-                None,
-            ),
-        );
+        other_asks_for_us(&mut h);
         raw_drain(&mut h.stack, h.now);
         let u = h.stack.udp_bind(5000, 1).unwrap();
         // A datagram in two fragments (one identification), or a small
