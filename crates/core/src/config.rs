@@ -220,6 +220,13 @@ pub struct StackConfig {
     /// Machine time (`CLOCK_MONOTONIC`) at this stack's zero instant: the
     /// ISN and TSval clocks run on machine time, not on the process's.
     pub clock_base: Duration,
+    /// This stack's lane of the IPv4 identifications, and how many stacks
+    /// send from the address (the engine's cores, which share the secret
+    /// and so the counters' choice and start): stack `i` of `n` sends only
+    /// identifications `≡ i (mod n)`, so two cores never give datagrams to
+    /// one host the same identification (whose fragments its reassembly
+    /// would mix). `(0, 1)`: alone.
+    pub ident_lane: (u16, u16),
     /// TTL of datagrams we originate.
     pub ttl: u8,
     /// How long a resolved ARP entry is trusted.
@@ -274,6 +281,7 @@ impl StackConfig {
             secret: [0x5a; 16],
             clock_key: [0xa5; 16],
             clock_base: Duration::ZERO,
+            ident_lane: (0, 1),
             ttl: 64,
             arp_timeout: Duration::from_secs(60),
             arp_retry: Duration::from_secs(1),
@@ -297,6 +305,12 @@ impl StackConfig {
         }
         if self.prefix_len == 0 || self.prefix_len > 32 {
             return Err(format!("prefix_len: {} is not in 1..=32", self.prefix_len));
+        }
+        let (lane, lanes) = self.ident_lane;
+        if lanes == 0 || lane >= lanes {
+            return Err(format!(
+                "ident_lane: ({lane}, {lanes}) needs a count above 0 and a lane below it"
+            ));
         }
         if self.ip.is_unspecified() || self.ip.is_broadcast() || self.ip.is_multicast() {
             return Err(format!("ip: {} cannot be an interface address", self.ip));

@@ -2470,12 +2470,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
     /// `write_ipv4`): the next value of one of [`IDENT_COUNTERS`] counters,
     /// the one a keyed hash of the addresses and protocol picks, each
     /// started at a value drawn with the secret (RFC 7739 §5.3; Linux's
-    /// `ip_idents`). Unique per source, destination and protocol for
-    /// 65,536 datagrams, as RFC 6864 §4.1 asks of datagrams that may be
-    /// fragmented; and a host that sees our identifications learns
-    /// nothing of what we send to others. With one counter for all (until
-    /// 2026-11-30) every packet to anyone moved it: anyone could count our
-    /// traffic, or use us for an idle scan (RFC 7739 §3).
+    /// `ip_idents`), in this stack's lane (`StackConfig::ident_lane`).
+    /// Unique per source, destination and protocol for 65,536 datagrams
+    /// (divided among the lanes), as RFC 6864 §4.1 asks of datagrams that
+    /// may be fragmented; and a host that sees our identifications learns
+    /// only what we send it and the hosts that share its counter (one in
+    /// 2,048; Linux also adds random increments to a counter that rests,
+    /// which this does not). With one counter for all (until 2026-11-30)
+    /// every packet to anyone moved it: anyone could count our traffic,
+    /// or use us for an idle scan (RFC 7739 §3).
     fn next_ident(&mut self, dst: Ipv4Addr, protocol: Protocol) -> u16 {
         if self.ip_idents.is_empty() {
             // (Drawn at the first datagram, not at every stack's making.)
@@ -2486,7 +2489,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         let h = self.keyed.ident_bucket(self.cfg.ip, dst, protocol.into());
         let c = &mut self.ip_idents[(h % IDENT_COUNTERS as u64) as usize];
         *c = c.wrapping_add(1);
-        *c
+        // This stack's lane (`StackConfig::ident_lane`).
+        let (i, n) = self.cfg.ident_lane;
+        (u32::from(*c) * u32::from(n.max(1)) + u32::from(i)) as u16
     }
 
     fn write_eth(&self, buf: &mut [u8], dst: MacAddr, ethertype: EtherType) -> usize {

@@ -1238,8 +1238,11 @@ fn sockets_put_their_tos_and_ttl_on_their_packets() {
 //= type=test
 #[test]
 fn ipv4_identifications_are_counted_per_destination() {
-    let ids = |secret: [u8; 16]| {
-        let mut h = Harness::new(|c| c.secret = secret);
+    let ids = |secret: [u8; 16], lane: (u16, u16)| {
+        let mut h = Harness::new(|c| {
+            c.secret = secret;
+            c.ident_lane = lane;
+        });
         // The other host asks for us: its address is learned.
         other_asks_for_us(&mut h);
         raw_drain(&mut h.stack, h.now);
@@ -1271,7 +1274,7 @@ fn ipv4_identifications_are_counted_per_destination() {
         let peer_after = send(&mut h, PEER);
         (peer, other, peer_after)
     };
-    let (peer, other, after) = ids([9; 16]);
+    let (peer, other, after) = ids([9; 16], (0, 1));
     assert_eq!(
         peer[1],
         peer[0].wrapping_add(1),
@@ -1287,9 +1290,21 @@ fn ipv4_identifications_are_counted_per_destination() {
          (peer {peer:?}, other {other:?}, then {after})"
     );
     // The first values are drawn with the secret, not 1, 2, 3...
-    let (peer2, _, _) = ids([3; 16]);
+    let (peer2, _, _) = ids([3; 16], (0, 1));
     assert_ne!(
         peer2[0], peer[0],
         "the same first identification under another secret"
     );
+    // Two cores share the secret: each sends in its own lane, so their
+    // datagrams to one host never share an identification.
+    let (a, _, _) = ids([9; 16], (0, 2));
+    let (b, _, _) = ids([9; 16], (1, 2));
+    assert!(
+        a.iter().all(|i| i % 2 == 0) && b.iter().all(|i| i % 2 == 1),
+        "{a:?} {b:?}"
+    );
+    assert_eq!(a[1], a[0].wrapping_add(2), "{a:?}");
+    let mut c = config();
+    c.ident_lane = (2, 2);
+    assert!(c.validate().unwrap_err().contains("ident_lane"));
 }

@@ -411,6 +411,9 @@ where
     scfg.secret = keys.secret;
     scfg.clock_key = keys.clock_key;
     scfg.clock_base = keys.clock_base;
+    // The cores share the secret, so the identification counters too:
+    // each sends in a lane of its own.
+    scfg.ident_lane = (i as u16, cfg.cores as u16);
     scfg.mtu = scfg
         .mtu
         .min((caps.max_frame.saturating_sub(18)).min(9000) as u16);

@@ -1549,7 +1549,9 @@ impl Waiter {
     /// and the descriptor is left open (as an inherited thread's waiter's:
     /// the number may be the child's own file by now).
     fn first(a: &Attached) -> Option<Waiter> {
-        let (efd, gen) = a.first_waiter.lock().ok()?.take()?;
+        // (Never waited for: the lock is not among those held over fork,
+        // and a thread that finds it taken asks for a waiter instead.)
+        let (efd, gen) = a.first_waiter.try_lock().ok()?.take()?;
         (gen == FORK_GEN.load(Ordering::Relaxed)).then(|| Waiter::on_line(a, 0, efd))
     }
 

@@ -175,6 +175,18 @@ impl Shared {
         }
     }
 
+    /// A prepared application an `ATTACH` refused on the core: the spare
+    /// again if there is none (not let go of on the core, nor made anew
+    /// for the next).
+    fn give_back(&self, p: Option<Box<PreparedApp>>) {
+        if let Some(p) = p {
+            let mut spare = self.spare_app.lock().unwrap();
+            if spare.is_none() {
+                *spare = Some(*p);
+            }
+        }
+    }
+
     /// Make the spare application if there is none (on a control thread,
     /// after the reply that used it): the next `ATTACH` waits for none of
     /// it (0.07–0.15 ms: two memfds, 4,096 slots' tables).
@@ -742,8 +754,9 @@ struct AppState {
     /// Its processes, by control connection.
     procs: HashMap<u64, Proc>,
     /// Its doorbell (an eventfd only this app and we hold; watched in
-    /// [`Service::bells`], never read or written by us).
-    bell: OwnedFd,
+    /// [`Service::bells`], never read or written by us). Always there
+    /// while it is attached; taken out to be closed by the closer.
+    bell: Option<OwnedFd>,
     /// Ring ends of its waiters' wake-up lines ([`os::wake_line`]).
     waiters: Vec<Option<OwnedFd>>,
     socks: Vec<Sock>,
@@ -1141,7 +1154,7 @@ impl Drop for Service {
     fn drop(&mut self) {
         for (_, app) in self.apps.drain() {
             let mut last: Vec<OwnedFd> = app.waiters.into_iter().flatten().collect();
-            last.push(app.bell);
+            last.extend(app.bell);
             self.closer.close(last);
         }
     }
@@ -1155,34 +1168,13 @@ impl Drop for Service {
 /// close delays the closes queued after it, never the core; while more
 /// than [`MAX_PENDING_CLOSES`] wait, the core makes no new descriptors
 /// (WAITER and ATTACH get `EAGAIN`), so a stuck close cannot make the
-/// service run out of them. It also unmaps a gone application's regions
-/// ([`Closer::unmap`]).
+/// service run out of them. A second thread, the retirer, lets go of gone
+/// applications ([`Closer::retire`]), apart: a stuck close does not hold
+/// their memory, and they do not count as closes waiting.
 struct Closer {
-    tx: std::sync::mpsc::Sender<Closing>,
+    tx: std::sync::mpsc::Sender<Vec<OwnedFd>>,
     pending: Arc<AtomicUsize>,
-}
-
-/// What the closer thread lets go of.
-enum Closing {
-    /// Descriptors to close.
-    Fds(Vec<OwnedFd>),
-    /// A gone application: its two regions are unmapped and their
-    /// memfds closed, the last holder of them (the kernel frees every page
-    /// its rings used), its doorbell closed, and its tables freed. On the core that held every
-    /// other application's packets: 6–11 ms for a program that exited
-    /// with 800 connections of 60 kB unsent each, 0.1–0.2 ms for any
-    /// (until 2026-11-30).
-    App(Box<AppState>),
-}
-
-impl Closing {
-    /// Descriptors it closes (what [`Closer::pending`] counts).
-    fn fds(&self) -> usize {
-        match self {
-            Closing::Fds(f) => f.len(),
-            Closing::App(_) => 3, // (its memfds and doorbell)
-        }
-    }
+    retire_tx: std::sync::mpsc::Sender<Box<AppState>>,
 }
 
 /// Closes waiting for the closer thread beyond which new descriptors are
@@ -1191,48 +1183,58 @@ const MAX_PENDING_CLOSES: usize = 256;
 
 impl Closer {
     fn start() -> io::Result<Closer> {
-        let (tx, rx) = std::sync::mpsc::channel::<Closing>();
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<OwnedFd>>();
         let pending = Arc::new(AtomicUsize::new(0));
         let p = pending.clone();
         std::thread::Builder::new()
             .name("ixora-closer".into())
             .spawn(move || {
-                for c in rx {
-                    let n = c.fds();
-                    match c {
-                        Closing::Fds(fds) => drop(fds),
-                        Closing::App(app) => {
-                            // Unmapped before their last descriptors go.
-                            let AppState {
-                                _down, _up, memfds, ..
-                            } = *app;
-                            drop((_down, _up));
-                            drop(memfds);
-                        }
-                    }
+                for fds in rx {
+                    let n = fds.len();
+                    drop(fds);
                     p.fetch_sub(n, Ordering::Relaxed);
                 }
             })?;
-        Ok(Closer { tx, pending })
+        let (retire_tx, retire_rx) = std::sync::mpsc::channel::<Box<AppState>>();
+        std::thread::Builder::new()
+            .name("ixora-retirer".into())
+            .spawn(move || {
+                for app in retire_rx {
+                    // Unmapped before their memfds go.
+                    let AppState {
+                        _down, _up, memfds, ..
+                    } = *app;
+                    drop((_down, _up));
+                    drop(memfds);
+                }
+            })?;
+        Ok(Closer {
+            tx,
+            pending,
+            retire_tx,
+        })
     }
 
     /// Close `fds` on the closer thread.
     fn close(&self, fds: Vec<OwnedFd>) {
-        self.send(Closing::Fds(fds));
-    }
-
-    /// Let go of a gone application on the closer thread (see
-    /// [`Closing::App`]).
-    fn retire(&self, app: AppState) {
-        self.send(Closing::App(Box::new(app)));
-    }
-
-    fn send(&self, c: Closing) {
-        self.pending.fetch_add(c.fds(), Ordering::Relaxed);
-        if let Err(e) = self.tx.send(c) {
-            // The thread is gone (cannot happen while we live): done here.
-            self.pending.fetch_sub(e.0.fds(), Ordering::Relaxed);
+        self.pending.fetch_add(fds.len(), Ordering::Relaxed);
+        if let Err(e) = self.tx.send(fds) {
+            // The thread is gone (cannot happen while we live): close here.
+            self.pending.fetch_sub(e.0.len(), Ordering::Relaxed);
         }
+    }
+
+    /// Let go of a gone application (its doorbell and waiters' ring ends
+    /// taken out and given to [`Closer::close`]) on the retirer thread:
+    /// its two regions are unmapped and their memfds closed, the last
+    /// holder of them (the kernel frees every page its rings used), and
+    /// its tables freed. On the core that held every other application's
+    /// packets: 6–11 ms for a program that exited with 800 connections of
+    /// 60 kB unsent each, 0.1–0.2 ms for any (until 2026-11-30).
+    fn retire(&self, app: AppState) {
+        // (If the thread is gone — it cannot be while we live — it is
+        // let go of here.)
+        let _ = self.retire_tx.send(Box::new(app));
     }
 
     /// Whether closes are piling up behind a stuck one.
@@ -2002,12 +2004,14 @@ impl Service {
         prepared: Option<Box<PreparedApp>>,
     ) -> io::Result<Reply> {
         if self.closer.backed_up() {
+            self.shared.give_back(prepared);
             return Err(io::Error::from_raw_os_error(libc::EAGAIN));
         }
         let id = self.next_app;
         if id >= 1 << 30 {
             // Ids name apps in the stack's cookies, beside listeners' and
             // UDP groups' (bits 63 and 62).
+            self.shared.give_back(prepared);
             return Err(io::Error::from_raw_os_error(libc::ENOSPC));
         }
         let l = self.layout;
@@ -2085,7 +2089,7 @@ impl Service {
             uid,
             // Row 0 of the holders table is the attaching process's.
             procs: HashMap::from([(conn, Proc { pid, row: 0 })]),
-            bell: app_bell,
+            bell: Some(app_bell),
             waiters,
             socks,
             free,
@@ -2218,8 +2222,10 @@ impl Service {
         self.doomed.append(&mut app.doomed);
         // A process of it may live on holding the doorbell: no more
         // wake-ups from it.
-        os::unwatch(self.bells.as_fd(), app.bell.as_raw_fd());
-        let last: Vec<OwnedFd> = app.waiters.drain(..).flatten().collect();
+        if let Some(b) = &app.bell {
+            os::unwatch(self.bells.as_fd(), b.as_raw_fd());
+        }
+        let mut last: Vec<OwnedFd> = app.waiters.drain(..).flatten().collect();
         for s in live {
             let s = s as usize;
             match app.socks[s].kind {
@@ -2232,6 +2238,7 @@ impl Service {
             }
             app.socks[s] = Sock::free();
         }
+        last.extend(app.bell.take());
         self.conn_app.retain(|_, a| *a != id);
         // Its shared ports lose their members of it (a UDP group's socket
         // and a listener close with their last; a listener of it that
@@ -2478,7 +2485,7 @@ impl Service {
                 // The regions are sealed as at attach (the down one against
                 // writable mappings): mapping them again grants nothing new.
                 let fds: io::Result<Vec<OwnedFd>> = (app.memfds.iter())
-                    .chain([&app.bell])
+                    .chain(app.bell.as_ref())
                     .map(|f| f.try_clone())
                     .collect();
                 match fds {

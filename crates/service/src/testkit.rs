@@ -200,6 +200,21 @@ impl RawApp {
         self.first_waiter.as_ref().map(|w| w.as_fd())
     }
 
+    /// The inodes of this app's two regions (memfds), as this process's
+    /// own mappings of them name them in `/proc/self/maps`.
+    pub fn region_inodes(&self) -> Vec<u64> {
+        let bases = [self._down.as_ptr() as u64, self.up.as_ptr() as u64];
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        maps.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let start = u64::from_str_radix(f.next()?.split('-').next()?, 16).ok()?;
+                let inode = f.nth(3)?.parse::<u64>().ok()?;
+                bases.contains(&start).then_some(inode)
+            })
+            .collect()
+    }
+
     /// The regions, as the shim would use them.
     pub fn regions(&self) -> &Regions {
         &self.r

@@ -128,15 +128,6 @@ fn descriptors_sent_to_the_service_are_refused() {
     rig.finish().unwrap();
 }
 
-/// An app cannot block the service through the wake-ups they exchange.
-/// An eventfd's `O_NONBLOCK` flag and counter belong to the file
-/// description, which both sides of a shared eventfd hold: before layout
-/// version 9 the service rang waiter eventfds the app had sent it, so an
-/// app that made its eventfd blocking and full hung the whole service at
-/// the next ring (this test then fails, as it did on that code). Now the
-/// service rings a private eventfd and the app only holds an epoll
-/// descriptor watching it; and each app has a doorbell of its own, which
-/// the service never reads.
 /// `ATTACH` gives the attaching process waiter 0, made and marked its
 /// own (row 0) in the up header: rung once armed and a socket changes,
 /// with no `WAITER` request (a one-shot client's first sleep made that
@@ -162,21 +153,25 @@ fn attach_gives_the_first_waiter() {
     assert!(app.remap().unwrap().first_waiter().is_none());
 }
 
-/// Mappings of application regions in this process (the service runs in
-/// it; so do the test's apps, which map their own).
-fn region_mappings() -> usize {
+/// Mappings in this process (the service runs in it; so do the test's
+/// apps, which map their own) of files with one of `inodes`.
+fn mappings_of(inodes: &[u64]) -> usize {
     std::fs::read_to_string("/proc/self/maps")
         .unwrap()
         .lines()
-        .filter(|l| l.contains("ixora-app-"))
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(4)
+                .and_then(|i| i.parse::<u64>().ok())
+                .is_some_and(|i| inodes.contains(&i))
+        })
         .count()
 }
 
 /// A gone application's regions are unmapped, and their memfds closed, by
-/// the closer thread, not the core (whose packets waited 6–11 ms for a
+/// the retirer thread, not the core (whose packets waited 6–11 ms for a
 /// program that left 800 connections with 60 kB unsent each): none of
-/// them is left mapped once the apps are gone. What stays is the spare
-/// the control thread made ahead for the next `ATTACH` (two regions).
+/// them is left mapped once the apps are gone.
 #[test]
 fn a_gone_app_s_regions_are_unmapped() {
     let rig = Rig::start("unmapped").unwrap();
@@ -191,24 +186,35 @@ fn a_gone_app_s_regions_are_unmapped() {
         app.write(s, &[7u8; 30_000]);
     }
     let ids: Vec<u32> = apps.iter().map(|a| a.id).collect();
+    let inodes: Vec<u64> = apps.iter().flat_map(|a| a.region_inodes()).collect();
+    assert_eq!(inodes.len(), 6);
+    // Each region mapped twice: by the service and by its app.
+    assert_eq!(mappings_of(&inodes), 12);
     drop(apps);
     for id in ids {
         wait_gone(&watcher, id, Duration::from_secs(5)).unwrap();
     }
-    // The watcher's two (the service's and its own of each region), the
-    // spare's two.
     let t = Instant::now();
-    while region_mappings() > 6 {
+    while mappings_of(&inodes) > 0 {
         assert!(
             t.elapsed() < Duration::from_secs(5),
-            "{} region mappings left: a gone app's were not unmapped",
-            region_mappings()
+            "{} mappings of gone apps' regions left: not unmapped",
+            mappings_of(&inodes)
         );
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(rig.alive());
 }
 
+/// An app cannot block the service through the wake-ups they exchange.
+/// An eventfd's `O_NONBLOCK` flag and counter belong to the file
+/// description, which both sides of a shared eventfd hold: before layout
+/// version 9 the service rang waiter eventfds the app had sent it, so an
+/// app that made its eventfd blocking and full hung the whole service at
+/// the next ring (this test then fails, as it did on that code). Now the
+/// service rings a private eventfd and the app only holds an epoll
+/// descriptor watching it; and each app has a doorbell of its own, which
+/// the service never reads.
 #[test]
 fn blocked_wake_ups_do_not_stop_the_service() {
     let rig = Rig::start("wakeups").unwrap();
