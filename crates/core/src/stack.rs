@@ -2491,7 +2491,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         *c = c.wrapping_add(1);
         // This stack's lane (`StackConfig::ident_lane`).
         let (i, n) = self.cfg.ident_lane;
-        (u32::from(*c) * u32::from(n.max(1)) + u32::from(i)) as u16
+        (u32::from(*c) * u32::from(n) + u32::from(i)) as u16
     }
 
     fn write_eth(&self, buf: &mut [u8], dst: MacAddr, ethertype: EtherType) -> usize {

@@ -180,10 +180,15 @@ impl Shared {
     /// for the next).
     fn give_back(&self, p: Option<Box<PreparedApp>>) {
         if let Some(p) = p {
-            let mut spare = self.spare_app.lock().unwrap();
-            if spare.is_none() {
-                *spare = Some(*p);
-            }
+            self.offer_spare(*p);
+        }
+    }
+
+    /// `p` is the spare if there is none (else it is let go of).
+    fn offer_spare(&self, p: PreparedApp) {
+        let mut spare = self.spare_app.lock().unwrap();
+        if spare.is_none() {
+            *spare = Some(p);
         }
     }
 
@@ -195,10 +200,7 @@ impl Shared {
             return;
         }
         if let Ok(p) = PreparedApp::new(self.layout) {
-            let mut spare = self.spare_app.lock().unwrap();
-            if spare.is_none() {
-                *spare = Some(p);
-            }
+            self.offer_spare(p);
         }
     }
 
@@ -399,11 +401,20 @@ fn listen_loop(listener: OwnedFd, shared: Arc<Shared>) {
 /// Serve control connection `sock` on a thread of its own ([`conn_loop`],
 /// `peer` as there), kept to be joined when the service stops.
 fn serve_conn(shared: &Arc<Shared>, sock: OwnedFd, peer: Option<(u32, u32)>) -> io::Result<()> {
+    spawn_ctl(shared, move |id, sh| conn_loop(sock, id, sh, peer))
+}
+
+/// A control thread (connection `id`) running `body`, kept to be joined
+/// when the service stops.
+fn spawn_ctl(
+    shared: &Arc<Shared>,
+    body: impl FnOnce(u64, Arc<Shared>) + Send + 'static,
+) -> io::Result<()> {
     let sh = shared.clone();
     let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
     let t = std::thread::Builder::new()
         .name(format!("ixora-ctl-{id}"))
-        .spawn(move || conn_loop(sock, id, sh, peer))?;
+        .spawn(move || body(id, sh))?;
     let mut conns = shared.conns.lock().unwrap();
     conns.retain(|t| !t.is_finished());
     conns.push(t);
@@ -414,19 +425,12 @@ fn serve_conn(shared: &Arc<Shared>, sock: OwnedFd, peer: Option<(u32, u32)>) -> 
 /// ([`conn_loop`]; none: it ends), kept to be joined when the service
 /// stops.
 fn standby_conn(shared: &Arc<Shared>) -> io::Result<std::sync::mpsc::SyncSender<OwnedFd>> {
-    let sh = shared.clone();
-    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = sync_channel::<OwnedFd>(1);
-    let t = std::thread::Builder::new()
-        .name(format!("ixora-ctl-{id}"))
-        .spawn(move || {
-            if let Ok(sock) = rx.recv() {
-                conn_loop(sock, id, sh, None);
-            }
-        })?;
-    let mut conns = shared.conns.lock().unwrap();
-    conns.retain(|t| !t.is_finished());
-    conns.push(t);
+    spawn_ctl(shared, move |id, sh| {
+        if let Ok(sock) = rx.recv() {
+            conn_loop(sock, id, sh, None);
+        }
+    })?;
     Ok(tx)
 }
 
@@ -1200,12 +1204,7 @@ impl Closer {
             .name("ixora-retirer".into())
             .spawn(move || {
                 for app in retire_rx {
-                    // Unmapped before their memfds go.
-                    let AppState {
-                        _down, _up, memfds, ..
-                    } = *app;
-                    drop((_down, _up));
-                    drop(memfds);
+                    drop(app);
                 }
             })?;
         Ok(Closer {
