@@ -1,6 +1,7 @@
 //! epoll on sets that may mix Ixora sockets and kernel descriptors.
 
 use super::*;
+use std::time::Duration;
 
 /// epoll_create1(2).
 #[no_mangle]
@@ -349,18 +350,18 @@ fn forget_gone(g: &mut Epoll, mut gone: Vec<usize>) {
 /// Without io_uring (see `kwatch`): how often a busy program's
 /// `epoll_wait` also looks at the kernel descriptors of a mixed set (at
 /// most this late for them under load).
-pub(super) const KERNEL_PEEK: std::time::Duration = std::time::Duration::from_micros(200);
+pub(super) const KERNEL_PEEK: Duration = Duration::from_micros(200);
 
 /// Ask the kernel for the events of the kernel descriptors of `epfd`
 /// (no timeout), keeping `kwatch`'s view of them up to date.
 fn kernel_events(
     epfd: c_int,
-    wait: &dyn Fn(*mut epoll_event, c_int, c_int) -> c_int,
+    wait: &dyn Fn(*mut epoll_event, c_int, Timeout) -> c_int,
     out: *mut epoll_event,
     max: c_int,
 ) -> c_int {
     crate::kwatch::asking(epfd);
-    let mut k = wait(out, max, 0);
+    let mut k = wait(out, max, Some(Duration::ZERO));
     crate::kwatch::answered(epfd, k);
     if k > 0 {
         // SAFETY: the kernel wrote `k` events to `out`.
@@ -372,20 +373,44 @@ fn kernel_events(
     k
 }
 
+/// A wait's timeout: `None` waits for ever.
+type Timeout = Option<Duration>;
+
+/// The timeout of a call that takes milliseconds (negative: none).
+fn timeout_ms(ms: c_int) -> Timeout {
+    (ms >= 0).then(|| Duration::from_millis(ms as u64))
+}
+
 fn epoll_common(
     epfd: c_int,
     out: *mut epoll_event,
     max: c_int,
-    timeout: c_int,
+    timeout: Timeout,
     sigmask: *const sigset_t,
 ) -> c_int {
-    let real_wait = |o: *mut epoll_event, m: c_int, t: c_int| {
-        if sigmask.is_null() {
-            real!(epoll_wait: fn(c_int, *mut epoll_event, c_int, c_int) -> c_int)(epfd, o, m, t)
-        } else {
-            real!(epoll_pwait: fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int)(
-                epfd, o, m, t, sigmask,
+    // The kernel's wait: to the millisecond by `epoll_[p]wait` when the
+    // timeout is whole milliseconds (always, unless the program asked
+    // `epoll_pwait2`), else by `epoll_pwait2` (Linux 5.11, which that
+    // program's kernel has).
+    let real_wait = |o: *mut epoll_event, m: c_int, t: Timeout| match t {
+        Some(d) if d.subsec_nanos() % 1_000_000 != 0 => {
+            let ts = timespec {
+                tv_sec: d.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            };
+            real!(epoll_pwait2: fn(c_int, *mut epoll_event, c_int, *const timespec, *const sigset_t) -> c_int)(
+                epfd, o, m, &ts, sigmask,
             )
+        }
+        _ => {
+            let t = t.map_or(-1, |d| d.as_millis().min(c_int::MAX as u128) as c_int);
+            if sigmask.is_null() {
+                real!(epoll_wait: fn(c_int, *mut epoll_event, c_int, c_int) -> c_int)(epfd, o, m, t)
+            } else {
+                real!(epoll_pwait: fn(c_int, *mut epoll_event, c_int, c_int, *const sigset_t) -> c_int)(
+                    epfd, o, m, t, sigmask,
+                )
+            }
         }
     };
     let Some(ep) = state::epoll(epfd) else {
@@ -403,7 +428,7 @@ fn epoll_common(
             // (Not attached yet, too: the program's first socket may be
             // added while this thread sleeps — gRPC's poller thread waits
             // before the server makes its listener, and slept a day.)
-            _ if timeout != 0 && max > 0 && !out.is_null() => {
+            _ if timeout != Some(Duration::ZERO) && max > 0 && !out.is_null() => {
                 g.in_kernel += 1;
                 None
             }
@@ -474,7 +499,7 @@ fn epoll_common(
     } else {
         state::kick(a)
     };
-    if kernel > 0 && (n == 0 || n < max) && (n > 0 || timeout == 0) {
+    if kernel > 0 && (n == 0 || n < max) && (n > 0 || timeout == Some(Duration::ZERO)) {
         count(a, call("kernel_fds"), !peek);
     }
     if n > 0 {
@@ -488,7 +513,7 @@ fn epoll_common(
         count(a, call("epoll_wait"), !kicked);
         return n as c_int;
     }
-    if timeout == 0 {
+    if timeout == Some(Duration::ZERO) {
         let k = if peek {
             let k = kernel_events(epfd, &real_wait, out, max as c_int);
             if k < 0 {
@@ -535,7 +560,7 @@ fn epoll_common(
         let mut moved = false;
         let ok = state::block_until(
             a,
-            state::ms_limit(left),
+            left,
             OnSignal::masked(sigmask),
             kslice,
             nest,
@@ -564,7 +589,7 @@ fn epoll_common(
         // Nothing after all (the set changed, or its kernel events were
         // taken by another thread, or were a poke of ours): on, as the
         // kernel's epoll_wait would not have returned.
-        if ok && n == 0 && (moved || pfd[0].revents != 0) && left != 0 {
+        if ok && n == 0 && (moved || pfd[0].revents != 0) && left != Some(Duration::ZERO) {
             pfd[0].revents = 0;
             continue;
         }
@@ -590,14 +615,10 @@ thread_local! {
         const { std::cell::Cell::new((Vec::new(), Vec::new(), Vec::new())) };
 }
 
-/// What is left at `start`'s elapsed time of a timeout of `timeout_ms`
-/// (-1: none, which stays -1; never below 0).
-fn left_of(timeout_ms: c_int, start: std::time::Instant) -> c_int {
-    if timeout_ms < 0 {
-        return -1;
-    }
-    let spent = start.elapsed().as_millis().min(c_int::MAX as u128) as c_int;
-    (timeout_ms - spent).max(0)
+/// What is left at `start`'s elapsed time of `timeout` (none stays none;
+/// never below zero).
+fn left_of(timeout: Timeout, start: std::time::Instant) -> Timeout {
+    timeout.map(|t| t.saturating_sub(start.elapsed()))
 }
 
 /// `out` holds `n` events of Ixora sockets, then `k` of kernel
@@ -668,7 +689,7 @@ pub extern "C" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    epoll_common(epfd, out, max, timeout, std::ptr::null())
+    epoll_common(epfd, out, max, timeout_ms(timeout), std::ptr::null())
 }
 
 /// epoll_pwait(2) (the signal mask applies only when the call blocks in
@@ -681,14 +702,14 @@ pub extern "C" fn epoll_pwait(
     timeout: c_int,
     sigmask: *const sigset_t,
 ) -> c_int {
-    epoll_common(epfd, out, max, timeout, sigmask)
+    epoll_common(epfd, out, max, timeout_ms(timeout), sigmask)
 }
 
-/// epoll_pwait2(2): epoll_pwait with a `timespec` timeout (NULL: none).
-/// A set with Ixora sockets keeps it to the millisecond (rounded up, so it
-/// never returns early); a set of kernel descriptors only goes to the
-/// kernel's call as it is. A negative or malformed timeout is `EINVAL`, as
-/// for the kernel.
+/// epoll_pwait2(2): epoll_pwait with a `timespec` timeout (NULL: none),
+/// kept to the nanosecond (until 2026-11-30, for a set with Ixora
+/// sockets, rounded up to the millisecond); a set of kernel descriptors
+/// only goes to the kernel's call as it is. A negative or malformed
+/// timeout is `EINVAL`, as for the kernel.
 #[no_mangle]
 pub extern "C" fn epoll_pwait2(
     epfd: c_int,
@@ -709,8 +730,8 @@ pub extern "C" fn epoll_pwait2(
             epfd, out, max, timeout, sigmask,
         );
     }
-    let ms = if timeout.is_null() {
-        -1
+    let t = if timeout.is_null() {
+        None
     } else {
         // SAFETY: epoll_pwait2(2)'s contract: a non-null `timeout` points
         // to a readable timespec.
@@ -719,8 +740,7 @@ pub extern "C" fn epoll_pwait2(
             set_errno(libc::EINVAL);
             return -1;
         }
-        let ms = (t.tv_sec as i128) * 1000 + (t.tv_nsec as i128 + 999_999) / 1_000_000;
-        ms.min(c_int::MAX as i128) as c_int
+        Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
     };
-    epoll_common(epfd, out, max, ms, sigmask)
+    epoll_common(epfd, out, max, t, sigmask)
 }
