@@ -206,6 +206,95 @@ fn a_gone_app_s_regions_are_unmapped() {
     assert!(rig.alive());
 }
 
+/// A program that exits with more written than its peer's window and the
+/// stack's send buffer take: what its transmit ring still holds is kept
+/// by the service (an orphan; the program's regions are let go of at
+/// once) and goes out, byte for byte, as the peer reads, then a FIN. The
+/// reader here is another app that reads nothing until the writer is
+/// gone.
+#[test]
+fn a_gone_app_s_unsent_bytes_go_out_intact() {
+    let rig = Rig::start("keptring").unwrap();
+    let (reader, writer) = (RawApp::attach(&rig).unwrap(), RawApp::attach(&rig).unwrap());
+    let l = reader.socket().unwrap();
+    reader.listen(l, 7410).unwrap();
+    let c = writer.socket().unwrap();
+    writer.connect(c, testkit::SERVICE_IP, 7410).unwrap();
+    writer.wait_established(c, Duration::from_secs(5)).unwrap();
+    let t = Instant::now();
+    let acc = || {
+        reader
+            .regions()
+            .down_slot(l)
+            .acc_tail
+            .load(Ordering::Acquire)
+    };
+    while acc() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "nothing accepted");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let e = reader.regions().acc_entry(l, 0).load(Ordering::Acquire) as u32;
+    // A pattern with no period of a ring's length: a misplaced byte shows.
+    let mut x = 0x9e37_79b9u32;
+    let data: Vec<u8> = (0..1 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect();
+    // Written until the writer's ring stays full (the reader's ring and
+    // the stack hold the rest).
+    let (mut put, mut still) = (0usize, Instant::now());
+    while still.elapsed() < Duration::from_millis(300) {
+        assert!(put < data.len(), "the reader's window never closed");
+        let n = writer.write(c, &data[put..]);
+        if n > 0 {
+            put += n;
+            still = Instant::now();
+            writer.kick(c);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let inodes = writer.region_inodes();
+    let id = writer.id;
+    drop(writer);
+    wait_gone(&reader, id, Duration::from_secs(5)).unwrap();
+    let ended = &reader.stats().unwrap()["ended_with_program"];
+    assert_eq!(ended["sending"], 1, "{ended}");
+    assert!(ended["bytes"].as_u64() > Some(0), "{ended}");
+    let t = Instant::now();
+    while mappings_of(&inodes) > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "regions not let go of"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let got = reader.read_n(e, put);
+    assert_eq!(got.len(), put, "short");
+    assert!(got == data[..put], "the bytes differ from those written");
+    let t = Instant::now();
+    loop {
+        let st = reader.stats().unwrap();
+        let ended = &st["ended_with_program"];
+        let flags = reader.regions().down_slot(e).flags.load(Ordering::Acquire);
+        if ended["sending"] == 0 && flags & layout::flag::EOF != 0 {
+            assert_eq!(ended["finished"], 1, "{ended}");
+            assert_eq!(ended["bytes"], 0, "{ended}");
+            assert_eq!(flags & layout::flag::ERROR, 0, "reset");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "still sending: {ended}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(rig.alive());
+}
+
 /// An app cannot block the service through the wake-ups they exchange.
 /// An eventfd's `O_NONBLOCK` flag and counter belong to the file
 /// description, which both sides of a shared eventfd hold: before layout
