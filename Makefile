@@ -17,7 +17,7 @@ APT_PACKAGES := build-essential pkg-config python3 python3-matplotlib python3-sc
                 iputils-ping iputils-arping ethtool socat nftables curl \
                 memcached libmemcached-tools redis-server nginx-light lighttpd haproxy wrk iperf3 sockperf nodejs \
                 postgresql apache2 openssh-server openssh-client dnsmasq-base \
-                openjdk-17-jdk-headless varnish mosquitto mosquitto-clients squid
+                openjdk-17-jdk-headless varnish mosquitto mosquitto-clients squid vsftpd
 FUZZ_TARGETS := wire_ethernet wire_arp wire_ipv4 wire_icmpv4 wire_udp wire_tcp \
                 wire_tcp_options engine_ops engine_frames service_app preload_netlink
 

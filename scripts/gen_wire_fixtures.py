@@ -266,7 +266,7 @@ def fixtures():
         sport=50004, dport=179, seq=1, ack=1, flags="A", window=16384,
         options=[(19, bytes(range(16))), ("NOP", None), ("NOP", None)]) / b"bgp", False)
     add("tcp_urgent", eth() / ip() / TCP(sport=50005, dport=23, seq=1, ack=1, flags="UPA",
-                                         window=100, urgptr=1) / b"\xff\xf4", False)
+                                         window=100, urgptr=1) / b"\xff\xf4", True)
     add("tcp_ns_bit", eth() / ip() / TCP(sport=50006, dport=80, seq=1, ack=1, flags="NA",
                                          window=100), False)
     return f

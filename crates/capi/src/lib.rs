@@ -194,6 +194,8 @@ impl App for CApp {
                     self.call(io, |w, u| unsafe { f(w, u, handle.to_bits(), cookie) });
                 }
             }
+            // (The C API has no urgent data: it comes in line.)
+            Event::Urgent { .. } => {}
             Event::Recv { handle, cookie, .. } => {
                 let Some(f) = cb.recv else { return };
                 let key = handle.to_bits();

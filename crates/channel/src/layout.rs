@@ -66,7 +66,7 @@ pub const MAGIC_DOWN: u64 = u64::from_le_bytes(*b"IXSKDOWN");
 /// Magic of the up header.
 pub const MAGIC_UP: u64 = u64::from_le_bytes(*b"IXSKUP01");
 /// Layout version.
-pub const VERSION: u32 = 24;
+pub const VERSION: u32 = 25;
 /// Entries of the change log ([`DownHeader::chlog_head`]): a power of
 /// two.
 pub const CHLOG: u64 = 4096;
@@ -123,6 +123,10 @@ pub mod flag {
     /// service the CPU once before it says how much it wrote (the
     /// shim's `do_send`), where set it says so at once.
     pub const STACK_FULL: u32 = 4;
+    /// The socket's urgent word ([`Regions::urgent`](super::Regions::urgent))
+    /// has been set: readers look at it (one load of this line, which
+    /// they read anyway, spares the rest a load of another).
+    pub const URGENT: u32 = 8;
 }
 
 /// Requests of the app ([`UpSlot::req`]).
@@ -140,6 +144,10 @@ pub mod req {
     /// [`UpSlot::opts`] or [`UpSlot::keep`] changed: the service applies
     /// them before it next acts on the socket, and clears this.
     pub const OPTS: u32 = 16;
+    /// The app has sent urgent data ([`UpUrgent::tx`](super::UpUrgent::tx)
+    /// says where it ends): the service looks there at each transmit.
+    /// Stays set.
+    pub const URGENT: u32 = 32;
 }
 
 /// [`UpSlot::opts`] bits: the options the stack acts on, as the app last
@@ -431,6 +439,11 @@ pub struct DownHeader {
     pub chlog_head: AtomicU64,
     /// See `chlog_head`.
     pub chlog_reserve: AtomicU64,
+    _pad3: [u64; 6],
+    /// Incremented each time a connection of the app learns of new urgent
+    /// data ([`Regions::urgent`]): a process that sees it move looks for
+    /// the sockets whose owner must get `SIGURG`.
+    pub urgent: AtomicU64,
 }
 
 /// A socket as the service publishes it.
@@ -544,6 +557,35 @@ pub struct UpSlot {
     /// [`DownSlot::acc_tail`] counts those posted): one is pending while
     /// the two differ. The app's alone.
     pub errs_seen: AtomicU32,
+}
+
+/// A TCP socket's urgent data, as the app keeps it (up region, a table
+/// apart from the slots, which have no room left).
+#[repr(C, align(32))]
+pub struct UpUrgent {
+    /// The transmit-ring offset after the app's latest urgent data
+    /// (`send` with `MSG_OOB`; 0: none): the service marks the stream
+    /// urgent up to there once it has given the stack those bytes.
+    pub tx: AtomicU64,
+    /// The urgent word ([`Regions::urgent`]) whose byte a `recv` with
+    /// `MSG_OOB` took (0: none): it is read.
+    pub read: AtomicU64,
+    /// The urgent word a process of the app raised `SIGURG` for.
+    pub signalled: AtomicU64,
+    _pad: u64,
+}
+
+/// A socket's urgent word ([`Regions::urgent`]): the peer's urgent byte
+/// at stream offset `mark` (its receive-ring offset), and the byte once
+/// it has arrived. Bits 0–47: `mark + 1`; 48–55: the byte; 56: arrived.
+pub fn pack_urgent(mark: u64, byte: Option<u8>) -> u64 {
+    (mark + 1) & ((1 << 48) - 1) | byte.map_or(0, |b| u64::from(b) << 48 | 1 << 56)
+}
+
+/// What [`pack_urgent`] packed (`None`: no urgent data).
+pub fn unpack_urgent(w: u64) -> Option<(u64, Option<u8>)> {
+    let m = w & ((1 << 48) - 1);
+    (m != 0).then(|| (m - 1, (w >> 56 & 1 != 0).then_some((w >> 48) as u8)))
 }
 
 /// Bytes of a datagram's header in a UDP socket's ring (until 2026-11-30
@@ -676,9 +718,15 @@ impl Layout {
         self.down_slot(0) + self.slots_bytes() + i as usize * self.ring as usize
     }
 
+    /// Offset of socket `i`'s urgent word ([`Regions::urgent`]), after
+    /// the receive rings.
+    pub fn urgent(&self, i: u32) -> usize {
+        self.rx_ring(0) + self.slots as usize * self.ring as usize + i as usize * 8
+    }
+
     /// Length of the down region.
     pub fn down_len(&self) -> usize {
-        self.rx_ring(0) + self.slots as usize * self.ring as usize
+        self.urgent(0) + round_up(self.slots as usize * 8, PAGE)
     }
 
     fn bitmap_bytes(&self) -> usize {
@@ -730,19 +778,21 @@ impl Layout {
         round_up(MAX_WAITERS * 3 * self.slots as usize / 8, PAGE)
     }
 
+    /// Offset of socket `i`'s [`UpUrgent`], after the interest bitmaps.
+    pub fn up_urgent(&self, i: u32) -> usize {
+        self.interest(0, 0) + self.interest_bytes() + i as usize * 32
+    }
+
     /// Length of the up region.
     pub fn up_len(&self) -> usize {
-        PAGE + self.bitmap_bytes()
-            + self.slots_bytes()
-            + self.slots as usize * self.ring as usize
-            + self.held_bytes()
-            + self.interest_bytes()
+        self.up_urgent(0) + round_up(self.slots as usize * 32, PAGE)
     }
 }
 
 const _: () = assert!(std::mem::size_of::<DownHeader>() <= PAGE);
 const _: () = assert!(std::mem::size_of::<UpHeader>() <= PAGE);
 const _: () = assert!(std::mem::size_of::<DownSlot>() == 64);
+const _: () = assert!(std::mem::size_of::<UpUrgent>() == 32);
 const _: () = assert!(std::mem::size_of::<UpSlot>() == 64);
 
 /// Typed access to one application's two regions, given their base
@@ -807,6 +857,25 @@ impl Regions {
         // SAFETY: in bounds by the assert and the layout; 64-byte aligned
         // (page-aligned base, 64-byte stride); all atomics.
         unsafe { &*(self.down.add(self.layout.down_slot(i)) as *const DownSlot) }
+    }
+
+    /// Socket `i`'s urgent word (down, written by the service: see
+    /// [`pack_urgent`]; 0: no urgent data). Panics if out of range.
+    pub fn urgent(&self, i: u32) -> &AtomicU64 {
+        assert!(i < self.layout.slots, "slot {i} out of range");
+        // SAFETY: in bounds by the assert and the layout (the table ends
+        // the down region), 8-byte aligned; an atomic.
+        unsafe { &*(self.down.add(self.layout.urgent(i)) as *const AtomicU64) }
+    }
+
+    /// Socket `i`'s urgent data as the app keeps it (up). Panics if out of
+    /// range.
+    pub fn up_urgent(&self, i: u32) -> &UpUrgent {
+        assert!(i < self.layout.slots, "slot {i} out of range");
+        // SAFETY: in bounds by the assert and the layout (the table ends
+        // the up region), 32-byte aligned (page-aligned table, 32-byte
+        // stride); all atomics.
+        unsafe { &*(self.up.add(self.layout.up_urgent(i)) as *const UpUrgent) }
     }
 
     /// Up slot `i`. Panics if `i` is out of range.
@@ -1109,6 +1178,20 @@ mod tests {
     }
 
     #[test]
+    fn an_urgent_word_reads_back_as_packed() {
+        assert_eq!(unpack_urgent(0), None);
+        assert_eq!(unpack_urgent(pack_urgent(0, None)), Some((0, None)));
+        assert_eq!(
+            unpack_urgent(pack_urgent(77_000, Some(0))),
+            Some((77_000, Some(0)))
+        );
+        assert_eq!(
+            unpack_urgent(pack_urgent((1 << 48) - 2, Some(0xff))),
+            Some(((1 << 48) - 2, Some(0xff)))
+        );
+    }
+
+    #[test]
     fn layout_rejects_bad_sizes() {
         assert!(Layout::new(0, 65536).is_err());
         assert!(Layout::new(65, 65536).is_err());
@@ -1119,15 +1202,21 @@ mod tests {
         assert_eq!(l.chlog() + CHLOG as usize * 4, l.down_slot(0));
         assert_eq!(l.rx_ring(0) % PAGE, 0);
         assert_eq!(l.tx_ring(0) % PAGE, 0);
-        assert_eq!(l.rx_ring(127) + 65536, l.down_len());
+        // The urgent words follow the last receive ring and end the down
+        // region.
+        assert_eq!(l.rx_ring(127) + 65536, l.urgent(0));
+        assert_eq!(l.urgent(0) % PAGE, 0);
+        assert_eq!(l.urgent(0) + PAGE, l.down_len());
         // The holders table follows the last transmit ring and ends the
         // up region.
         assert_eq!(l.tx_ring(127) + 65536, l.held(0, 0));
         assert_eq!(l.held(0, 0) % PAGE, 0);
         assert!(l.held(MAX_PROCS - 1, 127) + 2 <= l.interest(0, 0));
         assert_eq!(l.interest(0, 0) % PAGE, 0);
-        // Per waiter: change, transmit and exclusive interest, 2 words each.
-        assert_eq!(l.interest(MAX_WAITERS as u32 - 1, 5) + 8, l.up_len());
+        // Per waiter: change, transmit and exclusive interest, 2 words
+        // each; then the urgent table ends the up region.
+        assert_eq!(l.interest(MAX_WAITERS as u32 - 1, 5) + 8, l.up_urgent(0));
+        assert_eq!(l.up_urgent(127) + 32, l.up_len());
         assert_eq!(l.up_len() % PAGE, 0);
         assert!(l.up_slot(0) >= l.bitmap() + 128 / 8);
     }

@@ -3346,6 +3346,106 @@ static void at_mark(const char *self_ip, int port) {
     close(u); close(a); close(c); close(l);
 }
 
+static volatile sig_atomic_t urgent_signals;
+static void on_sigurg(int sig) {
+    (void)sig;
+    urgent_signals++;
+}
+
+/* Read `n` bytes of `fd` into `b`, each read as it comes (a read stops at
+ * the urgent mark), waiting up to 5 s in all; the reads' count in
+ * `*reads`. 0 when all came. */
+static int read_pieces(int fd, char *b, size_t n, int *reads) {
+    size_t got = 0;
+    *reads = 0;
+    for (double t0 = now_ms(); got < n && now_ms() - t0 < 5000;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t k = recv(fd, b + got, n - got, MSG_DONTWAIT);
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+        ++*reads;
+    }
+    return got == n ? 0 : -1;
+}
+
+/* Urgent data (RFC 9293 §3.8.5), between two sockets of the program:
+ * `send` with MSG_OOB marks its last byte urgent; the receiver (its
+ * owner set with F_SETOWN) gets one SIGURG, polls POLLPRI and exceptional
+ * in select, reads stop at the mark (SIOCATMARK 1 there), `recv` with
+ * MSG_OOB takes the byte once (then EINVAL) and the stream passes over
+ * it; with SO_OOBINLINE it stays in the stream and MSG_OOB is EINVAL.
+ * Before 2026-11-30 Ixora ignored urgent pointers and MSG_OOB on send
+ * (FTP's ABOR, telnet's interrupt). */
+static void urgent_data(const char *self_ip, int port) {
+    struct sockaddr_in la = addr_of(self_ip, port);
+    int l = listen_on(&la, 0, 4), c, a;
+    own_pair(&la, l, &c, &a);
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_sigurg;
+    sigemptyset(&act.sa_mask);
+    act.sa_flags = SA_RESTART;
+    sigaction(SIGURG, &act, &old);
+    urgent_signals = 0;
+    int own = fcntl(a, F_SETOWN, getpid());
+    int s1 = send(c, "ab", 2, 0) == 2, s2 = send(c, "!", 1, MSG_OOB) == 1;
+    int s3 = send(c, "cd", 2, 0) == 2;
+    struct pollfd p = {.fd = a, .events = POLLPRI};
+    int pr = poll(&p, 1, 5000);
+    fd_set ex;
+    FD_ZERO(&ex);
+    FD_SET(a, &ex);
+    struct timeval tv = {5, 0};
+    int sel = select(a + 1, NULL, NULL, &ex, &tv);
+    char b[16] = {0};
+    ssize_t first = recv(a, b, sizeof b, 0);
+    int mark = at_mark_of(a);
+    char o = 0;
+    ssize_t oob = recv(a, &o, 1, MSG_OOB);
+    errno = 0;
+    ssize_t again = recv(a, &o, 1, MSG_OOB);
+    int e_again = errno;
+    char rest[2] = {0};
+    int reads, got = read_pieces(a, rest, 2, &reads);
+    int after = at_mark_of(a);
+    /* Each socket call may be where Ixora raises it: one more. */
+    (void)at_mark_of(a);
+    check(own == 0 && s1 && s2 && s3 && pr == 1 && (p.revents & POLLPRI) && sel == 1 &&
+              FD_ISSET(a, &ex) && first == 2 && memcmp(b, "ab", 2) == 0 && mark == 1 &&
+              oob == 1 && o == '!' && again == -1 && e_again == EINVAL && got == 0 &&
+              memcmp(rest, "cd", 2) == 0 && after == 0 && urgent_signals == 1,
+          "urgent_oob",
+          "own %d sends %d%d%d poll %d revents %#x select %d first %zd '%.2s' mark %d oob %zd "
+          "'%c' again %zd %s rest %d '%.2s' after %d sigurg %d",
+          own, s1, s2, s3, pr, p.revents, sel, first, b, mark, oob, o, again, strerror(e_again),
+          got, rest, after, (int)urgent_signals);
+    /* SO_OOBINLINE: the byte in the stream, read after a stop at it. */
+    int one = 1;
+    int in = setsockopt(a, SOL_SOCKET, SO_OOBINLINE, &one, sizeof one);
+    int v = 0;
+    socklen_t vl = sizeof v;
+    int gv = getsockopt(a, SOL_SOCKET, SO_OOBINLINE, &v, &vl);
+    s1 = send(c, "x", 1, 0) == 1;
+    s2 = send(c, "Y", 1, MSG_OOB) == 1;
+    s3 = send(c, "z", 1, 0) == 1;
+    char inl[4] = {0};
+    got = read_pieces(a, inl, 3, &reads);
+    errno = 0;
+    oob = recv(a, &o, 1, MSG_OOB);
+    int e_inline = errno;
+    check(in == 0 && gv == 0 && v == 1 && s1 && s2 && s3 && got == 0 &&
+              memcmp(inl, "xYz", 3) == 0 && reads >= 2 && oob == -1 && e_inline == EINVAL,
+          "urgent_inline", "set %d get %d v %d sends %d%d%d got %d '%.3s' in %d reads oob %zd %s",
+          in, gv, v, s1, s2, s3, got, inl, reads, oob, strerror(e_inline));
+    sigaction(SIGURG, &old, NULL);
+    close(a);
+    close(c);
+    close(l);
+}
+
 /* ioctl(SIOCINQ / SIOCOUTQ / SIOCOUTQNSD) of `fd`: the value, or -1
  * with errno. */
 /* A burst of non-blocking writes to a peer with room is not cut short:
@@ -4505,6 +4605,7 @@ int main(int argc, char **argv) {
         reconnect_after_failure(argv[4], argv[1], atoi(argv[2]), atoi(argv[3]) + 26);
         specific_over_wildcard(argv[4], atoi(argv[3]) + 28);
         addrconfig_own_address(argv[4], atoi(argv[3]) + 30);
+        urgent_data(argv[4], atoi(argv[3]) + 32);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

@@ -7748,3 +7748,97 @@ fn a_datagram_is_stamped_when_it_arrives_not_when_the_service_takes_it() {
         (now - stamp) / 1_000
     );
 }
+
+/// FTP's `ABOR` (RFC 959 §4.1.3: Telnet IP, then Synch — the IAC sent as
+/// TCP urgent data, RFC 9293 §3.8.5 — then the command) reaches vsftpd
+/// (`async_abor_enable`) under `ixora run` while it is blocked sending a
+/// file the client has stopped reading: its owner gets `SIGURG`, the
+/// blocked `sendfile` ends, its handler reads the command in line
+/// (`SO_OOBINLINE`) and the transfer is aborted (426, then 226). Until
+/// 2026-11-30 the stack ignored urgent pointers and no `SIGURG` came:
+/// vsftpd read `ABOR` only once the whole file was sent, and a client that
+/// waits for the reply before reading on waited for ever (3 s here, as
+/// the check's limit). Then the session goes on: a small file, intact.
+#[test]
+fn vsftpd_aborts_a_transfer_on_urgent_data() {
+    let Some((_g, net)) = begin(&["vsftpd", "python3"]) else {
+        return;
+    };
+    let root = Scratch::new("ftp-root");
+    let empty = Scratch::new("ftp-empty");
+    let big: Vec<u8> = (0..16u32 << 20).map(|i| (i % 253) as u8).collect();
+    std::fs::write(root.path().join("big"), &big).unwrap();
+    let small: Vec<u8> = (0..100_000u32).map(|i| (i % 241) as u8).collect();
+    std::fs::write(root.path().join("small"), &small).unwrap();
+    let conf = root.path().with_extension("conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen=YES\nlisten_ipv6=NO\nlisten_address={IX}\nlisten_port=7057\n\
+             anonymous_enable=YES\nanon_root={}\nno_anon_password=YES\nlocal_enable=NO\n\
+             write_enable=NO\npasv_enable=YES\npasv_min_port=7058\npasv_max_port=7060\n\
+             port_enable=NO\nsecure_chroot_dir={}\nbackground=NO\nasync_abor_enable=YES\n\
+             xferlog_enable=NO\nseccomp_sandbox=NO\n",
+            root.path().display(),
+            empty.path().display()
+        ),
+    )
+    .unwrap();
+    let _rm = Removed(conf.clone());
+    let mut ftpd = net.run("vsftpd", &["vsftpd", &conf.display().to_string()]);
+    net.wait_port(&mut ftpd, 7057);
+    let client = format!(
+        "import ftplib, socket, time, hashlib\n\
+         f = ftplib.FTP(); f.connect('{IX}', 7057, timeout=10); f.login(); f.set_pasv(True)\n\
+         d = f.transfercmd('RETR big'); s = f.sock\n\
+         got = 0\n\
+         while got < 1 << 20: got += len(d.recv(65536))\n\
+         t = time.time()\n\
+         s.sendall(b'\\xff\\xf4'); s.send(b'\\xff', socket.MSG_OOB); s.sendall(b'\\xf2ABOR\\r\\n')\n\
+         s.settimeout(3); buf = b''\n\
+         try:\n\
+         \x20   while buf.count(b'\\r\\n') < 2: buf += s.recv(4096)\n\
+         except socket.timeout: pass\n\
+         print('replies %.0f ms' % ((time.time() - t) * 1e3), buf.split(b'\\r\\n')[:2], flush=True)\n\
+         try:\n\
+         \x20   d.settimeout(10)\n\
+         \x20   while d.recv(1 << 20): pass\n\
+         \x20   d.close(); s.settimeout(10)\n\
+         \x20   f.file = s.makefile('r', encoding='latin-1')\n\
+         \x20   h = hashlib.md5(); f.retrbinary('RETR small', h.update)\n\
+         \x20   print('small', h.hexdigest(), flush=True)\n\
+         \x20   f.quit()\n\
+         except Exception as e: print('then', repr(e), flush=True)\n"
+    );
+    let out = succeed(
+        net.lx
+            .command("timeout")
+            .args(["60", "python3", "-c", &client]),
+        "the FTP client",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or("");
+    assert!(
+        first.contains("b'426") && first.contains("b'226"),
+        "no 426 and 226 while the transfer was blocked (the client waited 3 s):\n{text}\n{}",
+        ftpd.log()
+    );
+    let md5 = md5_of(&small);
+    assert!(text.contains(&format!("small {md5}")), "{text}");
+}
+
+/// The MD5 digest of `b` (by `md5sum`, as the FTP check's client makes it).
+fn md5_of(b: &[u8]) -> String {
+    let mut c = Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("md5sum");
+    c.stdin.take().unwrap().write_all(b).unwrap();
+    let out = c.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}

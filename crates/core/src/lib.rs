@@ -30,8 +30,13 @@
 //! sizes its segments to the path: RFC 1191 reductions on ICMP
 //! fragmentation-needed).
 //!
-//! Not implemented (yet): IPv6, path-MTU probing (RFC 4821), TCP urgent data
-//! (delivered inline), ECN, TCP Fast Open, SACK reneging detection.
+//! TCP urgent data (RFC 9293 §3.8.5) is marked, not taken out of the
+//! stream: the urgent byte stays in line and [`Event::Urgent`] says where it
+//! is (the sockets service keeps it apart for a program that asks, as
+//! Linux's `SO_OOBINLINE` off).
+//!
+//! Not implemented (yet): IPv6, path-MTU probing (RFC 4821), ECN, TCP Fast
+//! Open, SACK reneging detection.
 
 #![deny(unsafe_code)]
 

@@ -127,6 +127,20 @@ pub enum Event {
         /// Its cookie.
         cookie: u64,
     },
+    /// The peer sent urgent data (RFC 9293 §3.8.5), or its urgent byte
+    /// arrived: the byte before its urgent pointer, as BSD and Linux take
+    /// it. Comes before the `Recv` of the data it is in.
+    Urgent {
+        /// The connection.
+        handle: ConnHandle,
+        /// Its cookie.
+        cookie: u64,
+        /// The urgent byte's offset in the stream (the data bytes before
+        /// it, from the connection's first).
+        mark: u64,
+        /// The byte, once it has arrived.
+        byte: Option<u8>,
+    },
     /// In-order data is readable (`tcp_recv_chunks`, then `tcp_recv_done`).
     Recv {
         /// The connection.
@@ -682,6 +696,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     } else if tcb.ev & ev::CONNECTED != 0 {
                         tcb.ev &= !ev::CONNECTED;
                         Some(Event::Connected { handle, cookie })
+                    } else if tcb.ev & ev::URGENT != 0 {
+                        tcb.ev &= !ev::URGENT;
+                        tcb.urgent().map(|(mark, byte)| Event::Urgent {
+                            handle,
+                            cookie,
+                            mark,
+                            byte,
+                        })
                     } else if tcb.ev & ev::RECV != 0 {
                         tcb.ev &= !ev::RECV;
                         let readable = tcb.readable();
@@ -1068,6 +1090,17 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         self.advance_clock(now);
         self.lookup_handle(h)?;
         self.with_tcb(h.idx, |tcb, _| tcb.mark_send_blocked());
+        self.after(h.idx);
+        Ok(())
+    }
+
+    /// The data queued so far ends urgent data (`send` with `MSG_OOB`):
+    /// segments point past it (URG) until it is acknowledged, and go out
+    /// though Nagle or a cork would hold them (RFC 9293 §3.8.5).
+    pub fn tcp_mark_urgent(&mut self, now: Instant, h: ConnHandle) -> Result<(), Error> {
+        self.advance_clock(now);
+        self.lookup_handle(h)?;
+        self.with_tcb(h.idx, |tcb, _| tcb.mark_urgent());
         self.after(h.idx);
         Ok(())
     }
@@ -2601,6 +2634,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     ack: rst.ack,
                     flags: Flags::RST,
                     window_len: 0,
+                    urgent: 0,
                     options: TcpOptions::default(),
                     payload: &[],
                 };
@@ -2636,6 +2670,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
                     ack: Some(ack),
                     flags: Flags::SYN,
                     window_len: wnd,
+                    urgent: 0,
                     options: opts,
                     payload: &[],
                 };
@@ -2768,6 +2803,7 @@ fn parse_tcp(
         flags: r.flags,
         wnd: r.window_len,
         opts: r.options,
+        urgent: r.urgent,
         payload_off: base + p.header_len(),
         payload_len: r.payload.len(),
     })

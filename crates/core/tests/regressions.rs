@@ -218,6 +218,7 @@ fn unlisten_with_unresolvable_half_open_does_not_leak() {
             ack: None,
             flags: s.flags,
             window_len: s.win,
+            urgent: s.urg,
             options: s.opts,
             payload: &[],
         };

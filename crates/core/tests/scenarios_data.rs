@@ -796,6 +796,117 @@ fn cork_holds_partial_segments_until_uncorked_or_its_ceiling() {
     assert!(out[0].is(Flags::FIN), "{:?}", out[0]);
 }
 
+// ===== urgent data ========================================================
+
+/// The `Urgent` events `h` has, as (mark, byte), and whether each came
+/// before the `Recv` of the same batch.
+fn urgents(h: &mut Harness) -> Vec<(u64, Option<u8>)> {
+    h.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Urgent { mark, byte, .. } => Some((mark, byte)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// RFC 9293 §3.10.7.4 sixth step and §3.8.5 (MUST-30, MUST-31): the
+/// peer's urgent pointer names the octet after its urgent data; the octet
+/// before it is the urgent byte (BSD's and Linux's reading), reported at
+/// once with its stream offset, before the data it is in, and again when
+/// it arrives if the pointer came first. A pointer not past the current
+/// one, or into data already received, changes nothing.
+#[test]
+fn the_peer_s_urgent_pointer_names_the_byte_before_it() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    h.send(data(&c, 0, b"abcd").urg(4));
+    let evs = h.events();
+    let kinds: Vec<&str> = evs
+        .iter()
+        .map(|e| match e {
+            Event::Urgent { .. } => "urgent",
+            Event::Recv { .. } => "recv",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["urgent", "recv"], "{evs:?}");
+    assert!(
+        matches!(
+            evs[0],
+            Event::Urgent {
+                mark: 3,
+                byte: Some(b'd'),
+                ..
+            }
+        ),
+        "{evs:?}"
+    );
+    // A newer pointer in the next segment.
+    h.send(data(&c, 4, b"efgh").urg(2));
+    assert_eq!(urgents(&mut h), [(5, Some(b'f'))]);
+    // The first segment again (its pointer into data received): nothing;
+    // nor a pointer that is not past the current one.
+    h.send(data(&c, 0, b"abcd").urg(4));
+    h.send(data(&c, 4, b"efgh").urg(1));
+    assert_eq!(urgents(&mut h), []);
+    // A pointer ahead of the data: told at once, the byte when it comes.
+    h.send(data(&c, 8, b"ij").urg(10));
+    assert_eq!(urgents(&mut h), [(17, None)]);
+    h.send(data(&c, 10, b"klmnop"));
+    assert_eq!(urgents(&mut h), []);
+    h.send(data(&c, 16, b"qrs"));
+    assert_eq!(urgents(&mut h), [(17, Some(b'r'))]);
+    // The data stream is unchanged: the urgent bytes are in line.
+    let mut all = Vec::new();
+    for chunk in h.stack.tcp_recv_chunks(c.h).unwrap() {
+        all.extend_from_slice(chunk);
+    }
+    assert_eq!(all, b"abcdefghijklmnopqrs");
+}
+
+/// RFC 9293 §3.8.5: urgent data the application marks (`send` with
+/// `MSG_OOB`) is pointed past by every segment before its end — a
+/// retransmission too — until it is acknowledged; later segments carry no
+/// URG. Nagle does not hold it (Linux's `tcp_nagle_test` in urgent mode).
+#[test]
+fn urgent_data_sent_is_pointed_past_until_acknowledged() {
+    let mut h = Harness::new(|_| {});
+    let c = open_plain(&mut h);
+    h.stack.tcp_set_nodelay(c.h, false).unwrap();
+    app_send(&mut h, &c, b"hello".to_vec());
+    assert_eq!(segs(&mut h).len(), 1);
+    // Small data in flight: Nagle holds the next small write...
+    app_send(&mut h, &c, b"wait".to_vec());
+    h.expect_silence();
+    // ...but not urgent data.
+    h.stack.tcp_send(h.now, c.h, b"!".to_vec()).unwrap();
+    h.stack.tcp_mark_urgent(h.now, c.h).unwrap();
+    h.drain();
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        (out[0].seq, out[0].payload.as_slice()),
+        (ours(&c, 5), &b"wait!"[..])
+    );
+    assert!(out[0].is(Flags::URG), "{out:?}");
+    assert_eq!(out[0].urg, 5, "points past the urgent byte");
+    // The peer acknowledges the first segment only: the retransmission
+    // still points past the urgent byte.
+    h.send(ack(&c, 5));
+    let rexmit = run_until_output(&mut h, Duration::from_secs(5)).map(|_| segs(&mut h));
+    let rexmit = rexmit.expect("a retransmission");
+    assert_eq!(rexmit[0].seq, ours(&c, 5));
+    assert!(rexmit[0].is(Flags::URG) && rexmit[0].urg == 5, "{rexmit:?}");
+    // Acknowledged: urgent mode ends.
+    h.send(ack(&c, 10));
+    h.events();
+    app_send(&mut h, &c, b"after".to_vec());
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 1);
+    assert!(!out[0].is(Flags::URG) && out[0].urg == 0, "{out:?}");
+}
+
 // ===== delayed ACK, SACK generation =======================================
 
 /// RFC 1122 §4.2.3.2: one segment is ACKed after the delay, every second one at once.

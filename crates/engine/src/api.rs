@@ -206,6 +206,12 @@ impl Io<'_> {
         self.stack.tcp_send(self.now, h, buf)
     }
 
+    /// What was sent so far ends urgent data (`send` with `MSG_OOB`):
+    /// `Stack::tcp_mark_urgent`.
+    pub fn mark_urgent(&mut self, h: ConnHandle) -> Result<(), Error> {
+        self.stack.tcp_mark_urgent(self.now, h)
+    }
+
     /// Bytes `sendv` would accept now.
     pub fn send_space(&self, h: ConnHandle) -> Result<usize, Error> {
         self.stack.tcp_send_space(h)

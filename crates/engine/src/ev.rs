@@ -453,6 +453,9 @@ impl<S: Service> App for EvApp<S> {
                 }
             }
             Event::Recv { handle, .. } => self.deliver(io, handle),
+            // (Urgent data is read in line here: the event library's
+            // services have no use for the mark.)
+            Event::Urgent { .. } => {}
             Event::Sent { handle, .. } => {
                 let i = handle.index() as usize;
                 self.dirty.push(i);

@@ -141,6 +141,9 @@ pub mod fl {
     /// connection (Linux's `SS_UNCONNECTED` after `__inet_stream_connect`'s
     /// `sock_error`, which disconnects the socket).
     pub const UNCONNECTED: u32 = 1 << 30;
+    /// SO_OOBINLINE: the peer's urgent byte stays in the stream (without
+    /// it a read skips it, and `recv` with `MSG_OOB` takes it).
+    pub const OOBINLINE: u32 = 1 << 31;
 
     /// The close-on-exec bits for a descriptor known to be (or not to be)
     /// close-on-exec.
@@ -1115,6 +1118,128 @@ pub fn count(a: &Attached, call: usize, user: bool) {
         return;
     }
     a.r.up_header().counters[call][if user { 0 } else { 1 }].fetch_add(1, Ordering::Relaxed);
+    // (How a call waited is counted inside its wait: a SIGURG raised there
+    // cuts the wait short. Raised at a call's end, it comes after it.)
+    note_urgent(a, call >= SOCKET_CALLS);
+}
+
+/// The app's urgent count ([`layout::DownHeader::urgent`]) this process
+/// last looked at.
+static URGENT_SEEN: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread, waiting, raised `SIGURG` for its own process (or
+    /// thread, or process group): its handler has run, as a signal that
+    /// cut the wait short would have.
+    static SIGNALLED_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread raised `SIGURG` for itself since it last asked
+/// ([`send_sigurg`]): a sleep it woke from then ends as one a signal
+/// interrupted (`EINTR`, or a restart), as Linux's would.
+fn signalled_here() -> bool {
+    SIGNALLED_HERE.with(|s| s.replace(false))
+}
+
+/// At the end of each socket call: if a connection of the app has learned
+/// of new urgent data since this process last looked, `SIGURG` goes to
+/// the owner of each such socket it holds ([`raise_sigurg`]). Linux sends
+/// it from the stack as the urgent pointer arrives; here it goes at the
+/// program's next socket call, or as a sleeping one wakes (the service
+/// wakes the socket's sleepers).
+#[inline]
+fn note_urgent(a: &Attached, in_wait: bool) {
+    let now = a.r.down_header().urgent.load(Ordering::Acquire);
+    if now != URGENT_SEEN.load(Ordering::Relaxed) {
+        raise_sigurg(a, now, in_wait);
+    }
+}
+
+/// [`note_urgent`]'s rare part: each Ixora socket of this process whose
+/// urgent mark no process of the app has raised `SIGURG` for yet (the
+/// first to claim it raises it: one signal per mark, as Linux sends one)
+/// has its owner signalled — the owner `F_SETOWN` gave the socket, which
+/// its kernel placeholder keeps (none set: no signal, as Linux).
+#[cold]
+fn raise_sigurg(a: &Attached, now: u64, in_wait: bool) {
+    if URGENT_SEEN.swap(now, Ordering::AcqRel) == now {
+        return;
+    }
+    let Some(t) = TABLE.get() else { return };
+    for (fd, e) in t.iter().enumerate() {
+        if e.kind.load(Ordering::Acquire) != kind::IXORA {
+            continue;
+        }
+        let s = e.slot.load(Ordering::Relaxed);
+        if s >= a.r.layout().slots {
+            continue;
+        }
+        let d = a.r.down_slot(s);
+        if d.gen.load(Ordering::Acquire) != e.gen.load(Ordering::Relaxed)
+            || d.flags.load(Ordering::Acquire) & flag::URGENT == 0
+        {
+            continue;
+        }
+        let Some((mark, _)) = layout::unpack_urgent(a.r.urgent(s).load(Ordering::Acquire)) else {
+            continue;
+        };
+        let told = &a.r.up_urgent(s).signalled;
+        let was = told.load(Ordering::Acquire);
+        if was == mark + 1
+            || told
+                .compare_exchange(was, mark + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            continue;
+        }
+        if send_sigurg(fd as c_int) && in_wait {
+            SIGNALLED_HERE.with(|s| s.set(true));
+        }
+    }
+}
+
+/// `SIGURG` to the owner of `fd` (`F_GETOWN_EX` of its kernel side): a
+/// thread, a process or a process group. True if that is this thread's
+/// own process (or this thread, or its group): its handler has run.
+fn send_sigurg(fd: c_int) -> bool {
+    // <linux/fcntl.h> (not in the libc crate).
+    #[repr(C)]
+    struct FOwnerEx {
+        kind: c_int,
+        pid: libc::pid_t,
+    }
+    const F_GETOWN_EX: c_int = 16;
+    const F_OWNER_TID: c_int = 0;
+    const F_OWNER_PGRP: c_int = 2;
+    let mut own = FOwnerEx { kind: 0, pid: 0 };
+    // SAFETY: F_GETOWN_EX writes the f_owner_ex it is given.
+    let r = unsafe { libc::syscall(libc::SYS_fcntl, fd, F_GETOWN_EX, &mut own) };
+    if r != 0 || own.pid <= 0 {
+        return false;
+    }
+    // SAFETY: getpid, gettid and getpgrp take nothing and cannot fail.
+    let here = unsafe {
+        match own.kind {
+            F_OWNER_TID => own.pid == libc::gettid(),
+            F_OWNER_PGRP => own.pid == libc::getpgrp(),
+            _ => own.pid == libc::getpid(),
+        }
+    };
+    // SAFETY: kill and tkill take plain integers.
+    unsafe {
+        match own.kind {
+            F_OWNER_TID => {
+                libc::syscall(libc::SYS_tkill, own.pid, libc::SIGURG);
+            }
+            F_OWNER_PGRP => {
+                libc::kill(-own.pid, libc::SIGURG);
+            }
+            _ => {
+                libc::kill(own.pid, libc::SIGURG);
+            }
+        }
+    }
+    here
 }
 
 /// The socket calls of [`layout::CALLS`]: how a call waited follows them
@@ -2000,6 +2125,10 @@ pub struct OnSignal {
     /// `pselect`, `epoll_pwait`; null: the thread's own): a program that
     /// blocks SIGCHLD and lets it in only there (sshd) is woken by it.
     pub mask: *const libc::sigset_t,
+    /// A wait for room to send: a signal ends it even when the room has
+    /// come, as Linux's `sk_stream_wait_memory` looks for a signal before
+    /// it looks for room (a receive or a poll returns what has come).
+    pub sending: bool,
 }
 
 impl OnSignal {
@@ -2007,17 +2136,20 @@ impl OnSignal {
     pub const RESTART: OnSignal = OnSignal {
         restart: true,
         mask: std::ptr::null(),
+        sending: false,
     };
     /// A call a signal always ends (EINTR).
     pub const INTERRUPT: OnSignal = OnSignal {
         restart: false,
         mask: std::ptr::null(),
+        sending: false,
     };
     /// A poll with signal mask `mask` (null: none) while it sleeps.
     pub fn masked(mask: *const libc::sigset_t) -> OnSignal {
         OnSignal {
             restart: false,
             mask,
+            sending: false,
         }
     }
 
@@ -2114,6 +2246,8 @@ pub fn block_until(
     ready: &mut dyn FnMut() -> bool,
 ) -> bool {
     let start = Instant::now();
+    // (Only a SIGURG raised during this wait interrupts it.)
+    SIGNALLED_HERE.with(|s| s.set(false));
     IN_KERNEL.with(|k| k.set(kick(a)));
     // Look at the rings again before sleeping (kernel descriptors of a
     // mixed set are not looked at meanwhile: they are seen by the
@@ -2128,7 +2262,7 @@ pub fn block_until(
     };
     if found {
         sleep.end(true);
-        return true;
+        return unless_signalled(true, sig, limit);
     }
     let r = if SANDBOXED.load(Ordering::Relaxed) {
         block_sandboxed(limit, start, sig, kernel, ready, &mut sleep)
@@ -2138,7 +2272,24 @@ pub fn block_until(
         )
     };
     sleep.end(r);
-    r
+    unless_signalled(r, sig, limit)
+}
+
+/// A wait's result `r`, unless this thread raised `SIGURG` for itself
+/// meanwhile (its handler ran: [`note_urgent`] at a count): then the wait
+/// ends as one a signal cut short (`EINTR`), unless Linux would have
+/// restarted the call. Linux's signal interrupts a blocked `sendfile` or
+/// `send` at once; vsftpd answers `ABOR` from its handler only once the
+/// transfer call returns (it went on for seconds until 2026-11-30).
+fn unless_signalled(r: bool, sig: OnSignal, limit: Option<Duration>) -> bool {
+    if !signalled_here() || (r && !sig.sending) {
+        return r;
+    }
+    if sig.restart && limit.is_none() && restarts_after_signal() {
+        return r;
+    }
+    set_errno(libc::EINTR);
+    false
 }
 
 /// [`block_until`]'s sleep on the thread's waiter (and `kernel`), after
@@ -2269,9 +2420,19 @@ fn block_on_waiter(
                         }
                         // Rung by the service: for what we wait for?
                         let found = ready();
+                        // (Counting may raise SIGURG: urgent data came on
+                        // another socket, and the service woke every
+                        // sleeper of the app for it.)
                         count(a, layout::call("wakeup"), found);
                         if found {
                             return true;
+                        }
+                        if signalled_here() {
+                            if sig.restart && limit.is_none() && restarts_after_signal() {
+                                continue;
+                            }
+                            set_errno(libc::EINTR);
+                            return false;
                         }
                     }
                     if kernel_ready {
@@ -2536,7 +2697,18 @@ impl Sock {
             }
             return r;
         }
-        let have = self.readable();
+        let mut have = self.readable();
+        if fl & flag::URGENT != 0 {
+            // The peer's urgent byte: `POLLPRI` until it is taken or read
+            // past; one the stream passes over (no `SO_OOBINLINE`) next
+            // is not a byte to read (Linux's `tcp_poll`).
+            if self.urgent_ready() {
+                r |= libc::POLLPRI;
+            }
+            if have > 0 && !self.oobinline() && self.at_mark() {
+                have -= 1;
+            }
+        }
         if (have > 0 && self.lowat_reached(have)) || fl & flag::EOF != 0 || shut_rd {
             r |= libc::POLLIN;
         }
@@ -2778,10 +2950,102 @@ impl Sock {
     }
 
     /// The receive ring's head and the bytes from it to the tail, if any.
+    /// A read stops before the peer's urgent byte (the mark), as Linux's
+    /// `tcp_recvmsg` does; at the mark, without `SO_OOBINLINE`, the byte
+    /// is not part of the stream and is passed over.
     fn unread_at(&self) -> Option<(u64, u64)> {
+        loop {
+            let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Acquire);
+            let d = self.a.r.down_slot(self.s);
+            let tail = d.rx_tail.load(Ordering::Acquire);
+            if tail <= head {
+                return None;
+            }
+            // (The flag shares the tail's line: no other load unless the
+            // peer ever sent urgent data.)
+            if d.flags.load(Ordering::Acquire) & flag::URGENT != 0 {
+                if let Some((mark, _)) = self.urgent() {
+                    if mark == head && !self.oobinline() {
+                        // Passed over (by whichever reader moves the head).
+                        self.took(head, 1);
+                        continue;
+                    }
+                    if mark > head && mark < tail {
+                        return Some((head, mark - head));
+                    }
+                }
+            }
+            return Some((head, tail - head));
+        }
+    }
+
+    /// `SO_OOBINLINE` is set.
+    pub fn oobinline(&self) -> bool {
+        self.e.flags.load(Ordering::Relaxed) & fl::OOBINLINE != 0
+    }
+
+    /// The peer's latest urgent byte: its receive-ring offset (the mark)
+    /// and the byte once it came ([`layout::unpack_urgent`]).
+    pub fn urgent(&self) -> Option<(u64, Option<u8>)> {
+        layout::unpack_urgent(self.a.r.urgent(self.s).load(Ordering::Acquire))
+    }
+
+    /// The peer's urgent data still stands: its mark not yet read past
+    /// (Linux's `tp->urg_data` is cleared once the reader passes it).
+    /// Returns the mark and the byte.
+    fn urgent_pending(&self) -> Option<(u64, Option<u8>)> {
+        if self.flags() & flag::URGENT == 0 {
+            return None;
+        }
         let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Acquire);
-        let tail = self.a.r.down_slot(self.s).rx_tail.load(Ordering::Acquire);
-        (tail > head).then(|| (head, tail - head))
+        self.urgent().filter(|&(mark, _)| head <= mark)
+    }
+
+    /// At the urgent mark (`SIOCATMARK`, `sockatmark`): the next byte
+    /// read would be the urgent one (Linux: `urg_data && urg_seq ==
+    /// copied_seq`).
+    pub fn at_mark(&self) -> bool {
+        let head = self.a.r.up_slot(self.s).rx_head.load(Ordering::Acquire);
+        self.urgent_pending().is_some_and(|(mark, _)| mark == head)
+    }
+
+    /// The urgent byte has come and `recv` with `MSG_OOB` has not taken
+    /// it (`POLLPRI`; Linux's `TCP_URG_VALID`).
+    pub fn urgent_ready(&self) -> bool {
+        match self.urgent_pending() {
+            Some((mark, Some(_))) => {
+                self.a.r.up_urgent(self.s).read.load(Ordering::Acquire) != mark + 1
+            }
+            _ => false,
+        }
+    }
+
+    /// `recv` with `MSG_OOB` (Linux's `tcp_recv_urg`): the urgent byte
+    /// once (a peek leaves it), `EINVAL` with `SO_OOBINLINE`, with no
+    /// urgent data, or once it was taken or read past; before it comes,
+    /// `EAGAIN` (whether the socket blocks or not, as Linux), or end of
+    /// file once the peer has closed.
+    pub fn recv_urgent(&self, peek: bool) -> Result<u8, c_int> {
+        if self.oobinline() {
+            return Err(libc::EINVAL);
+        }
+        let Some((mark, byte)) = self.urgent_pending() else {
+            return Err(libc::EINVAL);
+        };
+        let read = &self.a.r.up_urgent(self.s).read;
+        if read.load(Ordering::Acquire) == mark + 1 {
+            return Err(libc::EINVAL);
+        }
+        match byte {
+            Some(b) => {
+                if !peek && read.swap(mark + 1, Ordering::AcqRel) == mark + 1 {
+                    return Err(libc::EINVAL); // another thread took it
+                }
+                Ok(b)
+            }
+            None if self.flags() & (flag::EOF | flag::ERROR) != 0 || self.shut_rd() => Err(0),
+            None => Err(libc::EAGAIN),
+        }
     }
 
     /// Move the receive ring's head from `head` past the `n` bytes this

@@ -676,6 +676,13 @@ struct Sock {
     /// queue (the rest wait in the stack's, up to the stack listener's
     /// backlog; beyond that SYNs are dropped).
     backlog: u32,
+    /// The connection's stream offset of its receive ring's offset 0 (a
+    /// connection passed from another app starts its ring at what that
+    /// app had read): the stack's urgent marks are stream offsets.
+    rx_base: u64,
+    /// The transmit-ring offset up to which the stack was told the data
+    /// is urgent ([`layout::UpUrgent::tx`]).
+    urg_marked: u64,
 }
 
 impl Sock {
@@ -704,6 +711,8 @@ impl Sock {
             bufs: 0,
             beyond: 0,
             backlog: 0,
+            rx_base: 0,
+            urg_marked: 0,
         }
     }
 
@@ -796,6 +805,11 @@ struct AppState {
     doomed: Vec<ConnHandle>,
     /// When it was last said that all its sockets were in use.
     full_said: Option<std::time::Instant>,
+    /// New urgent data came on one of its connections: every sleeper is
+    /// rung at the end of the batch, whatever it waits for (the process
+    /// that owns the socket must raise `SIGURG` though it sleeps on
+    /// another, as a Linux signal cuts any sleep short).
+    wake_all: bool,
     /// The spare socket put in each entry of its up header's `spares`
     /// (`None`: none), as we wrote it: the app may have taken it since.
     spares: [Option<u32>; layout::SPARES],
@@ -1527,6 +1541,11 @@ impl AppState {
         u.seen.store(0, Ordering::Relaxed);
         u.errs_seen.store(0, Ordering::Relaxed);
         u.dest.store(0, Ordering::Relaxed);
+        let uu = self.r.up_urgent(s);
+        uu.tx.store(0, Ordering::Relaxed);
+        uu.read.store(0, Ordering::Relaxed);
+        uu.signalled.store(0, Ordering::Relaxed);
+        self.r.urgent(s).store(0, Ordering::Relaxed);
         d.rx_tail.store(0, Ordering::Relaxed);
         d.tx_head.store(0, Ordering::Relaxed);
         d.flags.store(0, Ordering::Relaxed);
@@ -2103,6 +2122,7 @@ impl Service {
             gone_info: HashMap::new(),
             doomed: Vec::new(),
             full_said: None,
+            wake_all: false,
             spares: [None; layout::SPARES],
         };
         self.apps.insert(id, app);
@@ -3294,7 +3314,13 @@ impl Service {
             slot: s,
             gen: d.gen.load(Ordering::Relaxed),
             flags: d.flags.load(Ordering::Relaxed),
-            sock,
+            // (Its receive ring starts at what this one's program read;
+            // its transmit ring at what the stack has not taken.)
+            sock: Sock {
+                rx_base: sock.rx_base + head,
+                urg_marked: 0,
+                ..sock
+            },
             rx,
             spill: app.spill.remove(&s),
             tx,
@@ -3571,6 +3597,28 @@ impl Service {
     }
 
     /// Copy what the stack holds for a connection into its receive ring.
+    /// The peer's urgent byte at stream offset `mark` (and the byte once
+    /// it came), for the program: its socket's urgent word; a new mark
+    /// moves the app's urgent count, so that a process of it raises
+    /// `SIGURG` for the socket's owner; sleepers wake (`POLLPRI`).
+    fn urgent(app: &mut AppState, s: u32, mark: u64, byte: Option<u8>) {
+        let Some(at) = mark.checked_sub(app.socks[s as usize].rx_base) else {
+            return; // before what a passed connection's ring holds
+        };
+        let w = app.r.urgent(s);
+        let new = layout::unpack_urgent(w.load(Ordering::Relaxed)).map(|u| u.0) != Some(at);
+        w.store(layout::pack_urgent(at, byte), Ordering::Release);
+        app.r
+            .down_slot(s)
+            .flags
+            .fetch_or(flag::URGENT, Ordering::Release);
+        if new {
+            app.r.down_header().urgent.fetch_add(1, Ordering::Release);
+            app.wake_all = true;
+        }
+        app.changed(s);
+    }
+
     fn pump_rx(app: &mut AppState, io: &mut Io, s: u32) {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return;
@@ -3751,6 +3799,19 @@ impl Service {
         if rq & req::CLOSE != 0 && rq & req::ABORT == 0 && Self::unread(app, io, s, h) {
             rq |= req::ABORT;
         }
+        // Urgent data (`send` with `MSG_OOB`) the stack has had all of
+        // without being told (the program said so after the service took
+        // its bytes): told now; its pointer names the end of what the
+        // stack holds, a little past.
+        let urg = if rq & req::URGENT != 0 {
+            app.r.up_urgent(s).tx.load(Ordering::Acquire)
+        } else {
+            0
+        };
+        if urg > app.socks[s as usize].urg_marked && urg <= sent {
+            app.socks[s as usize].urg_marked = urg;
+            let _ = io.mark_urgent(h);
+        }
         let avail = (tail - sent) as usize;
         if avail == 0 && app.says_stack_full(s) {
             // An acknowledgement or a window update made room.
@@ -3769,8 +3830,21 @@ impl Service {
                 let _ = io.send_blocked(h);
             }
             if n > 0 {
-                let v = app.r.tx_take(s, sent, n);
-                let k = io.send(h, Bytes::from(v)).unwrap_or(0);
+                // Urgent data that ends in what goes now: up to its end,
+                // the mark, then the rest.
+                let marks =
+                    urg > app.socks[s as usize].urg_marked && urg > sent && urg <= sent + n as u64;
+                let cut = if marks { (urg - sent) as usize } else { n };
+                let v = app.r.tx_take(s, sent, cut);
+                let mut k = io.send(h, Bytes::from(v)).unwrap_or(0);
+                if marks && k == cut {
+                    app.socks[s as usize].urg_marked = urg;
+                    let _ = io.mark_urgent(h);
+                    if cut < n {
+                        let v = app.r.tx_take(s, urg, n - cut);
+                        k += io.send(h, Bytes::from(v)).unwrap_or(0);
+                    }
+                }
                 let sock = &mut app.socks[s as usize];
                 sock.sent += k as u64;
                 app.r
@@ -4938,6 +5012,16 @@ impl App for Service {
                     Self::pump_rx(app, io, s);
                 }
             }
+            Event::Urgent {
+                handle,
+                cookie,
+                mark,
+                byte,
+            } => {
+                if let Some((app, s)) = self.with_conn(cookie, handle) {
+                    Self::urgent(app, s, mark, byte);
+                }
+            }
             Event::UdpRecv { handle, cookie } if udp_group_of(cookie).is_some() => {
                 // (A group's members are not connected: no error is theirs.)
                 let _ = io.udp_take_error(handle);
@@ -5107,9 +5191,14 @@ impl App for Service {
             app.r.down_header().event_seq.fetch_add(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let h = app.r.up_header();
+            let all = std::mem::take(&mut app.wake_all);
             for (w, word) in h.armed.iter().enumerate() {
                 let mut bits = word.load(Ordering::Acquire);
-                let any = h.wants_any[w].load(Ordering::Acquire);
+                let any = if all {
+                    u64::MAX
+                } else {
+                    h.wants_any[w].load(Ordering::Acquire)
+                };
                 let excl = h.excl_any[w].load(Ordering::Acquire);
                 while bits != 0 {
                     let b = bits.trailing_zeros() as usize;

@@ -327,6 +327,8 @@ impl Harness {
             ack: flags.ack().then_some(SeqNum(ack)),
             flags,
             window_len: f.window,
+            // (Any pointer: it counts only with URG.)
+            urgent: u16::from(f.payload) * 5,
             options: opts,
             payload: &payload,
         };

@@ -324,6 +324,11 @@ pub struct TransferConfig {
     /// Host settings applied to both (the defaults of `host_config` when
     /// `None`).
     pub tweak: Option<fn(&mut StackConfig)>,
+    /// Mark the data sent so far as urgent each time another this many
+    /// bytes were offered (0: never): each side checks every urgent byte
+    /// the other's stack reports against what was sent at its mark, and
+    /// that the last mark was reported.
+    pub urgent_every: usize,
 }
 
 impl Default for TransferConfig {
@@ -336,6 +341,7 @@ impl Default for TransferConfig {
             write_size: 64 * 1024,
             time_limit: Duration::from_secs(3600),
             tweak: None,
+            urgent_every: 0,
         }
     }
 }
@@ -386,6 +392,12 @@ struct Side {
     sent: usize,
     received: usize,
     corrupt_at: Option<usize>,
+    /// Where this side marked its data urgent (the offset after it).
+    marks: Vec<u64>,
+    /// The peer's urgent bytes this side was told of: (mark, byte).
+    urgent: Vec<(u64, u8)>,
+    /// An urgent byte unlike the one sent at its mark.
+    urgent_wrong: Option<String>,
     eof: bool,
     shut: bool,
     closed: bool,
@@ -469,6 +481,9 @@ impl Transfer {
             sent: 0,
             received: 0,
             corrupt_at: None,
+            marks: Vec::new(),
+            urgent: Vec::new(),
+            urgent_wrong: None,
             eof: false,
             shut: false,
             closed: false,
@@ -538,6 +553,22 @@ impl Transfer {
         if let Some(s) = sides.iter().find(|s| s.corrupt_at.is_some()) {
             error.get_or_insert(format!("byte {} differs", s.corrupt_at.unwrap_or(0)));
         }
+        if let Some(w) = sides.iter().find_map(|s| s.urgent_wrong.clone()) {
+            error.get_or_insert(w);
+        }
+        if c.urgent_every > 0 {
+            // Each side's last mark is the last urgent byte the other was
+            // told of (its segments point to it until it is acknowledged).
+            for i in 0..2 {
+                let (last, told) = (sides[i].marks.last(), sides[1 - i].urgent.last());
+                if last.map(|m| m - 1) != told.map(|t| t.0) {
+                    error.get_or_insert(format!(
+                        "host {i} marked urgent data up to {last:?}; the other was told last of \
+                         {told:?}"
+                    ));
+                }
+            }
+        }
         let clean_close = error.is_none()
             && intact
             && counters.tcp_in_rsts == 0
@@ -591,6 +622,21 @@ impl Transfer {
                     side.conn = Some(handle);
                 }
                 Event::Connected { .. } | Event::Sent { .. } => {}
+                Event::Urgent {
+                    mark,
+                    byte: Some(b),
+                    ..
+                } => {
+                    let sent = pattern_of(sides, 1 - i).get(mark as usize).copied();
+                    let side = &mut sides[i];
+                    if sent != Some(b) && side.urgent_wrong.is_none() {
+                        side.urgent_wrong = Some(format!(
+                            "urgent byte at {mark}: told {b:#04x}, sent {sent:?}"
+                        ));
+                    }
+                    side.urgent.push((mark, b));
+                }
+                Event::Urgent { .. } => {}
                 Event::Recv { handle, .. } => {
                     let stack = &mut net.hosts[i];
                     let peer_pattern = pattern_of(sides, 1 - i);
@@ -642,6 +688,11 @@ impl Transfer {
             match stack.tcp_send(now, h, chunk) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    let every = self.cfg.urgent_every;
+                    if every > 0 && (side.sent + n) / every > side.sent / every {
+                        stack.tcp_mark_urgent(now, h).expect("live handle");
+                        side.marks.push((side.sent + n) as u64);
+                    }
                     side.sent += n;
                     progressed = true;
                 }

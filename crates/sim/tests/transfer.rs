@@ -54,6 +54,32 @@ fn every_impairment_at_once() {
     }
 }
 
+/// Urgent data both ways over a lossy, reordering link (RFC 9293 §3.8.5):
+/// each side marks its data urgent every 100,000 bytes offered; every
+/// urgent byte the other's stack reports is the byte sent at its mark,
+/// and the last mark is reported, whatever is lost or retransmitted.
+#[test]
+fn urgent_marks_survive_loss_and_reordering() {
+    for seed in [5, 6] {
+        let r = Transfer::new(TransferConfig {
+            bytes: 1 << 20,
+            seed,
+            link: LinkConfig {
+                loss: 0.03,
+                reorder: 0.05,
+                duplicate: 0.02,
+                ..LinkConfig::default()
+            },
+            write_size: 7_000,
+            urgent_every: 100_000,
+            ..TransferConfig::default()
+        })
+        .run();
+        assert_clean(&r);
+        assert!(r.retransmits > 0, "{r:?}");
+    }
+}
+
 #[test]
 fn same_seed_same_result() {
     let link = LinkConfig {

@@ -20,8 +20,8 @@
 //! The Internet checksum, with incremental update, is in [`checksum`].
 //!
 //! Not implemented: IPv6, IP options on emit, IPv4 reassembly (fragments are
-//! recognised and left to the caller), TCP urgent data (the pointer is parsed
-//! and ignored), TCP-AO/MD5.
+//! recognised and left to the caller), TCP-AO/MD5. (The TCP urgent pointer
+//! is parsed and emitted, with URG; what it means is the stack's.)
 
 #![forbid(unsafe_code)]
 

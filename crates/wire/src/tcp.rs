@@ -491,6 +491,10 @@ pub struct TcpRepr<'a> {
     pub flags: Flags,
     /// Window field as sent (unscaled).
     pub window_len: u16,
+    /// Urgent pointer: significant only with URG, else sent as 0 (RFC
+    /// 9293 §3.1: the sequence number of the octet following the urgent
+    /// data, as an offset from this segment's).
+    pub urgent: u16,
     /// Options.
     pub options: TcpOptions,
     /// Payload.
@@ -523,6 +527,7 @@ impl<'a> TcpRepr<'a> {
             ack: raw.ack().then(|| p.ack_number()),
             flags: Flags(raw.0 & !Flags::ACK.0),
             window_len: p.window_len(),
+            urgent: p.urgent_at(),
             options,
             payload: &b[hl..],
         })
@@ -581,7 +586,8 @@ impl<'a> TcpRepr<'a> {
         put16(buf, field::FLAGS, ((hl as u16 / 4) << 12) | flags);
         put16(buf, field::WINDOW, self.window_len);
         put16(buf, field::CHECKSUM, 0);
-        put16(buf, field::URGENT, 0);
+        let urgent = if self.flags.urg() { self.urgent } else { 0 };
+        put16(buf, field::URGENT, urgent);
         let written = self.options.emit(&mut buf[HEADER_LEN..hl]);
         debug_assert_eq!(HEADER_LEN + written, hl);
         fill(&mut buf[hl..]);
@@ -648,8 +654,9 @@ mod tests {
             dst_port: 50000,
             seq: SeqNum(0xffff_fff0),
             ack: Some(SeqNum(5)),
-            flags: Flags::PSH,
+            flags: Flags::PSH | Flags::URG,
             window_len: 1234,
+            urgent: 6,
             options: opts,
             payload: b"hello world",
         };
@@ -680,6 +687,7 @@ mod tests {
                 ack: Some(SeqNum(77)),
                 flags: Flags::PSH,
                 window_len: 512,
+                urgent: 0,
                 options: TcpOptions::default(),
                 payload,
             };

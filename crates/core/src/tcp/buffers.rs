@@ -22,6 +22,11 @@ pub struct SendQueue<T> {
     len: u32,
     /// Read cursor: (byte offset from head, chunk index, offset in chunk).
     cursor: (u32, u32, u32),
+    /// Bytes acknowledged that the application has not been told of yet
+    /// ([`SendQueue::take_acked`]; kept here, in what would be this
+    /// struct's padding, so a connection's state stays within IX's 512
+    /// bytes).
+    acked: u32,
 }
 
 impl<T> Default for SendQueue<T> {
@@ -31,6 +36,7 @@ impl<T> Default for SendQueue<T> {
             head_off: 0,
             len: 0,
             cursor: (0, 0, 0),
+            acked: 0,
         }
     }
 }
@@ -54,6 +60,16 @@ impl<T: AsRef<[u8]>> SendQueue<T> {
         }
         self.chunks.push_back((buf, len as u32));
         self.len += len as u32;
+    }
+
+    /// `n` more bytes were acknowledged, for the application to be told.
+    pub fn note_acked(&mut self, n: u32) {
+        self.acked = self.acked.saturating_add(n);
+    }
+
+    /// The bytes acknowledged since the application was last told.
+    pub fn take_acked(&mut self) -> u32 {
+        std::mem::take(&mut self.acked)
     }
 
     /// Release `n` acknowledged bytes from the front (dropping, and so
@@ -192,6 +208,10 @@ pub struct RecvQueue<R> {
     /// Sequence number of the most recently received out-of-order segment
     /// (RFC 2018 §4: the block holding it leads the SACK option).
     last_ooo: Option<SeqNum>,
+    /// In-order bytes the application took out to hold them itself and
+    /// has not released ([`RecvQueue::hold`]; in what would be padding,
+    /// as [`SendQueue`]'s count of bytes acknowledged).
+    held: u32,
 }
 
 impl<R> Default for RecvQueue<R> {
@@ -203,11 +223,33 @@ impl<R> Default for RecvQueue<R> {
             ooo: Vec::new(),
             ooo_cost: 0,
             last_ooo: None,
+            held: 0,
         }
     }
 }
 
 impl<R: AsRef<[u8]>> RecvQueue<R> {
+    /// Take `n` in-order bytes out (their frames released) for the
+    /// application to hold: they count as held until [`release_held`](Self::release_held).
+    /// Returns how many were taken.
+    pub fn hold(&mut self, n: usize) -> usize {
+        let done = self.consume(n);
+        self.held += done as u32;
+        done
+    }
+
+    /// `n` held bytes were read (at most those held); returns how many.
+    pub fn release_held(&mut self, n: usize) -> usize {
+        let n = n.min(self.held as usize);
+        self.held -= n as u32;
+        n
+    }
+
+    /// Bytes held ([`RecvQueue::hold`]).
+    pub fn held(&self) -> usize {
+        self.held as usize
+    }
+
     /// In-order bytes not yet released by the application.
     pub fn ready_len(&self) -> usize {
         self.ready_len as usize

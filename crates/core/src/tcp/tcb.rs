@@ -105,6 +105,7 @@ pub(crate) mod ev {
     pub const SENT: u8 = 1 << 3;
     pub const PEER_CLOSED: u8 = 1 << 4;
     pub const DEAD: u8 = 1 << 5;
+    pub const URGENT: u8 = 1 << 6;
 }
 
 use flag::*;
@@ -119,6 +120,8 @@ pub(crate) struct Segment {
     pub flags: Flags,
     pub wnd: u16,
     pub opts: TcpOptions,
+    /// The urgent pointer (significant with URG).
+    pub urgent: u16,
     /// Offset of the payload within the frame.
     pub payload_off: usize,
     pub payload_len: usize,
@@ -129,6 +132,29 @@ impl Segment {
     pub fn len(&self) -> usize {
         self.payload_len + usize::from(self.flags.syn()) + usize::from(self.flags.fin())
     }
+}
+
+/// A connection's urgent data (RFC 9293 §3.8.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Urgent {
+    /// Urgent mode: the sequence number after the urgent data the
+    /// application marked, which each segment before it points to (URG)
+    /// until it is acknowledged.
+    pub snd_up: Option<SeqNum>,
+    /// The peer's latest urgent data.
+    pub rcv: Option<RcvUrgent>,
+}
+
+/// The peer's urgent data (RFC 9293 §3.8.5): the octet before its urgent
+/// pointer, which BSD and Linux take as *the* urgent byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RcvUrgent {
+    /// Its sequence number.
+    pub seq: SeqNum,
+    /// Its offset in the byte stream (data bytes before it).
+    pub mark: u64,
+    /// The byte, once it has arrived.
+    pub byte: Option<u8>,
 }
 
 /// How an ICMP destination-unreachable bears on a connection.
@@ -314,8 +340,9 @@ pub(crate) struct Tcb<R, T> {
     mss_base: u16,
     local_mss: u16,
     sendq: SendQueue<T>,
-    acked_unreported: u32,
 
+    /// Urgent data, either way (rare: boxed, the state stays small).
+    urg: Option<Box<Urgent>>,
     irs: SeqNum,
     rcv_nxt: SeqNum,
     /// Right edge of the window we last advertised.
@@ -324,11 +351,10 @@ pub(crate) struct Tcb<R, T> {
     /// `rcv_nxt - rcv_adv_at` of the `rcv_adv - rcv_adv_at` it was offered.
     rcv_adv_at: SeqNum,
     rcv_buf: u32,
+    /// With the bytes the application took out to hold them itself
+    /// ([`Tcb::recv_hold`]) and has not released: they still fill the
+    /// window, as if unread.
     rcvq: RecvQueue<R>,
-    /// In-order bytes the application took out of `rcvq` to hold them
-    /// itself ([`Tcb::recv_hold`]) and has not released: they still fill
-    /// the window, as if unread.
-    rcv_held: u32,
     /// Receive-buffer auto-tuning ([`Tcb::rcv_space_adjust`], Linux's
     /// `rcvq_space`): the window's base when this round trip's count of
     /// consumed bytes began (when: `mark_us`), and the most consumed in
@@ -459,14 +485,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             mss_base: local_mss,
             local_mss,
             sendq: SendQueue::default(),
-            acked_unreported: 0,
+            urg: None,
             irs: SeqNum(0),
             rcv_nxt: SeqNum(0),
             rcv_adv: SeqNum(0),
             rcv_adv_at: SeqNum(0),
             rcv_buf: cfg.recv_buffer,
             rcvq: RecvQueue::default(),
-            rcv_held: 0,
             rcv_space_seq: SeqNum(0),
             rcv_space_kib: 0,
             snd_lock_kib: 0,
@@ -758,7 +783,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// Take the bytes acknowledged since the last `sent` event.
     pub fn take_acked(&mut self) -> u32 {
-        std::mem::take(&mut self.acked_unreported)
+        self.sendq.take_acked()
     }
 
     /// Bytes `send` would accept now: limited by the send buffer and, but
@@ -973,16 +998,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// pin the interface's packet buffers; its connections' bytes move to
     /// the application's memory and its window stays shut.)
     pub fn recv_hold(&mut self, n: usize) -> usize {
-        let done = self.rcvq.consume(n);
-        self.rcv_held += done as u32;
-        done
+        self.rcvq.hold(n)
     }
 
     /// `n` held bytes ([`Tcb::recv_hold`]) are read: open the window.
     pub fn recv_release(&mut self, n: usize) -> usize {
         let old_wnd = self.rcv_adv.since(self.rcv_nxt) as u32;
-        let n = n.min(self.rcv_held as usize);
-        self.rcv_held -= n as u32;
+        let n = self.rcvq.release_held(n);
         self.window_opened(n, old_wnd);
         n
     }
@@ -1115,7 +1137,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// The first sequence number not yet consumed (read, or released after
     /// a hold): the window's base.
     fn consumed_seq(&self) -> SeqNum {
-        self.rcv_nxt - self.rcvq.ready_len() - self.rcv_held as usize
+        self.rcv_nxt - self.rcvq.ready_len() - self.rcvq.held()
     }
 
     /// `done` bytes were consumed (the window was `old_wnd`): ask for a
@@ -1177,7 +1199,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// Returns the RST to send, if the connection is reset.
     #[must_use]
     pub fn close(&mut self, ctx: &mut Ctx) -> Option<RstReply> {
-        let unread = self.rcvq.ready_len() > 0 || self.rcv_held > 0;
+        let unread = self.rcvq.ready_len() > 0 || self.rcvq.held() > 0;
         // Closing a knocked connection that was never accepted rejects it.
         let rejected = self.has(PASSIVE) && !self.has(ACCEPTED);
         self.flags |= APP_CLOSED;
@@ -1542,7 +1564,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             return None;
         }
 
-        // Sixth (URG) is not supported: urgent data is delivered inline.
+        // Sixth: URG, in ESTABLISHED and FIN-WAIT-1/2 (after a FIN it
+        // cannot be: ignored).
+        if seg.flags.urg()
+            && matches!(
+                self.state,
+                State::Established | State::FinWait1 | State::FinWait2
+            )
+        {
+            self.urgent_pointer(seg);
+        }
         // Seventh and eighth: text and FIN.
         if seg.payload_len > 0 || seg.flags.fin() {
             return self.process_data(ctx, seg, frame);
@@ -1809,7 +1840,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let data_acked = acked.saturating_sub(fin_part);
         self.sendq.ack(data_acked as usize);
         if data_acked > 0 {
-            self.acked_unreported = self.acked_unreported.saturating_add(data_acked);
+            self.sendq.note_acked(data_acked);
             self.emit_event(ev::SENT);
         }
         // RTT (RFC 6298 §3 with Karn's rule: the transmission records give
@@ -2077,6 +2108,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.rcvq.push_ready(frame, off, off + len, cost);
                 let to = self.rcvq.drain_ooo(self.rcv_nxt + len);
                 self.advance_rcv_nxt(to);
+                self.catch_urgent_byte();
                 self.rcv_space_adjust(ctx);
                 if had_ooo {
                     // RFC 5681 §4.2: ACK at once when a gap is filled.
@@ -2114,6 +2146,106 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.flags |= ACK_NOW;
         }
         None
+    }
+
+    /// RFC 9293 §3.10.7.4 sixth step: "If the URG bit is set, RCV.UP <-
+    /// max(RCV.UP,SEG.UP), and signal the user that the remote side has
+    /// urgent data if the urgent pointer (RCV.UP) is in advance of the data
+    /// consumed" (MUST-31: tell the application asynchronously; MUST-30:
+    /// urgent data of any length). The pointer names the octet after the
+    /// urgent data (§3.8.5, RFC 6093); the octet before it is the urgent
+    /// byte of BSD and Linux (`tcp_check_urg`), whose rules follow: a
+    /// pointer into data already received is not replayed, one not past
+    /// the current urgent byte changes nothing.
+    fn urgent_pointer(&mut self, seg: &Segment) {
+        let at = seg.seq + usize::from(seg.urgent.max(1)) - 1;
+        if at.diff(self.rcv_nxt) < 0 {
+            return;
+        }
+        if self.rcv_urgent().is_some_and(|u| at.diff(u.seq) <= 0) {
+            return;
+        }
+        // The data bytes before RCV.NXT (no FIN has come: the states above).
+        let before = (u64::from(self.rcv_wraps) << 32
+            | u64::from(self.rcv_nxt.0.wrapping_sub(self.irs.0)))
+        .saturating_sub(1);
+        self.urg.get_or_insert_default().rcv = Some(RcvUrgent {
+            seq: at,
+            mark: before + at.since(self.rcv_nxt) as u64,
+            byte: None,
+        });
+        self.emit_event(ev::URGENT);
+        self.catch_urgent_byte();
+    }
+
+    fn rcv_urgent(&self) -> Option<RcvUrgent> {
+        self.urg.as_ref().and_then(|u| u.rcv)
+    }
+
+    /// The urgent byte, if it has just arrived in order (it is then among
+    /// the bytes not yet taken: it lay at or past RCV.NXT when its pointer
+    /// came, and nothing past RCV.NXT is taken).
+    fn catch_urgent_byte(&mut self) {
+        let Some(u) = self.rcv_urgent().filter(|u| u.byte.is_none()) else {
+            return;
+        };
+        if u.seq.diff(self.rcv_nxt) >= 0 {
+            return;
+        }
+        let Some(mut k) = self.rcvq.ready_len().checked_sub(self.rcv_nxt.since(u.seq)) else {
+            return;
+        };
+        let mut byte = None;
+        for c in self.rcvq.chunks() {
+            if k < c.len() {
+                byte = Some(c[k]);
+                break;
+            }
+            k -= c.len();
+        }
+        if let (Some(_), Some(urg)) = (byte, self.urg.as_mut()) {
+            urg.rcv = Some(RcvUrgent { byte, ..u });
+            self.emit_event(ev::URGENT);
+        }
+    }
+
+    /// The peer's latest urgent data: its offset in the stream and the
+    /// byte once it has arrived.
+    pub fn urgent(&self) -> Option<(u64, Option<u8>)> {
+        self.rcv_urgent().map(|u| (u.mark, u.byte))
+    }
+
+    /// Mark what the application has queued so far as ending urgent data
+    /// (`send(MSG_OOB)`): the segments before its end carry URG and point
+    /// past it until it is acknowledged (RFC 9293 §3.8.5: the pointer
+    /// names the octet after the urgent data), and neither Nagle nor a
+    /// cork holds them (as Linux's `tcp_nagle_test` in urgent mode).
+    pub fn mark_urgent(&mut self) {
+        let end = self.data_end();
+        self.urg.get_or_insert_default().snd_up = Some(end);
+    }
+
+    /// The end of urgent data sent and not yet acknowledged (urgent mode).
+    fn snd_up(&self) -> Option<SeqNum> {
+        let up = self.urg.as_ref()?.snd_up?;
+        (up.diff(self.snd_una) > 0).then_some(up)
+    }
+
+    /// In urgent mode: urgent data not yet acknowledged.
+    fn urgent_mode(&self) -> bool {
+        self.snd_up().is_some()
+    }
+
+    /// URG and the urgent pointer for a segment at `repr.seq` before the
+    /// end of the urgent data. A pointer past 65,535 octets is sent as
+    /// 65,535 and moves on with the data, as Linux sends it.
+    fn put_urgent(&self, repr: &mut TcpRepr) {
+        let Some(up) = self.snd_up() else { return };
+        let ahead = up.diff(repr.seq);
+        if ahead > 0 {
+            repr.flags |= Flags::URG;
+            repr.urgent = ahead.min(0xFFFF) as u16;
+        }
     }
 
     /// RFC 1122 §4.2.3.2 (RFC 9293 §3.8.6.3): ACK at least every second
@@ -2610,13 +2742,20 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 return None;
             }
         }
-        if len == avail && len < mss && !rexmit && self.cork_holds() && !self.has(SHUT_WR) {
+        let urgent = self.urgent_mode();
+        if len == avail
+            && len < mss
+            && !rexmit
+            && self.cork_holds()
+            && !self.has(SHUT_WR)
+            && !urgent
+        {
             // TCP_CORK (tcp(7)): a partial segment waits for the cork to
             // come off, or its ceiling (the persist timer: `on_persist`);
             // a FIN rides.
             return None;
         }
-        if len == avail && len < mss && !rexmit && !self.has(NODELAY) {
+        if len == avail && len < mss && !rexmit && !self.has(NODELAY) && !urgent {
             // Nagle (RFC 1122 §4.2.3.4) in Minshall's variant, as Linux's
             // `tcp_nagle_check`: hold a small segment while a small one
             // sent before is unacknowledged. (Holding it while any data is
@@ -2718,6 +2857,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             ack: Some(self.rcv_nxt),
             flags: Flags::default(),
             window_len: 0,
+            urgent: 0,
             options: TcpOptions::default(),
             payload: &[],
         };
@@ -2775,6 +2915,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 repr.seq = self.snd_una - 1;
                 repr.window_len = self.rcv_window_field();
                 repr.options.timestamp = self.ts_option(ctx.now);
+                self.put_urgent(&mut repr);
                 let n = repr.emit(buf, src, dst, csum);
                 self.after_ack_sent();
                 n
@@ -2783,6 +2924,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 repr.seq = self.snd_max;
                 repr.window_len = self.rcv_window_field();
                 self.fill_options(ctx, &mut repr.options);
+                self.put_urgent(&mut repr);
                 let n = repr.emit(buf, src, dst, csum);
                 self.after_ack_sent();
                 n
@@ -2811,6 +2953,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 if len > 0 && end_of_data {
                     repr.flags |= Flags::PSH;
                 }
+                self.put_urgent(&mut repr);
                 let offset = seq.since(self.data_base());
                 let sendq = &mut self.sendq;
                 let n = repr.emit_with(buf, src, dst, len as usize, csum, |out| {

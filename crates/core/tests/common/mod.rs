@@ -33,6 +33,8 @@ pub struct Seg {
     pub ack: Option<u32>,
     pub flags: Flags,
     pub win: u16,
+    /// The urgent pointer (as sent: 0 without URG).
+    pub urg: u16,
     pub opts: TcpOptions,
     pub payload: Vec<u8>,
 }
@@ -47,9 +49,17 @@ impl Seg {
             ack: None,
             flags: Flags::default(),
             win: 65535,
+            urg: 0,
             opts: TcpOptions::default(),
             payload: vec![],
         }
+    }
+    /// URG, the urgent pointer `p` (the offset of the octet after the
+    /// urgent data).
+    pub fn urg(mut self, p: u16) -> Seg {
+        self.flags |= Flags::URG;
+        self.urg = p;
+        self
     }
     /// From the peer's port `p` (not [`PEER_PORT`]).
     pub fn from(mut self, p: u16) -> Seg {
@@ -265,6 +275,7 @@ impl Harness {
             ack: seg.ack.map(SeqNum),
             flags: seg.flags,
             window_len: seg.win,
+            urgent: seg.urg,
             options: seg.opts,
             payload: &seg.payload,
         };
@@ -420,6 +431,7 @@ pub fn decode(frame: &[u8]) -> Out {
                         ack: r.ack.map(|a| a.0),
                         flags: r.flags,
                         win: r.window_len,
+                        urg: r.urgent,
                         opts: r.options,
                         payload: r.payload.to_vec(),
                     })

@@ -24,6 +24,7 @@ pub fn partial_tcp_buf(
         ack: Some(SeqNum(1)),
         flags: Flags::PSH,
         window_len: 1000,
+        urgent: 0,
         options: Default::default(),
         payload,
     };

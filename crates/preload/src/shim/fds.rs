@@ -327,15 +327,13 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
             state::flag_socket(sk, fl::NONBLOCK, on);
             0
         }
-        // sockatmark(3)'s request (glibc's own sockatmark reaches the
-        // placeholder, an unconnected TCP socket, which says 0 too):
-        // never at the urgent mark, as the stack delivers urgent bytes in
-        // line and keeps no mark (Linux's TCP says 1 only once the bytes
-        // before an urgent one are read); UDP knows no mark (ENOTTY, as
-        // Linux's). Until 2026-11-29 TCP said ENOTTY.
+        // sockatmark(3)'s request: 1 once the bytes before the peer's
+        // urgent byte are read ([`Sock::at_mark`]; until 2026-11-30 never,
+        // the stack ignoring urgent pointers); UDP knows no mark (ENOTTY,
+        // as Linux's).
         SIOCATMARK if !sk.dgram() => {
             // SAFETY: SIOCATMARK's argument is a writable int pointer.
-            unsafe { *(arg as *mut c_int) = 0 };
+            unsafe { *(arg as *mut c_int) = c_int::from(sk.at_mark()) };
             0
         }
         // A UDP socket's send queue: the datagrams its transmit ring

@@ -20,16 +20,28 @@ pub(crate) fn ring_was_filling(sk: Sock, before: u64, took: usize) -> bool {
 /// (blocking) goes on until the buffers are full, as Linux's
 /// `tcp_recvmsg`: it returns less only at end of file, an error, a signal
 /// or the receive timeout, and then what it got so far if anything (a
-/// peek waits until the ring holds it all). `MSG_OOB`: the stack keeps no
-/// urgent byte apart (the urgent pointer is ignored and the byte arrives
-/// in line, as with `SO_OOBINLINE`), so, as Linux says then, `EINVAL`.
+/// peek waits until the ring holds it all). `MSG_OOB`: the peer's urgent
+/// byte ([`Sock::recv_urgent`]; until 2026-11-30 `EINVAL`, the stack
+/// ignoring urgent pointers).
 pub(crate) fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t {
     if sk.dgram() {
         return do_recv_dgram(sk, bufs, flags, None).0;
     }
     if flags & libc::MSG_OOB != 0 {
         count(sk.a, call("read"), true);
-        return fail(libc::EINVAL);
+        return match sk.recv_urgent(flags & libc::MSG_PEEK != 0) {
+            // (With no room for it, the byte is taken all the same and 0
+            // returned, as Linux's `tcp_recv_urg`.)
+            Ok(b) => match bufs.iter_mut().find(|b| !b.is_empty()) {
+                Some(buf) => {
+                    buf[0] = b;
+                    1
+                }
+                None => 0,
+            },
+            Err(0) => 0,
+            Err(e) => fail(e),
+        };
     }
     let peek = flags & libc::MSG_PEEK != 0;
     let dontwait = flags & libc::MSG_DONTWAIT != 0 || sk.nonblock();
@@ -687,9 +699,37 @@ pub(crate) fn do_send(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
     if more && !corked {
         set_stack_opt(sk.a, sk.s, StackOpt::More(true));
     }
-    let r = send_stream(sk, bufs, flags);
+    let r = if flags & libc::MSG_OOB != 0 {
+        send_urgent(sk, bufs, flags)
+    } else {
+        send_stream(sk, bufs, flags)
+    };
     if !more && corked {
         set_stack_opt(sk.a, sk.s, StackOpt::More(false));
+    }
+    r
+}
+
+/// [`send_stream`] with `MSG_OOB`: what it writes ends urgent data (RFC
+/// 9293 §3.8.5), which the service tells the stack once it has given it
+/// those bytes ([`layout::UpUrgent::tx`]; until 2026-11-30 the flag was
+/// ignored). Where it will end is said before the bytes are written, so
+/// that the service finds it with them; a short write says again.
+fn send_urgent(sk: Sock, bufs: &[&[u8]], flags: c_int) -> ssize_t {
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    let tail = sk.a.r.up_slot(sk.s).tx_tail.load(Ordering::Relaxed);
+    let urg = &sk.a.r.up_urgent(sk.s).tx;
+    let was = urg.load(Ordering::Relaxed);
+    if total > 0 {
+        urg.store(tail + total as u64, Ordering::Release);
+        (sk.a.r.up_slot(sk.s).req).fetch_or(layout::req::URGENT, Ordering::Release);
+    }
+    let r = send_stream(sk, bufs, flags);
+    if r <= 0 && total > 0 {
+        urg.store(was, Ordering::Release);
+    } else if (r as usize) < total {
+        urg.store(tail + r as u64, Ordering::Release);
+        state::signal(sk.a, sk.s);
     }
     r
 }

@@ -284,7 +284,10 @@ fn wait_ring_or(
     let ok = state::block_until(
         sk.a,
         state::ms_limit(limit),
-        OnSignal::RESTART,
+        OnSignal {
+            sending: write,
+            ..OnSignal::RESTART
+        },
         kernel,
         None,
         interest,

@@ -474,6 +474,9 @@ pub unsafe extern "C" fn setsockopt(
         (libc::SOL_SOCKET, libc::SO_BROADCAST) => {
             setf(fl::BROADCAST, int().unwrap_or(0) != 0);
         }
+        (libc::SOL_SOCKET, libc::SO_OOBINLINE) => {
+            setf(fl::OOBINLINE, int().unwrap_or(0) != 0);
+        }
         (libc::IPPROTO_IP, libc::IP_PKTINFO) => {
             setf(fl::PKTINFO, int().unwrap_or(0) != 0);
         }
