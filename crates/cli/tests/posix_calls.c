@@ -3440,6 +3440,19 @@ static void urgent_data(const char *self_ip, int port) {
               memcmp(inl, "xYz", 3) == 0 && reads >= 2 && oob == -1 && e_inline == EINVAL,
           "urgent_inline", "set %d get %d v %d sends %d%d%d got %d '%.3s' in %d reads oob %zd %s",
           in, gv, v, s1, s2, s3, got, inl, reads, oob, strerror(e_inline));
+    /* recvmsg with MSG_OOB says MSG_OOB in msg_flags. */
+    int zero = 0;
+    in = setsockopt(a, SOL_SOCKET, SO_OOBINLINE, &zero, sizeof zero);
+    s1 = send(c, "Q", 1, MSG_OOB) == 1;
+    p.revents = 0;
+    pr = poll(&p, 1, 5000);
+    char q = 0;
+    struct iovec qv = {.iov_base = &q, .iov_len = 1};
+    struct msghdr qm = {.msg_iov = &qv, .msg_iovlen = 1};
+    ssize_t qn = recvmsg(a, &qm, MSG_OOB);
+    check(in == 0 && s1 && pr == 1 && qn == 1 && q == 'Q' && (qm.msg_flags & MSG_OOB),
+          "urgent_recvmsg", "set %d send %d poll %d recvmsg %zd '%c' flags %#x", in, s1, pr, qn,
+          q, qm.msg_flags);
     sigaction(SIGURG, &old, NULL);
     close(a);
     close(c);

@@ -1111,7 +1111,12 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
             m.msg_namelen = 0;
         }
         m.msg_controllen = 0;
-        m.msg_flags = 0;
+        // The urgent byte says so (Linux's `tcp_recv_urg`).
+        m.msg_flags = if flags & libc::MSG_OOB != 0 && r > 0 {
+            libc::MSG_OOB
+        } else {
+            0
+        };
     }
     r
 }
