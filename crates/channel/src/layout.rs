@@ -572,7 +572,10 @@ pub struct UpUrgent {
     pub read: AtomicU64,
     /// The urgent word a process of the app raised `SIGURG` for.
     pub signalled: AtomicU64,
-    _pad: u64,
+    /// Non-zero once a process of the app gave the socket an owner
+    /// (`F_SETOWN` and the like): only then does its new urgent data ring
+    /// every sleeper of the app (for `SIGURG`).
+    pub owned: AtomicU64,
 }
 
 /// A socket's urgent word ([`Regions::urgent`]): the peer's urgent byte

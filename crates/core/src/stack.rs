@@ -1094,15 +1094,28 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Stack<R, T> {
         Ok(())
     }
 
-    /// The data queued so far ends urgent data (`send` with `MSG_OOB`):
-    /// segments point past it (URG) until it is acknowledged, and go out
-    /// though Nagle or a cork would hold them (RFC 9293 §3.8.5).
-    pub fn tcp_mark_urgent(&mut self, now: Instant, h: ConnHandle) -> Result<(), Error> {
+    /// The data queued so far, less its last `back` bytes, ends urgent
+    /// data (`send` with `MSG_OOB`): segments point past it (URG) until it
+    /// is acknowledged, and go out though Nagle or a cork would hold them
+    /// (RFC 9293 §3.8.5).
+    pub fn tcp_mark_urgent(
+        &mut self,
+        now: Instant,
+        h: ConnHandle,
+        back: usize,
+    ) -> Result<(), Error> {
         self.advance_clock(now);
         self.lookup_handle(h)?;
-        self.with_tcb(h.idx, |tcb, _| tcb.mark_urgent());
+        self.with_tcb(h.idx, |tcb, _| tcb.mark_urgent(back));
         self.after(h.idx);
         Ok(())
+    }
+
+    /// The peer's latest urgent data: the urgent byte's offset in the
+    /// stream and the byte once it has come (what the last
+    /// [`Event::Urgent`] said).
+    pub fn tcp_urgent(&self, h: ConnHandle) -> Result<Option<(u64, Option<u8>)>, Error> {
+        Ok(self.lookup_handle(h)?.urgent())
     }
 
     /// The readable bytes, in place in the frames that carried them (IX

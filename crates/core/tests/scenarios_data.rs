@@ -850,10 +850,11 @@ fn the_peer_s_urgent_pointer_names_the_byte_before_it() {
     h.send(data(&c, 0, b"abcd").urg(4));
     h.send(data(&c, 4, b"efgh").urg(1));
     assert_eq!(urgents(&mut h), []);
-    // A pointer ahead of the data: told at once, the byte when it comes.
+    // A pointer ahead of the data: told at once, the byte when it comes;
+    // meanwhile a pointer short of it changes nothing.
     h.send(data(&c, 8, b"ij").urg(10));
     assert_eq!(urgents(&mut h), [(17, None)]);
-    h.send(data(&c, 10, b"klmnop"));
+    h.send(data(&c, 10, b"klmnop").urg(3));
     assert_eq!(urgents(&mut h), []);
     h.send(data(&c, 16, b"qrs"));
     assert_eq!(urgents(&mut h), [(17, Some(b'r'))]);
@@ -881,7 +882,7 @@ fn urgent_data_sent_is_pointed_past_until_acknowledged() {
     h.expect_silence();
     // ...but not urgent data.
     h.stack.tcp_send(h.now, c.h, b"!".to_vec()).unwrap();
-    h.stack.tcp_mark_urgent(h.now, c.h).unwrap();
+    h.stack.tcp_mark_urgent(h.now, c.h, 0).unwrap();
     h.drain();
     let out = segs(&mut h);
     assert_eq!(out.len(), 1, "{out:?}");

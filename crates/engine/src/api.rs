@@ -206,10 +206,15 @@ impl Io<'_> {
         self.stack.tcp_send(self.now, h, buf)
     }
 
-    /// What was sent so far ends urgent data (`send` with `MSG_OOB`):
-    /// `Stack::tcp_mark_urgent`.
-    pub fn mark_urgent(&mut self, h: ConnHandle) -> Result<(), Error> {
-        self.stack.tcp_mark_urgent(self.now, h)
+    /// What was sent so far, less its last `back` bytes, ends urgent data
+    /// (`send` with `MSG_OOB`): `Stack::tcp_mark_urgent`.
+    pub fn mark_urgent(&mut self, h: ConnHandle, back: usize) -> Result<(), Error> {
+        self.stack.tcp_mark_urgent(self.now, h, back)
+    }
+
+    /// The peer's latest urgent data (`Stack::tcp_urgent`).
+    pub fn urgent(&self, h: ConnHandle) -> Result<Option<(u64, Option<u8>)>, Error> {
+        self.stack.tcp_urgent(h)
     }
 
     /// Bytes `sendv` would accept now.

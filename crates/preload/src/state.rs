@@ -1118,9 +1118,20 @@ pub fn count(a: &Attached, call: usize, user: bool) {
         return;
     }
     a.r.up_header().counters[call][if user { 0 } else { 1 }].fetch_add(1, Ordering::Relaxed);
-    // (How a call waited is counted inside its wait: a SIGURG raised there
-    // cuts the wait short. Raised at a call's end, it comes after it.)
-    note_urgent(a, call >= SOCKET_CALLS);
+    // SIGURG is raised where no lock of the shim is held: at a call's end
+    // (it comes after the call), or in a wait (it cuts the wait short).
+    // (Not at a `scan`, counted with an epoll set's lock held: a handler
+    // that used the set would wait for it for ever.)
+    const IN_WAIT: [usize; 3] = [
+        layout::call("wakeup"),
+        layout::call("wait"),
+        layout::call("look"),
+    ];
+    if call < SOCKET_CALLS {
+        note_urgent(a, false);
+    } else if IN_WAIT.contains(&call) {
+        note_urgent(a, true);
+    }
 }
 
 /// The app's urgent count ([`layout::DownHeader::urgent`]) this process
@@ -1166,7 +1177,19 @@ fn raise_sigurg(a: &Attached, now: u64, in_wait: bool) {
         return;
     }
     let Some(t) = TABLE.get() else { return };
-    for (fd, e) in t.iter().enumerate() {
+    // The descriptors given an owner, or (more than the list holds) all.
+    let listed = OWNED_FULL.load(Ordering::Acquire) == 0;
+    let fds: Box<dyn Iterator<Item = usize>> = if listed {
+        Box::new(
+            OWNED
+                .iter()
+                .filter_map(|f| usize::try_from(f.load(Ordering::Acquire)).ok()),
+        )
+    } else {
+        Box::new(0..t.len())
+    };
+    for fd in fds {
+        let Some(e) = t.get(fd) else { continue };
         if e.kind.load(Ordering::Acquire) != kind::IXORA {
             continue;
         }
@@ -1198,9 +1221,41 @@ fn raise_sigurg(a: &Attached, now: u64, in_wait: bool) {
     }
 }
 
+/// Descriptors of Ixora sockets this process gave an owner (-1: none),
+/// which [`raise_sigurg`] looks at rather than the whole table (a peer
+/// may move its urgent pointer with every segment).
+static OWNED: [AtomicI32; 64] = [const { AtomicI32::new(-1) }; 64];
+/// More were given an owner than [`OWNED`] holds: look at every one.
+static OWNED_FULL: AtomicU32 = AtomicU32::new(0);
+
+/// Ixora socket `sk` (descriptor `fd`) was given an owner for `SIGURG`
+/// (`F_SETOWN`, `FIOSETOWN` and the like), or none (`owner` false).
+pub fn note_owner(sk: Sock, fd: c_int, owner: bool) {
+    if !owner {
+        return;
+    }
+    sk.a.r.up_urgent(sk.s).owned.store(1, Ordering::Release);
+    if OWNED.iter().any(|f| f.load(Ordering::Acquire) == fd) {
+        return;
+    }
+    // A free entry, or one whose descriptor is no longer an Ixora socket.
+    for f in &OWNED {
+        let was = f.load(Ordering::Acquire);
+        if (was < 0 || kind_of(was) != kind::IXORA)
+            && f.compare_exchange(was, fd, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            return;
+        }
+    }
+    OWNED_FULL.store(1, Ordering::Release);
+}
+
 /// `SIGURG` to the owner of `fd` (`F_GETOWN_EX` of its kernel side): a
-/// thread, a process or a process group. True if that is this thread's
-/// own process (or this thread, or its group): its handler has run.
+/// thread, a process or a process group. Owned by this process (or this
+/// thread), it goes to this thread, as the process's would go to any of
+/// its threads. True if a handler of it has run here (not ignored, not
+/// blocked by this thread): the wait it ran in ends as Linux's would.
 fn send_sigurg(fd: c_int) -> bool {
     // <linux/fcntl.h> (not in the libc crate).
     #[repr(C)]
@@ -1217,17 +1272,19 @@ fn send_sigurg(fd: c_int) -> bool {
     if r != 0 || own.pid <= 0 {
         return false;
     }
-    // SAFETY: getpid, gettid and getpgrp take nothing and cannot fail.
-    let here = unsafe {
-        match own.kind {
-            F_OWNER_TID => own.pid == libc::gettid(),
-            F_OWNER_PGRP => own.pid == libc::getpgrp(),
-            _ => own.pid == libc::getpid(),
-        }
+    // SAFETY: getpid and gettid take nothing and cannot fail.
+    let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
+    let here = match own.kind {
+        F_OWNER_TID => own.pid == tid,
+        F_OWNER_PGRP => false,
+        _ => own.pid == pid,
     };
-    // SAFETY: kill and tkill take plain integers.
+    // SAFETY: kill, tkill and tgkill take plain integers.
     unsafe {
         match own.kind {
+            _ if here => {
+                libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGURG);
+            }
             F_OWNER_TID => {
                 libc::syscall(libc::SYS_tkill, own.pid, libc::SIGURG);
             }
@@ -1239,7 +1296,33 @@ fn send_sigurg(fd: c_int) -> bool {
             }
         }
     }
-    here
+    here && sigurg_handled()
+}
+
+/// Whether SIGURG has a handler (not the default, which ignores it, nor
+/// SIG_IGN) that this thread does not block.
+fn sigurg_handled() -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one
+    // into `old`; pthread_sigmask with a null new set only reads the mask.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigaction(libc::SIGURG, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction != libc::SIG_DFL
+            && old.sa_sigaction != libc::SIG_IGN
+            && libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask) == 0
+            && libc::sigismember(&mask, libc::SIGURG) == 0
+    }
+}
+
+/// Whether the SIGURG handler asked for interrupted calls to restart.
+fn sigurg_restarts() -> bool {
+    // SAFETY: as in `sigurg_handled`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGURG, std::ptr::null(), &mut old) == 0
+            && old.sa_flags & libc::SA_RESTART != 0
+    }
 }
 
 /// The socket calls of [`layout::CALLS`]: how a call waited follows them
@@ -2282,14 +2365,18 @@ pub fn block_until(
 /// `send` at once; vsftpd answers `ABOR` from its handler only once the
 /// transfer call returns (it went on for seconds until 2026-11-30).
 fn unless_signalled(r: bool, sig: OnSignal, limit: Option<Duration>) -> bool {
-    if !signalled_here() || (r && !sig.sending) {
-        return r;
-    }
-    if sig.restart && limit.is_none() && restarts_after_signal() {
+    if !signalled_here() || (r && !sig.sending) || restarted(sig, limit) {
         return r;
     }
     set_errno(libc::EINTR);
     false
+}
+
+/// Whether a call waiting with `sig` and `limit` goes on after this
+/// thread's SIGURG handler ran (it would restart under Linux: a call that
+/// restarts, without a timeout, its handler set with `SA_RESTART`).
+fn restarted(sig: OnSignal, limit: Option<Duration>) -> bool {
+    sig.restart && limit.is_none() && sigurg_restarts()
 }
 
 /// [`block_until`]'s sleep on the thread's waiter (and `kernel`), after
@@ -2362,6 +2449,12 @@ fn block_on_waiter(
                     // call. Otherwise poll the kernel descriptors and the
                     // waiter (level-triggered), then take the edges.
                     sleep.now();
+                    // (Counting that the call sleeps may raise SIGURG: its
+                    // handler has run, so the sleep does not begin.)
+                    if signalled_here() && !restarted(sig, limit) {
+                        set_errno(libc::EINTR);
+                        return false;
+                    }
                     let (n, rung, kernel_ready) = if fds.is_empty() || clean {
                         // SAFETY: epoll_event is plain old data.
                         let mut evs: [libc::epoll_event; os::EDGES] = unsafe { std::mem::zeroed() };
@@ -2428,7 +2521,7 @@ fn block_on_waiter(
                             return true;
                         }
                         if signalled_here() {
-                            if sig.restart && limit.is_none() && restarts_after_signal() {
+                            if restarted(sig, limit) {
                                 continue;
                             }
                             set_errno(libc::EINTR);

@@ -676,10 +676,11 @@ struct Sock {
     /// queue (the rest wait in the stack's, up to the stack listener's
     /// backlog; beyond that SYNs are dropped).
     backlog: u32,
-    /// The connection's stream offset of its receive ring's offset 0 (a
-    /// connection passed from another app starts its ring at what that
-    /// app had read): the stack's urgent marks are stream offsets.
-    rx_base: u64,
+    /// Its receive ring's offset less the stream's, for the stack's urgent
+    /// marks (stream offsets): a connection passed from another app starts
+    /// its ring at what that app had read (negative), a socket that
+    /// connected again goes on from its ring's tail (positive).
+    rx_shift: i64,
     /// The transmit-ring offset up to which the stack was told the data
     /// is urgent ([`layout::UpUrgent::tx`]).
     urg_marked: u64,
@@ -711,7 +712,7 @@ impl Sock {
             bufs: 0,
             beyond: 0,
             backlog: 0,
-            rx_base: 0,
+            rx_shift: 0,
             urg_marked: 0,
         }
     }
@@ -1117,6 +1118,9 @@ struct ConnPass {
     flags: u32,
     /// The socket as the sender left it (options, peer closed, shut down).
     sock: Sock,
+    /// What the sender's program had read of its receive ring: the new
+    /// ring starts there.
+    head: u64,
     /// Bytes the sender's program had not read.
     rx: Vec<u8>,
     /// Bytes received that were spilled, not yet in its ring.
@@ -1545,6 +1549,7 @@ impl AppState {
         uu.tx.store(0, Ordering::Relaxed);
         uu.read.store(0, Ordering::Relaxed);
         uu.signalled.store(0, Ordering::Relaxed);
+        uu.owned.store(0, Ordering::Relaxed);
         self.r.urgent(s).store(0, Ordering::Relaxed);
         d.rx_tail.store(0, Ordering::Relaxed);
         d.tx_head.store(0, Ordering::Relaxed);
@@ -3314,13 +3319,8 @@ impl Service {
             slot: s,
             gen: d.gen.load(Ordering::Relaxed),
             flags: d.flags.load(Ordering::Relaxed),
-            // (Its receive ring starts at what this one's program read;
-            // its transmit ring at what the stack has not taken.)
-            sock: Sock {
-                rx_base: sock.rx_base + head,
-                urg_marked: 0,
-                ..sock
-            },
+            sock,
+            head,
             rx,
             spill: app.spill.remove(&s),
             tx,
@@ -3358,6 +3358,10 @@ impl Service {
             sent: 0,
             acc_tail: 0,
             beyond: 0,
+            // (The ring starts at what the sender's program had read; the
+            // transmit ring anew.)
+            rx_shift: p.sock.rx_shift - p.head as i64,
+            urg_marked: 0,
             ..p.sock
         };
         if let Some(e) = p.err {
@@ -3380,6 +3384,10 @@ impl Service {
             state::ESTABLISHED
         };
         d.state.store(st, Ordering::Release);
+        // Urgent data told while it was held (its event named the pass).
+        if let Ok(Some((mark, byte))) = io.urgent(p.h) {
+            Self::urgent(app, s, mark, byte);
+        }
         app.changed(s);
         Self::pump_tx(app, io, s);
         Self::pump_rx(app, io, s);
@@ -3596,13 +3604,12 @@ impl Service {
         p
     }
 
-    /// Copy what the stack holds for a connection into its receive ring.
     /// The peer's urgent byte at stream offset `mark` (and the byte once
     /// it came), for the program: its socket's urgent word; a new mark
     /// moves the app's urgent count, so that a process of it raises
     /// `SIGURG` for the socket's owner; sleepers wake (`POLLPRI`).
     fn urgent(app: &mut AppState, s: u32, mark: u64, byte: Option<u8>) {
-        let Some(at) = mark.checked_sub(app.socks[s as usize].rx_base) else {
+        let Ok(at) = u64::try_from(mark as i64 + app.socks[s as usize].rx_shift) else {
             return; // before what a passed connection's ring holds
         };
         let w = app.r.urgent(s);
@@ -3614,11 +3621,16 @@ impl Service {
             .fetch_or(flag::URGENT, Ordering::Release);
         if new {
             app.r.down_header().urgent.fetch_add(1, Ordering::Release);
-            app.wake_all = true;
+            // (Only for a socket with an owner to signal: a peer that moves
+            // its pointer with every segment wakes no one else for it.)
+            if app.r.up_urgent(s).owned.load(Ordering::Relaxed) != 0 {
+                app.wake_all = true;
+            }
         }
         app.changed(s);
     }
 
+    /// Copy what the stack holds for a connection into its receive ring.
     fn pump_rx(app: &mut AppState, io: &mut Io, s: u32) {
         let Kind::Conn(h) = app.socks[s as usize].kind else {
             return;
@@ -3810,7 +3822,8 @@ impl Service {
         };
         if urg > app.socks[s as usize].urg_marked && urg <= sent {
             app.socks[s as usize].urg_marked = urg;
-            let _ = io.mark_urgent(h);
+            // (The stack holds the ring's bytes up to `sent`.)
+            let _ = io.mark_urgent(h, (sent - urg) as usize);
         }
         let avail = (tail - sent) as usize;
         if avail == 0 && app.says_stack_full(s) {
@@ -3839,7 +3852,7 @@ impl Service {
                 let mut k = io.send(h, Bytes::from(v)).unwrap_or(0);
                 if marks && k == cut {
                     app.socks[s as usize].urg_marked = urg;
-                    let _ = io.mark_urgent(h);
+                    let _ = io.mark_urgent(h, 0);
                     if cut < n {
                         let v = app.r.tx_take(s, urg, n - cut);
                         k += io.send(h, Bytes::from(v)).unwrap_or(0);
@@ -4262,6 +4275,11 @@ impl Service {
         sk.peer_closed = false;
         sk.shut = false;
         sk.beyond = 0;
+        // The next connection's stream starts at the ring's tail; urgent
+        // data of this one is forgotten.
+        sk.rx_shift = sk.rx_tail as i64;
+        sk.urg_marked = tx_tail;
+        app.r.urgent(s).store(0, Ordering::Release);
         app.spill.remove(&s);
         app.gone_info.remove(&s);
         let unbound = sk.bind_lock == 0;

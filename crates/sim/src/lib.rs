@@ -325,9 +325,9 @@ pub struct TransferConfig {
     /// `None`).
     pub tweak: Option<fn(&mut StackConfig)>,
     /// Mark the data sent so far as urgent each time another this many
-    /// bytes were offered (0: never): each side checks every urgent byte
-    /// the other's stack reports against what was sent at its mark, and
-    /// that the last mark was reported.
+    /// bytes were offered (0: never): each side checks that every urgent
+    /// byte the other's stack reports is at one of its marks and is the
+    /// byte sent there, and that the last mark was reported.
     pub urgent_every: usize,
 }
 
@@ -628,10 +628,12 @@ impl Transfer {
                     ..
                 } => {
                     let sent = pattern_of(sides, 1 - i).get(mark as usize).copied();
+                    let marked = sides[1 - i].marks.contains(&(mark + 1));
                     let side = &mut sides[i];
-                    if sent != Some(b) && side.urgent_wrong.is_none() {
+                    if (sent != Some(b) || !marked) && side.urgent_wrong.is_none() {
                         side.urgent_wrong = Some(format!(
-                            "urgent byte at {mark}: told {b:#04x}, sent {sent:?}"
+                            "urgent byte at {mark}: told {b:#04x}, sent {sent:?}, marked \
+                             there: {marked}"
                         ));
                     }
                     side.urgent.push((mark, b));
@@ -690,7 +692,7 @@ impl Transfer {
                 Ok(n) => {
                     let every = self.cfg.urgent_every;
                     if every > 0 && (side.sent + n) / every > side.sent / every {
-                        stack.tcp_mark_urgent(now, h).expect("live handle");
+                        stack.tcp_mark_urgent(now, h, 0).expect("live handle");
                         side.marks.push((side.sent + n) as u64);
                     }
                     side.sent += n;

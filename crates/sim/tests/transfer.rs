@@ -56,8 +56,9 @@ fn every_impairment_at_once() {
 
 /// Urgent data both ways over a lossy, reordering link (RFC 9293 §3.8.5):
 /// each side marks its data urgent every 100,000 bytes offered; every
-/// urgent byte the other's stack reports is the byte sent at its mark,
-/// and the last mark is reported, whatever is lost or retransmitted.
+/// urgent byte the other's stack reports is at one of those marks and is
+/// the byte sent there, and the last mark is reported, whatever is lost
+/// or retransmitted.
 #[test]
 fn urgent_marks_survive_loss_and_reordering() {
     for seed in [5, 6] {

@@ -847,7 +847,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     pub fn accept(&mut self, cookie: u64) {
         self.cookie = cookie;
         self.flags |= ACCEPTED;
-        // Data or a FIN may have arrived between the knock and the accept.
+        // Data, urgent data or a FIN may have arrived between the knock
+        // and the accept (their events went before it owned a cookie).
+        if self.rcv_urgent().is_some() {
+            self.emit_event(ev::URGENT);
+        }
         if self.rcvq.ready_len() > 0 {
             self.emit_event(ev::RECV);
         }
@@ -1843,6 +1847,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             self.sendq.note_acked(data_acked);
             self.emit_event(ev::SENT);
         }
+        // Urgent data acknowledged: urgent mode ends (Linux's `tcp_ack`),
+        // and a pointer left standing would point again 2³¹ bytes on.
+        if let Some(u) = self.urg.as_deref_mut() {
+            if u.snd_up.is_some_and(|up| up.diff(ack) <= 0) {
+                u.snd_up = None;
+                if u.rcv.is_none() {
+                    self.urg = None;
+                }
+            }
+        }
         // RTT (RFC 6298 §3 with Karn's rule: the transmission records give
         // a sample only from a segment never retransmitted), else RFC 7323
         // §4 RTTM.
@@ -2162,7 +2176,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if at.diff(self.rcv_nxt) < 0 {
             return;
         }
-        if self.rcv_urgent().is_some_and(|u| at.diff(u.seq) <= 0) {
+        // (Only while its byte has not come: once it has, a new pointer is
+        // past it, and the old one compared against would point again 2³¹
+        // bytes on.)
+        if self
+            .rcv_urgent()
+            .is_some_and(|u| u.byte.is_none() && at.diff(u.seq) <= 0)
+        {
             return;
         }
         // The data bytes before RCV.NXT (no FIN has come: the states above).
@@ -2215,14 +2235,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.rcv_urgent().map(|u| (u.mark, u.byte))
     }
 
-    /// Mark what the application has queued so far as ending urgent data
-    /// (`send(MSG_OOB)`): the segments before its end carry URG and point
-    /// past it until it is acknowledged (RFC 9293 §3.8.5: the pointer
-    /// names the octet after the urgent data), and neither Nagle nor a
-    /// cork holds them (as Linux's `tcp_nagle_test` in urgent mode).
-    pub fn mark_urgent(&mut self) {
-        let end = self.data_end();
-        self.urg.get_or_insert_default().snd_up = Some(end);
+    /// Mark what the application has queued so far, less its last `back`
+    /// bytes, as ending urgent data (`send(MSG_OOB)`): the segments before
+    /// its end carry URG and point past it until it is acknowledged (RFC
+    /// 9293 §3.8.5: the pointer names the octet after the urgent data),
+    /// and neither Nagle nor a cork holds them (as Linux's
+    /// `tcp_nagle_test` in urgent mode). An end already acknowledged
+    /// changes nothing.
+    pub fn mark_urgent(&mut self, back: usize) {
+        if back > self.sendq.len() {
+            return;
+        }
+        let end = self.data_end() - back;
+        if end.diff(self.snd_una) > 0 {
+            self.urg.get_or_insert_default().snd_up = Some(end);
+        }
     }
 
     /// The end of urgent data sent and not yet acknowledged (urgent mode).
@@ -2237,14 +2264,22 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     }
 
     /// URG and the urgent pointer for a segment at `repr.seq` before the
-    /// end of the urgent data. A pointer past 65,535 octets is sent as
-    /// 65,535 and moves on with the data, as Linux sends it.
+    /// end of the urgent data. An end more than 65,535 octets on is
+    /// pointed at as 65,535 only by a segment within 65,535 of SND.MAX (as
+    /// Linux's `tcp_transmit_skb`): a retransmission far behind would
+    /// name a byte the peer may already hold out of order.
     fn put_urgent(&self, repr: &mut TcpRepr) {
         let Some(up) = self.snd_up() else { return };
         let ahead = up.diff(repr.seq);
-        if ahead > 0 {
+        if ahead <= 0 {
+            return;
+        }
+        if ahead < 0x10000 {
             repr.flags |= Flags::URG;
-            repr.urgent = ahead.min(0xFFFF) as u16;
+            repr.urgent = ahead as u16;
+        } else if (repr.seq + 0xFFFF).diff(self.snd_max) > 0 {
+            repr.flags |= Flags::URG;
+            repr.urgent = 0xFFFF;
         }
     }
 

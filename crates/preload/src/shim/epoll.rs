@@ -387,13 +387,14 @@ fn epoll_common(
     max: c_int,
     timeout: Timeout,
     sigmask: *const sigset_t,
+    fine: bool,
 ) -> c_int {
-    // The kernel's wait: to the millisecond by `epoll_[p]wait` when the
-    // timeout is whole milliseconds (always, unless the program asked
-    // `epoll_pwait2`), else by `epoll_pwait2` (Linux 5.11, which that
-    // program's kernel has).
+    // The kernel's wait: by `epoll_pwait2` (Linux 5.11, which the program's
+    // kernel has) for a program that asked it (`fine`) a timeout that is
+    // not whole milliseconds; else by `epoll_[p]wait`, to the millisecond,
+    // rounded up (what is left of a timeout after a look is not whole).
     let real_wait = |o: *mut epoll_event, m: c_int, t: Timeout| match t {
-        Some(d) if d.subsec_nanos() % 1_000_000 != 0 => {
+        Some(d) if fine && d.subsec_nanos() % 1_000_000 != 0 => {
             let ts = timespec {
                 tv_sec: d.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
                 tv_nsec: d.subsec_nanos() as libc::c_long,
@@ -403,7 +404,9 @@ fn epoll_common(
             )
         }
         _ => {
-            let t = t.map_or(-1, |d| d.as_millis().min(c_int::MAX as u128) as c_int);
+            let t = t.map_or(-1, |d| {
+                d.as_nanos().div_ceil(1_000_000).min(c_int::MAX as u128) as c_int
+            });
             if sigmask.is_null() {
                 real!(epoll_wait: fn(c_int, *mut epoll_event, c_int, c_int) -> c_int)(epfd, o, m, t)
             } else {
@@ -459,7 +462,7 @@ fn epoll_common(
         }
         // Poked: the set has Ixora sockets now; wait on, for what is
         // left of the timeout.
-        return epoll_common(epfd, out, max, left_of(timeout, start), sigmask);
+        return epoll_common(epfd, out, max, left_of(timeout, start), sigmask, fine);
     };
     if max <= 0 || out.is_null() {
         return fail(libc::EINVAL);
@@ -689,7 +692,7 @@ pub extern "C" fn epoll_wait(
     max: c_int,
     timeout: c_int,
 ) -> c_int {
-    epoll_common(epfd, out, max, timeout_ms(timeout), std::ptr::null())
+    epoll_common(epfd, out, max, timeout_ms(timeout), std::ptr::null(), false)
 }
 
 /// epoll_pwait(2) (the signal mask applies only when the call blocks in
@@ -702,7 +705,7 @@ pub extern "C" fn epoll_pwait(
     timeout: c_int,
     sigmask: *const sigset_t,
 ) -> c_int {
-    epoll_common(epfd, out, max, timeout_ms(timeout), sigmask)
+    epoll_common(epfd, out, max, timeout_ms(timeout), sigmask, false)
 }
 
 /// epoll_pwait2(2): epoll_pwait with a `timespec` timeout (NULL: none),
@@ -742,5 +745,5 @@ pub extern "C" fn epoll_pwait2(
         }
         Some(Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
     };
-    epoll_common(epfd, out, max, t, sigmask)
+    epoll_common(epfd, out, max, t, sigmask, true)
 }

@@ -195,7 +195,13 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
         }
         _ => {
             count(sk.a, call("fcntl"), false);
-            real_fcntl()
+            let r = real_fcntl();
+            // F_SETOWN, F_SETOWN_EX: the owner SIGURG goes to ([`state::note_owner`]).
+            const F_SETOWN_EX: c_int = 15;
+            if r == 0 && (cmd == libc::F_SETOWN && arg != 0 || cmd == F_SETOWN_EX) {
+                state::note_owner(sk, fd, true);
+            }
+            r
         }
     }
 }
@@ -273,6 +279,13 @@ pub extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
         };
         if r == 0 {
             note_ioctl_cloexec(fd, req);
+            // FIOSETOWN, SIOCSPGRP: an owner for SIGURG.
+            if matches!(req, 0x8901 | 0x8902) && arg != 0 {
+                // SAFETY: their argument is a readable int pointer (the
+                // kernel just read it).
+                let owner = unsafe { *(arg as *const c_int) } != 0;
+                state::note_owner(sk, fd, owner);
+            }
         }
         return r;
     }

@@ -468,7 +468,11 @@ pub(super) fn is_iface_ioctl(req: c_ulong) -> bool {
 
 pub(super) fn passes_to_placeholder(req: c_ulong) -> bool {
     const SIOCOUTQNSD: c_ulong = 0x894B;
+    // FIOSETOWN, SIOCSPGRP, FIOGETOWN, SIOCGPGRP: the owner `SIGURG` goes
+    // to, which the placeholder keeps (as `F_SETOWN` sets it).
+    const OWNER: std::ops::RangeInclusive<c_ulong> = 0x8901..=0x8904;
     matches!(req, libc::FIOCLEX | libc::FIONCLEX)
+        || OWNER.contains(&req)
         || (req != SIOCOUTQNSD && (libc::SIOCADDRT..=0x89FF).contains(&req))
 }
 

@@ -81,7 +81,9 @@ pub(crate) fn do_recv(sk: Sock, bufs: &mut [&mut [u8]], flags: c_int) -> ssize_t
                     user = false;
                 }
                 got += n;
-                if !peek && n > 0 && got < target {
+                // (A read that reached the peer's urgent byte stops there,
+                // as Linux's does once it has copied anything.)
+                if !peek && n > 0 && got < target && !sk.at_mark() {
                     continue; // (the ring may hold more already)
                 }
                 count(sk.a, call("read"), user);

@@ -893,6 +893,7 @@ pub unsafe extern "C" fn accept4(
                     | fl::LINGER0
                     | fl::INET6
                     | fl::LOWAT
+                    | fl::OOBINLINE
                     | fl::REUSEADDR
                     | fl::REUSEPORT);
             state::install(nfd, c, gen, nb | inherit | fl::cloexec(want));
