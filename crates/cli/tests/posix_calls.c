@@ -3459,6 +3459,67 @@ static void urgent_data(const char *self_ip, int port) {
     close(l);
 }
 
+/* A SIGURG handler that reads its socket, blocking, while the thread it
+ * interrupts is blocked in a receive on another socket (vsftpd reads ABOR
+ * in its handler): the handler gets the urgent byte and the bytes after
+ * it, and the interrupted receive says EINTR (no SA_RESTART). Until a
+ * review of 2026-11-30 the shim's wait, entered again from the handler
+ * inside its own, aborted the program. */
+static int hfd;
+static char hbuf[4];
+static ssize_t hoob, hgot;
+static void on_sigurg_read(int sig) {
+    (void)sig;
+    char o = 0;
+    hoob = recv(hfd, &o, 1, MSG_OOB) == 1 ? o : -1;
+    hgot = read_full(hfd, hbuf, 2) == 0 ? 2 : -1;
+}
+struct urgent_sender {
+    int c;
+};
+static void *send_urgent_later(void *p) {
+    struct urgent_sender *u = p;
+    sigset_t m;
+    sigemptyset(&m);
+    sigaddset(&m, SIGURG);
+    pthread_sigmask(SIG_BLOCK, &m, NULL);
+    usleep(100000);
+    send(u->c, "!", 1, MSG_OOB);
+    usleep(100000);
+    send(u->c, "cd", 2, 0);
+    return NULL;
+}
+static void urgent_handler_reads(const char *self_ip, int port) {
+    struct sockaddr_in la = addr_of(self_ip, port);
+    int l = listen_on(&la, 0, 4), c, a, c2, b;
+    own_pair(&la, l, &c, &a);
+    own_pair(&la, l, &c2, &b);
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_sigurg_read;
+    sigemptyset(&act.sa_mask);
+    sigaction(SIGURG, &act, &old);
+    hfd = a;
+    hoob = hgot = 0;
+    int own = fcntl(a, F_SETOWN, getpid());
+    struct timeval tmo = {.tv_sec = 3};
+    setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof tmo);
+    struct urgent_sender u = {.c = c};
+    pthread_t t;
+    pthread_create(&t, NULL, send_urgent_later, &u);
+    char x;
+    errno = 0;
+    ssize_t r = recv(b, &x, 1, 0);
+    int e = errno;
+    pthread_join(t, NULL);
+    check(own == 0 && r == -1 && e == EINTR && hoob == '!' && hgot == 2 &&
+              memcmp(hbuf, "cd", 2) == 0,
+          "urgent_handler_reads", "own %d recv %zd %s oob %zd got %zd '%.2s'", own, r,
+          strerror(e), hoob, hgot, hbuf);
+    sigaction(SIGURG, &old, NULL);
+    close(a); close(c); close(b); close(c2); close(l);
+}
+
 /* ioctl(SIOCINQ / SIOCOUTQ / SIOCOUTQNSD) of `fd`: the value, or -1
  * with errno. */
 /* A burst of non-blocking writes to a peer with room is not cut short:
@@ -4619,6 +4680,7 @@ int main(int argc, char **argv) {
         specific_over_wildcard(argv[4], atoi(argv[3]) + 28);
         addrconfig_own_address(argv[4], atoi(argv[3]) + 30);
         urgent_data(argv[4], atoi(argv[3]) + 32);
+        urgent_handler_reads(argv[4], atoi(argv[3]) + 33);
     }
     stdio_on_sockets(argv[1], atoi(argv[2])); /* before: it execs itself */
     epoll_before_connect(argv[1], atoi(argv[2])); /* clears the environment */

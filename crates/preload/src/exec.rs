@@ -425,6 +425,17 @@ pub fn adopt() {
             // (Kept: not close-on-exec.)
             let f = flags & !(state::fl::CLOEXEC_KNOWN | state::fl::CLOEXEC);
             state::install(fd, s, gen, f | state::fl::cloexec(false));
+            // A socket given an owner for SIGURG (its file keeps it).
+            if let Some(sk) = state::sock(fd) {
+                if a.r
+                    .up_urgent(s)
+                    .owned
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    != 0
+                {
+                    state::note_owner(sk, fd, true);
+                }
+            }
         }
     }
     for &(s, gen) in &inh.closed {

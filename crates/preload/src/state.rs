@@ -1274,11 +1274,14 @@ fn send_sigurg(fd: c_int) -> bool {
     }
     // SAFETY: getpid and gettid take nothing and cannot fail.
     let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
+    // (Asked before it is sent: a one-shot handler is gone after.) Not
+    // handled here (blocked by this thread), a process's signal goes to
+    // the process, for a thread that takes it.
     let here = match own.kind {
         F_OWNER_TID => own.pid == tid,
         F_OWNER_PGRP => false,
         _ => own.pid == pid,
-    };
+    } && sigurg_handled();
     // SAFETY: kill, tkill and tgkill take plain integers.
     unsafe {
         match own.kind {
@@ -1296,7 +1299,7 @@ fn send_sigurg(fd: c_int) -> bool {
             }
         }
     }
-    here && sigurg_handled()
+    here
 }
 
 /// Whether SIGURG has a handler (not the default, which ignores it, nor
@@ -2035,7 +2038,7 @@ thread_local! {
 /// the thread's image is about to go (`exec`). A later wait, if the exec
 /// fails, makes a new one.
 pub fn release_thread_waiter() {
-    let w = THREAD_WAITER.with(|tw| tw.borrow_mut().0.take());
+    let w = THREAD_WAITER.with(|tw| tw.try_borrow_mut().ok()?.0.take());
     if let (Some(w), Some(a)) = (w, attached()) {
         if w.current() {
             w.release(a);
@@ -2144,6 +2147,13 @@ fn block_sandboxed(
         }
         if n > 0 && !kernel.is_empty() {
             return true;
+        }
+        // (No wake-up comes to a nap: new urgent data is looked for after
+        // each, and a SIGURG this thread handled ends it as above.)
+        note_urgent(sleep.a, true);
+        if signalled_here() && !restarted(sig, limit) {
+            set_errno(libc::EINTR);
+            return false;
         }
     }
 }
@@ -2399,7 +2409,11 @@ fn block_on_waiter(
 ) -> bool {
     // (Each `return` in the closure ends the sleep, the waiter armed.)
     let r = THREAD_WAITER.with(|tw| {
-        let mut tw = tw.borrow_mut();
+        // A handler that runs inside this thread's own sleep (a signal, or
+        // the SIGURG the shim raised there) and waits itself: it naps.
+        let Ok(mut tw) = tw.try_borrow_mut() else {
+            return block_sandboxed(limit, start, sig, kernel, ready, sleep);
+        };
         if tw.ensure(a) {
             IN_KERNEL.with(|k| k.set(true));
         }
@@ -2554,7 +2568,10 @@ fn block_on_waiter(
             }
         }
     });
-    let rung = THREAD_WAITER.with(|tw| tw.borrow().0.as_ref().is_some_and(|w| !w.disarm(a)));
+    let rung = THREAD_WAITER.with(|tw| {
+        tw.try_borrow()
+            .is_ok_and(|tw| tw.0.as_ref().is_some_and(|w| !w.disarm(a)))
+    });
     if !r && rung && ready() {
         // Rung as the call gave up (a timeout, a signal): what rang it is
         // the call's, as Linux's `ep_poll` and `inet_csk_wait_for_connect`
@@ -3333,7 +3350,7 @@ pub struct Sleeper {
 /// cannot be nudged; it sleeps in short steps anyway).
 pub fn sleep_on(a: &Attached, g: &mut Epoll, kernel: bool) -> Option<u64> {
     let (idx, nudge) = THREAD_WAITER.with(|tw| {
-        let mut tw = tw.borrow_mut();
+        let mut tw = tw.try_borrow_mut().ok()?;
         tw.ensure(a);
         let w = tw.0.as_mut()?;
         Some((w.idx, w.nudge_fd()?))
@@ -3344,7 +3361,7 @@ pub fn sleep_on(a: &Attached, g: &mut Epoll, kernel: bool) -> Option<u64> {
 
 /// The calling thread no longer sleeps on set `g`.
 pub fn woke_from(g: &mut Epoll) {
-    let Some(idx) = THREAD_WAITER.with(|tw| tw.borrow().0.as_ref().map(|w| w.idx)) else {
+    let Some(idx) = THREAD_WAITER.with(|tw| tw.try_borrow().ok()?.0.as_ref().map(|w| w.idx)) else {
         return;
     };
     if let Some(i) = g.sleepers.iter().position(|s| s.idx == idx) {

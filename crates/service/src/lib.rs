@@ -1573,8 +1573,13 @@ impl AppState {
     /// a listener's empty accept queue is the caller's to fill.
     fn alloc_like(&mut self, like: Sock, local: u64) -> Option<u32> {
         let s = self.alloc()?;
+        // (Its rings start at 0.)
         self.socks[s as usize] = Sock {
             acc_tail: 0,
+            rx_tail: 0,
+            sent: 0,
+            rx_shift: 0,
+            urg_marked: 0,
             ..like
         };
         let d = self.r.down_slot(s);
@@ -3282,6 +3287,11 @@ impl Service {
             Some(e) => app.fail(s, e),
             None => {
                 let _ = io.set_cookie(c.h, cookie(id, s));
+                // Urgent data told while it was passed (its event named
+                // the pass).
+                if let Ok(Some((mark, byte))) = io.urgent(c.h) {
+                    Self::urgent(app, s, mark, byte);
+                }
                 app.changed(s);
                 Self::pump_tx(app, io, s);
                 Self::pump_rx(app, io, s);
@@ -4280,6 +4290,9 @@ impl Service {
         sk.rx_shift = sk.rx_tail as i64;
         sk.urg_marked = tx_tail;
         app.r.urgent(s).store(0, Ordering::Release);
+        let uu = app.r.up_urgent(s);
+        uu.read.store(0, Ordering::Relaxed);
+        uu.signalled.store(0, Ordering::Relaxed);
         app.spill.remove(&s);
         app.gone_info.remove(&s);
         let unbound = sk.bind_lock == 0;

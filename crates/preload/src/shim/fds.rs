@@ -12,6 +12,10 @@ pub(super) fn dup_into(sk: Sock, nfd: c_int, cloexec: bool) {
         sk.e.gen.load(Ordering::Relaxed),
         flags | fl::cloexec(cloexec),
     );
+    // The owner is the socket's: a duplicate is one to signal for too.
+    if sk.a.r.up_urgent(sk.s).owned.load(Ordering::Acquire) != 0 {
+        state::note_owner(sk, nfd, true);
+    }
 }
 
 /// `nfd` (if a descriptor) was made a duplicate of kernel descriptor
@@ -198,7 +202,7 @@ pub extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
             let r = real_fcntl();
             // F_SETOWN, F_SETOWN_EX: the owner SIGURG goes to ([`state::note_owner`]).
             const F_SETOWN_EX: c_int = 15;
-            if r == 0 && (cmd == libc::F_SETOWN && arg != 0 || cmd == F_SETOWN_EX) {
+            if r == 0 && (cmd == libc::F_SETOWN && arg as c_int != 0 || cmd == F_SETOWN_EX) {
                 state::note_owner(sk, fd, true);
             }
             r
