@@ -1178,16 +1178,12 @@ fn raise_sigurg(a: &Attached, now: u64, in_wait: bool) {
     }
     let Some(t) = TABLE.get() else { return };
     // The descriptors given an owner, or (more than the list holds) all.
-    let listed = OWNED_FULL.load(Ordering::Acquire) == 0;
-    let fds: Box<dyn Iterator<Item = usize>> = if listed {
-        Box::new(
-            OWNED
-                .iter()
-                .filter_map(|f| usize::try_from(f.load(Ordering::Acquire)).ok()),
-        )
-    } else {
-        Box::new(0..t.len())
-    };
+    let all = OWNED_FULL.load(Ordering::Acquire) != 0;
+    let listed = OWNED.iter().map(|f| f.load(Ordering::Acquire));
+    let fds = listed
+        .filter(|_| !all)
+        .filter_map(|f| usize::try_from(f).ok())
+        .chain((0..t.len()).filter(|_| all));
     for fd in fds {
         let Some(e) = t.get(fd) else { continue };
         if e.kind.load(Ordering::Acquire) != kind::IXORA {
@@ -1305,26 +1301,25 @@ fn send_sigurg(fd: c_int) -> bool {
 /// Whether SIGURG has a handler (not the default, which ignores it, nor
 /// SIG_IGN) that this thread does not block.
 fn sigurg_handled() -> bool {
-    // SAFETY: sigaction with a null new action only reads the current one
-    // into `old`; pthread_sigmask with a null new set only reads the mask.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        let mut mask: libc::sigset_t = std::mem::zeroed();
-        libc::sigaction(libc::SIGURG, std::ptr::null(), &mut old) == 0
-            && old.sa_sigaction != libc::SIG_DFL
-            && old.sa_sigaction != libc::SIG_IGN
-            && libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask) == 0
-            && libc::sigismember(&mask, libc::SIGURG) == 0
-    }
+    let handler = action_of(libc::SIGURG)
+        .is_some_and(|a| a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN);
+    // SAFETY: pthread_sigmask with a null new set only reads the mask into
+    // `mask`, a zeroed plain-old-data set.
+    handler
+        && unsafe {
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), &mut mask) == 0
+                && libc::sigismember(&mask, libc::SIGURG) == 0
+        }
 }
 
-/// Whether the SIGURG handler asked for interrupted calls to restart.
-fn sigurg_restarts() -> bool {
-    // SAFETY: as in `sigurg_handled`.
+/// The action of signal `sig` now (None: sigaction refused).
+fn action_of(sig: c_int) -> Option<libc::sigaction> {
+    // SAFETY: sigaction(2) with a null new action only reads the current
+    // one into `old`, a zeroed plain-old-data struct.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(libc::SIGURG, std::ptr::null(), &mut old) == 0
-            && old.sa_flags & libc::SA_RESTART != 0
+        (libc::sigaction(sig, std::ptr::null(), &mut old) == 0).then_some(old)
     }
 }
 
@@ -2263,14 +2258,11 @@ impl OnSignal {
 /// handler may have asked to stop.
 pub(crate) fn restarts_after_signal() -> bool {
     (1..=libc::SIGRTMAX()).all(|sig| {
-        // SAFETY: sigaction(2) with a null new action only reads the
-        // current one into `old`, a zeroed plain-old-data struct.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
-        r != 0
-            || old.sa_sigaction == libc::SIG_DFL
-            || old.sa_sigaction == libc::SIG_IGN
-            || old.sa_flags & libc::SA_RESTART != 0
+        action_of(sig).is_none_or(|old| {
+            old.sa_sigaction == libc::SIG_DFL
+                || old.sa_sigaction == libc::SIG_IGN
+                || old.sa_flags & libc::SA_RESTART != 0
+        })
     })
 }
 
@@ -2386,7 +2378,9 @@ fn unless_signalled(r: bool, sig: OnSignal, limit: Option<Duration>) -> bool {
 /// thread's SIGURG handler ran (it would restart under Linux: a call that
 /// restarts, without a timeout, its handler set with `SA_RESTART`).
 fn restarted(sig: OnSignal, limit: Option<Duration>) -> bool {
-    sig.restart && limit.is_none() && sigurg_restarts()
+    sig.restart
+        && limit.is_none()
+        && action_of(libc::SIGURG).is_some_and(|a| a.sa_flags & libc::SA_RESTART != 0)
 }
 
 /// [`block_until`]'s sleep on the thread's waiter (and `kernel`), after
@@ -2534,13 +2528,8 @@ fn block_on_waiter(
                         if found {
                             return true;
                         }
-                        if signalled_here() {
-                            if restarted(sig, limit) {
-                                continue;
-                            }
-                            set_errno(libc::EINTR);
-                            return false;
-                        }
+                        // (A SIGURG it raised ends the wait before the
+                        // next sleep: after `sleep.now()` below.)
                     }
                     if kernel_ready {
                         return true;

@@ -3287,11 +3287,7 @@ impl Service {
             Some(e) => app.fail(s, e),
             None => {
                 let _ = io.set_cookie(c.h, cookie(id, s));
-                // Urgent data told while it was passed (its event named
-                // the pass).
-                if let Ok(Some((mark, byte))) = io.urgent(c.h) {
-                    Self::urgent(app, s, mark, byte);
-                }
+                Self::urgent_again(app, io, s, c.h);
                 app.changed(s);
                 Self::pump_tx(app, io, s);
                 Self::pump_rx(app, io, s);
@@ -3394,10 +3390,7 @@ impl Service {
             state::ESTABLISHED
         };
         d.state.store(st, Ordering::Release);
-        // Urgent data told while it was held (its event named the pass).
-        if let Ok(Some((mark, byte))) = io.urgent(p.h) {
-            Self::urgent(app, s, mark, byte);
-        }
+        Self::urgent_again(app, io, s, p.h);
         app.changed(s);
         Self::pump_tx(app, io, s);
         Self::pump_rx(app, io, s);
@@ -3614,6 +3607,15 @@ impl Service {
         p
     }
 
+    /// The urgent data of connection `h` (socket `s`) as the stack holds
+    /// it, for one that was passed: its event, told meanwhile, named the
+    /// pass.
+    fn urgent_again(app: &mut AppState, io: &mut Io, s: u32, h: ConnHandle) {
+        if let Ok(Some((mark, byte))) = io.urgent(h) {
+            Self::urgent(app, s, mark, byte);
+        }
+    }
+
     /// The peer's urgent byte at stream offset `mark` (and the byte once
     /// it came), for the program: its socket's urgent word; a new mark
     /// moves the app's urgent count, so that a process of it raises
@@ -3823,8 +3825,7 @@ impl Service {
         }
         // Urgent data (`send` with `MSG_OOB`) the stack has had all of
         // without being told (the program said so after the service took
-        // its bytes): told now; its pointer names the end of what the
-        // stack holds, a little past.
+        // its bytes): told now, where it ends.
         let urg = if rq & req::URGENT != 0 {
             app.r.up_urgent(s).tx.load(Ordering::Acquire)
         } else {
