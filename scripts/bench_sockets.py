@@ -27,7 +27,10 @@ same cores, the same client — on the Linux kernel stack, and under
     that travel in IPv4 fragments both ways) and under-load at fixed rates:
     round trips, drops and server CPU per message (sockets-udp.*);
   * NTP (`--only ntp`): chronyd as a server, measured by a client
-    chronyd: the NTP delay, which receive timestamps make (sockets-ntp.*).
+    chronyd: the NTP delay, which receive timestamps make (sockets-ntp.*);
+  * one program's burst (`--only burst`): sockperf's TCP ping-pong to a
+    server beside a program writing 64 kB to each of 400 connections
+    every 100 ms: the tail of the round trips (sockets-burst.*).
 
 Server side pinned to CPU 0 (with Ixora: the service and the program),
 client to CPU 1. Both stacks are set up side by side (each in its own
@@ -1295,14 +1298,15 @@ UDP_PORT = 11111
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def sockperf_run(net, mode, secs, rate=None, size=64):
+def sockperf_run(net, mode, secs, rate=None, size=64, tcp=False):
     """One sockperf client run (the Linux stack, CPU 1) against the
-    sockperf server of `net`: `ping-pong` (one message in flight) or
-    `under-load` at `rate` messages/s, every message answered; round-trip
-    times, ping-pong payloads checked (--data-integrity). Returns the parsed
-    summary with CPU 0's busy µs per message (the server side)."""
-    cmd = ["sockperf", mode, "-i", SRV, "-p", str(UDP_PORT), "-t", str(secs), "-m", str(size),
-           "--full-rtt"]
+    sockperf server of `net` (UDP, or `tcp` on BURST_PORT): `ping-pong`
+    (one message in flight) or `under-load` at `rate` messages/s, every
+    message answered; round-trip times, ping-pong payloads checked
+    (--data-integrity). Returns the parsed summary with CPU 0's busy µs per
+    message (the server side)."""
+    cmd = ["sockperf", mode, "-i", SRV, "-p", str(BURST_PORT if tcp else UDP_PORT), "-t",
+           str(secs), "-m", str(size), "--full-rtt", *(["--tcp"] if tcp else [])]
     if mode == "under-load":
         cmd += ["--mps", str(rate), "--reply-every", "1"]
     else:
@@ -1320,7 +1324,10 @@ def sockperf_run(net, mode, secs, rate=None, size=64):
         m = re.search(r"percentile (\d+\.\d+) =\s+([0-9.]+)", line)
         if m:
             q[{"50.000": "p50_us", "90.000": "p90_us", "99.000": "p99_us",
-               "99.900": "p999_us"}.get(m.group(1), "_")] = float(m.group(2))
+               "99.900": "p999_us", "99.990": "p9999_us"}.get(m.group(1), "_")] = float(m.group(2))
+        m = re.search(r"<MAX> observation =\s+([0-9.]+)", line)
+        if m:
+            q["max_us"] = float(m.group(1))
         m = re.search(r"Total (\d+) observations", line)
         if m:
             q["observations"] = int(m.group(1))
@@ -1357,15 +1364,193 @@ def udp(args, prog_bar):
             best = alternate(args.repeat, lambda ixora: sockperf_run(
                 nets[ixora], mode, args.duration, rate, size), lambda q: q["p99_us"])
             prog_bar.step(f"udp {mode} {rate or size}\n")
-            for ixora in (False, True):
-                q = best[ixora]
-                q["all_p99"] = q.pop("all")
-                results.append(q)
-                print(f"  udp {mode:10s} {str(rate or ''):>7s} {size:5d} B {q['stack']:7s}"
-                      f" {q['mps'] / 1000:6.1f} k msg/s  p50 {q['p50_us']:7.1f} us"
-                      f"  p99 {q['p99_us']:8.1f} us  dropped {q.get('dropped', 0)}"
-                      f"  {q['cpu_us_per_msg'] or 0:5.1f} us CPU/msg", flush=True)
+            keep(best, results, "all_p99", lambda q: (
+                f"  udp {mode:10s} {str(rate or ''):>7s} {size:5d} B {q['stack']:7s}"
+                f" {q['mps'] / 1000:6.1f} k msg/s  p50 {q['p50_us']:7.1f} us"
+                f"  p99 {q['p99_us']:8.1f} us  dropped {q.get('dropped', 0)}"
+                f"  {q['cpu_us_per_msg'] or 0:5.1f} us CPU/msg"))
     return results
+
+
+BURST_PORT = 11113  # sockperf's TCP server of --only burst
+BURST_SINK_PORT = 11114  # the reader of the bursting program's connections
+BURSTER = r"""
+import socket, sys, time
+# burster ADDR PORT CONNS KB PERIOD_MS SECS: CONNS connections to ADDR:PORT;
+# every PERIOD_MS, up to KB kB written on each (non-blocking: what the
+# socket takes); for SECS seconds. Prints the bytes written and bursts.
+a = (sys.argv[1], int(sys.argv[2])); n, kb = int(sys.argv[3]), int(sys.argv[4])
+period, secs = int(sys.argv[5]) / 1000, float(sys.argv[6])
+socks = []
+for i in range(n):
+    s = socket.create_connection(a, timeout=10); s.setblocking(False); socks.append(s)
+print("connected", n, flush=True)
+buf = b"x" * (kb * 1024)
+t0, sent, bursts = time.time(), 0, 0
+while time.time() - t0 < secs:
+    for s in socks:
+        try:
+            sent += s.send(buf)
+        except BlockingIOError:
+            pass
+    bursts += 1
+    time.sleep(period)
+print("sent", sent, "bursts", bursts, flush=True)
+"""
+BURST_SINK = r"""
+import selectors, socket, sys, time
+# sink ADDR PORT SECS: accept and read everything, for SECS seconds at most.
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(4096); s.setblocking(False)
+sel = selectors.DefaultSelector(); sel.register(s, selectors.EVENT_READ)
+t0 = time.time()
+while time.time() - t0 < float(sys.argv[3]):
+    for k, _ in sel.select(0.5):
+        if k.fileobj is s:
+            try:
+                c, _ = s.accept(); c.setblocking(False); sel.register(c, selectors.EVENT_READ)
+            except BlockingIOError:
+                pass
+            continue
+        try:
+            if not k.fileobj.recv(1 << 16):
+                sel.unregister(k.fileobj); k.fileobj.close()
+        except (BlockingIOError, ConnectionError):
+            pass
+"""
+BURST_CONNS, BURST_KB, BURST_PERIOD_MS = 400, 64, 100
+
+
+def burst_run(net, secs, bursting):
+    """sockperf TCP ping-pong (the Linux client, CPU 1) to the sockperf
+    server of `net`, with (`bursting`) or without a second program beside
+    the server, on its CPU and (for Ixora) the same service, writing up to
+    BURST_KB kB to each of its BURST_CONNS connections to the client's
+    namespace every BURST_PERIOD_MS ms."""
+    b = None
+    if bursting:
+        log = f"/tmp/ixb-{PID}-burster-{net.ixora}.log"
+        b = net.server([sys.executable, "-c", BURSTER, CLI, str(BURST_SINK_PORT), str(BURST_CONNS),
+                        str(BURST_KB), str(BURST_PERIOD_MS), str(secs + 3)], log)
+        t = time.time()
+        while "connected" not in Path(log).read_text():
+            if b.poll() is not None or time.time() - t > 20:
+                raise RuntimeError("the bursting program did not connect:\n" + be.stop_proc(b))
+            time.sleep(0.1)
+        time.sleep(1)  # its bursts under way
+    try:
+        q = sockperf_run(net, "ping-pong", secs, tcp=True)
+    finally:
+        if b is not None:
+            b.wait(timeout=secs + 30)
+            out = Path(b._log).read_text()
+            be.stop_proc(b)
+    q["bursting"] = bursting
+    if b is not None:
+        m = re.search(r"sent (\d+) bursts (\d+)", out)
+        if not m:
+            raise RuntimeError(f"the bursting program did not finish:\n{out[-2000:]}")
+        q["burst_bytes"], q["bursts"] = int(m.group(1)), int(m.group(2))
+    return q
+
+
+def burst(args, prog_bar):
+    """A latency-sensitive server beside a program that writes in bursts
+    over many connections: sockperf's TCP server (ping-pong from the Linux
+    client) alone, then with the bursting program on the same CPU (for
+    Ixora: both programs on the one service); kernel and Ixora runs
+    alternate `--repeat` times, the run of median p99.9 kept."""
+    results = []
+    argv = ["sockperf", "server", "--tcp", "-i", SRV, "-p", str(BURST_PORT)]
+    with side_by_side("burst", lambda _: argv, client_addr=True) as nets:
+        sinks = [be.start(be.pinned(1, *be.in_ns(nets[ixora].cl, sys.executable, "-c", BURST_SINK,
+                                                   CLI, str(BURST_SINK_PORT),
+                                                   str(20 * args.duration * args.repeat + 300))),
+                          f"/tmp/ixb-{PID}-sink-{ixora}.log") for ixora in (False, True)]
+        try:
+            for ixora in (False, True):  # warm-up (ARP, the server up)
+                sockperf_run(nets[ixora], "ping-pong", 1, tcp=True)
+            for bursting in (False, True):
+                best = alternate(args.repeat, lambda ixora: burst_run(nets[ixora], args.duration,
+                                                                      bursting),
+                                 lambda q: q.get("p999_us", q["p99_us"]))
+                prog_bar.step(f"burst {'with' if bursting else 'without'} the bursting program\n")
+                keep(best, results, "all_p999", lambda q: (
+                    f"  burst {'on ' if q['bursting'] else 'off'} {q['stack']:7s}"
+                    f" p50 {q['p50_us']:7.1f} us  p99 {q['p99_us']:8.1f} us"
+                    f"  p99.9 {q.get('p999_us', 0):8.1f} us"
+                    f"  p99.99 {q.get('p9999_us', 0):8.1f} us  max {q.get('max_us', 0):8.1f} us"
+                    + (f"  burst {q['burst_bytes'] / 1e6:.0f} MB" if q["bursting"] else "")))
+        finally:
+            for s in sinks:
+                be.stop_proc(s)
+    return results
+
+
+def write_burst(results, args, cmdline):
+    """sockets-burst.{json,md,png}."""
+    name, meta, command = part_json("burst", results, args, cmdline, duration_s=args.duration,
+                                    burst_conns=BURST_CONNS, burst_kb=BURST_KB,
+                                    burst_period_ms=BURST_PERIOD_MS)
+    L = ["# One program's burst beside a latency-sensitive server: the kernel vs `ixora run`", "",
+         command +
+         "sockperf's TCP server pinned to CPU 0 (with Ixora: the service on CPU "
+         f"{SERVICE_CPU}), the Linux `sockperf ping-pong --tcp` client on CPU 1 (64-byte "
+         f"messages, one in flight, {args.duration} s); with the bursting program: a second "
+         "program on CPU 0 (under `ixora run`: a second application of the same service) "
+         f"holding {BURST_CONNS} connections to a reader in the client's namespace (CPU 1) and "
+         f"writing up to {BURST_KB} kB on each every {BURST_PERIOD_MS} ms (what each socket "
+         "takes: about 26 MB a burst when the reader keeps up). The server's answers wait for "
+         "whatever else the CPU, and for Ixora the service, is doing: the tail shows how long "
+         "one program's burst holds up another's packets. Kernel and Ixora runs alternate "
+         f"({args.repeat} each, the run of median p99.9 kept).", "",
+         RX_TEXT[RX], "",
+         "| bursting program | stack | round trips/s | p50 µs | p99 µs | p99.9 µs | p99.99 µs "
+         "| max µs | burst MB/s | runs, p99.9 µs |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for q in results:
+        mbs = (f"{q['burst_bytes'] / 1e6 / (args.duration + 3):.0f}" if q["bursting"] else "—")
+        L.append(f"| {'yes' if q['bursting'] else 'no'} | {q['stack']} | {q['mps'] / 1000:.1f} k | "
+                 f"{q['p50_us']:.1f} | {q['p99_us']:.1f} | {q.get('p999_us', 0):.0f} | "
+                 f"{q.get('p9999_us', 0):.0f} | {q.get('max_us', 0):.0f} | {mbs} | "
+                 + ", ".join(f"{x:.0f}" for x in q["all_p999"]) + " |")
+    L += ["", "| bursting program | metric | kernel | Ixora | ratio |", "|---|---|---:|---:|---:|"]
+    for bursting in (False, True):
+        k, i = (next((q for q in results if q["stack"] == st and q["bursting"] == bursting), None)
+                for st in ("kernel", "ixora"))
+        if not (k and i):
+            continue
+        for key, what in (("p50_us", "median round trip, µs"), ("p99_us", "p99, µs"),
+                          ("p999_us", "p99.9, µs"), ("p9999_us", "p99.99, µs"),
+                          ("max_us", "longest round trip, µs")):
+            if key in k and key in i:
+                L.append(f"| {'yes' if bursting else 'no'} | {what} | {k[key]:.0f} | {i[key]:.0f} | "
+                         f"**{i[key] / k[key]:.2f}**× |")
+    L += ["", "A ratio over 1 is Ixora slower. The service gives one program's transmit rings at "
+          "most 256 KiB per look at it (`TX_BUDGET`; docs/ARCHITECTURE.md, \"One program's "
+          "burst\"); before it, a burst was copied into the stack in one look.", "",
+          f"Plot: `{name}.png`.", ""]
+    plt = write_md(name, L)
+    if plt is None:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    keys = [("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p99.9"), ("p9999_us", "p99.99"),
+            ("max_us", "max")]
+    for ax, bursting in zip(axes, (False, True)):
+        for n, (stack, lab, col) in enumerate((("kernel", "kernel", "C0"),
+                                               ("ixora", "ixora run", "C1"))):
+            q = next((q for q in results if q["stack"] == stack and q["bursting"] == bursting), None)
+            if q is None:
+                continue
+            ax.bar([x + n * 0.4 for x in range(len(keys))], [q.get(k, 0) for k, _ in keys], 0.4,
+                   color=col, label=lab)
+        ax.set_xticks([x + 0.2 for x in range(len(keys))], [lab for _, lab in keys])
+        ax.set_yscale("log")
+        ax.set_title("with the bursting program" if bursting else "alone")
+        ax.set_ylabel("round trip, µs")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / f"{name}.png", dpi=110)
 
 
 def write_udp(results, args, cmdline):
@@ -1992,7 +2177,7 @@ def main():
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
     ap.add_argument("--only", choices=["web", "memcached", "bulk", "relay", "local", "udp", "node",
-                                       "proxy", "pg", "apache", "redis", "ntp", "varnish"],
+                                       "proxy", "pg", "apache", "redis", "ntp", "varnish", "burst"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
@@ -2014,7 +2199,10 @@ def main():
                          "varnish: the Varnish HTTP cache, its backend on the client's side, "
                          "sockets-varnish.*; "
                          "ntp: chronyd as an NTP server, measured by a client chronyd: the NTP "
-                         "delay, which receive timestamps make (sockets-ntp.*))")
+                         "delay, which receive timestamps make (sockets-ntp.*); "
+                         "burst: sockperf's TCP ping-pong beside a program writing bursts over "
+                         f"{BURST_CONNS} connections, the tail of the round trips "
+                         "(sockets-burst.*))")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -2155,6 +2343,7 @@ def main():
              + (len(PG_MODES) if args.only == "pg" else 0)
              + (len(REDIS_MODES) if args.only == "redis" else 0)
              + (1 if args.only == "ntp" else 0)
+             + (2 if args.only == "burst" else 0)
              + (len(args.udp_sizes.split(",")) + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
@@ -2171,7 +2360,7 @@ def main():
     if IPI:
         print(f"IPI round trip CPU 0 -> CPU 1: {IPI['round_trip_us']:.1f} µs", flush=True)
     bulk_results, local_results, udp_results, pg_results, redis_results = [], [], [], [], []
-    ntp_results, relay_results = [], []
+    ntp_results, relay_results, burst_results = [], [], []
     try:
         if args.only in (None, "web"):
             for server in SERVERS:
@@ -2203,6 +2392,8 @@ def main():
             redis_results = redis(args, bar)
         if args.only == "ntp":
             ntp_results = ntp(args, bar)
+        if args.only == "burst":
+            burst_results = burst(args, bar)
     finally:
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
@@ -2233,6 +2424,10 @@ def main():
     if ntp_results:
         write_ntp(ntp_results, args, cmdline)
         b = NAME.replace("sockets", "sockets-ntp", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
+    if burst_results:
+        write_burst(burst_results, args, cmdline)
+        b = NAME.replace("sockets", "sockets-burst", 1)
         print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
     if udp_results:
         write_udp(udp_results, args, cmdline)

@@ -398,6 +398,17 @@ pub fn stats(a: StatsArgs) -> ExitCode {
             spills["waiting"]
         );
     }
+    let budget = &v["transmit_budget"];
+    if budget["deferred"].as_u64().unwrap_or(0) > 0 {
+        out!(
+            "a program's transmit rings gave the stack its {} bytes per look {} time(s) before a \
+             connection's bytes were all taken (one program writing to many connections at \
+             once); the rest went at the next look, {} connection(s) waiting now",
+            budget["bytes_per_look"],
+            budget["deferred"],
+            budget["waiting"]
+        );
+    }
     out!(
         "CPU yielded to a woken app thread on the service's CPU {} time(s), {} of them long \
          (over 250 us: a stall, or another thread ran); paused {} time(s) for 1 s after two \

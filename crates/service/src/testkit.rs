@@ -422,6 +422,16 @@ impl RawApp {
     /// Write as much of `data` as the transmit ring of `s` takes; bytes
     /// written.
     pub fn write(&self, s: u32, data: &[u8]) -> usize {
+        let n = self.write_unmarked(s, data);
+        if n > 0 {
+            self.kick(s);
+        }
+        n
+    }
+
+    /// [`RawApp::write`] without marking the socket active: the service
+    /// takes the bytes at a later mark ([`RawApp::kick_all`]).
+    pub fn write_unmarked(&self, s: u32, data: &[u8]) -> usize {
         let ring = u64::from(self.r.layout().ring);
         let tail = self.r.up_slot(s).tx_tail.load(Ordering::Relaxed);
         let head = self.r.down_slot(s).tx_head.load(Ordering::Acquire);
@@ -433,9 +443,22 @@ impl RawApp {
                 .up_slot(s)
                 .tx_tail
                 .store(tail + n as u64, Ordering::Release);
-            self.kick(s);
         }
         n
+    }
+
+    /// Mark sockets `socks` active at once (one move of the activity
+    /// word: the service's next look sees them all) and ring.
+    pub fn kick_all(&self, socks: &[u32]) {
+        for &s in socks {
+            self.r
+                .bitmap_word(s / 64)
+                .fetch_or(1 << (s % 64), Ordering::SeqCst);
+        }
+        self.r.up_header().activity.fetch_add(1, Ordering::SeqCst);
+        if self.ringing.load(Ordering::Relaxed) {
+            os::ring(self.bell.as_raw_fd());
+        }
     }
 
     /// Read what the receive ring of `s` holds (at most `max` bytes).
