@@ -401,10 +401,10 @@ pub fn stats(a: StatsArgs) -> ExitCode {
     let budget = &v["transmit_budget"];
     if budget["deferred"].as_u64().unwrap_or(0) > 0 {
         out!(
-            "a program's transmit rings gave the stack its {} bytes per look {} time(s) before a \
-             connection's bytes were all taken (one program writing to many connections at \
-             once); the rest went at the next look, {} connection(s) waiting now",
-            budget["bytes_per_look"],
+            "transmit budget ({} bytes per program per cycle) spent before a connection's bytes \
+             were all taken: {} time(s) a connection waited for the next cycle (one program \
+             writing to many connections at once), {} waiting now",
+            budget["bytes_per_cycle"],
             budget["deferred"],
             budget["waiting"]
         );

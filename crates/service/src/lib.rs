@@ -55,8 +55,9 @@ use std::time::{Duration, Instant};
 static PROTOCOL_ERRORS: AtomicU64 = AtomicU64::new(0);
 /// Connections the apps reset (close with SO_LINGER 0).
 static APP_ABORTS: AtomicU64 = AtomicU64::new(0);
-/// Connections whose bytes waited for the service's next look at their
-/// app, its transmit budget spent ([`TX_BUDGET`]).
+/// Times a connection's bytes waited for the next engine cycle, its app's
+/// transmit budget spent ([`TX_BUDGET`]; one connection may wait several
+/// cycles). Process-wide, as the other counters here.
 static TX_DEFERRED: AtomicU64 = AtomicU64::new(0);
 /// Datagrams an app wrote that the stack refused (too long, no route):
 /// the shim checks both first, so only a buggy or hostile app's.
@@ -817,8 +818,8 @@ struct AppState {
     /// The spare socket put in each entry of its up header's `spares`
     /// (`None`: none), as we wrote it: the app may have taken it since.
     spares: [Option<u32>; layout::SPARES],
-    /// Bytes its transmit rings may still give the stack until the
-    /// service's next look at the apps ([`TX_BUDGET`]).
+    /// Bytes its transmit rings may still give the stack in this engine
+    /// cycle ([`TX_BUDGET`]).
     tx_left: usize,
     /// Connections with bytes left in their transmit ring for want of
     /// budget, in the order they ran out (each once: `later_bits`, a bit
@@ -1271,16 +1272,15 @@ impl Closer {
     }
 }
 
-/// Bytes one application's transmit rings give the stack between two of
-/// the service's looks at the apps (one engine cycle): what is left waits
-/// for the next, its connections first, in the order they ran out. One
-/// program writing to many connections at once would otherwise hold the
-/// core for the copy of all of it, and every other program's packets with
-/// it: 400 connections given 64 KiB each held it 8–14 ms, and a
-/// ping-pong beside them waited up to 16–22 ms (p99.99 13–16 ms; the
-/// kernel 3–4 ms and 1.2 ms); with this budget 4.4–4.7 ms and 2.9–3.4 ms.
-/// Neither one iperf3 stream nor eight lost throughput by it (ARCHITECTURE.md,
-/// "One program's burst").
+/// Bytes one application's TCP transmit rings give the stack in one engine
+/// cycle (its `Sent` events and its look at the apps; reset in
+/// [`App::transmitted`]): what is left waits for the next, its connections
+/// first, in the order they ran out. One program writing to many
+/// connections at once would otherwise hold the core for the copy of all
+/// of it, and every other program's packets with it: 400 connections given
+/// 64 KiB each held it 8–14 ms (docs/bench/sockets-burst.md,
+/// ARCHITECTURE.md "One program's burst"). Not budgeted: UDP datagrams,
+/// the bytes of a program that exited ([`Service::orphan`]), a reset.
 const TX_BUDGET: usize = 256 * 1024;
 
 /// The idle core's longest sleep while it has applications, right after
@@ -1911,9 +1911,9 @@ impl Service {
             // `Service::spill`): times, bytes, and bytes waiting now.
             "receive_spills": {"spills": self.spills.spills, "bytes": self.spills.bytes, "looks": self.spills.scans, "waiting": self.apps.values().flat_map(|a| a.spill.values()).map(|sp| sp.left().len()).sum::<usize>()},
             "binds_denied": self.bind_denied,
-            // Connections whose bytes waited for the next look at their
-            // app, its budget of bytes per look spent, and those waiting now.
-            "transmit_budget": {"bytes_per_look": TX_BUDGET, "deferred": TX_DEFERRED.load(Ordering::Relaxed), "waiting": self.apps.values().map(|a| a.later.len()).sum::<usize>()},
+            // Times a connection's bytes waited for the next cycle, its
+            // app's budget of bytes per cycle spent, and those waiting now.
+            "transmit_budget": {"bytes_per_cycle": TX_BUDGET, "deferred": TX_DEFERRED.load(Ordering::Relaxed), "waiting": self.apps.values().map(|a| a.later.len()).sum::<usize>()},
             "passed_connections": {"passed": self.pass_counts.passed, "claimed": self.pass_counts.claimed, "expired": self.pass_counts.expired, "waiting": self.passes.len()},
             "ended_with_program": {"finished": self.orphan_counts.finished, "reset": self.orphan_counts.reset, "expired": self.orphan_counts.expired, "sending": self.orphans.len(), "bytes": self.orphan_bytes},
             "yields": {"made": self.yields.made(), "long": self.yields.long(), "backoffs": self.yields.backoffs(), "already_ran": self.yields_already_ran},
@@ -5212,7 +5212,6 @@ impl App for Service {
         let mut ids = std::mem::take(&mut self.active);
         ids.clear();
         for (id, app) in self.apps.iter_mut() {
-            app.tx_left = TX_BUDGET;
             let act = app.r.up_header().activity.load(Ordering::Acquire);
             if act != app.last_activity || !app.later.is_empty() {
                 app.last_activity = act;
@@ -5271,6 +5270,8 @@ impl App for Service {
         let mut rung_here = [(0u32, 0usize); 8];
         let mut n_here = 0usize;
         for (&id, app) in self.apps.iter_mut() {
+            // A new cycle's budget (one that took none never comes here).
+            app.tx_left = TX_BUDGET;
             if !app.dirty {
                 continue;
             }
