@@ -95,6 +95,15 @@ fn data_to(port: u16, iss: u32, d: &[u8]) -> Seg {
         .data(d)
 }
 
+/// The SACK blocks of segment `s`, as `(left, right)`.
+fn sacks(s: &Seg) -> Vec<(u32, u32)> {
+    s.opts
+        .sacks()
+        .iter()
+        .map(|b| (b.left.0, b.right.0))
+        .collect()
+}
+
 /// Everything the stack sent, as TCP segments.
 fn segs(h: &mut Harness) -> Vec<Seg> {
     std::iter::from_fn(|| h.out.pop_front())
@@ -968,6 +977,71 @@ fn small_segments_wait_for_the_reply_that_acknowledges_them() {
     h.expect_silence();
 }
 
+/// RFC 2883 §4 (D-SACK): data that comes again is reported, once, as
+/// the first SACK block of the ACK it triggers at once — wholly old data,
+/// the old part of a segment that also brings new data, and data already
+/// queued out of order (then the block that holds it comes second, so the
+/// sender can tell it from new SACK information). Without SACK agreed, no
+/// option. (Linux's sender undoes a needless retransmission's window cut
+/// on it; until 2026-11-30 duplicates were acknowledged without one.)
+#[test]
+fn duplicate_data_is_reported_by_a_dsack_block_once() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460).sack_perm()
+    });
+    h.send(data(&c, 0, &[1; 1000]));
+    h.drain();
+    // Wholly old: D-SACK, at once (no delayed ACK).
+    h.send(data(&c, 0, &[1; 1000]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(1000)));
+    assert_eq!(sacks(&a), [(theirs(0), theirs(1000))]);
+    // Reported once: the next ACK has none.
+    h.send(data(&c, 1000, &[2; 500]));
+    h.advance(Duration::from_millis(300));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(1500)));
+    assert_eq!(sacks(&a), []);
+    // Part old, part new: the old part, and the new data taken.
+    h.send(data(&c, 1200, &[2; 800]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(2000)));
+    assert_eq!(sacks(&a), [(theirs(1200), theirs(1500))]);
+    // Out of order, twice, beside an older block: D-SACK, then the block
+    // that holds it (not the most recent), then the other.
+    h.send(data(&c, 5000, &[5; 500]));
+    h.send(data(&c, 3000, &[3; 1000]));
+    let dupacks = segs(&mut h);
+    assert_eq!(
+        sacks(&dupacks[1]),
+        [(theirs(3000), theirs(4000)), (theirs(5000), theirs(5500))]
+    );
+    h.send(data(&c, 5000, &[5; 500]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(2000)));
+    assert_eq!(
+        sacks(&a),
+        [
+            (theirs(5000), theirs(5500)),
+            (theirs(5000), theirs(5500)),
+            (theirs(3000), theirs(4000))
+        ]
+    );
+
+    // No SACK agreed: a duplicate's ACK carries no option.
+    h.events();
+    let c = open(&mut h, 8081, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460)
+    });
+    h.send(data(&c, 0, &[1; 1000]));
+    h.drain();
+    h.send(data(&c, 0, &[1; 1000]));
+    let a = h.expect_tcp();
+    assert_eq!(a.ack, Some(theirs(1000)));
+    assert_eq!(sacks(&a), []);
+}
+
 /// RFC 5681 §4.2, RFC 2018 §4: out-of-order data gets an immediate dup ACK with SACK blocks.
 //= https://www.rfc-editor.org/rfc/rfc2018#section-4
 //= type=test
@@ -980,13 +1054,6 @@ fn out_of_order_data_gets_immediate_dupack_with_sack() {
         s.mss(1460).sack_perm()
     });
     assert!(h.stack.tcp_info(c.h).unwrap().sack);
-    let sacks = |s: &Seg| -> Vec<(u32, u32)> {
-        s.opts
-            .sacks()
-            .iter()
-            .map(|b| (b.left.0, b.right.0))
-            .collect()
-    };
     h.send(data(&c, 1000, &[2; 1000]));
     let a = h.expect_tcp();
     assert_eq!(a.ack, Some(theirs(0)));

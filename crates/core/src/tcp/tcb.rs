@@ -134,15 +134,26 @@ impl Segment {
     }
 }
 
-/// A connection's urgent data (RFC 9293 §3.8.5).
+/// What few connections need, kept out of line (the state stays within
+/// IX's 512 bytes): urgent data (RFC 9293 §3.8.5) and a duplicate to
+/// report (RFC 2883).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Urgent {
+pub(crate) struct Rare {
     /// Urgent mode: the sequence number after the urgent data the
     /// application marked, which each segment before it points to (URG)
     /// until it is acknowledged.
     pub snd_up: Option<SeqNum>,
     /// The peer's latest urgent data.
     pub rcv: Option<RcvUrgent>,
+    /// Data that came again (RFC 2883 D-SACK): reported as the first SACK
+    /// block of the next segment, once.
+    pub dsack: Option<SackBlock>,
+}
+
+impl Rare {
+    fn is_empty(&self) -> bool {
+        self.snd_up.is_none() && self.rcv.is_none() && self.dsack.is_none()
+    }
 }
 
 /// The peer's urgent data (RFC 9293 §3.8.5): the octet before its urgent
@@ -341,8 +352,9 @@ pub(crate) struct Tcb<R, T> {
     local_mss: u16,
     sendq: SendQueue<T>,
 
-    /// Urgent data, either way (rare: boxed, the state stays small).
-    urg: Option<Box<Urgent>>,
+    /// Urgent data either way, a D-SACK to send (rare: boxed, the state
+    /// stays small).
+    rare: Option<Box<Rare>>,
     irs: SeqNum,
     rcv_nxt: SeqNum,
     /// Right edge of the window we last advertised.
@@ -485,7 +497,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             mss_base: local_mss,
             local_mss,
             sendq: SendQueue::default(),
-            urg: None,
+            rare: None,
             irs: SeqNum(0),
             rcv_nxt: SeqNum(0),
             rcv_adv: SeqNum(0),
@@ -678,13 +690,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if self.has(TS_OK) {
             opts += 12;
         }
-        if self.has(SACK_OK) && self.rcvq.ooo_segments() > 0 {
-            let max = if self.has(TS_OK) { 3 } else { MAX_SACK_BLOCKS };
-            let mut blocks = [SackBlock::default(); MAX_SACK_BLOCKS];
-            let n = self.rcvq.sack_blocks(&mut blocks[..max]);
-            if n > 0 {
-                opts += 4 + 8 * n;
-            }
+        if let Some((_, n)) = self.sack_option(self.has(TS_OK)) {
+            opts += 4 + 8 * n;
         }
         usize::from(self.mss_base).saturating_sub(opts).max(1)
     }
@@ -1459,6 +1466,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.t_wait = ctx.now + 2 * ctx.cfg.msl;
             }
             let old = seg_len > 0 && (seq + seg_len).diff(self.rcv_nxt) <= 0;
+            if old && seg.payload_len > 0 {
+                // (Its data; a SYN's sequence number comes before it.)
+                let left = seq + usize::from(seg.flags.syn());
+                self.note_duplicate(left, left + seg.payload_len);
+            }
             ctx.counters.drop(if old {
                 DropReason::TcpDuplicate
             } else {
@@ -1849,11 +1861,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         // Urgent data acknowledged: urgent mode ends (Linux's `tcp_ack`),
         // and a pointer left standing would point again 2³¹ bytes on.
-        if let Some(u) = self.urg.as_deref_mut() {
+        if let Some(u) = self.rare.as_deref_mut() {
             if u.snd_up.is_some_and(|up| up.diff(ack) <= 0) {
                 u.snd_up = None;
-                if u.rcv.is_none() {
-                    self.urg = None;
+                if u.is_empty() {
+                    self.rare = None;
                 }
             }
         }
@@ -2062,9 +2074,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let mut off = seg.payload_off;
         let mut len = seg.payload_len;
         let mut fin = seg.flags.fin();
-        // Trim what we already have.
+        // Trim what we already have (reported as a duplicate).
         let skip = self.rcv_nxt.since(seq);
         if skip > 0 {
+            self.note_duplicate(seq, seq + skip.min(len));
             if skip > len {
                 // Old data and an old FIN (impossible here: FIN_RCVD states
                 // returned above) — nothing new.
@@ -2147,7 +2160,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     .insert_ooo(seq, frame, (off, off + len), cost, limits)
                 {
                     OooInsert::Queued => ctx.counters.tcp_ooo_segments += 1,
-                    OooInsert::Duplicate => ctx.counters.drop(DropReason::TcpDuplicate),
+                    OooInsert::Duplicate => {
+                        self.note_duplicate(seq, seq + len);
+                        ctx.counters.drop(DropReason::TcpDuplicate);
+                    }
                     OooInsert::Full => ctx.counters.drop(DropReason::TcpOooQueueFull),
                 }
             }
@@ -2189,7 +2205,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let before = (u64::from(self.rcv_wraps) << 32
             | u64::from(self.rcv_nxt.0.wrapping_sub(self.irs.0)))
         .saturating_sub(1);
-        self.urg.get_or_insert_default().rcv = Some(RcvUrgent {
+        self.rare.get_or_insert_default().rcv = Some(RcvUrgent {
             seq: at,
             mark: before + at.since(self.rcv_nxt) as u64,
             byte: None,
@@ -2199,7 +2215,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     }
 
     fn rcv_urgent(&self) -> Option<RcvUrgent> {
-        self.urg.as_ref().and_then(|u| u.rcv)
+        self.rare.as_ref().and_then(|u| u.rcv)
     }
 
     /// The urgent byte, if it has just arrived in order (it is then among
@@ -2223,7 +2239,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
             k -= c.len();
         }
-        if let (Some(_), Some(urg)) = (byte, self.urg.as_mut()) {
+        if let (Some(_), Some(urg)) = (byte, self.rare.as_mut()) {
             urg.rcv = Some(RcvUrgent { byte, ..u });
             self.emit_event(ev::URGENT);
         }
@@ -2248,13 +2264,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         let end = self.data_end() - back;
         if end.diff(self.snd_una) > 0 {
-            self.urg.get_or_insert_default().snd_up = Some(end);
+            self.rare.get_or_insert_default().snd_up = Some(end);
         }
     }
 
     /// The end of urgent data sent and not yet acknowledged (urgent mode).
     fn snd_up(&self) -> Option<SeqNum> {
-        let up = self.urg.as_ref()?.snd_up?;
+        let up = self.rare.as_ref()?.snd_up?;
         (up.diff(self.snd_una) > 0).then_some(up)
     }
 
@@ -3037,21 +3053,64 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// Timestamps and SACK blocks for a non-SYN segment.
     fn fill_options(&self, ctx: &Ctx, o: &mut TcpOptions) {
         o.timestamp = self.ts_option(ctx.now);
-        if self.has(SACK_OK) && self.rcvq.ooo_segments() > 0 {
-            let max = if o.timestamp.is_some() {
-                3
-            } else {
-                MAX_SACK_BLOCKS
-            };
-            let mut blocks = [SackBlock::default(); MAX_SACK_BLOCKS];
-            let n = self.rcvq.sack_blocks(&mut blocks[..max]);
+        if let Some((blocks, n)) = self.sack_option(o.timestamp.is_some()) {
             o.sack_blocks = blocks;
             o.sack_len = n as u8;
         }
     }
 
+    /// The SACK blocks the next segment carries (as many as fit beside a
+    /// timestamp, `ts`), if any: a D-SACK first (RFC 2883 §4: the first
+    /// block of the option should be the duplicate that triggered the
+    /// acknowledgement; for a duplicate above RCV.NXT the block of data
+    /// that holds it comes second, so the sender can tell it from a new
+    /// SACK), then the out-of-order data, the most recent first (RFC 2018
+    /// §4).
+    fn sack_option(&self, ts: bool) -> Option<([SackBlock; MAX_SACK_BLOCKS], usize)> {
+        if !self.has(SACK_OK) {
+            return None;
+        }
+        let dsack = self.rare.as_ref().and_then(|r| r.dsack);
+        if self.rcvq.ooo_segments() == 0 && dsack.is_none() {
+            return None;
+        }
+        let max = if ts { 3 } else { MAX_SACK_BLOCKS };
+        let mut blocks = [SackBlock::default(); MAX_SACK_BLOCKS];
+        let Some(d) = dsack else {
+            let n = self.rcvq.sack_blocks(&mut blocks[..max]);
+            return (n > 0).then_some((blocks, n));
+        };
+        blocks[0] = d;
+        let n = 1 + self.rcvq.sack_blocks(&mut blocks[1..max]);
+        // The block that holds a duplicate above RCV.NXT goes second.
+        let holds = |b: &SackBlock| b.left.diff(d.left) <= 0 && b.right.diff(d.right) >= 0;
+        if let Some(i) = (2..n).find(|&i| holds(&blocks[i])) {
+            blocks[1..=i].rotate_right(1);
+        }
+        Some((blocks, n))
+    }
+
+    /// Data `[left, right)` came again: say so in the next segment's SACK
+    /// option (RFC 2883 D-SACK), if SACK was agreed. Linux's sender, for
+    /// one, then learns that its retransmission was needless and undoes
+    /// the window it cut for it.
+    fn note_duplicate(&mut self, left: SeqNum, right: SeqNum) {
+        if self.has(SACK_OK) && right.diff(left) > 0 {
+            self.rare.get_or_insert_default().dsack = Some(SackBlock { left, right });
+            // (At once, as Linux's `tcp_send_dupack`.)
+            self.flags |= ACK_NOW;
+        }
+    }
+
     /// Every segment but a RST carries an ACK: the pending one is done.
     fn after_ack_sent(&mut self) {
+        if let Some(r) = self.rare.as_deref_mut() {
+            // (A D-SACK is reported once: RFC 2883 §4.)
+            r.dsack = None;
+            if r.is_empty() {
+                self.rare = None;
+            }
+        }
         self.flags &= !ACK_NOW;
         self.t_delack = Instant::NEVER;
         self.last_ack_sent = self.rcv_nxt;
