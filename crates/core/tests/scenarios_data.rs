@@ -1008,8 +1008,22 @@ fn duplicate_data_is_reported_by_a_dsack_block_once() {
     let a = h.expect_tcp();
     assert_eq!(a.ack, Some(theirs(2000)));
     assert_eq!(sacks(&a), [(theirs(1200), theirs(1500))]);
+    // Two needless retransmissions in one receive batch (go-back-N): one
+    // block covers both, as Linux's `tcp_dsack_extend` (the last alone
+    // before the review).
+    for (at, n) in [(0, 1000), (1000, 500)] {
+        let f = Harness::tcp_frame(&data(&c, at, &vec![1; n]));
+        h.stack.handle_frame(h.now, f);
+    }
+    h.drain();
+    let a = h.expect_tcp();
+    assert_eq!(sacks(&a), [(theirs(0), theirs(1500))]);
+    assert!(segs(&mut h).is_empty(), "one ACK for the batch");
+    // Old data on a RST: dropped unanswered (RFC 5961 §3.2).
+    h.send(data(&c, 0, &[1; 100]).rst());
+    h.expect_silence();
     // Out of order, twice, beside an older block: D-SACK, then the block
-    // that holds it (not the most recent), then the other.
+    // that holds it, then the other.
     h.send(data(&c, 5000, &[5; 500]));
     h.send(data(&c, 3000, &[3; 1000]));
     let dupacks = segs(&mut h);

@@ -1400,6 +1400,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 && !stale {
                     ctx.counters.drop(DropReason::TcpPaws);
                     self.flags |= ACK_NOW;
+                    // (Its old data a D-SACK, as Linux's `tcp_send_dupack`.)
+                    self.note_old(seg);
                     return None;
                 }
             }
@@ -1466,10 +1468,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.t_wait = ctx.now + 2 * ctx.cfg.msl;
             }
             let old = seg_len > 0 && (seq + seg_len).diff(self.rcv_nxt) <= 0;
-            if old && seg.payload_len > 0 {
-                // (Its data; a SYN's sequence number comes before it.)
-                let left = seq + usize::from(seg.flags.syn());
-                self.note_duplicate(left, left + seg.payload_len);
+            if old {
+                self.note_old(seg);
             }
             ctx.counters.drop(if old {
                 DropReason::TcpDuplicate
@@ -2679,7 +2679,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if let Some(d) = self.next_data() {
             return Some(d);
         }
-        if self.has(PROBE_PENDING) {
+        // (An ACK owed goes first: a probe's is not read, being below the
+        // window, and would end it and its D-SACK.)
+        if self.has(PROBE_PENDING) && !self.has(ACK_NOW) {
             return Some(Out::Probe);
         }
         self.has(ACK_NOW).then_some(Out::Ack)
@@ -3090,16 +3092,49 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         Some((blocks, n))
     }
 
+    /// The data of dropped segment `seg` that lies before RCV.NXT came
+    /// again (not for a RST, which is dropped unanswered).
+    fn note_old(&mut self, seg: &Segment) {
+        // (A SYN's sequence number comes before its data.)
+        let left = seg.seq + usize::from(seg.flags.syn());
+        if seg.flags.rst() || seg.payload_len == 0 || left.diff(self.rcv_nxt) >= 0 {
+            return;
+        }
+        let right = left + seg.payload_len;
+        let right = if right.diff(self.rcv_nxt) > 0 {
+            self.rcv_nxt
+        } else {
+            right
+        };
+        self.note_duplicate(left, right);
+    }
+
     /// Data `[left, right)` came again: say so in the next segment's SACK
     /// option (RFC 2883 D-SACK), if SACK was agreed. Linux's sender, for
-    /// one, then learns that its retransmission was needless and undoes
-    /// the window it cut for it.
+    /// one, then learns that its retransmission was needless and may undo
+    /// the window it cut for it. A duplicate that continues or overlaps
+    /// one not yet reported extends it (the segments of a go-back-N
+    /// retransmission, in one receive batch, as Linux's
+    /// `tcp_dsack_extend`); another leaves the first.
     fn note_duplicate(&mut self, left: SeqNum, right: SeqNum) {
-        if self.has(SACK_OK) && right.diff(left) > 0 {
-            self.rare.get_or_insert_default().dsack = Some(SackBlock { left, right });
-            // (At once, as Linux's `tcp_send_dupack`.)
-            self.flags |= ACK_NOW;
+        if !self.has(SACK_OK) || right.diff(left) <= 0 {
+            return;
         }
+        let r = self.rare.get_or_insert_default();
+        r.dsack = Some(match r.dsack {
+            None => SackBlock { left, right },
+            Some(d) if left.diff(d.right) <= 0 && right.diff(d.left) >= 0 => SackBlock {
+                left: if left.diff(d.left) < 0 { left } else { d.left },
+                right: if right.diff(d.right) > 0 {
+                    right
+                } else {
+                    d.right
+                },
+            },
+            Some(d) => d,
+        });
+        // (At once, as Linux's `tcp_send_dupack`.)
+        self.flags |= ACK_NOW;
     }
 
     /// Every segment but a RST carries an ACK: the pending one is done.
