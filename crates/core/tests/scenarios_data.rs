@@ -1042,6 +1042,25 @@ fn duplicate_data_is_reported_by_a_dsack_block_once() {
             (theirs(3000), theirs(4000))
         ]
     );
+    // The same duplicate and, in the same receive batch, new data further
+    // on (the most recent arrival): the block holding the duplicate still
+    // comes second, the most recent third.
+    for (at, n) in [(5000, 500), (7000, 500)] {
+        let f = Harness::tcp_frame(&data(&c, at, &vec![5; n]));
+        h.stack.handle_frame(h.now, f);
+    }
+    h.drain();
+    let a = h.expect_tcp();
+    assert_eq!(
+        sacks(&a),
+        [
+            (theirs(5000), theirs(5500)),
+            (theirs(5000), theirs(5500)),
+            (theirs(7000), theirs(7500)),
+            (theirs(3000), theirs(4000))
+        ]
+    );
+    assert!(segs(&mut h).is_empty(), "one ACK for the batch");
 
     // No SACK agreed: a duplicate's ACK carries no option.
     h.events();

@@ -2146,8 +2146,7 @@ fn block_sandboxed(
         // (No wake-up comes to a nap: new urgent data is looked for after
         // each, and a SIGURG this thread handled ends it as above.)
         note_urgent(sleep.a, true);
-        if signalled_here() && !restarted(sig, limit) {
-            set_errno(libc::EINTR);
+        if cut_by_sigurg(sig, limit) {
             return false;
         }
     }
@@ -2374,6 +2373,16 @@ fn unless_signalled(r: bool, sig: OnSignal, limit: Option<Duration>) -> bool {
     false
 }
 
+/// Whether this thread's SIGURG handler ran and ends a wait with `sig`
+/// and `limit` before its sleep (`EINTR` set), as Linux's would.
+fn cut_by_sigurg(sig: OnSignal, limit: Option<Duration>) -> bool {
+    let cut = signalled_here() && !restarted(sig, limit);
+    if cut {
+        set_errno(libc::EINTR);
+    }
+    cut
+}
+
 /// Whether a call waiting with `sig` and `limit` goes on after this
 /// thread's SIGURG handler ran (it would restart under Linux: a call that
 /// restarts, without a timeout, its handler set with `SA_RESTART`).
@@ -2459,8 +2468,7 @@ fn block_on_waiter(
                     sleep.now();
                     // (Counting that the call sleeps may raise SIGURG: its
                     // handler has run, so the sleep does not begin.)
-                    if signalled_here() && !restarted(sig, limit) {
-                        set_errno(libc::EINTR);
+                    if cut_by_sigurg(sig, limit) {
                         return false;
                     }
                     let (n, rung, kernel_ready) = if fds.is_empty() || clean {

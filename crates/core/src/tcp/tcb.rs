@@ -1864,9 +1864,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if let Some(u) = self.rare.as_deref_mut() {
             if u.snd_up.is_some_and(|up| up.diff(ack) <= 0) {
                 u.snd_up = None;
-                if u.is_empty() {
-                    self.rare = None;
-                }
+                self.tidy_rare();
             }
         }
         // RTT (RFC 6298 §3 with Karn's rule: the transmission records give
@@ -3137,14 +3135,19 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.flags |= ACK_NOW;
     }
 
+    /// Let the rarely-used part go once nothing in it is needed.
+    fn tidy_rare(&mut self) {
+        if self.rare.as_deref().is_some_and(Rare::is_empty) {
+            self.rare = None;
+        }
+    }
+
     /// Every segment but a RST carries an ACK: the pending one is done.
     fn after_ack_sent(&mut self) {
         if let Some(r) = self.rare.as_deref_mut() {
             // (A D-SACK is reported once: RFC 2883 §4.)
             r.dsack = None;
-            if r.is_empty() {
-                self.rare = None;
-            }
+            self.tidy_rare();
         }
         self.flags &= !ACK_NOW;
         self.t_delack = Instant::NEVER;
