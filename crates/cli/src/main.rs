@@ -317,6 +317,10 @@ struct SimArgs {
     /// Probability that a frame is held back and overtaken (0 to 1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
     reorder: f64,
+    /// How long a frame held back may be held, in microseconds (each is
+    /// held a uniformly random time up to this, on top of the delay).
+    #[arg(long, default_value_t = 2000)]
+    reorder_delay_us: u64,
     /// Probability that a frame is delivered twice (0 to 1).
     #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
     duplicate: f64,
@@ -397,8 +401,8 @@ fn sim(a: SimArgs) -> ExitCode {
             loss: a.loss,
             duplicate: a.duplicate,
             reorder: a.reorder,
+            reorder_delay: Duration::from_micros(a.reorder_delay_us),
             corrupt: a.corrupt,
-            ..LinkConfig::default()
         },
         time_limit: Duration::from_secs(a.time_limit_s),
         ..TransferConfig::default()
@@ -454,8 +458,8 @@ fn print_text(r: &ixora_sim::TransferReport, a: &SimArgs) {
         r.link.queue_drops
     );
     println!(
-        "  TCP: {} retransmitted segments, {} fast recoveries, {} timeouts",
-        r.retransmits, r.fast_retransmits, r.timeouts
+        "  TCP: {} retransmitted segments, {} fast recoveries, {} timeouts, {} D-SACKs received, {} window reductions undone",
+        r.retransmits, r.fast_retransmits, r.timeouts, r.dsacks, r.undos
     );
     if let Some(e) = &r.error {
         println!("  error: {e}");

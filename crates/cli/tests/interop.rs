@@ -370,6 +370,17 @@ fn drops(log: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// An Ixora command's report line `  count <name> <n>` (0 if absent).
+fn count(log: &str, name: &str) -> u64 {
+    log.lines()
+        .find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some("count") && it.next() == Some(name)).then_some(())?;
+            it.next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
 /// Garbage at Ixora's address and MAC from the Linux side (scapy).
 const GARBAGE: &str = r#"
 import random, sys
@@ -563,9 +574,59 @@ fn linux_to_ixora(net: &Net, bytes: usize) {
         net.backend
     );
 
+    // The other way: Ixora's needless retransmission. Linux's
+    // acknowledgements (under 100 bytes of IP) are dropped once it has
+    // written, so Ixora sends its echo again (a tail loss probe, then by
+    // its timer) and Linux answers each copy with a D-SACK
+    // (TcpExtTCPDSACKOldSent). The drop holds until Linux has sent one (5 s
+    // at most); the next copy's D-SACK reaches Ixora, which counts it
+    // (`tcp_dsack_recv` in the report checked below; RFC 8985 §6.2 and
+    // RFC 3708 act on it). (Not read before 2026-11-30.)
+    let old_sent = || linux_counter(lx, "TcpExtTCPDSACKOldSent");
+    let before = old_sent();
+    let r = net.in_linux(|| -> Result<u64, String> {
+        let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(5))
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        net.wire_rules("ixacks", None, Some("ip length < 100 drop"));
+        s.write_all(&[3u8; 100]).map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 100];
+        s.read_exact(&mut buf).map_err(|e| format!("echo: {e}"))?;
+        if buf != [3u8; 100] {
+            return Err("echo: other bytes".into());
+        }
+        for n in [1, 2] {
+            let t = Instant::now();
+            while old_sent() < before + n && t.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            net.wire_rules("ixacks", None, None);
+        }
+        Ok(old_sent() - before)
+    });
+    net.wire_rules("ixacks", None, None);
+    let sent = r.unwrap_or_else(|e| {
+        panic!(
+            "{}: Ixora's needless retransmission: {e}\n{}",
+            net.backend,
+            srv.log()
+        )
+    });
+    assert!(
+        sent >= 2,
+        "{}: Linux sent {sent} D-SACK(s) for Ixora's copies, not 2",
+        net.backend
+    );
+
     let log = srv.stop();
     let d = drops(&log);
     eprintln!("{}: echo-server report:\n{log}", net.backend);
+    let got = count(&log, "tcp_dsack_recv");
+    assert!(
+        got >= 1,
+        "{}: Ixora counted no D-SACK of Linux's ({sent} sent)\n{log}",
+        net.backend
+    );
     if have("python3") || ixora_io::netns::skip("python3 is missing: drops not checked") {
         let reasons = d.iter().filter(|(_, n)| *n > 0).count();
         let total: u64 = d.iter().map(|(_, n)| n).sum();

@@ -159,6 +159,8 @@ counters! {
     tcp_timewait_recycled = "ixora_tcp_timewait_recycled_total", "TIME-WAIT connections replaced by a new SYN (RFC 6191)";
     tcp_pmtu_reductions = "ixora_tcp_pmtu_reductions_total", "Segment size lowered by ICMP fragmentation-needed (RFC 1191)";
     tcp_loss_probes = "ixora_tcp_loss_probes_total", "Tail loss probes sent (RFC 8985 §7, TCPLossProbes)";
+    tcp_dsack_recv = "ixora_tcp_dsack_recv_total", "ACKs received with a D-SACK: data of ours arrived twice (RFC 2883, TCPDSACKRecv)";
+    tcp_dsack_undo = "ixora_tcp_dsack_undo_total", "Window reductions given back: every segment their recovery sent again was D-SACKed (TCPDSACKUndo)";
 }
 
 impl Counters {
@@ -210,6 +212,6 @@ mod tests {
         assert_eq!(b.tcp_in_segs, 6);
         assert_eq!(b.tcp_timewait_recycled, 2);
         assert_eq!(b.drops(DropReason::TcpPaws), 2);
-        assert_eq!(b.iter().count(), 39);
+        assert_eq!(b.iter().count(), 41);
     }
 }

@@ -1347,6 +1347,139 @@ fn tail_loss_probe_then_rto() {
     assert_eq!(h.stack.counters().tcp_timeouts, 1);
 }
 
+/// RFC 3708: when every segment a recovery sent again comes back in a
+/// D-SACK, the originals only arrived late, and nothing was lost: the
+/// window and threshold it cut are given back (as Linux's
+/// `tcp_try_undo_dsack`). Not while one of them is unreported.
+#[test]
+fn a_needless_recovery_is_undone_once_every_resend_is_dsacked() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true);
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    let before = h.stack.tcp_info(c.h).unwrap();
+    let o = |n: u32| ours(&c, b + n);
+    h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    let cut = h.stack.tcp_info(c.h).unwrap();
+    assert!(cut.ssthresh < before.ssthresh && cut.cwnd < before.cwnd);
+    // The original arrives: recovery ends, the cut stays.
+    h.send(ack(&c, b + 10_000));
+    assert!(h.stack.tcp_info(c.h).unwrap().cwnd < before.cwnd);
+    // Then the resent copy, reported: the cut is given back.
+    h.send(ack(&c, b + 10_000).sack(&[(o(0), o(1000))]));
+    let undone = h.stack.tcp_info(c.h).unwrap();
+    assert!(undone.cwnd >= before.cwnd, "{undone:?}");
+    assert_eq!(undone.ssthresh, before.ssthresh);
+    assert_eq!(h.stack.counters().tcp_dsack_undo, 1);
+    h.events();
+
+    // Two segments sent again (after RACK's window: the path reorders
+    // now), one of them reported: the cut stays until the other is.
+    let b = b + 10_000;
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    let o = |n: u32| ours(&c, b + n);
+    h.send(ack(&c, b).sack(&[(o(2000), o(5000))]));
+    h.advance(Duration::from_millis(60));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    // (The window lets more go once the first is acknowledged: the
+    // second hole, and the tail by RFC 6675 NextSeg (4).)
+    h.send(ack(&c, b + 1000).sack(&[(o(2000), o(5000))]));
+    let resent: Vec<u32> = std::iter::once(o(0))
+        .chain(brief(&segs(&mut h)).iter().map(|s| s.0))
+        .collect();
+    assert_eq!(resent[1], o(1000));
+    h.send(ack(&c, b + 10_000));
+    let cut = h.stack.tcp_info(c.h).unwrap().cwnd;
+    for (i, &s) in resent.iter().enumerate() {
+        assert_eq!(h.stack.tcp_info(c.h).unwrap().cwnd, cut);
+        assert_eq!(h.stack.counters().tcp_dsack_undo, 1);
+        h.send(ack(&c, b + 10_000).sack(&[(s, s + 1000)]));
+        if i + 1 < resent.len() {
+            h.expect_silence();
+        }
+    }
+    assert!(h.stack.tcp_info(c.h).unwrap().cwnd > cut);
+    assert_eq!(h.stack.counters().tcp_dsack_undo, 2);
+}
+
+/// A D-SACK of a segment sent again shows the path reordering (the
+/// original was late, not lost: as Linux's `tcp_sacktag_one`), so a hole
+/// then has RACK's reordering window to arrive (RFC 8985 §6.2). Not a
+/// tail loss probe's (RFC 8985 §7.4: a probe goes out while the original
+/// is most likely delivered, and its duplicate says nothing of the path).
+#[test]
+fn a_dsack_shows_reordering_unless_of_a_tail_loss_probe() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true);
+    app_send(&mut h, &c, vec![1; 2000]);
+    assert_eq!(segs(&mut h).len(), 2);
+    let o = |n: u32| ours(&c, b + n);
+    run_until_output(&mut h, Duration::from_secs(5)).unwrap();
+    assert_eq!(brief(&segs(&mut h)), [(o(1000), 1000)]); // the probe
+    h.send(ack(&c, b + 2000));
+    h.send(ack(&c, b + 2000).sack(&[(o(1000), o(2000))]));
+    assert_eq!(h.stack.counters().tcp_dsack_recv, 1);
+    h.events();
+    // Three segments SACKed above a hole still make it lost at once.
+    let b = b + 2000;
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    let o = |n: u32| ours(&c, b + n);
+    h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    // That was needless: the D-SACK shows reordering.
+    h.send(ack(&c, b + 10_000).sack(&[(o(0), o(1000))]));
+    assert_eq!(h.stack.counters().tcp_dsack_recv, 2);
+    h.events();
+    let b = grow_cwnd(&mut h, &c, b + 10_000, 4000);
+    app_send(&mut h, &c, vec![1; 4000]);
+    assert_eq!(segs(&mut h).len(), 4);
+    let o = |n: u32| ours(&c, b + n);
+    h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
+    h.expect_silence();
+}
+
+/// Send and acknowledge a segment at a time (from SND.UNA `b`) until the
+/// congestion window is `cwnd`; returns the new SND.UNA.
+fn grow_cwnd(h: &mut Harness, c: &Conn, mut b: u32, cwnd: u32) -> u32 {
+    while h.stack.tcp_info(c.h).unwrap().cwnd < cwnd {
+        b += app_send(h, c, vec![1; 1000]) as u32;
+        segs(h);
+        h.send(ack(c, b));
+        h.events();
+    }
+    b
+}
+
+/// After a timeout everything unacknowledged is sent again, SACKs
+/// forgotten (RFC 2018 §8): D-SACKs of what the receiver already held
+/// show no reordering (three SACKs above a hole still mark it lost).
+#[test]
+fn a_dsack_of_what_a_timeout_resent_is_no_reordering() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true);
+    app_send(&mut h, &c, vec![1; 3000]);
+    assert_eq!(segs(&mut h).len(), 3);
+    let o = |n: u32| ours(&c, b + n);
+    // The ACKs are lost: a probe, then the timeout's resend.
+    run_until_output(&mut h, Duration::from_secs(5)).unwrap();
+    assert_eq!(brief(&segs(&mut h)), [(o(2000), 1000)]);
+    run_until_output(&mut h, Duration::from_secs(5)).unwrap();
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    assert_eq!(h.stack.counters().tcp_timeouts, 1);
+    h.send(ack(&c, b + 3000).sack(&[(o(0), o(1000))]));
+    assert_eq!(h.stack.counters().tcp_dsack_recv, 1);
+    h.events();
+    let b = grow_cwnd(&mut h, &c, b + 3000, 4000);
+    app_send(&mut h, &c, vec![1; 4000]);
+    assert_eq!(segs(&mut h).len(), 4);
+    let o = |n: u32| ours(&c, b + n);
+    h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+}
+
 // ===== fast retransmit and recovery =======================================
 
 /// Configuration tweak: NewReno, whose window arithmetic RFC 5681 fixes.
@@ -1603,34 +1736,86 @@ fn tcp_info_counts_what_was_sent_resent_and_acknowledged() {
     assert!(i0.bytes_acked >= 1 && i0.segs_in >= 1 && i0.segs_out >= 1);
 }
 
-/// RFC 8985 §6.2–6.3: a lost retransmission is found by RACK once a segment
-/// sent no later than it is delivered and RACK.rtt + reo_wnd has passed (the
-/// reordering timer), and is sent again without waiting for the RTO.
+/// Show the connection reordering (RFC 8985 §6.2 step 3): of two
+/// segments, the second is SACKed, then the first arrives, never resent.
+/// Returns the new SND.UNA.
+fn reorder_once(h: &mut Harness, c: &Conn, b: u32) -> u32 {
+    app_send(h, c, vec![1; 2000]);
+    assert_eq!(segs(h).len(), 2);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(c, b).sack(&[(ours(c, b + 1000), ours(c, b + 2000))]));
+    h.send(ack(c, b + 2000));
+    h.expect_silence();
+    assert_eq!(h.stack.counters().tcp_retrans_segs, 0);
+    b + 2000
+}
+
+/// RFC 8985 §6.2: a lost retransmission is found by RACK once a segment
+/// sent no earlier than it is delivered and RACK.rtt + reo_wnd has passed,
+/// and is sent again without waiting for the RTO. Step 4: until the path
+/// has shown reordering, a sender in recovery keeps no reordering window,
+/// so that is at once. (The reordering timer: the test below.)
 //= https://www.rfc-editor.org/rfc/rfc8985#section-6.2
 //= type=test
 #[test]
-fn rack_resends_a_lost_retransmission_before_the_rto() {
+fn rack_without_reordering_resends_a_lost_retransmission_at_once_in_recovery() {
     let mut h = Harness::new(newreno);
-    let (c, b) = warmed_up(&mut h, true); // SRTT = min RTT = 100 ms
+    let (c, b) = warmed_up(&mut h, true);
     app_send(&mut h, &c, vec![1; 10_000]);
     assert_eq!(segs(&mut h).len(), 10);
     let o = |n: u32| ours(&c, b + n);
-    // Three segments SACKed above segment 0: it is lost and resent.
     h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
     assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
-    // One RTT later the rest arrives, but not the retransmission. RACK.rtt
-    // is 100 ms and reo_wnd = min RTT / 4 = 25 ms: not yet overdue.
     h.advance(Duration::from_millis(100));
     h.send(ack(&c, b).sack(&[(o(1000), o(10_000))]));
-    h.expect_silence();
-    // The reordering timer fires at 125 ms: segment 0 is lost again.
-    h.advance(Duration::from_millis(30));
     assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
-    assert_eq!(h.stack.counters().tcp_timeouts, 0);
     assert_eq!(h.stack.counters().tcp_retrans_segs, 2);
-    h.send(ack(&c, b + 10_000));
+}
+
+/// RFC 8985 §6.2 step 3: once the path has reordered, segments SACKed
+/// above a hole no longer make it lost by count (RFC 6675's DupThresh):
+/// the hole has RACK.rtt + min_RTT/4 to arrive. Step 4: a D-SACK (RFC 2883
+/// §4: the first block below the cumulative ACK) says a retransmission was
+/// needless, and the window grows by min_RTT/4 for the next round trips;
+/// one beyond what was sent is not believed.
+//= https://www.rfc-editor.org/rfc/rfc8985#section-6.2
+//= type=test
+#[test]
+fn a_dsack_widens_the_reordering_window() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true); // min RTT 100 ms: window 25 ms
+    let b = reorder_once(&mut h, &c, b);
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    let o = |n: u32| ours(&c, b + n);
+    h.advance(Duration::from_millis(100));
+    // Three segments SACKed above segment 0: not lost by count.
+    h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
     h.expect_silence();
-    assert_eq!(h.stack.tcp_info(c.h).unwrap().unacked, 0);
+    h.advance(Duration::from_millis(20));
+    h.expect_silence();
+    h.advance(Duration::from_millis(6));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    // The original was only late: both arrive, the second a duplicate.
+    h.send(ack(&c, b + 10_000).sack(&[(o(0), o(1000))]));
+    assert_eq!(h.stack.counters().tcp_dsack_recv, 1);
+    // A block beyond SND.MAX is no D-SACK of ours.
+    h.send(ack(&c, b + 10_000).sack(&[(o(0), o(20_000))]));
+    assert_eq!(h.stack.counters().tcp_dsack_recv, 1);
+    h.events();
+
+    // Now the window is 50 ms.
+    let b = b + 10_000;
+    app_send(&mut h, &c, vec![1; 2000]);
+    assert_eq!(segs(&mut h).len(), 2);
+    let o = |n: u32| ours(&c, b + n);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, b).sack(&[(o(1000), o(2000))]));
+    h.advance(Duration::from_millis(45));
+    h.expect_silence();
+    h.advance(Duration::from_millis(6));
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    assert_eq!(h.stack.counters().tcp_retrans_segs, 2);
 }
 
 // ===== zero window, keepalive =============================================

@@ -367,6 +367,12 @@ pub struct TransferReport {
     pub timeouts: u64,
     /// Fast-retransmit recoveries, both hosts.
     pub fast_retransmits: u64,
+    /// ACKs that reported data sent twice (D-SACK, RFC 2883), both hosts:
+    /// a retransmission that was needless, or a duplicate of the link's.
+    pub dsacks: u64,
+    /// Window reductions given back because every segment their recovery
+    /// sent again was D-SACKed, both hosts.
+    pub undos: u64,
     /// Virtual time until both sides had all data and EOF.
     pub sim_time_ms: f64,
     /// Per-direction goodput over `sim_time_ms`.
@@ -449,6 +455,8 @@ impl Transfer {
                 retransmits: 0,
                 timeouts: 0,
                 fast_retransmits: 0,
+                dsacks: 0,
+                undos: 0,
                 sim_time_ms: 0.0,
                 goodput_mbps: 0.0,
                 wall_ms: 0.0,
@@ -593,6 +601,8 @@ impl Transfer {
             retransmits: counters.tcp_retrans_segs,
             timeouts: counters.tcp_timeouts,
             fast_retransmits: counters.tcp_fast_retrans,
+            dsacks: counters.tcp_dsack_recv,
+            undos: counters.tcp_dsack_undo,
             sim_time_ms: secs * 1e3,
             goodput_mbps: if secs > 0.0 {
                 c.bytes as f64 * 8.0 / secs / 1e6

@@ -76,6 +76,9 @@ pub struct RtxRecords {
     rack_rtt: u32,
     /// Smallest RTT seen, µs (0: none yet).
     min_rtt: u32,
+    /// RACK.fack (RFC 8985 §6.2 step 3): the highest end SACKed, while
+    /// anything is (else the cumulative ACK is the highest delivered).
+    fack: SeqNum,
 }
 
 /// What an acknowledgment did to the records.
@@ -85,6 +88,10 @@ pub struct AckOutcome {
     pub rtt_sample: Option<u32>,
     /// Bytes newly SACKed by this ACK.
     pub newly_sacked: usize,
+    /// A segment never retransmitted was delivered (cumulatively or by a
+    /// SACK) below one delivered before it: the path reorders (RFC 8985
+    /// §6.2 step 3, `RACK.reordering_seen`).
+    pub reordered: bool,
 }
 
 impl RtxRecords {
@@ -119,6 +126,12 @@ impl RtxRecords {
     /// The smallest RTT seen, µs (0 before any sample).
     pub fn min_rtt(&self) -> u32 {
         self.min_rtt
+    }
+
+    /// Records SACKed (RACK.segs_sacked; records split at block edges,
+    /// so a segment may count more than once).
+    pub fn sacked(&self) -> u32 {
+        self.n_sacked
     }
 
     /// `[s, e)` was just sent at `now`. New data (`s` at the old SND.MAX)
@@ -206,6 +219,14 @@ impl RtxRecords {
     ) -> AckOutcome {
         let mut out = AckOutcome::default();
         let mut newest: Option<Rec> = None;
+        // RFC 8985 §6.2 step 3: RACK.fack before this ACK, if anything
+        // above the cumulative ACK had been delivered (with nothing
+        // SACKed, the old cumulative ACK is the highest delivered, and no
+        // record can be below it). Records this ACK delivers, taken in
+        // ascending order, never count against each other.
+        let fack = (self.n_sacked > 0).then_some(self.fack);
+        let reordered =
+            |r: &Rec| r.flags & f::RETRANS == 0 && fack.is_some_and(|fk| r.end.diff(fk) < 0);
         // Cumulatively acknowledged records leave.
         while let Some(r) = self.recs.front().copied() {
             if r.end.diff(ack) > 0 {
@@ -221,6 +242,7 @@ impl RtxRecords {
             if r.flags & f::SACKED != 0 {
                 self.n_sacked -= 1;
             } else {
+                out.reordered |= reordered(&r);
                 if r.flags & f::RETRANS == 0 {
                     // Karn: only a segment sent once measures the path.
                     out.rtt_sample = Some(now.wrapping_sub(r.xmit));
@@ -249,6 +271,10 @@ impl RtxRecords {
                 }
                 if r.flags & f::LOST != 0 {
                     self.n_lost -= 1;
+                }
+                out.reordered |= reordered(r);
+                if self.n_sacked == 0 || r.end.diff(self.fack) > 0 {
+                    self.fack = r.end;
                 }
                 r.flags = (r.flags | f::SACKED) & !f::LOST;
                 self.n_sacked += 1;
@@ -279,13 +305,23 @@ impl RtxRecords {
         out
     }
 
-    /// Mark lost what RFC 6675 `IsLost` and RACK (RFC 8985 §6.2 step 5,
-    /// `RACK_detect_loss`) say is lost, at `now` with reordering window
-    /// `reo_wnd` (µs). Returns (bytes newly marked lost, µs until the last
-    /// record not yet overdue would be — 0 if none is pending).
-    pub fn detect_loss(&mut self, una: SeqNum, now: u32, reo_wnd: u32, mss: u32) -> (usize, u32) {
+    /// Mark lost what RACK (RFC 8985 §6.2 step 5, `RACK_detect_loss`)
+    /// says is lost, at `now` with reordering window `reo_wnd` (µs), and
+    /// with `dupthresh` what RFC 6675 `IsLost` says (a path that reorders
+    /// is left to RACK's window: DupThresh SACKed above a segment would
+    /// call it lost however short the reordering). Returns (bytes newly
+    /// marked lost, µs until the last record not yet overdue would be —
+    /// 0 if none is pending).
+    pub fn detect_loss(
+        &mut self,
+        una: SeqNum,
+        now: u32,
+        reo_wnd: u32,
+        mss: u32,
+        dupthresh: bool,
+    ) -> (usize, u32) {
         let mut lost = 0;
-        if self.n_sacked > 0 {
+        if dupthresh && self.n_sacked > 0 {
             lost += self.mark_is_lost(una, mss);
         }
         if self.rack_rtt == 0 || (self.n_sacked == 0 && self.n_rtx == 0) {
@@ -543,9 +579,9 @@ mod tests {
         let mss = 100;
         let mut r = sent(10);
         r.on_ack(s(0), &[blk(100, 300)], s(1000), 100);
-        assert_eq!(r.detect_loss(s(0), 100, 1_000_000, mss).0, 0); // 200: not > 200
+        assert_eq!(r.detect_loss(s(0), 100, 1_000_000, mss, true).0, 0); // 200: not > 200
         r.on_ack(s(0), &[blk(300, 400)], s(1000), 100);
-        assert_eq!(r.detect_loss(s(0), 100, 1_000_000, mss).0, 100);
+        assert_eq!(r.detect_loss(s(0), 100, 1_000_000, mss, true).0, 100);
         assert_eq!(r.first_lost(s(0)).unwrap().start, s(0));
         let mut r = sent(10);
         r.on_ack(
@@ -554,7 +590,7 @@ mod tests {
             s(1000),
             100,
         );
-        let (lost, _) = r.detect_loss(s(0), 100, 1_000_000, mss);
+        let (lost, _) = r.detect_loss(s(0), 100, 1_000_000, mss, true);
         // Segment 0 has three runs above it: lost. 200..300 has two runs
         // and 200 bytes above: not lost.
         assert_eq!(lost, 100);
@@ -569,12 +605,12 @@ mod tests {
         let mut r = sent(5);
         r.on_ack(s(0), &[blk(300, 400)], s(500), 1030);
         // RACK.rtt = 1030 - 30 = 1000; segment 0 sent at 0: due at 1050.
-        let (lost, wait) = r.detect_loss(s(0), 1040, 50, 1000);
+        let (lost, wait) = r.detect_loss(s(0), 1040, 50, 1000, true);
         assert_eq!(lost, 0);
         // The timer covers the last pending record (segment 2, due at
         // 1070), as RACK_detect_loss takes the maximum.
         assert_eq!(wait, 30);
-        let (lost, _) = r.detect_loss(s(0), 1060, 50, 1000);
+        let (lost, _) = r.detect_loss(s(0), 1060, 50, 1000, true);
         // 0 (due 1050) and 1 (due 1060) are lost; 2 (due 1070) not yet.
         assert_eq!(lost, 200);
         assert_eq!(r.first_lost(s(0)).unwrap().start, s(0));
@@ -586,7 +622,7 @@ mod tests {
     fn lost_retransmission_is_detected_again() {
         let mut r = sent(5);
         r.on_ack(s(0), &[blk(100, 200)], s(500), 1010);
-        r.detect_loss(s(0), 2000, 0, 1000);
+        r.detect_loss(s(0), 2000, 0, 1000, true);
         assert!(r.first_lost(s(0)).is_some());
         // Retransmit 0..100 at 2000: only segment 0 was lost, and its
         // retransmission clears the mark.
@@ -596,7 +632,7 @@ mod tests {
         // not: it is lost again.
         r.on_send(s(0), s(500), s(600), s(500), 2100);
         r.on_ack(s(0), &[blk(100, 200), blk(500, 600)], s(600), 3100);
-        let (lost, _) = r.detect_loss(s(0), 5000, 0, 1000);
+        let (lost, _) = r.detect_loss(s(0), 5000, 0, 1000, true);
         assert!(lost >= 100);
         let l = r.first_lost(s(0)).unwrap();
         assert_eq!(l.start, s(0));
@@ -629,6 +665,46 @@ mod tests {
         // was the original that arrived.
         r.on_ack(s(200), &[], s(500), 1600);
         assert_eq!(r.rack_xmit, 0);
+    }
+
+    #[test]
+    fn a_segment_delivered_below_one_delivered_before_it_shows_reordering() {
+        // RFC 8985 §6.2 step 3: a never retransmitted segment delivered
+        // below RACK.fack was delivered out of order.
+        //= https://www.rfc-editor.org/rfc/rfc8985#section-6.2
+        //= type=test
+        let mut r = sent(5);
+        // The first SACK, even with its blocks out of order: no reordering
+        // seen (segments one ACK delivers never count against each other).
+        let o = r.on_ack(s(0), &[blk(300, 400), blk(100, 200)], s(500), 100);
+        assert!(!o.reordered);
+        // Segment 2, below segment 3 SACKed before: reordered.
+        assert!(r.on_ack(s(0), &[blk(100, 400)], s(500), 110).reordered);
+        // The cumulative ACK fills segment 0, never resent, below them.
+        let mut r = sent(5);
+        r.on_ack(s(0), &[blk(200, 300)], s(500), 100);
+        assert!(r.on_ack(s(300), &[], s(500), 110).reordered);
+        // The same once segment 0 and 1 were resent: not told apart from
+        // the retransmissions' arrival.
+        let mut r = sent(5);
+        r.on_ack(s(0), &[blk(200, 300)], s(500), 100);
+        r.on_send(s(0), s(0), s(200), s(500), 105);
+        assert!(!r.on_ack(s(300), &[], s(500), 110).reordered);
+        // In order, no SACK ever: none.
+        let mut r = sent(5);
+        assert!(!r.on_ack(s(200), &[], s(500), 100).reordered);
+        assert!(!r.on_ack(s(500), &[], s(500), 110).reordered);
+    }
+
+    #[test]
+    fn without_dupthresh_only_rack_marks_losses() {
+        // Three segments SACKed above segment 0 make it lost by RFC 6675
+        // IsLost, not by RACK while its window has not passed.
+        let mut r = sent(5);
+        r.on_ack(s(0), &[blk(100, 400)], s(500), 1030);
+        let (lost, wait) = r.detect_loss(s(0), 1031, 500, 100, false);
+        assert_eq!((lost, wait > 0), (0, true));
+        assert_eq!(r.detect_loss(s(0), 1031, 500, 100, true).0, 100);
     }
 
     #[test]

@@ -135,8 +135,9 @@ impl Segment {
 }
 
 /// What few connections need, kept out of line (the state stays within
-/// IX's 512 bytes): urgent data (RFC 9293 §3.8.5) and a duplicate to
-/// report (RFC 2883).
+/// IX's 512 bytes): urgent data (RFC 9293 §3.8.5), a duplicate to
+/// report (RFC 2883), and RACK's reordering state once the path has shown
+/// reordering or the peer a D-SACK (RFC 8985 §6.2 steps 3 and 4).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Rare {
     /// Urgent mode: the sequence number after the urgent data the
@@ -148,11 +149,56 @@ pub(crate) struct Rare {
     /// Data that came again (RFC 2883 D-SACK): reported as the first SACK
     /// block of the next segment, once.
     pub dsack: Option<SackBlock>,
+    /// RACK.reordering_seen: a segment sent once was delivered below one
+    /// sent after it. From then on the reordering window is kept in
+    /// recovery too, and RFC 6675's DupThresh no longer marks losses.
+    pub reordering_seen: bool,
+    /// RACK.reo_wnd_mult less one: grown by one per round trip in which
+    /// the peer reported a D-SACK (our retransmission was needless).
+    pub reo_steps: u8,
+    /// RACK.reo_wnd_persist: recoveries without a D-SACK left before
+    /// `reo_steps` falls back to 0.
+    pub reo_persist: u8,
+    /// RACK.dsack_round: SND.NXT when `reo_steps` last grew; one growth per
+    /// round trip.
+    pub dsack_round: Option<SeqNum>,
+    /// What the last window reduction took, until its retransmissions
+    /// are all reported needless ([`Tcb::try_undo`]).
+    pub undo: Option<Undo>,
+    /// SND.MAX at the last retransmission timeout, until the next
+    /// recovery begins past it: the timeout resent everything below it
+    /// (the SACKs forgotten, RFC 2018 §8), so D-SACKs of that data show
+    /// what the receiver held, not reordering.
+    pub rto_high: Option<SeqNum>,
+}
+
+/// A window reduction that may prove needless: every segment its episode
+/// sent again came back in a D-SACK (RFC 3708: the original arrived,
+/// only late), so nothing was lost and the window is given back. Kept
+/// until then, or until the next reduction or a timeout (as Linux's
+/// `undo_marker`, `undo_retrans`, `prior_cwnd` and `prior_ssthresh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Undo {
+    /// SND.UNA when the episode began: a D-SACK below it is older.
+    marker: SeqNum,
+    /// Segments the episode sent again, and of those not yet D-SACKed.
+    sent: u32,
+    left: u32,
+    /// The window and threshold before the reduction.
+    cwnd: u32,
+    ssthresh: u32,
 }
 
 impl Rare {
     fn is_empty(&self) -> bool {
-        self.snd_up.is_none() && self.rcv.is_none() && self.dsack.is_none()
+        self.snd_up.is_none()
+            && self.rcv.is_none()
+            && self.dsack.is_none()
+            && !self.reordering_seen
+            && self.reo_steps == 0
+            && self.dsack_round.is_none()
+            && self.undo.is_none()
+            && self.rto_high.is_none()
     }
 }
 
@@ -262,6 +308,10 @@ fn us_clock(now: Instant) -> u32 {
 }
 
 const TLP_MIN_PTO: Duration = Duration::from_millis(10);
+
+/// RFC 8985 §6.2 step 4: recoveries without a D-SACK before a grown
+/// reordering window falls back to min_RTT/4 (`RACK.reo_wnd_persist`).
+const REO_WND_PERSIST: u8 = 16;
 
 /// The least buffer [`Tcb::lock_buffers`] sets: half Linux's least
 /// `SO_RCVBUF` (2,304 bytes of memory, about half of it payload).
@@ -1355,6 +1405,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.snd_nxt = self.snd_una;
         self.recover = self.snd_max;
         self.recs.on_rto();
+        if self.has(SACK_OK) {
+            // (All is resent, as after a timeout.)
+            self.rare.get_or_insert_default().rto_high = Some(self.snd_max);
+        }
         self.t_reo = Instant::NEVER;
         self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
         ctx.counters.tcp_pmtu_reductions += 1;
@@ -1723,6 +1777,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 .on_ack(ack, sacks, self.snd_max, us_clock(ctx.now));
         }
         let newly_sacked = acked.newly_sacked;
+        if acked.reordered {
+            self.rare.get_or_insert_default().reordering_seen = true;
+        }
+        if self.has(SACK_OK) {
+            self.note_dsack_received(ctx, seg, ack);
+        }
         if ack.diff(self.snd_una) > 0 {
             self.on_new_ack(ctx, seg, ack, acked.rtt_sample);
         } else if ack == self.snd_una && outstanding {
@@ -1789,19 +1849,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
     }
 
-    /// Loss detection with SACK: RFC 6675 `IsLost` holes and RACK
-    /// (RFC 8985 §6.2) mark transmission records lost; a first loss starts
-    /// recovery (RFC 6675 §5 (4)), and RACK's reordering timer is armed for
-    /// records not yet overdue.
+    /// Loss detection with SACK: RACK (RFC 8985 §6.2) and, until the path
+    /// is seen to reorder, RFC 6675 `IsLost` mark transmission records
+    /// lost; a first loss starts recovery (RFC 6675 §5 (4)), and RACK's
+    /// reordering timer is armed for records not yet overdue.
     fn detect_losses(&mut self, ctx: &mut Ctx) {
         let mss = self.mss();
-        // RFC 8985 §6.2 step 4: RACK.reo_wnd = min(RACK.min_RTT / 4, SRTT)
-        // (no DSACK-driven adaptation yet).
-        let srtt_us = self.rtt.srtt().as_micros().min(u128::from(u32::MAX)) as u32;
-        let reo_wnd = (self.recs.min_rtt() / 4).min(srtt_us);
-        let (lost, wait) = self
-            .recs
-            .detect_loss(self.snd_una, us_clock(ctx.now), reo_wnd, mss);
+        let seen = self.reordering_seen();
+        let (lost, wait) =
+            self.recs
+                .detect_loss(self.snd_una, us_clock(ctx.now), self.reo_wnd(), mss, !seen);
         self.t_reo = if wait > 0 {
             ctx.now + Duration::from_micros(u64::from(wait))
         } else {
@@ -1811,6 +1868,133 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if self.recs.any_lost() && !self.has(IN_RECOVERY) {
             self.enter_recovery(ctx);
         }
+    }
+
+    /// RACK.reo_wnd, µs (RFC 8985 §6.2 step 4, `RACK_update_reo_wnd`):
+    /// until the path has shown reordering, 0 in recovery and once
+    /// DupThresh segments are SACKed (a hole below them is lost at once);
+    /// else min_RTT/4 times the multiplier D-SACKs grew
+    /// ([`Tcb::note_dsack_received`]), at most SRTT.
+    //= https://www.rfc-editor.org/rfc/rfc8985#section-6.2
+    fn reo_wnd(&self) -> u32 {
+        let rare = self.rare.as_deref();
+        if !self.reordering_seen()
+            && (self.in_recovery() || self.recs.sacked() >= super::rack::DUP_THRESH)
+        {
+            return 0;
+        }
+        let srtt_us = self.rtt.srtt().as_micros().min(u128::from(u32::MAX)) as u32;
+        let mult = 1 + rare.map_or(0, |r| u32::from(r.reo_steps));
+        (self.recs.min_rtt() / 4).saturating_mul(mult).min(srtt_us)
+    }
+
+    /// RACK.reordering_seen (with SACK: without, there is no RACK).
+    fn reordering_seen(&self) -> bool {
+        self.has(SACK_OK) && self.rare.as_ref().is_some_and(|r| r.reordering_seen)
+    }
+
+    /// In fast recovery, or repairing what a timeout found lost (until
+    /// SND.UNA passes what was sent before it): RFC 8985's "Fast or RTO
+    /// recovery".
+    fn in_recovery(&self) -> bool {
+        self.has(IN_RECOVERY) || self.snd_una.diff(self.recover) < 0
+    }
+
+    /// The ACK being processed (cumulative `ack`) may carry a D-SACK
+    /// (RFC 2883 §4: its first block lies below the cumulative ACK, or
+    /// within its second block): data of ours arrived twice, so a
+    /// retransmission was needless (or the network duplicated it). RFC
+    /// 8985 §6.2 step 4: the first in a round trip (since SND.NXT when the
+    /// last grew it) grows the reordering window by min_RTT/4, to be kept
+    /// for the next 16 recoveries. A block beyond what was sent, or more
+    /// than the peer's largest window below SND.UNA, is not believed; the
+    /// duplicate of a tail loss probe is only counted.
+    //= https://www.rfc-editor.org/rfc/rfc8985#section-6.2
+    fn note_dsack_received(&mut self, ctx: &mut Ctx, seg: &Segment, ack: SeqNum) {
+        let sacks = seg.opts.sacks();
+        let Some(&b) = sacks.first() else {
+            return;
+        };
+        let dsack = b.left.diff(ack) < 0
+            || sacks
+                .get(1)
+                .is_some_and(|c| b.left.diff(c.left) >= 0 && b.right.diff(c.right) <= 0);
+        let believed = b.right.diff(b.left) > 0
+            && b.right.diff(self.snd_max) <= 0
+            && i64::from(self.snd_una.diff(b.left)) <= i64::from(self.max_snd_wnd);
+        if !dsack || !believed {
+            return;
+        }
+        ctx.counters.tcp_dsack_recv += 1;
+        let segs = (b.right.since(b.left) as u32).div_ceil(self.mss().max(1));
+        if let Some(u) = self.rare.as_deref_mut().and_then(|r| r.undo.as_mut()) {
+            if b.right.diff(u.marker) > 0 {
+                u.left = u.left.saturating_sub(segs);
+            }
+        }
+        self.try_undo(ctx);
+        // The duplicate of a tail loss probe (RFC 8985 §7.4: the original
+        // was not lost after all) says nothing of the path's reordering: a
+        // probe is sent with the original most likely delivered (Linux
+        // leaves these out too). Nor does one of what a timeout resent.
+        let rto_high = self.rare.as_ref().and_then(|r| r.rto_high);
+        if b.right == self.tlp_end || rto_high.is_some_and(|h| b.right.diff(h) <= 0) {
+            return;
+        }
+        let una = self.snd_una;
+        let r = self.rare.get_or_insert_default();
+        // Data we sent twice arrived twice: the original was late, not
+        // lost. Where DupThresh SACKs mark a hole lost at once (step 4,
+        // before reordering is seen), the retransmission always wins that
+        // race and step 3 never sees an original delivered out of order;
+        // as Linux (`tcp_sacktag_one`), a D-SACK shows the reordering.
+        r.reordering_seen = true;
+        if r.dsack_round.is_some_and(|end| una.diff(end) >= 0) {
+            r.dsack_round = None;
+        }
+        if r.dsack_round.is_none() {
+            r.dsack_round = Some(self.snd_nxt);
+            r.reo_steps = r.reo_steps.saturating_add(1);
+            r.reo_persist = REO_WND_PERSIST;
+        }
+    }
+
+    /// Give back the last window reduction if every segment its episode
+    /// sent again has come back in a D-SACK ([`Undo`]): the window and
+    /// threshold are what they were before it, or more. Out of recovery
+    /// only (at its end the last D-SACKs may still be on their way).
+    fn try_undo(&mut self, ctx: &mut Ctx) {
+        if self.has(IN_RECOVERY) {
+            return;
+        }
+        let Some(r) = self.rare.as_deref_mut() else {
+            return;
+        };
+        let Some(u) = r.undo.filter(|u| u.sent > 0 && u.left == 0) else {
+            return;
+        };
+        r.undo = None;
+        self.win.cwnd = self.win.cwnd.max(u.cwnd);
+        self.win.ssthresh = self.win.ssthresh.max(u.ssthresh);
+        ctx.counters.tcp_dsack_undo += 1;
+        self.tidy_rare();
+    }
+
+    /// A fast or RTO recovery ended: RFC 8985 §6.2 step 4, a grown
+    /// reordering window lasts [`REO_WND_PERSIST`] recoveries without a
+    /// D-SACK.
+    fn recovery_ended(&mut self) {
+        let Some(r) = self.rare.as_deref_mut() else {
+            return;
+        };
+        r.reo_persist = r.reo_persist.saturating_sub(1);
+        if r.reo_persist == 0 {
+            r.reo_steps = 0;
+        }
+        if r.dsack_round.is_some_and(|end| self.snd_una.diff(end) >= 0) {
+            r.dsack_round = None;
+        }
+        self.tidy_rare();
     }
 
     /// HyStart's ACK-train exit from slow start (Ha and Rhee, "Taming the
@@ -1900,7 +2084,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if ack.0.wrapping_sub(self.iss.0) < self.snd_una.0.wrapping_sub(self.iss.0) {
             self.una_wraps = self.una_wraps.wrapping_add(1);
         }
+        let recovered = self.in_recovery() && ack.diff(self.recover) >= 0;
         self.snd_una = ack;
+        if recovered {
+            self.recovery_ended();
+        }
         if self.snd_nxt.diff(ack) < 0 {
             self.snd_nxt = ack;
         }
@@ -1913,6 +2101,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 let flight = self.snd_max.since(self.snd_una) as u32;
                 self.cc.on_recovery_end(ctx.now, &mut self.win, flight);
                 self.dupacks = 0;
+                self.try_undo(ctx);
             } else if !self.has(SACK_OK) {
                 // Partial acknowledgment (RFC 6582 §3.2 step 5):
                 // retransmit the next unacknowledged segment and deflate.
@@ -2003,7 +2192,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.dupacks = self.dupacks.saturating_add(1);
         let mss = self.mss();
         if !self.has(IN_RECOVERY) {
-            if u32::from(self.dupacks) >= super::rack::DUP_THRESH {
+            // (With SACK on a path seen to reorder, recovery waits for RACK
+            // to find a segment lost: RFC 8985 §6.2 step 4.)
+            if u32::from(self.dupacks) >= super::rack::DUP_THRESH && !self.reordering_seen() {
                 self.enter_recovery(ctx);
             }
         } else if !self.has(SACK_OK) {
@@ -2041,6 +2232,20 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // (RFC 3042) sent beyond cwnd.
         let flight = (self.snd_max.since(self.snd_una) as u32).min(self.win.cwnd);
         self.recover = self.snd_max;
+        if let Some(r) = self.rare.as_deref_mut() {
+            if r.rto_high.is_some_and(|h| una.diff(h) > 0) {
+                r.rto_high = None;
+            }
+        }
+        if self.has(SACK_OK) {
+            self.rare.get_or_insert_default().undo = Some(Undo {
+                marker: una,
+                sent: 0,
+                left: 0,
+                cwnd: self.win.cwnd,
+                ssthresh: self.win.ssthresh,
+            });
+        }
         self.cc.on_congestion_event(ctx.now, &mut self.win, flight);
         ctx.counters.tcp_fast_retrans += 1;
         if self.has(SACK_OK) {
@@ -2524,6 +2729,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
                 // RFC 2018 §8: the receiver may have reneged; forget SACKs.
                 self.recs.on_rto();
+                // (A timeout is no needless reduction to give back.)
+                if let Some(r) = self.rare.as_deref_mut() {
+                    r.undo = None;
+                }
+                if self.has(SACK_OK) {
+                    self.rare.get_or_insert_default().rto_high = Some(self.snd_max);
+                }
                 self.t_reo = Instant::NEVER;
                 self.dupacks = 0;
                 // (5.6) restart the timer with the new RTO.
@@ -3027,6 +3239,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     ctx.counters.tcp_retrans_segs += 1;
                     self.retrans_total += 1;
                     self.bytes_retrans = self.bytes_retrans.saturating_add(len);
+                    if let Some(u) = self.rare.as_deref_mut().and_then(|r| r.undo.as_mut()) {
+                        u.sent += 1;
+                        u.left += 1;
+                    }
                     self.flags &= !RETX_FIRST;
                 }
                 if self.has(TLP_PROBE) {
