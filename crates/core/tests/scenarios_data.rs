@@ -1404,6 +1404,35 @@ fn a_needless_recovery_is_undone_once_every_resend_is_dsacked() {
     assert_eq!(h.stack.counters().tcp_dsack_undo, 2);
 }
 
+/// A D-SACK is believed only of data sent twice (as Linux's
+/// `tcp_dsack_seen`): above the cumulative ACK, of a segment never resent,
+/// or for more segments than were ever resent, it is the network's
+/// duplicate or a lie, and gives no window back.
+#[test]
+fn a_dsack_of_data_never_sent_twice_gives_nothing_back() {
+    for lie in ["never resent", "more than resent"] {
+        let mut h = Harness::new(newreno);
+        let (c, b) = warmed_up(&mut h, true);
+        app_send(&mut h, &c, vec![1; 10_000]);
+        assert_eq!(segs(&mut h).len(), 10);
+        let before = h.stack.tcp_info(c.h).unwrap().cwnd;
+        let o = |n: u32| ours(&c, b + n);
+        h.send(ack(&c, b).sack(&[(o(1000), o(4000))]));
+        assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+        if lie == "never resent" {
+            // Segment 2 again, inside the SACKed block (RFC 2883 §4).
+            h.send(ack(&c, b).sack(&[(o(2000), o(3000)), (o(1000), o(4000))]));
+            h.send(ack(&c, b + 10_000));
+        } else {
+            h.send(ack(&c, b + 10_000));
+            h.send(ack(&c, b + 10_000).sack(&[(o(5000), o(8000))]));
+        }
+        assert_eq!(h.stack.counters().tcp_dsack_recv, 1, "{lie}");
+        assert_eq!(h.stack.counters().tcp_dsack_undo, 0, "{lie}");
+        assert!(h.stack.tcp_info(c.h).unwrap().cwnd < before, "{lie}");
+    }
+}
+
 /// A D-SACK of a segment sent again shows the path reordering (the
 /// original was late, not lost: as Linux's `tcp_sacktag_one`), so a hole
 /// then has RACK's reordering window to arrive (RFC 8985 §6.2). Not a

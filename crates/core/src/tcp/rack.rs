@@ -134,6 +134,30 @@ impl RtxRecords {
         self.n_sacked
     }
 
+    /// Records retransmitted and not yet cumulatively acknowledged.
+    pub fn retransmitted(&self) -> u32 {
+        self.n_rtx
+    }
+
+    /// Was any of `[l, r)` (above SND.UNA `una`) retransmitted?
+    pub fn any_retransmitted(&self, una: SeqNum, l: SeqNum, r: SeqNum) -> bool {
+        if self.n_rtx == 0 {
+            return false;
+        }
+        let mut start = una;
+        for rec in &self.recs {
+            let s = start;
+            start = rec.end;
+            if s.diff(r) >= 0 {
+                break;
+            }
+            if rec.end.diff(l) > 0 && rec.flags & f::RETRANS != 0 {
+                return true;
+            }
+        }
+        false
+    }
+
     /// `[s, e)` was just sent at `now`. New data (`s` at the old SND.MAX)
     /// appends a record; a retransmission restamps the records it covers,
     /// splitting at its edges, and clears their lost marks.

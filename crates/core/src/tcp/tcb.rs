@@ -170,6 +170,10 @@ pub(crate) struct Rare {
     /// (the SACKs forgotten, RFC 2018 §8), so D-SACKs of that data show
     /// what the receiver held, not reordering.
     pub rto_high: Option<SeqNum>,
+    /// Segments reported twice by D-SACKs so far: more than were ever
+    /// sent twice and the rest are the network's duplicates, or lies
+    /// (Linux's `dsack_dups`; not kept when the rest goes).
+    pub dsack_dups: u32,
 }
 
 /// A window reduction that may prove needless: every segment its episode
@@ -1777,7 +1781,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 .on_ack(ack, sacks, self.snd_max, us_clock(ctx.now));
         }
         let newly_sacked = acked.newly_sacked;
-        if acked.reordered {
+        // (Not while what a timeout resent is acknowledged: the SACKs it
+        // forgot, re-reported a few blocks at a time, look like
+        // reordering.)
+        let rto_high = self.rare.as_ref().and_then(|r| r.rto_high);
+        if acked.reordered && rto_high.is_none_or(|h| self.snd_una.diff(h) >= 0) {
             self.rare.get_or_insert_default().reordering_seen = true;
         }
         if self.has(SACK_OK) {
@@ -1919,15 +1927,32 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             || sacks
                 .get(1)
                 .is_some_and(|c| b.left.diff(c.left) >= 0 && b.right.diff(c.right) <= 0);
-        let believed = b.right.diff(b.left) > 0
+        let len = b.right.diff(b.left);
+        let believed = len > 0
+            && len as u32 <= self.max_snd_wnd.max(self.mss())
             && b.right.diff(self.snd_max) <= 0
-            && i64::from(self.snd_una.diff(b.left)) <= i64::from(self.max_snd_wnd);
+            && self.snd_una.diff(b.left) <= self.max_snd_wnd.min(i32::MAX as u32) as i32;
         if !dsack || !believed {
             return;
         }
         ctx.counters.tcp_dsack_recv += 1;
-        let segs = (b.right.since(b.left) as u32).div_ceil(self.mss().max(1));
-        if let Some(u) = self.rare.as_deref_mut().and_then(|r| r.undo.as_mut()) {
+        // Segments reported (our FIN's sequence number is no segment's),
+        // believed only while no more were reported than ever sent twice,
+        // and, above SND.UNA, only of data sent twice: else the network
+        // duplicated them (or the peer lies), which says nothing of ours.
+        let fin = self.fin_sent() && b.right == self.fin_seq + 1;
+        let mss = self.mss().max(1);
+        let segs = (len as u32 - u32::from(fin)).div_ceil(mss).max(1);
+        let r = self.rare.get_or_insert_default();
+        r.dsack_dups = r.dsack_dups.saturating_add(segs);
+        // (The records of this ACK's cumulative part are gone already.)
+        if r.dsack_dups > self.retrans_total
+            || (b.left.diff(ack) >= 0 && !self.recs.any_retransmitted(ack, b.left, b.right))
+        {
+            self.tidy_rare();
+            return;
+        }
+        if let Some(u) = r.undo.as_mut() {
             if b.right.diff(u.marker) > 0 {
                 u.left = u.left.saturating_sub(segs);
             }
@@ -1938,7 +1963,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // probe is sent with the original most likely delivered (Linux
         // leaves these out too). Nor does one of what a timeout resent.
         let rto_high = self.rare.as_ref().and_then(|r| r.rto_high);
-        if b.right == self.tlp_end || rto_high.is_some_and(|h| b.right.diff(h) <= 0) {
+        let probe = b.right == self.tlp_end && len as u32 <= mss;
+        if probe || rto_high.is_some_and(|h| b.right.diff(h) <= 0) {
             return;
         }
         let una = self.snd_una;
@@ -1980,6 +2006,29 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.tidy_rare();
     }
 
+    /// SND.UNA moved on: RACK.dsack_round ends once SND.UNA reaches it
+    /// (RFC 8985 §6.2 step 4), and what is kept of a timeout or a window
+    /// reduction goes once SND.UNA is twice the peer's largest window past
+    /// it (no D-SACK so far back is believed; and sequence numbers compare
+    /// only within 2³¹).
+    fn expire_rare(&mut self) {
+        let una = self.snd_una;
+        let far = |s: SeqNum| i64::from(una.diff(s)) > 2 * i64::from(self.max_snd_wnd);
+        let Some(r) = self.rare.as_deref_mut() else {
+            return;
+        };
+        if r.dsack_round.is_some_and(|end| una.diff(end) >= 0) {
+            r.dsack_round = None;
+        }
+        if r.rto_high.is_some_and(far) {
+            r.rto_high = None;
+        }
+        if r.undo.is_some_and(|u| far(u.marker)) {
+            r.undo = None;
+        }
+        self.tidy_rare();
+    }
+
     /// A fast or RTO recovery ended: RFC 8985 §6.2 step 4, a grown
     /// reordering window lasts [`REO_WND_PERSIST`] recoveries without a
     /// D-SACK.
@@ -1990,9 +2039,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         r.reo_persist = r.reo_persist.saturating_sub(1);
         if r.reo_persist == 0 {
             r.reo_steps = 0;
-        }
-        if r.dsack_round.is_some_and(|end| self.snd_una.diff(end) >= 0) {
-            r.dsack_round = None;
         }
         self.tidy_rare();
     }
@@ -2089,6 +2135,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if recovered {
             self.recovery_ended();
         }
+        if self.rare.is_some() {
+            self.expire_rare();
+        }
         if self.snd_nxt.diff(ack) < 0 {
             self.snd_nxt = ack;
         }
@@ -2124,6 +2173,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             // never be used (RFC 7661 spirit).
             let cap = (2 * self.max_snd_wnd).max(4 * self.mss());
             self.win.cwnd = self.win.cwnd.min(cap);
+            // `recover` trails SND.UNA out of recovery: left 2³¹ behind,
+            // it would compare as ahead, a recovery in progress (and RFC
+            // 6582's guard would take the next loss for an old one).
+            if self.snd_una.diff(self.recover) > 0 {
+                self.recover = SeqNum(self.snd_una.0.wrapping_sub(1));
+            }
         }
 
         if self.has(TLP_OUT) && ack.diff(self.tlp_end) >= 0 {
@@ -2238,10 +2293,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
         }
         if self.has(SACK_OK) {
+            // (Resends still unacknowledged from before, a timeout's, may
+            // be D-SACKed too: they count, as Linux's `undo_retrans`.)
+            let before = self.recs.retransmitted();
             self.rare.get_or_insert_default().undo = Some(Undo {
                 marker: una,
-                sent: 0,
-                left: 0,
+                sent: before,
+                left: before,
                 cwnd: self.win.cwnd,
                 ssthresh: self.win.ssthresh,
             });
@@ -3067,7 +3125,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
         }
         // (3) a segment below SACKed data, not yet retransmitted, even if
-        // not yet deemed lost.
+        // not yet deemed lost — unless the path reorders: then a hole is
+        // given RACK's reordering window (RFC 8985 §6.2), as Linux does.
+        if self.reordering_seen() {
+            return None;
+        }
         let h = self.recs.next_unsent_hole(self.snd_una)?;
         self.range(h.start, (h.start + mss).min(h.end), true)
     }
