@@ -165,10 +165,10 @@ pub(crate) struct Rare {
     /// What the last window reduction took, until its retransmissions
     /// are all reported needless ([`Tcb::try_undo`]).
     pub undo: Option<Undo>,
-    /// SND.MAX at the last retransmission timeout, until the next
-    /// recovery begins past it: the timeout resent everything below it
-    /// (the SACKs forgotten, RFC 2018 §8), so D-SACKs of that data show
-    /// what the receiver held, not reordering.
+    /// SND.MAX when everything was last resent ([`Tcb::go_back`]: a
+    /// timeout, a smaller path MTU), until SND.UNA is two windows past it
+    /// ([`Tcb::expire_rare`]): the SACKs were forgotten (RFC 2018 §8), so
+    /// D-SACKs of that data show what the receiver held, not reordering.
     pub rto_high: Option<SeqNum>,
     /// Segments reported twice by D-SACKs so far: more than were ever
     /// sent twice and the rest are the network's duplicates, or lies
@@ -1406,16 +1406,23 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.mss_base = base;
         self.seg_mss = if self.has(TS_OK) { base - 12 } else { base };
         self.win.mss = u32::from(self.seg_mss);
+        self.go_back();
+        ctx.counters.tcp_pmtu_reductions += 1;
+    }
+
+    /// Resend everything from SND.UNA (a timeout, a smaller path MTU):
+    /// recovery and probes end, SACKs are forgotten (RFC 2018 §8: the
+    /// receiver may have reneged), and D-SACKs of what was sent before are
+    /// no sign of reordering ([`Rare::rto_high`]).
+    fn go_back(&mut self) {
         self.snd_nxt = self.snd_una;
         self.recover = self.snd_max;
+        self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
         self.recs.on_rto();
         if self.has(SACK_OK) {
-            // (All is resent, as after a timeout.)
             self.rare.get_or_insert_default().rto_high = Some(self.snd_max);
         }
         self.t_reo = Instant::NEVER;
-        self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
-        ctx.counters.tcp_pmtu_reductions += 1;
     }
 
     // ----- input ---------------------------------------------------------
@@ -2287,11 +2294,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // (RFC 3042) sent beyond cwnd.
         let flight = (self.snd_max.since(self.snd_una) as u32).min(self.win.cwnd);
         self.recover = self.snd_max;
-        if let Some(r) = self.rare.as_deref_mut() {
-            if r.rto_high.is_some_and(|h| una.diff(h) > 0) {
-                r.rto_high = None;
-            }
-        }
         if self.has(SACK_OK) {
             // (Resends still unacknowledged from before, a timeout's, may
             // be D-SACKed too: they count, as Linux's `undo_retrans`.)
@@ -2782,19 +2784,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 // (5.5) back off; (5.4) retransmit the earliest unacknowledged
                 // segment — go back to SND.UNA and resend in slow start.
                 self.rtt.back_off();
-                self.snd_nxt = self.snd_una;
-                self.recover = self.snd_max;
-                self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
-                // RFC 2018 §8: the receiver may have reneged; forget SACKs.
-                self.recs.on_rto();
+                self.go_back();
                 // (A timeout is no needless reduction to give back.)
                 if let Some(r) = self.rare.as_deref_mut() {
                     r.undo = None;
                 }
-                if self.has(SACK_OK) {
-                    self.rare.get_or_insert_default().rto_high = Some(self.snd_max);
-                }
-                self.t_reo = Instant::NEVER;
                 self.dupacks = 0;
                 // (5.6) restart the timer with the new RTO.
                 self.t_rtx = ctx.now + self.rto(ctx);
