@@ -30,7 +30,12 @@ same cores, the same client — on the Linux kernel stack, and under
     chronyd: the NTP delay, which receive timestamps make (sockets-ntp.*);
   * one program's burst (`--only burst`): sockperf's TCP ping-pong to a
     server beside a program writing 64 kB to each of 400 connections
-    every 100 ms: the tail of the round trips (sockets-burst.*).
+    every 100 ms: the tail of the round trips (sockets-burst.*);
+  * an impaired path (`--only path`): iperf3 each way through `ixora
+    impair` in a namespace between client and server (500 Mbit/s, 0.5 ms
+    each way, 256 KiB queue) clean, at 1% loss, with 2% of frames held up
+    to 5 ms, and both; both stacks CUBIC, the kernel also with the
+    host's default for reference (sockets-path.*).
 
 Server side pinned to CPU 0 (with Ixora: the service and the program),
 client to CPU 1. Both stacks are set up side by side (each in its own
@@ -83,6 +88,21 @@ IPI = None  # ipi_cost() measured at the start
 RX = "softirq"  # where each veth end's receive processing runs (see --rx)
 WEB_CONNS = 128  # connections of the web clients (--web-conns)
 IDLE_CONNS = 0  # idle keep-alive connections held open during each web run (--idle-conns)
+# `--only path`: the server's and the client's namespaces are joined through
+# a third, where `ixora impair` bridges the two veth pairs and impairs the
+# path (netem's job; this kernel has no netem). PATH_BASE is every
+# condition's link (one-way delay, rate and its 256 KiB drop-tail queue:
+# `--path-delay-us`, `--path-rate-mbps`); each condition adds its own.
+PATH = False
+PATH_BASE = ["--delay-us", "500", "--rate-mbps", "500"]
+PATH_RING = 1 << 20  # Ixora's socket rings over the path (unless --ring)
+PATH_CONDITIONS = (
+    ("clean", []),
+    ("loss 1%", ["--loss", "0.01"]),
+    ("reorder 2% ≤5 ms", ["--reorder", "0.02", "--reorder-delay-us", "5000"]),
+    ("loss 1%, reorder 2% ≤5 ms",
+     ["--loss", "0.01", "--reorder", "0.02", "--reorder-delay-us", "5000"]),
+)
 
 
 def xdp_args(side="server"):
@@ -142,7 +162,18 @@ class Net:
         t = "i" if ixora else "k"
         self.sv = be.netns(f"sks{t}")
         self.cl = be.netns(f"skc{t}")
-        self.a, self.b = be.veth(self.sv, self.cl, f"s{t}")
+        self.relay = None
+        if PATH:
+            # server | a — ra | relay | rb — b | client: `ixora impair`
+            # bridges ra and rb (and completes the checksums the ends
+            # leave to offload, as a NIC would).
+            self.rl = be.netns(f"skr{t}")
+            self.a, ra = be.veth(self.sv, self.rl, f"s{t}")
+            rb, self.b = be.veth(self.rl, self.cl, f"r{t}")
+            self.relay_ends = (ra, rb)
+            self.impair(PATH_BASE, 600)
+        else:
+            self.a, self.b = be.veth(self.sv, self.cl, f"s{t}")
         for ns, dev in ((self.sv, self.a), (self.cl, self.b)):
             be.sh(*be.in_ns(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off"), check=False)
         if RX == "napi":
@@ -205,6 +236,35 @@ class Net:
             if not found:
                 raise RuntimeError(f"no NAPI thread for {dev}: threaded NAPI did not take")
 
+    def impair(self, opts, secs):
+        """(Re)start the path's bridge (`ixora impair` on CPU 1, with the
+        client) with options `opts`, for at most `secs` seconds."""
+        self.impair_stop()
+        log = f"/tmp/ixb-{PID}-impair-{'i' if self.ixora else 'k'}.log"
+        self.relay = be.start(be.pinned(1, *be.in_ns(
+            self.rl, str(BIN), "impair", *self.relay_ends, "--json", "--duration-s", str(secs),
+            *opts)), log)
+        t = time.time()
+        while "joining" not in Path(log).read_text():
+            if self.relay.poll() is not None or time.time() - t > 10:
+                raise RuntimeError("ixora impair did not start:\n" + be.stop_proc(self.relay))
+            time.sleep(0.02)
+
+    def impair_stop(self, check=True):
+        """Stop the path's bridge; its report (what it did to each
+        direction), or None."""
+        if self.relay is None:
+            return None
+        rc = self.relay.poll()
+        text, self.relay = be.stop_proc(self.relay), None
+        for line in reversed(text.splitlines()):
+            if line.startswith("{"):
+                return json.loads(line)
+        if check:
+            raise RuntimeError(f"ixora impair (exit status {rc} before it was stopped) printed "
+                               "no report:\n" + text[-2000:])
+        return None
+
     def client_addr(self):
         be.sh(*be.in_ns(self.cl, "ip", "addr", "add", f"{CLI}/24", "dev", self.b))
 
@@ -225,6 +285,7 @@ class Net:
             return None
 
     def close(self):
+        self.impair_stop(check=False)
         if self.serve is not None:
             be.stop_proc(self.serve)
             self.serve = None
@@ -625,14 +686,24 @@ def iperf3_report(r, net):
                        f"{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
 
 
-def bulk_run(net, port, secs, reverse):
+def bulk_run(net, port, secs, reverse, cc=None):
     """One iperf3 test (one TCP stream, `secs` seconds) from the Linux
     client against the iperf3 server of `net`; `reverse`: the server
-    sends. Returns Gbit/s received, and CPU 0's busy seconds per GB."""
+    sends; `cc`: both ends' congestion control (iperf3 -C; Ixora's is
+    CUBIC whatever is asked). Returns Gbit/s received, and CPU 0's busy
+    seconds per GB."""
     cmd = ["iperf3", "-c", SRV, "-p", str(port), "-t", str(secs), "--json"]
     if reverse:
         cmd.append("-R")
-    r, cpu, client_busy = client_run(net, cmd, secs)
+    if cc:
+        cmd += ["-C", cc]
+    for _ in range(10):
+        r, cpu, client_busy = client_run(net, cmd, secs)
+        # Over a lossy path the server may still be ending the last test
+        # (its last exchange resent after a loss): try again shortly.
+        if "server is busy" not in r.stdout:
+            break
+        time.sleep(1)
     j = iperf3_report(r, net)
     got = j["end"]["sum_received"]["bytes"]
     sent = j["end"]["sum_sent"]["bytes"]
@@ -666,6 +737,170 @@ def streams(args, prog_bar, nets, port, label, results, **extra):
             f"  {label} {r['direction']:12s} {r['stack']:7s}"
             f"{r['gbps']:6.2f} Gbit/s  {r['cpu_s_per_gb'] or 0:5.2f} CPU s/GB"
             f"  client CPU {100 * (r['client_cpu_busy'] or 0):3.0f}%"), **extra)
+
+
+def path(args, prog_bar):
+    """iperf3 on both stacks side by side over an impaired path (see
+    PATH): per condition of PATH_CONDITIONS, one TCP stream each way,
+    kernel and Ixora runs alternating `--repeat` times, the run of median
+    Gbit/s kept, each with what the bridge did to it."""
+    results, ports = [], iter(range(5201, 6201))
+    default_cc = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    line = (lambda r: f"  {r['condition']:26s} {r['direction']:12s} {r['stack']:7s}"
+            f"{1000 * r['gbps']:7.1f} Mbit/s  {r['retransmits'] or 0:6d} retransmitted")
+    nets = {}
+    try:
+        for ixora in (False, True):
+            nets[ixora] = Net(ixora)
+            nets[ixora].client_addr()
+        for label, opts in PATH_CONDITIONS:
+            for reverse in (True, False):
+                def run(ixora, cc="cubic"):
+                    # A fresh bridge and a fresh iperf3 server (on a port
+                    # of its own) per run: over a slow, lossy path a
+                    # server can take many seconds to end its last test
+                    # ("the server is busy"), and a bridge restarted
+                    # under it loses what it was sending.
+                    # The server is probed over the path without the
+                    # condition's impairments: iperf3 takes the probe for a
+                    # client, and once its close arrives listens anew, so a
+                    # probe whose FIN the path lost (the same frame in every
+                    # run: a seeded bridge) had it refuse the real client.
+                    # A run whose iperf3 fails anyway is tried again, twice
+                    # at most; the failures are kept in the results.
+                    failed = []
+                    while True:
+                        net, port = nets[ixora], next(ports)
+                        net.impair(PATH_BASE, args.duration + 60)
+                        server = net.server(["iperf3", "-s", "-p", str(port)],
+                                            f"/tmp/ixb-{PID}-iperf3-{ixora}.log")
+                        try:
+                            if not be.wait_tcp(net.cl, SRV, port):
+                                raise RuntimeError("iperf3 did not start")
+                            time.sleep(0.3)  # the probe's end, and the new listener
+                            net.impair(PATH_BASE + opts, args.duration + 60)
+                            r = bulk_run(net, port, args.duration, reverse, cc)
+                            break
+                        except RuntimeError as e:
+                            log = be.stop_proc(server)
+                            failed.append(f"{e}\n--- the iperf3 server ---\n{log}"[-3000:])
+                            print(f"  iperf3 failed ({'ixora' if ixora else 'kernel'}), "
+                                  f"tried again: {log.strip().splitlines()[-3:]}", flush=True)
+                            net.impair_stop(check=False)
+                            if len(failed) > 2:
+                                raise RuntimeError("\n\n".join(failed))
+                        finally:
+                            be.stop_proc(server)
+                    r["path"] = net.impair_stop()
+                    r["failed_attempts"] = failed
+                    return r
+                # Both stacks with CUBIC (Ixora's; the kernel's is set
+                # per socket), alternating; then, for reference, the
+                # kernel with this host's default when that is another
+                # (sending: to the server, the client's would differ).
+                best = alternate(args.repeat, run, lambda r: r["gbps"])
+                keep(best, results, "all_gbps", line, condition=label, cc="cubic")
+                if default_cc != "cubic" and reverse:
+                    runs = sorted((run(False, default_cc) for _ in range(args.repeat)),
+                                  key=lambda r: r["gbps"])
+                    r = dict(runs[len(runs) // 2], stack=f"kernel-{default_cc}",
+                             all_gbps=[x["gbps"] for x in runs], condition=label, cc=default_cc)
+                    results.append(r)
+                    print(line(r), flush=True)
+                prog_bar.step(f"{label}, {'from' if reverse else 'to'} the server\n")
+    finally:
+        for ixora in (True, False):
+            if ixora in nets:
+                nets[ixora].close()
+    return results
+
+
+def write_path(results, args, cmdline):
+    """sockets-path.{json,md,png}."""
+    other = next((r["cc"] for r in results if r["stack"].startswith("kernel-")), None)
+    name, meta, command = part_json("path", results, args, cmdline, duration_s=args.duration,
+                                    ring=args.ring or PATH_RING, path_base=PATH_BASE,
+                                    conditions=dict(PATH_CONDITIONS))
+    L = ["# A lossy, reordering path: iperf3 on the kernel vs under `ixora run`", "",
+         command +
+         "The server's and the client's namespaces are joined through a third, where "
+         "`ixora impair` (the simulator's link model applied to real frames: netem's job, "
+         "which this kernel lacks) bridges two veth pairs: "
+         f"`{' '.join(PATH_BASE)}` (a one-way delay, a rate and its 256 KiB drop-tail queue, "
+         "each direction) plus each condition's loss and reordering (a frame held back is "
+         "held up to the given time on top of the delay, and overtaken). iperf3 server "
+         f"pinned to CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), the Linux iperf3 "
+         "client and the bridge to CPU 1. One TCP stream per run, "
+         f"{args.duration} s; kernel and Ixora runs alternate ({args.repeat} each, the median "
+         "kept). Server → client tests the server stack's sending side (loss recovery, "
+         "RACK, congestion control), client → server its receiving side (SACK and D-SACK "
+         "it reports, its window) against Linux's sender. TSO/GSO are off on the ends "
+         "(frames as a wire carries them); checksums the ends leave to offload the bridge "
+         "completes, as a NIC would. Ixora's socket "
+         f"rings: {meta['ring'] // 1024} KiB each way (`ixora serve --ring`; more than the "
+         "path's bandwidth-delay product and queue); the kernel autotunes. Retransmitted: "
+         "iperf3's count from the sender's TCP_INFO; lost and held: what the bridge did to "
+         "the data direction. Both stacks run CUBIC (iperf3 -C cubic; Ixora has no other "
+         "congestion control for SACK peers)" +
+         (f"; the kernel also runs with this host's default, {other.upper()}, for "
+          "reference (a model-based sender that does not back off on random loss)"
+          if other else "") + ".", "",
+         "| condition | direction | kernel CUBIC Mbit/s | Ixora Mbit/s | ratio "
+         f"| kernel {other.upper() if other else '—'} Mbit/s | ratio to it "
+         "| retransmitted (k / i) | lost, tail-dropped, held back (k / i) | runs, Mbit/s (k / i) |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    bars = []
+    for label, _ in PATH_CONDITIONS:
+        for d in ("from_server", "to_server"):
+            k, i, o = (next((r for r in results if r["condition"] == label and r["direction"] == d
+                             and r["stack"] == stack), None)
+                       for stack in ("kernel", "ixora", f"kernel-{other}"))
+            if not (k and i):
+                continue
+            ratio = i["gbps"] / k["gbps"] if k["gbps"] else 0
+            oth = (f"{1000 * o['gbps']:.1f} | {i['gbps'] / o['gbps']:.2f}×"
+                   if o and o["gbps"] else "— | —")
+
+            def did(r):
+                # The data direction: server -> client leaves by the
+                # bridge's client end (direction 0 enters at the server's).
+                p = (r.get("path") or {}).get("directions")
+                if not p:
+                    return "?"
+                x = p[0] if d == "from_server" else p[1]
+                return f"{x['lost']}, {x['queue_drops']}, {x['reordered']}"
+            runs = " / ".join(", ".join(f"{1000 * g:.0f}" for g in x["all_gbps"]) for x in (k, i))
+            what = "server → client (-R)" if d == "from_server" else "client → server"
+            L.append(f"| {label} | {what} | {1000 * k['gbps']:.1f} | {1000 * i['gbps']:.1f} | "
+                     f"**{ratio:.2f}×** | {oth} | {k['retransmits'] or 0} / {i['retransmits'] or 0} | "
+                     f"{did(k)} / {did(i)} | {runs} |")
+            bars.append((f"{label}\n{'server → client' if d == 'from_server' else 'client → server'}",
+                         k, i, o))
+    failed = sum(len(r.get("failed_attempts") or []) for r in results)
+    if failed:
+        L += ["", f"{failed} attempt(s) of the runs kept failed and were tried again "
+              "(iperf3's errors are in the JSON, `failed_attempts`; the log of the run says "
+              "those of the others)."]
+    L += ["", f"Plot: `{name}.png`.", ""]
+    plt = write_md(name, L)
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(4 + 1.6 * len(bars), 4.2))
+    for j, stack in enumerate(("kernel", "ixora")):
+        ax.bar([x + (j - 0.5) * 0.4 for x in range(len(bars))],
+               [1000 * b[1 + j]["gbps"] for b in bars], 0.4,
+               label="kernel (CUBIC)" if stack == "kernel" else "ixora run (CUBIC)")
+    if other:
+        ax.plot(range(len(bars)), [1000 * b[3]["gbps"] if b[3] else float("nan") for b in bars],
+                "k_",
+                markersize=18, label=f"kernel ({other.upper()}, host default)")
+    ax.set_xticks(range(len(bars)))
+    ax.set_xticklabels([b[0] for b in bars], fontsize=8)
+    ax.set_ylabel("Mbit/s")
+    ax.set_title(f"iperf3 over an impaired path ({' '.join(PATH_BASE)})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / f"{name}.png", dpi=110)
 
 
 RELAY_PORTS = {"splice": 5300, "copy": 5302}  # HAProxy's two relays (--only relay)
@@ -2180,7 +2415,8 @@ def main():
                     help="sockperf ping-pong message sizes, bytes (comma-separated; over 1472 "
                          "a message travels in IPv4 fragments, reassembled at each end)")
     ap.add_argument("--only", choices=["web", "memcached", "bulk", "relay", "local", "udp", "node",
-                                       "proxy", "pg", "apache", "redis", "ntp", "varnish", "burst"],
+                                       "proxy", "pg", "apache", "redis", "ntp", "varnish", "burst",
+                                       "path"],
                     help="run one part (web and memcached alone are written to sockets-web.* and "
                          "sockets-memcached.* (with the --rx suffix), leaving the whole "
                          "run's files as they were; "
@@ -2205,7 +2441,15 @@ def main():
                          "delay, which receive timestamps make (sockets-ntp.*); "
                          "burst: sockperf's TCP ping-pong beside a program writing bursts over "
                          f"{BURST_CONNS} connections, the tail of the round trips "
-                         "(sockets-burst.*))")
+                         "(sockets-burst.*); "
+                         "path: iperf3 each way over a lossy, reordering path that `ixora "
+                         "impair` makes in a namespace between server and client (clean, 1%% "
+                         "loss, 2%% reordering, both), sockets-path.*)")
+    ap.add_argument("--path-delay-us", type=int, default=500,
+                    help="path: one-way delay of the impaired path, µs (default 500)")
+    ap.add_argument("--path-rate-mbps", type=int, default=500,
+                    help="path: rate of each direction of the impaired path, Mbit/s (default "
+                         "500; its drop-tail queue holds 256 KiB)")
     ap.add_argument("--spin-us", type=int, default=50,
                     help="ixora run --spin-us: how long a blocking call spins first (default 50)")
     ap.add_argument("--service-cpu", type=int, default=0,
@@ -2278,6 +2522,12 @@ def main():
         SERVE_EXTRA += ["--rt-priority", str(args.rt_priority)]
     if args.ring is not None:
         SERVE_EXTRA += ["--ring", str(args.ring)]
+    global PATH, PATH_BASE
+    if args.only == "path":
+        PATH = True
+        PATH_BASE = ["--delay-us", str(args.path_delay_us), "--rate-mbps", str(args.path_rate_mbps)]
+        if args.ring is None:
+            SERVE_EXTRA += ["--ring", str(PATH_RING)]
     if args.idle_spin_us is not None:
         SERVE_EXTRA += ["--idle-spin-us", str(args.idle_spin_us)]
     if IDLE_CONNS:
@@ -2347,6 +2597,7 @@ def main():
              + (len(REDIS_MODES) if args.only == "redis" else 0)
              + (1 if args.only == "ntp" else 0)
              + (2 if args.only == "burst" else 0)
+             + (2 * len(PATH_CONDITIONS) if args.only == "path" else 0)
              + (len(args.udp_sizes.split(",")) + len(args.udp_rates.split(",")) if args.only in (None, "udp") else 0))
     bar = be.Progress(steps)
     results = []
@@ -2363,7 +2614,7 @@ def main():
     if IPI:
         print(f"IPI round trip CPU 0 -> CPU 1: {IPI['round_trip_us']:.1f} µs", flush=True)
     bulk_results, local_results, udp_results, pg_results, redis_results = [], [], [], [], []
-    ntp_results, relay_results, burst_results = [], [], []
+    ntp_results, relay_results, burst_results, path_results = [], [], [], []
     try:
         if args.only in (None, "web"):
             for server in SERVERS:
@@ -2397,6 +2648,8 @@ def main():
             ntp_results = ntp(args, bar)
         if args.only == "burst":
             burst_results = burst(args, bar)
+        if args.only == "path":
+            path_results = path(args, bar)
     finally:
         be.cleanup()
         subprocess.run(["rm", "-rf", str(tmp)])
@@ -2431,6 +2684,10 @@ def main():
     if burst_results:
         write_burst(burst_results, args, cmdline)
         b = NAME.replace("sockets", "sockets-burst", 1)
+        print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
+    if path_results:
+        write_path(path_results, args, cmdline)
+        b = NAME.replace("sockets", "sockets-path", 1)
         print(f"wrote {OUT}/{b}.json, {b}.md, {b}.png")
     if udp_results:
         write_udp(udp_results, args, cmdline)

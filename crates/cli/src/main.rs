@@ -22,6 +22,7 @@ macro_rules! out {
 mod apps;
 mod backends;
 mod dataplane;
+mod impair;
 mod kernel;
 mod kernel_echo;
 mod sockets;
@@ -106,6 +107,21 @@ enum Cmd {
     /// call type; the stack's counters and the frames it dropped, by reason; and the interface's
     /// own counters (for AF_XDP, frames the kernel dropped before the stack saw them).
     Stats(sockets::StatsArgs),
+    /// Join two interfaces by a bridge that drops, delays, rate-limits,
+    /// reorders and duplicates frames, as `ixora sim`'s link does (the
+    /// same options and rules): netem for a kernel without it. Stops by
+    /// itself after --duration-s and prints what it did to each
+    /// direction.
+    ///
+    /// Frames go out as they came, but for a TCP/UDP checksum the sender
+    /// left to offload, which the bridge completes (as a NIC would). A
+    /// frame held back is overtaken by those behind it; a rate limit
+    /// queues up to --queue bytes and drops the rest.
+    ///
+    /// Example (in a namespace between two others, its two veth ends up
+    /// and without addresses): ixora impair r0 r1 --loss 0.01 --reorder
+    /// 0.02 --reorder-delay-us 1000 --delay-us 500 --rate-mbps 500
+    Impair(impair::ImpairArgs),
     /// Show what this build is: version, sizes, defaults, drop reasons.
     Info(InfoArgs),
     /// Measure the Linux kernel TCP stack for comparison (used by the
@@ -311,19 +327,8 @@ struct SimArgs {
     /// Bytes each side sends (suffixes: k, KiB, M, MiB, G, GiB).
     #[arg(long, default_value = "16MiB", value_parser = parse_size)]
     bytes: usize,
-    /// Probability that the link drops a frame (0 to 1).
-    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
-    loss: f64,
-    /// Probability that a frame is held back and overtaken (0 to 1).
-    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
-    reorder: f64,
-    /// How long a frame held back may be held, in microseconds (each is
-    /// held a uniformly random time up to this, on top of the delay).
-    #[arg(long, default_value_t = 2000)]
-    reorder_delay_us: u64,
-    /// Probability that a frame is delivered twice (0 to 1).
-    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
-    duplicate: f64,
+    #[command(flatten)]
+    imp: Impairments,
     /// Probability that one bit of a frame is flipped (0 to 1); checksums
     /// must catch it.
     #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
@@ -340,15 +345,53 @@ struct SimArgs {
     /// One-way link delay in microseconds.
     #[arg(long, default_value_t = 500)]
     delay_us: u64,
-    /// Link queue in bytes before tail drop (0: unlimited).
-    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
-    queue: usize,
     /// Give up after this many seconds of virtual time.
     #[arg(long, default_value_t = 3600)]
     time_limit_s: u64,
     /// Print a readable summary instead of the JSON line.
     #[arg(long)]
     text: bool,
+}
+
+/// The impairments of a link that `ixora sim` and `ixora impair` share,
+/// each direction.
+#[derive(Args, Clone, serde::Serialize)]
+struct Impairments {
+    /// Probability that the link drops a frame (0 to 1).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    loss: f64,
+    /// Probability that a frame is held back and overtaken (0 to 1).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    reorder: f64,
+    /// How long a frame held back may be held, in microseconds (each is
+    /// held a uniformly random time up to this, on top of the delay).
+    #[arg(long, default_value_t = 2000)]
+    reorder_delay_us: u64,
+    /// Probability that a frame is delivered twice (0 to 1); the copy
+    /// follows within the one-way delay.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    duplicate: f64,
+    /// Bytes that may wait for the rate limit before frames are dropped
+    /// (tail drop; suffixes k, KiB, M, MiB; 0: unlimited).
+    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
+    queue: usize,
+}
+
+impl Impairments {
+    /// The link these impairments, a one-way delay, a rate (0:
+    /// unlimited) and a corruption probability describe.
+    fn link(&self, delay_us: u64, rate_mbps: u64, corrupt: f64) -> LinkConfig {
+        LinkConfig {
+            delay: Duration::from_micros(delay_us),
+            rate_bps: rate_mbps.saturating_mul(1_000_000),
+            queue_bytes: self.queue,
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            reorder_delay: Duration::from_micros(self.reorder_delay_us),
+            corrupt,
+        }
+    }
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -394,16 +437,7 @@ fn sim(a: SimArgs) -> ExitCode {
         bytes: a.bytes,
         seed: a.seed,
         cc: a.cc,
-        link: LinkConfig {
-            delay: Duration::from_micros(a.delay_us),
-            rate_bps: a.rate_mbps.saturating_mul(1_000_000),
-            queue_bytes: a.queue,
-            loss: a.loss,
-            duplicate: a.duplicate,
-            reorder: a.reorder,
-            reorder_delay: Duration::from_micros(a.reorder_delay_us),
-            corrupt: a.corrupt,
-        },
+        link: a.imp.link(a.delay_us, a.rate_mbps, a.corrupt),
         time_limit: Duration::from_secs(a.time_limit_s),
         ..TransferConfig::default()
     };
@@ -437,7 +471,7 @@ fn print_text(r: &ixora_sim::TransferReport, a: &SimArgs) {
     };
     println!(
         "{verdict}: {mib:.1} MiB each way, {} congestion control, link {} Mbit/s, {} µs one way, loss {:.1}%, reorder {:.1}%, seed {}",
-        r.cc, a.rate_mbps, a.delay_us, a.loss * 100.0, a.reorder * 100.0, r.seed
+        r.cc, a.rate_mbps, a.delay_us, a.imp.loss * 100.0, a.imp.reorder * 100.0, r.seed
     );
     println!(
         "  data intact both ways: {}   clean close: {}",
@@ -941,6 +975,7 @@ fn main() -> ExitCode {
             LoadgenKind::Memcached(m) => loadgen_memcached(m),
             LoadgenKind::Http(h) => loadgen_http(h),
         },
+        Cmd::Impair(a) => impair::run(a),
         Cmd::Info(a) => info(a),
         Cmd::BenchKernel(a) => bench_kernel(a),
         Cmd::KernelEchoServer(a) => {

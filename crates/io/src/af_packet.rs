@@ -29,7 +29,9 @@
 //! pseudo-header sum, flagged `TP_STATUS_CSUMNOTREADY`. Such frames are
 //! handed on unchanged (counted in [`AfPacketStats::rx_csum_not_ready`]),
 //! so the port reports [`Caps::rx_checksum_unreliable`]: the stack must
-//! not drop TCP/UDP frames for a bad checksum. (Measured: every UDP
+//! not drop TCP/UDP frames for a bad checksum. A bridge that sends them
+//! on sets [`AfPacketConfig::complete_rx_checksums`], and the checksum is
+//! completed in software as the device would have. (Measured: every UDP
 //! datagram from a veth peer with default offloads arrives so; ICMP, whose
 //! checksum the sender computes itself, arrives complete.)
 //!
@@ -120,6 +122,12 @@ pub struct AfPacketConfig {
     pub fanout: Fanout,
     /// How the receive ring hands frames over.
     pub rx_ring: RxRing,
+    /// Complete in software the TCP/UDP checksum of every received IPv4 or
+    /// IPv6 frame the sender left to offload (`TP_STATUS_CSUMNOTREADY`),
+    /// so the frame is whole when sent on elsewhere (a bridge such as
+    /// `ixora impair`). A stack that does not check checksums of such
+    /// frames need not.
+    pub complete_rx_checksums: bool,
 }
 
 impl Default for AfPacketConfig {
@@ -133,6 +141,7 @@ impl Default for AfPacketConfig {
             frame_size: 2048,
             fanout: Fanout::Hash,
             rx_ring: RxRing::Blocks,
+            complete_rx_checksums: false,
         }
     }
 }
@@ -149,6 +158,9 @@ pub struct AfPacketStats {
     /// Delivered frames whose TCP/UDP checksum the sender left incomplete
     /// (`TP_STATUS_CSUMNOTREADY`).
     pub rx_csum_not_ready: u64,
+    /// Of those, the ones whose checksum was completed here
+    /// ([`AfPacketConfig::complete_rx_checksums`]).
+    pub rx_csum_completed: u64,
     /// Frames handed to the kernel for sending.
     pub tx_frames: u64,
     /// Frames dropped because they were longer than the port carries.
@@ -242,6 +254,7 @@ impl AfPacketPort {
             s.rx_ring_drops += l(&c.rx_ring_drops);
             s.rx_oversize += l(&c.rx_oversize);
             s.rx_csum_not_ready += l(&c.rx_csum_not_ready);
+            s.rx_csum_completed += l(&c.rx_csum_completed);
             s.tx_frames += l(&c.tx_frames);
             s.tx_oversize += l(&c.tx_oversize);
         }
@@ -257,6 +270,7 @@ impl Port for AfPacketPort {
             ("rx_ring_drops", s.rx_ring_drops),
             ("rx_oversize", s.rx_oversize),
             ("rx_csum_not_ready", s.rx_csum_not_ready),
+            ("rx_csum_completed", s.rx_csum_completed),
             ("tx_frames", s.tx_frames),
             ("tx_oversize", s.tx_oversize),
         ]
@@ -326,6 +340,7 @@ impl Port for AfPacketPort {
             rx_off: 0,
             tx_head: 0,
             tx_kick_pending: false,
+            complete_csum: self.cfg.complete_rx_checksums,
             local: Local::default(),
             shared: self.counters[queue as usize].clone(),
         }))
@@ -714,6 +729,7 @@ struct Counters {
     rx_ring_drops: AtomicU64,
     rx_oversize: AtomicU64,
     rx_csum_not_ready: AtomicU64,
+    rx_csum_completed: AtomicU64,
     tx_frames: AtomicU64,
     tx_oversize: AtomicU64,
 }
@@ -726,6 +742,7 @@ struct Local {
     rx_ring_drops: u64,
     rx_oversize: u64,
     rx_csum_not_ready: u64,
+    rx_csum_completed: u64,
     tx_frames: u64,
     tx_oversize: u64,
 }
@@ -766,6 +783,8 @@ struct AfPacketQueue {
     tx_head: usize,
     /// Slots were filled but the last kick did not get them all out.
     tx_kick_pending: bool,
+    /// [`AfPacketConfig::complete_rx_checksums`].
+    complete_csum: bool,
     local: Local,
     shared: Arc<Counters>,
 }
@@ -778,6 +797,7 @@ impl AfPacketQueue {
         st(&s.rx_ring_drops, l.rx_ring_drops);
         st(&s.rx_oversize, l.rx_oversize);
         st(&s.rx_csum_not_ready, l.rx_csum_not_ready);
+        st(&s.rx_csum_completed, l.rx_csum_completed);
         st(&s.tx_frames, l.tx_frames);
         st(&s.tx_oversize, l.tx_oversize);
     }
@@ -834,11 +854,14 @@ impl AfPacketQueue {
             dst[..total].copy_from_slice(data);
         }
         b.set_len(total);
-        out.push(b);
-        self.local.rx_frames += 1;
         if m.status & libc::TP_STATUS_CSUMNOTREADY != 0 {
             self.local.rx_csum_not_ready += 1;
+            if self.complete_csum && crate::complete_l4_checksum(b.as_mut_slice()) {
+                self.local.rx_csum_completed += 1;
+            }
         }
+        out.push(b);
+        self.local.rx_frames += 1;
         Took::Delivered
     }
 

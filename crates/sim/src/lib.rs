@@ -81,6 +81,26 @@ pub struct LinkStats {
     pub corrupted: u64,
 }
 
+/// What a [`Link`] does with one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Dropped by the loss model.
+    Lost,
+    /// Dropped because the transmitter's queue was full (tail drop).
+    QueueFull,
+    /// Delivered at `at`; a second copy at `copy_at` if duplicated; with
+    /// bit `flip_bit` (counted from the frame's first byte, lowest bit
+    /// first) flipped if corrupted.
+    Deliver {
+        /// When the frame arrives.
+        at: Instant,
+        /// When its duplicate arrives, if it has one.
+        copy_at: Option<Instant>,
+        /// The bit flipped in both copies, if any.
+        flip_bit: Option<usize>,
+    },
+}
+
 /// A full-duplex impaired link.
 #[derive(Debug)]
 pub struct Link {
@@ -131,6 +151,61 @@ impl Link {
         &self.stats
     }
 
+    /// Decide the fate of a frame of `len` bytes leaving host `from`
+    /// (0 or 1: each direction has its own transmitter) at `now`, and
+    /// count it. The simulator applies it to its frames; `ixora impair`
+    /// to real ones, so both impair a path by the same rules.
+    pub fn plan(&mut self, now: Instant, from: usize, len: usize) -> Fate {
+        self.stats.sent += 1;
+        let c = &self.cfg;
+        let start = self.busy_until[from].max(now);
+        if c.queue_bytes > 0 && c.rate_bps > 0 {
+            let backlog_s = (start - now).as_secs_f64();
+            let queued = (backlog_s * c.rate_bps as f64 / 8.0) as usize;
+            if queued + len > c.queue_bytes {
+                self.stats.queue_drops += 1;
+                return Fate::QueueFull;
+            }
+        }
+        let ser = if c.rate_bps > 0 {
+            Duration::from_nanos((len as u64 * 8 * 1_000_000_000).div_ceil(c.rate_bps))
+        } else {
+            Duration::ZERO
+        };
+        self.busy_until[from] = start + ser;
+        let mut at = start + ser + c.delay;
+        if self.rng.f64() < c.loss {
+            self.stats.lost += 1;
+            return Fate::Lost;
+        }
+        let mut flip_bit = None;
+        if self.rng.f64() < c.corrupt && len > 0 {
+            flip_bit = Some(self.rng.usize(0..len * 8));
+            self.stats.corrupted += 1;
+        }
+        if self.rng.f64() < c.reorder {
+            let extra = self.rng.u64(0..=c.reorder_delay.as_micros() as u64);
+            at += Duration::from_micros(extra);
+            self.stats.reordered += 1;
+        }
+        let mut copy_at = None;
+        if self.rng.f64() < c.duplicate {
+            let extra = self.rng.u64(0..=c.delay.as_micros() as u64);
+            copy_at = Some(at + Duration::from_micros(extra));
+            self.stats.duplicated += 1;
+        }
+        Fate::Deliver {
+            at,
+            copy_at,
+            flip_bit,
+        }
+    }
+
+    /// Count a frame handed to its receiver.
+    pub fn delivered(&mut self) {
+        self.stats.delivered += 1;
+    }
+
     /// Frames leaving host `from` at `now`: returns (arrival time, frame)
     /// pairs (none if lost, two if duplicated).
     fn carry(
@@ -140,44 +215,20 @@ impl Link {
         mut frame: Vec<u8>,
         out: &mut Vec<(Instant, Vec<u8>)>,
     ) {
-        self.stats.sent += 1;
-        let c = &self.cfg;
-        let start = self.busy_until[from].max(now);
-        if c.queue_bytes > 0 && c.rate_bps > 0 {
-            let backlog_s = (start - now).as_secs_f64();
-            let queued = (backlog_s * c.rate_bps as f64 / 8.0) as usize;
-            if queued + frame.len() > c.queue_bytes {
-                self.stats.queue_drops += 1;
-                return;
+        if let Fate::Deliver {
+            at,
+            copy_at,
+            flip_bit,
+        } = self.plan(now, from, frame.len())
+        {
+            if let Some(bit) = flip_bit {
+                frame[bit / 8] ^= 1 << (bit % 8);
             }
+            if let Some(t) = copy_at {
+                out.push((t, frame.clone()));
+            }
+            out.push((at, frame));
         }
-        let ser = if c.rate_bps > 0 {
-            Duration::from_nanos((frame.len() as u64 * 8 * 1_000_000_000).div_ceil(c.rate_bps))
-        } else {
-            Duration::ZERO
-        };
-        self.busy_until[from] = start + ser;
-        let mut at = start + ser + c.delay;
-        if self.rng.f64() < c.loss {
-            self.stats.lost += 1;
-            return;
-        }
-        if self.rng.f64() < c.corrupt && !frame.is_empty() {
-            let bit = self.rng.usize(0..frame.len() * 8);
-            frame[bit / 8] ^= 1 << (bit % 8);
-            self.stats.corrupted += 1;
-        }
-        if self.rng.f64() < c.reorder {
-            let extra = self.rng.u64(0..=c.reorder_delay.as_micros() as u64);
-            at += Duration::from_micros(extra);
-            self.stats.reordered += 1;
-        }
-        if self.rng.f64() < c.duplicate {
-            let extra = self.rng.u64(0..=c.delay.as_micros() as u64);
-            out.push((at + Duration::from_micros(extra), frame.clone()));
-            self.stats.duplicated += 1;
-        }
-        out.push((at, frame));
     }
 }
 
@@ -290,7 +341,7 @@ impl Network {
         }
         while self.queue.peek().is_some_and(|r| r.0.at <= self.now) {
             let Reverse(f) = self.queue.pop().expect("peeked");
-            self.link.stats.delivered += 1;
+            self.link.delivered();
             self.hosts[f.to].handle_frame(self.now, f.frame);
         }
         for h in &mut self.hosts {

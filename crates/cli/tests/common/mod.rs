@@ -35,12 +35,26 @@ pub struct Proc {
 }
 
 impl Proc {
-    pub fn spawn(mut cmd: Command, what: &str) -> Proc {
+    pub fn spawn(cmd: Command, what: &str) -> Proc {
+        Self::spawn_to_log(cmd, what, false)
+    }
+
+    /// As `spawn`, standard output too going to the log.
+    pub fn spawn_with_stdout(cmd: Command, what: &str) -> Proc {
+        Self::spawn_to_log(cmd, what, true)
+    }
+
+    fn spawn_to_log(mut cmd: Command, what: &str, stdout: bool) -> Proc {
         let log = std::env::temp_dir().join(unique_name(&format!("ixora-{what}"), false) + ".log");
         let f = std::fs::File::create(&log).expect("log file");
+        let out = if stdout {
+            Stdio::from(f.try_clone().expect("log file"))
+        } else {
+            Stdio::null()
+        };
         let child = cmd
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(out)
             .stderr(f)
             .spawn()
             .unwrap_or_else(|e| panic!("start {what}: {e}"));

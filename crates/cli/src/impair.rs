@@ -1,0 +1,368 @@
+//! `ixora impair`: a bridge between two interfaces that delays,
+//! rate-limits, drops, holds back (reorders) and duplicates the frames it
+//! passes — what `tc qdisc … netem` does, for machines whose kernel has no
+//! netem (this one) and for tests that want the simulator's link model on
+//! a real path.
+//!
+//! Each frame received on one interface (an AF_PACKET socket with a
+//! per-frame ring, so no block timer adds latency) is given its fate by
+//! the simulator's [`Link::plan`] for its direction — the same rules,
+//! options and counters as `ixora sim` — and sent out of the other
+//! interface when its time comes. Frames are held in one heap ordered by
+//! departure time (ties in arrival order), so a frame held back is
+//! overtaken by those behind it, and a rate limit queues and tail-drops as
+//! a link would.
+//!
+//! The bridge is transparent: frames go out unchanged, so ARP and every
+//! protocol pass. It is bounded: it stops by itself after `--duration-s`
+//! (or on SIGINT/SIGTERM) and prints what it did.
+//!
+//! Checksums: a sender with checksum offload on (a Linux veth's default,
+//! or Ixora's AF_XDP transmit metadata) hands its frames over with the
+//! TCP/UDP checksum left to a device, which on this path never computes
+//! it: the bridge completes it in software (IPv4 and IPv6, TCP and UDP;
+//! [`AfPacketConfig::complete_rx_checksums`]) before sending the frame
+//! on, as a NIC would have. The report counts such frames, and warns of
+//! any it could not complete.
+
+use clap::Args;
+use ixora_core::{Duration, Instant};
+use ixora_io::af_packet::{AfPacketConfig, AfPacketPort, RxRing};
+use ixora_io::{PacketBuf, Pool, PoolConfig, Port, Queue};
+use ixora_sim::{Fate, Link, LinkStats};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::os::fd::{AsFd, AsRawFd};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+/// Frames read from one interface before the other is looked at.
+const BURST: usize = 64;
+/// A departure this close is waited for by polling again, not by a timer.
+const SPIN: Duration = Duration::from_micros(20);
+/// Longest sleep, so the stop flag and the deadline are seen.
+const MAX_SLEEP: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Options of `ixora impair`.
+#[derive(Args)]
+pub struct ImpairArgs {
+    /// The first interface to join: every frame received on it is sent
+    /// out of the second, and the other way round. Both must be up and
+    /// carry no address the kernel answers on (the kernel would see the
+    /// frames too).
+    #[arg(value_name = "IFACE_A")]
+    iface_a: String,
+    /// The second interface to join.
+    #[arg(value_name = "IFACE_B")]
+    iface_b: String,
+    #[command(flatten)]
+    imp: crate::Impairments,
+    /// Rate of each direction in Mbit/s (0: as fast as frames come).
+    #[arg(long, default_value_t = 0)]
+    rate_mbps: u64,
+    /// One-way delay added to every frame, in microseconds.
+    #[arg(long, default_value_t = 0)]
+    delay_us: u64,
+    /// Seed of the random choices (the second direction uses the next
+    /// one).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    duration_s: f64,
+    /// Print the report as one JSON line instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A frame waiting for its departure time.
+struct Held {
+    at: Instant,
+    seq: u64,
+    /// The direction: 0 leaves by the second interface, 1 by the first.
+    dir: usize,
+    buf: PacketBuf,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// What one direction did, for the report.
+#[derive(Serialize)]
+struct DirReport {
+    from: String,
+    to: String,
+    #[serde(flatten)]
+    link: LinkStats,
+    /// Frames still held when the bridge stopped (not sent).
+    unsent_at_exit: u64,
+    /// Frames that arrived with their checksum left to offload (see the
+    /// module notes), and of those the ones completed here.
+    csum_not_ready: u64,
+    csum_completed: u64,
+    /// Frames the kernel dropped because the receive ring was full.
+    ring_drops: u64,
+}
+
+/// The options the bridge ran with, each direction.
+#[derive(Serialize)]
+struct PathConfig {
+    delay_us: u64,
+    rate_mbps: u64,
+    #[serde(flatten)]
+    imp: crate::Impairments,
+    seed: u64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    seconds: f64,
+    config: PathConfig,
+    directions: [DirReport; 2],
+}
+
+/// Run the bridge until the deadline or a signal.
+pub fn run(a: ImpairArgs) -> ExitCode {
+    match bridge(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ixora impair: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn bridge(a: &ImpairArgs) -> Result<(), String> {
+    let ifaces = [&a.iface_a, &a.iface_b];
+    let (ia, ib) = (ifaces[0], ifaces[1]);
+    if ia == ib {
+        return Err(format!("both interfaces are {ia}: give two different ones"));
+    }
+    if !(a.duration_s > 0.0 && a.duration_s <= 7.0 * 86400.0) {
+        return Err(format!(
+            "--duration-s {} is not between 0 and a week",
+            a.duration_s
+        ));
+    }
+    let cfg = a.imp.link(a.delay_us, a.rate_mbps, 0.0);
+    let pcfg = AfPacketConfig {
+        rx_ring: RxRing::Frames,
+        complete_rx_checksums: true,
+        ..AfPacketConfig::default()
+    };
+    let open = |i: &str| {
+        AfPacketPort::open(i, pcfg).map_err(|e| {
+            format!("{e} (the bridge needs root or CAP_NET_RAW, and must run in the interface's network namespace)")
+        })
+    };
+    let ports = [open(ia)?, open(ib)?];
+    let pool = Pool::new(PoolConfig {
+        chunks: 8192,
+        hugepages: false,
+        ..PoolConfig::default()
+    })
+    .map_err(|e| format!("frame pool: {e}"))?;
+    let mut queues: Vec<Box<dyn Queue>> = Vec::with_capacity(2);
+    for (p, name) in ports.iter().zip([ia, ib]) {
+        queues.push(
+            p.open_queue(0, &pool)
+                .map_err(|e| format!("AF_PACKET queue on {name}: {e}"))?,
+        );
+    }
+    let mut links = [
+        Link::new(cfg.clone(), a.seed),
+        Link::new(cfg, a.seed.wrapping_add(1)),
+    ];
+    let timer = TimerFd::new(ClockId::CLOCK_MONOTONIC, TimerFlags::TFD_NONBLOCK)
+        .map_err(|e| format!("timerfd: {e}"))?;
+    let mut poll = Poll::new().map_err(|e| format!("epoll: {e}"))?;
+    let fds: Vec<i32> = queues
+        .iter()
+        .map(|q| q.poll_fd().unwrap_or(-1))
+        .chain([timer.as_fd().as_raw_fd()])
+        .collect();
+    for (i, fd) in fds.iter().enumerate() {
+        poll.registry()
+            .register(&mut SourceFd(fd), Token(i), Interest::READABLE)
+            .map_err(|e| format!("epoll: {e}"))?;
+    }
+    let stop = crate::dataplane::stop_on_signals();
+    eprintln!(
+        "ixora impair: joining {ia} and {ib} for {} s: loss {}, reorder {} (held up to {} µs), duplicate {}, delay {} µs, rate {}",
+        a.duration_s,
+        a.imp.loss,
+        a.imp.reorder,
+        a.imp.reorder_delay_us,
+        a.imp.duplicate,
+        a.delay_us,
+        if a.rate_mbps == 0 {
+            "unlimited".to_string()
+        } else {
+            format!("{} Mbit/s", a.rate_mbps)
+        }
+    );
+
+    let t0 = std::time::Instant::now();
+    let deadline = std::time::Duration::from_secs_f64(a.duration_s);
+    let now = || Instant::from_micros(t0.elapsed().as_micros() as u64);
+    let mut held: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut rx: Vec<PacketBuf> = Vec::with_capacity(BURST);
+    let mut out: [Vec<PacketBuf>; 2] = [Vec::new(), Vec::new()];
+    let mut events = Events::with_capacity(8);
+    while !stop.load(Ordering::Relaxed) && t0.elapsed() < deadline {
+        let mut got = 0;
+        for (dir, q) in queues.iter_mut().enumerate() {
+            rx.clear();
+            q.rx_burst(&mut rx, BURST)
+                .map_err(|e| format!("receive on {}: {e}", ifaces[dir]))?;
+            got += rx.len();
+            let t = now();
+            for buf in rx.drain(..) {
+                if let Fate::Deliver { at, copy_at, .. } = links[dir].plan(t, 0, buf.len()) {
+                    if let Some(c) =
+                        copy_at.and_then(|c| pool.copy_in(buf.as_slice()).map(|b| (c, b)))
+                    {
+                        seq += 1;
+                        held.push(Reverse(Held {
+                            at: c.0,
+                            seq,
+                            dir,
+                            buf: c.1,
+                        }));
+                    }
+                    seq += 1;
+                    held.push(Reverse(Held { at, seq, dir, buf }));
+                }
+            }
+        }
+        let t = now();
+        while held.peek().is_some_and(|h| h.0.at <= t) {
+            let Reverse(h) = held.pop().expect("peeked");
+            out[h.dir].push(h.buf);
+        }
+        for dir in 0..2 {
+            let q = &mut queues[1 - dir];
+            if !out[dir].is_empty() {
+                let sent = q
+                    .tx_burst(&mut out[dir])
+                    .map_err(|e| format!("send on {}: {e}", ifaces[1 - dir]))?;
+                for _ in 0..sent {
+                    links[dir].delivered();
+                }
+            }
+            q.reclaim();
+        }
+        if got > 0 {
+            continue;
+        }
+        // Nothing came in: sleep until the next departure, a frame, or
+        // (with frames waiting for ring space) a short while.
+        let t = now();
+        let wait = if out.iter().any(|o| !o.is_empty()) {
+            Duration::from_micros(50)
+        } else {
+            match held.peek() {
+                Some(h) => h.0.at.saturating_since(t),
+                None => Duration::from_millis(50),
+            }
+        };
+        if wait <= SPIN {
+            continue;
+        }
+        timer
+            .set(
+                Expiration::OneShot(TimeSpec::from_duration(std::time::Duration::from_micros(
+                    wait.as_micros() as u64,
+                ))),
+                TimerSetTimeFlags::empty(),
+            )
+            .map_err(|e| format!("timerfd: {e}"))?;
+        match poll.poll(&mut events, Some(MAX_SLEEP)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("epoll: {e}")),
+        }
+        let _ = timer.wait(); // reset a fired timer (non-blocking)
+    }
+
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut unsent = [0u64; 2];
+    for h in held.iter() {
+        unsent[h.0.dir] += 1;
+    }
+    for (dir, o) in out.iter().enumerate() {
+        unsent[dir] += o.len() as u64;
+    }
+    let st = [ports[0].stats(), ports[1].stats()];
+    let dir_report = |dir: usize| DirReport {
+        from: ifaces[dir].clone(),
+        to: ifaces[1 - dir].clone(),
+        link: links[dir].stats().clone(),
+        unsent_at_exit: unsent[dir],
+        csum_not_ready: st[dir].rx_csum_not_ready,
+        csum_completed: st[dir].rx_csum_completed,
+        ring_drops: st[dir].rx_ring_drops,
+    };
+    let report = Report {
+        seconds,
+        config: PathConfig {
+            delay_us: a.delay_us,
+            rate_mbps: a.rate_mbps,
+            imp: a.imp.clone(),
+            seed: a.seed,
+        },
+        directions: [dir_report(0), dir_report(1)],
+    };
+    if a.json {
+        let s = serde_json::to_string(&report).map_err(|e| format!("report: {e}"))?;
+        out!("{s}");
+    } else {
+        out!("ixora impair: ran {seconds:.1} s");
+        for d in &report.directions {
+            let l = &d.link;
+            out!(
+                "  {} -> {}: {} received, {} sent, {} lost, {} tail-dropped, {} held back, {} duplicated, {} unsent at exit, {} dropped by the kernel (ring full)",
+                d.from,
+                d.to,
+                l.sent,
+                l.delivered,
+                l.lost,
+                l.queue_drops,
+                l.reordered,
+                l.duplicated,
+                d.unsent_at_exit,
+                d.ring_drops
+            );
+        }
+    }
+    for d in &report.directions {
+        let left = d.csum_not_ready - d.csum_completed;
+        if left > 0 {
+            eprintln!(
+                "ixora impair: warning: {left} frames from {} arrived with a checksum left to offload that the bridge could not complete (not IPv4 or IPv6 TCP or UDP) and were forwarded so; a receiver that checks drops them (run `ethtool -K <sender's interface> tx off` there)",
+                d.from
+            );
+        }
+    }
+    Ok(())
+}
