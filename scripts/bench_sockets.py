@@ -781,7 +781,7 @@ def path(args, prog_bar):
                             net.impair(PATH_BASE + opts, args.duration + 60)
                             r = bulk_run(net, port, args.duration, reverse, cc)
                             break
-                        except RuntimeError as e:
+                        except (RuntimeError, subprocess.TimeoutExpired) as e:
                             log = be.stop_proc(server)
                             failed.append(f"{e}\n--- the iperf3 server ---\n{log}"[-3000:])
                             print(f"  iperf3 failed ({'ixora' if ixora else 'kernel'}), "

@@ -14,7 +14,11 @@
 //! a link would.
 //!
 //! The bridge is transparent: frames go out unchanged, so ARP and every
-//! protocol pass. It is bounded: it stops by itself after `--duration-s`
+//! protocol pass. It sees every frame on a veth; on another device, put
+//! it in promiscuous mode (`ip link set DEV promisc on`). Frames longer
+//! than the MTU (a sender's TSO/GSO super-frames) cannot be bridged:
+//! turn segmentation offload off on the senders (`ethtool -K DEV tso off
+//! gso off`); the report counts such frames and says so. It is bounded: it stops by itself after `--duration-s`
 //! (or on SIGINT/SIGTERM) and prints what it did.
 //!
 //! Checksums: a sender with checksum offload on (a Linux veth's default,
@@ -119,8 +123,17 @@ struct DirReport {
     /// module notes), and of those the ones completed here.
     csum_not_ready: u64,
     csum_completed: u64,
-    /// Frames the kernel dropped because the receive ring was full.
+    /// Frames the kernel dropped because the receive ring was full (as
+    /// last counted: drops after the last frame read are not).
     ring_drops: u64,
+    /// Frames too long to bridge: received longer than a ring slot (a
+    /// sender's TSO/GSO super-frame), or longer than the other interface
+    /// carries. Neither is in `sent` or `delivered`.
+    too_long_in: u64,
+    too_long_out: u64,
+    /// Duplicates decided but not made (no free buffer for the copy);
+    /// counted in `duplicated` too.
+    duplicates_not_made: u64,
 }
 
 /// The options the bridge ran with, each direction.
@@ -229,6 +242,11 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
     let mut rx: Vec<PacketBuf> = Vec::with_capacity(BURST);
     let mut out: [Vec<PacketBuf>; 2] = [Vec::new(), Vec::new()];
     let mut events = Events::with_capacity(8);
+    let mut dup_failed = [0u64; 2];
+    // When frames last went out: a send the device refused for a moment
+    // (a full peer backlog) is retried by `reclaim`, so the bridge then
+    // does not sleep long.
+    let mut last_tx = t0;
     while !stop.load(Ordering::Relaxed) && t0.elapsed() < deadline {
         let mut got = 0;
         for (dir, q) in queues.iter_mut().enumerate() {
@@ -239,16 +257,19 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
             let t = now();
             for buf in rx.drain(..) {
                 if let Fate::Deliver { at, copy_at, .. } = links[dir].plan(t, 0, buf.len()) {
-                    if let Some(c) =
-                        copy_at.and_then(|c| pool.copy_in(buf.as_slice()).map(|b| (c, b)))
-                    {
-                        seq += 1;
-                        held.push(Reverse(Held {
-                            at: c.0,
-                            seq,
-                            dir,
-                            buf: c.1,
-                        }));
+                    if let Some(c) = copy_at {
+                        match pool.copy_in(buf.as_slice()) {
+                            Some(copy) => {
+                                seq += 1;
+                                held.push(Reverse(Held {
+                                    at: c,
+                                    seq,
+                                    dir,
+                                    buf: copy,
+                                }));
+                            }
+                            None => dup_failed[dir] += 1,
+                        }
                     }
                     seq += 1;
                     held.push(Reverse(Held { at, seq, dir, buf }));
@@ -269,6 +290,9 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
                 for _ in 0..sent {
                     links[dir].delivered();
                 }
+                if sent > 0 {
+                    last_tx = std::time::Instant::now();
+                }
             }
             q.reclaim();
         }
@@ -278,7 +302,7 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
         // Nothing came in: sleep until the next departure, a frame, or
         // (with frames waiting for ring space) a short while.
         let t = now();
-        let wait = if out.iter().any(|o| !o.is_empty()) {
+        let mut wait = if out.iter().any(|o| !o.is_empty()) {
             Duration::from_micros(50)
         } else {
             match held.peek() {
@@ -286,6 +310,9 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
                 None => Duration::from_millis(50),
             }
         };
+        if last_tx.elapsed() < std::time::Duration::from_millis(10) {
+            wait = wait.min(Duration::from_millis(1));
+        }
         if wait <= SPIN {
             continue;
         }
@@ -305,6 +332,13 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
         let _ = timer.wait(); // reset a fired timer (non-blocking)
     }
 
+    // Frames already in the transmit rings: a last few kicks (bounded).
+    for _ in 0..10 {
+        for q in queues.iter_mut() {
+            q.reclaim();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let seconds = t0.elapsed().as_secs_f64();
     let mut unsent = [0u64; 2];
     for h in held.iter() {
@@ -314,14 +348,22 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
         unsent[dir] += o.len() as u64;
     }
     let st = [ports[0].stats(), ports[1].stats()];
-    let dir_report = |dir: usize| DirReport {
-        from: ifaces[dir].clone(),
-        to: ifaces[1 - dir].clone(),
-        link: links[dir].stats().clone(),
-        unsent_at_exit: unsent[dir],
-        csum_not_ready: st[dir].rx_csum_not_ready,
-        csum_completed: st[dir].rx_csum_completed,
-        ring_drops: st[dir].rx_ring_drops,
+    let dir_report = |dir: usize| {
+        let mut link = links[dir].stats().clone();
+        // `tx_burst` takes a frame too long for the other side and drops it.
+        link.delivered -= st[1 - dir].tx_oversize.min(link.delivered);
+        DirReport {
+            from: ifaces[dir].clone(),
+            to: ifaces[1 - dir].clone(),
+            link,
+            unsent_at_exit: unsent[dir],
+            csum_not_ready: st[dir].rx_csum_not_ready,
+            csum_completed: st[dir].rx_csum_completed,
+            ring_drops: st[dir].rx_ring_drops,
+            too_long_in: st[dir].rx_oversize,
+            too_long_out: st[1 - dir].tx_oversize,
+            duplicates_not_made: dup_failed[dir],
+        }
     };
     let report = Report {
         seconds,
@@ -356,6 +398,18 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
         }
     }
     for d in &report.directions {
+        if d.too_long_in > 0 {
+            eprintln!(
+                "ixora impair: warning: {} frames from {} were longer than the bridge carries and were dropped: segmentation offload on the sender (run `ethtool -K <sender's interface> tso off gso off` there)",
+                d.too_long_in, d.from
+            );
+        }
+        if d.too_long_out > 0 {
+            eprintln!(
+                "ixora impair: warning: {} frames from {} were longer than {} carries (a smaller MTU) and were dropped",
+                d.too_long_out, d.from, d.to
+            );
+        }
         let left = d.csum_not_ready - d.csum_completed;
         if left > 0 {
             eprintln!(

@@ -116,7 +116,10 @@ enum Cmd {
     /// Frames go out as they came, but for a TCP/UDP checksum the sender
     /// left to offload, which the bridge completes (as a NIC would). A
     /// frame held back is overtaken by those behind it; a rate limit
-    /// queues up to --queue bytes and drops the rest.
+    /// queues up to --queue bytes and drops the rest. Frames longer than
+    /// the MTU cannot pass: turn segmentation offload off on the senders
+    /// (`ethtool -K DEV tso off gso off`; a veth's is on). It sees every
+    /// frame of a veth; put another device in promiscuous mode.
     ///
     /// Example (in a namespace between two others, its two veth ends up
     /// and without addresses): ixora impair r0 r1 --loss 0.01 --reorder

@@ -185,7 +185,9 @@ pub fn open_named(backend: &str, iface: &str, queues: u32) -> io::Result<std::sy
 /// first next header), whose checksum field holds only the pseudo-header
 /// sum, as a sender that left it to offload wrote it. The sum stops at the
 /// IP packet's end (Ethernet padding is not summed). False (frame
-/// untouched) for anything else.
+/// untouched) for anything else, and where the field does not hold that
+/// packet's pseudo-header sum (the offload pending is another header's:
+/// an encapsulated packet's).
 pub(crate) fn complete_l4_checksum(frame: &mut [u8]) -> bool {
     let mut l3 = 14;
     let mut ethertype = match frame.get(12..14) {
@@ -199,7 +201,9 @@ pub(crate) fn complete_l4_checksum(frame: &mut [u8]) -> bool {
         };
         l3 = 18;
     }
-    let (proto, start, end) = match ethertype {
+    // The pseudo-header (RFC 9293 §3.1; RFC 8200 §8.1) as bytes to sum.
+    let mut pseudo = [0u8; 40];
+    let (proto, start, end, plen) = match ethertype {
         0x0800 => {
             let Some(h) = frame.get(l3..l3 + 20) else {
                 return false;
@@ -210,14 +214,23 @@ pub(crate) fn complete_l4_checksum(frame: &mut [u8]) -> bool {
             if h[0] >> 4 != 4 || ihl < 20 || total < ihl || fragment {
                 return false;
             }
-            (h[9], l3 + ihl, l3 + total)
+            pseudo[..8].copy_from_slice(&h[12..20]);
+            pseudo[9] = h[9];
+            pseudo[10..12].copy_from_slice(&((total - ihl) as u16).to_be_bytes());
+            (h[9], l3 + ihl, l3 + total, 12)
         }
         0x86dd => {
             let Some(h) = frame.get(l3..l3 + 40) else {
                 return false;
             };
-            let payload = usize::from(u16::from_be_bytes([h[4], h[5]]));
-            (h[6], l3 + 40, l3 + 40 + payload)
+            if h[0] >> 4 != 6 {
+                return false;
+            }
+            let payload = u16::from_be_bytes([h[4], h[5]]);
+            pseudo[..32].copy_from_slice(&h[8..40]);
+            pseudo[34..36].copy_from_slice(&payload.to_be_bytes());
+            pseudo[39] = h[6];
+            (h[6], l3 + 40, l3 + 40 + usize::from(payload), 40)
         }
         _ => return false,
     };
@@ -226,7 +239,14 @@ pub(crate) fn complete_l4_checksum(frame: &mut [u8]) -> bool {
         17 => 6,
         _ => return false,
     };
-    if end > frame.len() {
+    if end > frame.len() || start + offset + 2 > end {
+        return false;
+    }
+    let field = u16::from_be_bytes([frame[start + offset], frame[start + offset + 1]]);
+    let want = ixora_wire::checksum::data(&pseudo[..plen]);
+    // (0 and 0xffff are one value in one's complement.)
+    let same = field == want || (field == 0 && want == 0xffff) || (field == 0xffff && want == 0);
+    if !same {
         return false;
     }
     complete_checksum(&mut frame[..end], start, offset)
@@ -359,7 +379,11 @@ mod tests {
         let short = whole[..30].to_vec();
         let mut long = whole.clone();
         long[16..18].copy_from_slice(&2000u16.to_be_bytes());
-        for mut f in [frag, icmp, arp, short, long] {
+        // A field that holds no pseudo-header sum of this packet (the
+        // offload pending is an inner header's): left as it is.
+        let (mut other, field) = frame_v4(17, b"outer", false, 0);
+        other[field..field + 2].copy_from_slice(&[0x12, 0x34]);
+        for mut f in [frag, icmp, arp, short, long, other] {
             let before = f.clone();
             assert!(!complete_l4_checksum(&mut f));
             assert_eq!(f, before);
