@@ -8,7 +8,7 @@
 //! per-frame ring, so no block timer adds latency) is given its fate by
 //! the simulator's [`Link::plan`] for its direction — the same rules,
 //! options and counters as `ixora sim` — and sent out of the other
-//! interface when its time comes. Frames are held in one heap ordered by
+//! interface when its time comes. Frames wait in the simulator's [`Departures`], ordered by
 //! departure time (ties in arrival order), so a frame held back is
 //! overtaken by those behind it, and a rate limit queues and tail-drops as
 //! a link would.
@@ -33,14 +33,12 @@ use clap::Args;
 use ixora_core::{Duration, Instant};
 use ixora_io::af_packet::{AfPacketConfig, AfPacketPort, RxRing};
 use ixora_io::{PacketBuf, Pool, PoolConfig, Port, Queue};
-use ixora_sim::{Fate, Link, LinkStats};
+use ixora_sim::{Departures, Fate, Link, LinkStats};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use serde::Serialize;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -82,32 +80,6 @@ pub struct ImpairArgs {
     /// Print the report as one JSON line instead of text.
     #[arg(long)]
     json: bool,
-}
-
-/// A frame waiting for its departure time.
-struct Held {
-    at: Instant,
-    seq: u64,
-    /// The direction: 0 leaves by the second interface, 1 by the first.
-    dir: usize,
-    buf: PacketBuf,
-}
-
-impl PartialEq for Held {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Held {}
-impl PartialOrd for Held {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Held {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
 }
 
 /// What one direction did, for the report.
@@ -237,8 +209,9 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
     let t0 = std::time::Instant::now();
     let deadline = std::time::Duration::from_secs_f64(a.duration_s);
     let now = || Instant::from_micros(t0.elapsed().as_micros() as u64);
-    let mut held: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
-    let mut seq = 0u64;
+    // Frames waiting for their departure: (direction, frame); direction
+    // 0 leaves by the second interface, 1 by the first.
+    let mut held: Departures<(usize, PacketBuf)> = Departures::default();
     let mut rx: Vec<PacketBuf> = Vec::with_capacity(BURST);
     let mut out: [Vec<PacketBuf>; 2] = [Vec::new(), Vec::new()];
     let mut events = Events::with_capacity(8);
@@ -259,27 +232,17 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
                 if let Fate::Deliver { at, copy_at, .. } = links[dir].plan(t, 0, buf.len()) {
                     if let Some(c) = copy_at {
                         match pool.copy_in(buf.as_slice()) {
-                            Some(copy) => {
-                                seq += 1;
-                                held.push(Reverse(Held {
-                                    at: c,
-                                    seq,
-                                    dir,
-                                    buf: copy,
-                                }));
-                            }
+                            Some(copy) => held.push(c, (dir, copy)),
                             None => dup_failed[dir] += 1,
                         }
                     }
-                    seq += 1;
-                    held.push(Reverse(Held { at, seq, dir, buf }));
+                    held.push(at, (dir, buf));
                 }
             }
         }
         let t = now();
-        while held.peek().is_some_and(|h| h.0.at <= t) {
-            let Reverse(h) = held.pop().expect("peeked");
-            out[h.dir].push(h.buf);
+        while let Some((dir, buf)) = held.pop_due(t) {
+            out[dir].push(buf);
         }
         for dir in 0..2 {
             let q = &mut queues[1 - dir];
@@ -305,8 +268,8 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
         let mut wait = if out.iter().any(|o| !o.is_empty()) {
             Duration::from_micros(50)
         } else {
-            match held.peek() {
-                Some(h) => h.0.at.saturating_since(t),
+            match held.next_at() {
+                Some(at) => at.saturating_since(t),
                 None => Duration::from_millis(50),
             }
         };
@@ -341,8 +304,8 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
     }
     let seconds = t0.elapsed().as_secs_f64();
     let mut unsent = [0u64; 2];
-    for h in held.iter() {
-        unsent[h.0.dir] += 1;
+    for (dir, _) in held.iter() {
+        unsent[*dir] += 1;
     }
     for (dir, o) in out.iter().enumerate() {
         unsent[dir] += o.len() as u64;

@@ -111,27 +111,86 @@ pub struct Link {
     stats: LinkStats,
 }
 
-struct InFlight {
-    at: Instant,
+/// Items (frames on a link) waiting for their time, taken in time order,
+/// ties in the order they were put in: a frame held back is overtaken by
+/// those behind it, the others keep their order. The simulator's link
+/// and `ixora impair` both hold their frames in one.
+#[derive(Debug)]
+pub struct Departures<T> {
+    heap: BinaryHeap<Reverse<Due<T>>>,
     seq: u64,
-    to: usize,
-    frame: Vec<u8>,
 }
 
-impl PartialEq for InFlight {
+#[derive(Debug)]
+struct Due<T> {
+    at: Instant,
+    seq: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Due<T> {
     fn eq(&self, o: &Self) -> bool {
         (self.at, self.seq) == (o.at, o.seq)
     }
 }
-impl Eq for InFlight {}
-impl PartialOrd for InFlight {
+impl<T> Eq for Due<T> {}
+impl<T> PartialOrd for Due<T> {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for InFlight {
+impl<T> Ord for Due<T> {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+impl<T> Default for Departures<T> {
+    fn default() -> Self {
+        Departures {
+            heap: BinaryHeap::new(),
+            seq: 0,
+        }
+    }
+}
+
+impl<T> Departures<T> {
+    /// `item` is due at `at`.
+    pub fn push(&mut self, at: Instant, item: T) {
+        self.seq += 1;
+        self.heap.push(Reverse(Due {
+            at,
+            seq: self.seq,
+            item,
+        }));
+    }
+
+    /// When the next item is due.
+    pub fn next_at(&self) -> Option<Instant> {
+        self.heap.peek().map(|d| d.0.at)
+    }
+
+    /// The next item due at or before `now`.
+    pub fn pop_due(&mut self, now: Instant) -> Option<T> {
+        if self.next_at()? > now {
+            return None;
+        }
+        self.heap.pop().map(|d| d.0.item)
+    }
+
+    /// Items waiting.
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Nothing waiting?
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+
+    /// The items waiting, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.heap.iter().map(|d| &d.0.item)
     }
 }
 
@@ -205,31 +264,6 @@ impl Link {
     pub fn delivered(&mut self) {
         self.stats.delivered += 1;
     }
-
-    /// Frames leaving host `from` at `now`: returns (arrival time, frame)
-    /// pairs (none if lost, two if duplicated).
-    fn carry(
-        &mut self,
-        now: Instant,
-        from: usize,
-        mut frame: Vec<u8>,
-        out: &mut Vec<(Instant, Vec<u8>)>,
-    ) {
-        if let Fate::Deliver {
-            at,
-            copy_at,
-            flip_bit,
-        } = self.plan(now, from, frame.len())
-        {
-            if let Some(bit) = flip_bit {
-                frame[bit / 8] ^= 1 << (bit % 8);
-            }
-            if let Some(t) = copy_at {
-                out.push((t, frame.clone()));
-            }
-            out.push((at, frame));
-        }
-    }
 }
 
 /// Two hosts and a link, in virtual time.
@@ -239,10 +273,9 @@ pub struct Network {
     /// The link between them.
     pub link: Link,
     now: Instant,
-    queue: BinaryHeap<Reverse<InFlight>>,
-    seq: u64,
+    /// Frames on the link: (receiving host, frame).
+    queue: Departures<(usize, Vec<u8>)>,
     txbuf: Vec<u8>,
-    scratch: Vec<(Instant, Vec<u8>)>,
     trace: bool,
 }
 
@@ -278,10 +311,8 @@ impl Network {
             hosts,
             link: Link::new(link, seed ^ 0x5eed_1ce5),
             now,
-            queue: BinaryHeap::new(),
-            seq: 0,
+            queue: Departures::default(),
             txbuf: vec![0u8; cap],
-            scratch: Vec::new(),
             trace: std::env::var_os("IXORA_SIM_TRACE").is_some(),
         })
     }
@@ -295,40 +326,45 @@ impl Network {
     pub fn flush(&mut self) {
         for from in 0..2 {
             while let Some(n) = self.hosts[from].poll_transmit(self.now, &mut self.txbuf) {
-                let frame = self.txbuf[..n].to_vec();
-                let mut out = std::mem::take(&mut self.scratch);
-                self.link.carry(self.now, from, frame, &mut out);
+                let fate = self.link.plan(self.now, from, n);
                 if self.trace {
-                    let fate = match out.len() {
-                        0 => "LOST",
-                        1 => "",
-                        _ => "DUP",
+                    let what = match fate {
+                        Fate::Deliver {
+                            copy_at: Some(_), ..
+                        } => "DUP",
+                        Fate::Deliver { .. } => "",
+                        _ => "LOST",
                     };
                     eprintln!(
                         "{} {} {} {}",
                         self.now,
                         ["A>B", "B>A"][from],
                         describe(&self.txbuf[..n]),
-                        fate
+                        what
                     );
                 }
-                for (at, f) in out.drain(..) {
-                    self.seq += 1;
-                    self.queue.push(Reverse(InFlight {
-                        at,
-                        seq: self.seq,
-                        to: 1 - from,
-                        frame: f,
-                    }));
+                if let Fate::Deliver {
+                    at,
+                    copy_at,
+                    flip_bit,
+                } = fate
+                {
+                    let mut frame = self.txbuf[..n].to_vec();
+                    if let Some(bit) = flip_bit {
+                        frame[bit / 8] ^= 1 << (bit % 8);
+                    }
+                    if let Some(t) = copy_at {
+                        self.queue.push(t, (1 - from, frame.clone()));
+                    }
+                    self.queue.push(at, (1 - from, frame));
                 }
-                self.scratch = out;
             }
         }
     }
 
     /// The next moment something happens (a delivery or a timer).
     pub fn next_time(&self) -> Option<Instant> {
-        let q = self.queue.peek().map(|r| r.0.at);
+        let q = self.queue.next_at();
         let t0 = self.hosts[0].poll_timeout();
         let t1 = self.hosts[1].poll_timeout();
         [q, t0, t1].into_iter().flatten().min()
@@ -339,10 +375,9 @@ impl Network {
         if t > self.now {
             self.now = t;
         }
-        while self.queue.peek().is_some_and(|r| r.0.at <= self.now) {
-            let Reverse(f) = self.queue.pop().expect("peeked");
+        while let Some((to, frame)) = self.queue.pop_due(self.now) {
             self.link.delivered();
-            self.hosts[f.to].handle_frame(self.now, f.frame);
+            self.hosts[to].handle_frame(self.now, frame);
         }
         for h in &mut self.hosts {
             if h.poll_timeout().is_some_and(|d| d <= self.now) {
