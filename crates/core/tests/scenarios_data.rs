@@ -1075,6 +1075,118 @@ fn duplicate_data_is_reported_by_a_dsack_block_once() {
     assert_eq!(sacks(&a), []);
 }
 
+/// RFC 2883: duplicates that come apart from each other in one receive
+/// batch (the retransmissions a RACK sender sent for reordered segments)
+/// are each reported, every one first in an ACK of its own, as Linux's
+/// receiver acknowledges each at once: a sender undoes its window cut
+/// only when every retransmission of the episode was D-SACKed. Before
+/// 2026-12-01 the second was forgotten. Beyond four waiting, a duplicate
+/// is counted (`tcp_dsack_not_sent`).
+//= https://www.rfc-editor.org/rfc/rfc2883#section-4
+//= type=test
+#[test]
+fn each_duplicate_of_a_batch_gets_a_dsack_of_its_own() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460).sack_perm()
+    });
+    h.send(data(&c, 0, &[1; 4000]));
+    h.advance(Duration::from_millis(300));
+    h.out.clear();
+    h.send(data(&c, 6000, &[6; 1000]));
+    assert_eq!(sacks(&h.expect_tcp()), [(theirs(6000), theirs(7000))]);
+    // One batch: old data twice (apart), then a copy of the queued block.
+    for (at, n) in [(0, 500), (2000, 500), (6000, 1000)] {
+        let f = Harness::tcp_frame(&data(&c, at, &vec![1; n]));
+        h.stack.handle_frame(h.now, f);
+    }
+    h.drain();
+    let acks = segs(&mut h);
+    let got: Vec<_> = acks.iter().map(sacks).collect();
+    assert_eq!(
+        got,
+        [
+            vec![(theirs(0), theirs(500)), (theirs(6000), theirs(7000))],
+            vec![(theirs(2000), theirs(2500)), (theirs(6000), theirs(7000))],
+            vec![(theirs(6000), theirs(7000)), (theirs(6000), theirs(7000))],
+        ],
+        "one D-SACK per ACK, oldest first"
+    );
+    assert!(acks.iter().all(|a| a.ack == Some(theirs(4000))));
+    // Contiguous ones still share a block; six apart: four reported.
+    for at in [0, 500, 1000, 1500, 2000, 3000] {
+        let f = Harness::tcp_frame(&data(&c, at, &[1; 100]));
+        h.stack.handle_frame(h.now, f);
+    }
+    h.drain();
+    let firsts: Vec<_> = segs(&mut h).iter().map(|a| sacks(a)[0]).collect();
+    assert_eq!(
+        firsts,
+        [
+            (theirs(0), theirs(100)),
+            (theirs(500), theirs(600)),
+            (theirs(1000), theirs(1100)),
+            (theirs(1500), theirs(1600)),
+        ]
+    );
+    assert_eq!(h.stack.counters().tcp_dsack_not_sent, 2);
+    h.expect_silence();
+}
+
+/// RFC 2018 §4: after the block of the segment that triggered the ACK,
+/// the SACK option repeats the blocks most recently reported first, not
+/// the highest: a block that led an earlier option (one the sender may
+/// have missed, or several touched in one receive batch) is repeated
+/// before older ones. Before 2026-12-01 the others went highest first.
+//= https://www.rfc-editor.org/rfc/rfc2018#section-4
+//= type=test
+#[test]
+fn sack_blocks_after_the_first_are_the_most_recently_reported() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460).sack_perm()
+    });
+    for at in [1000, 3000, 5000, 7000, 9000] {
+        h.send(data(&c, at, &[1; 500]));
+        h.drain();
+    }
+    h.out.clear();
+    // Extend the block at 3000, then the one at 1000: the block at 3000
+    // comes second although three blocks lie above it.
+    h.send(data(&c, 3500, &[1; 500]));
+    h.drain();
+    h.out.clear();
+    h.send(data(&c, 1500, &[1; 500]));
+    let a = h.expect_tcp();
+    assert_eq!(
+        sacks(&a),
+        [
+            (theirs(1000), theirs(2000)),
+            (theirs(3000), theirs(4000)),
+            (theirs(9000), theirs(9500)),
+            (theirs(7000), theirs(7500)),
+        ]
+    );
+    // Two arrivals in one batch: both blocks lead the one ACK, the later
+    // first.
+    for at in [5500, 7500] {
+        let f = Harness::tcp_frame(&data(&c, at, &[1; 500]));
+        h.stack.handle_frame(h.now, f);
+    }
+    h.drain();
+    let a = h.expect_tcp();
+    assert_eq!(
+        sacks(&a),
+        [
+            (theirs(7000), theirs(8000)),
+            (theirs(5000), theirs(6000)),
+            (theirs(1000), theirs(2000)),
+            (theirs(3000), theirs(4000)),
+        ]
+    );
+    h.expect_silence();
+}
+
 /// RFC 5681 §4.2, RFC 2018 §4: out-of-order data gets an immediate dup ACK with SACK blocks.
 //= https://www.rfc-editor.org/rfc/rfc2018#section-4
 //= type=test

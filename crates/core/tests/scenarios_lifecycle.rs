@@ -1416,6 +1416,89 @@ fn paws_drops_old_timestamp_with_ack() {
     ));
 }
 
+/// PAWS, a departure from RFC 7323 §5.3 R1 as Linux (`TCP_PAWS_WINDOW`):
+/// a TSval one tick older than TS.Recent passes. A sender's clock may
+/// tick between a retransmission and the reordered original it stood in
+/// for; dropping the original when it fills the next hole turned the
+/// sender's needless retransmission of *that* one into a needed one (no
+/// D-SACK, no undo: Ixora received over a reordering path at 0.8x the
+/// kernel's rate until 2026-12-01). Two ticks old is still dropped.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-5.3
+//= type=test
+#[test]
+fn paws_lets_a_tsval_one_tick_old_through() {
+    let mut h = Harness::new(|_| {});
+    // TS.Recent = 100 (the handshake's last ACK).
+    let (c, iss) = h.passive_open(PORT, |s| s.ts(10, 0));
+    h.send(Seg::to(PORT).seq(P1).ack(iss + 1).ts(99, 0).data(b"late"));
+    assert_eq!(drops(&h, DropReason::TcpPaws), 0);
+    assert_eq!(h.stack.tcp_readable(c), Ok(4));
+    // (TS.Recent stays 100: an older TSval never moves it.)
+    h.send(
+        Seg::to(PORT)
+            .seq(P1 + 4)
+            .ack(iss + 1)
+            .ts(98, 0)
+            .data(b"older"),
+    );
+    assert_eq!(drops(&h, DropReason::TcpPaws), 1);
+    assert_eq!(h.stack.tcp_readable(c), Ok(4));
+}
+
+/// PAWS, a departure from RFC 7323 §5.3 R1 as Linux
+/// (`tcp_disordered_ack`): a pure duplicate ACK that the path put behind
+/// a newer one is taken, TSval older or not, when it is at RCV.NXT,
+/// acknowledges SND.UNA, leaves the window as it is and is within an
+/// RTO's worth of ticks: its SACK blocks count. One that would change
+/// the window, or is older than that, is dropped as before.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-5.3
+//= type=test
+#[test]
+fn paws_takes_a_reordered_duplicate_ack() {
+    let mut h = Harness::new(|_| {});
+    let (c, iss) = h.passive_open(PORT, |s| s.ts(10, 0).sack_perm().mss(1000));
+    // Four full segments (MSS 1000 less the timestamp option's 12).
+    let m = 988;
+    h.stack.tcp_send(h.now, c, vec![7; 4 * m as usize]).unwrap();
+    h.drain();
+    assert_eq!(h.out.len(), 4);
+    h.out.clear();
+    let una = iss + 1;
+    let dupack = |ts: u32, sack: &[(u32, u32)]| {
+        Seg::to(PORT)
+            .seq(P1)
+            .ack(una)
+            .win(65535)
+            .ts(ts, 0)
+            .sack(sack)
+    };
+    // The newer duplicate ACK (TS.Recent = 105) SACKs the fourth segment.
+    h.send(dupack(105, &[(una + 3 * m, una + 4 * m)]));
+    // The older one (two ticks: more than PAWS_WINDOW), which SACKs the
+    // second and third, comes after it:
+    // taken, so only the first segment is missing and resent (the
+    // second and third too, were it dropped: sent before the fourth,
+    // SACKed, RACK would take them for lost).
+    h.send(dupack(103, &[(una + m, una + 3 * m)]));
+    assert_eq!(drops(&h, DropReason::TcpPaws), 0);
+    // (Within the RTO: the first may go twice, fast and then timed out.)
+    h.advance(Duration::from_millis(300));
+    let mut resent: Vec<_> = std::iter::from_fn(|| h.out.pop_front())
+        .filter_map(|o| match o {
+            Out::Tcp(s) if !s.payload.is_empty() => Some((s.seq, s.payload.len())),
+            _ => None,
+        })
+        .collect();
+    resent.dedup();
+    assert_eq!(resent, [(una, m as usize)]);
+    // A duplicate ACK as old that would change the window, or one older
+    // than an RTO's worth of ticks, is dropped.
+    h.send(dupack(103, &[]).win(1000));
+    assert_eq!(drops(&h, DropReason::TcpPaws), 1);
+    h.send(dupack(105u32.wrapping_sub(200_000), &[]));
+    assert_eq!(drops(&h, DropReason::TcpPaws), 2);
+}
+
 /// PAWS: after 24 days with no acceptable segment, TS.Recent is no longer
 /// valid (RFC 7323 §5.5), and a segment with an older TSval is taken.
 //= https://www.rfc-editor.org/rfc/rfc7323#section-5.5

@@ -9,7 +9,7 @@
 //!   receive), and out-of-order frames wait in a sorted list. Overlaps are
 //!   resolved by trimming ranges, never by copying or splitting a frame.
 
-use crate::wire::tcp::{SackBlock, SeqNum};
+use crate::wire::tcp::{SackBlock, SeqNum, MAX_SACK_BLOCKS};
 use std::collections::VecDeque;
 
 /// Data accepted from the application and not yet acknowledged.
@@ -173,6 +173,9 @@ struct Seg<R> {
 struct OooSeg<R> {
     seq: SeqNum,
     seg: Seg<R>,
+    /// When it (or a duplicate of it) last arrived, in
+    /// [`RecvQueue::arrivals`]: the SACK blocks go most recent first.
+    arrived: u32,
 }
 
 impl<R> OooSeg<R> {
@@ -205,9 +208,9 @@ pub struct RecvQueue<R> {
     ready_cost: u32,
     ooo: Vec<OooSeg<R>>,
     ooo_cost: u32,
-    /// Sequence number of the most recently received out-of-order segment
-    /// (RFC 2018 §4: the block holding it leads the SACK option).
-    last_ooo: Option<SeqNum>,
+    /// Out-of-order segments offered so far (wrapping): the clock of
+    /// `OooSeg::arrived`, which orders the SACK blocks (RFC 2018 §4).
+    arrivals: u32,
     /// In-order bytes the application took out to hold them itself and
     /// has not released ([`RecvQueue::hold`]; in what would be padding,
     /// as [`SendQueue`]'s count of bytes acknowledged).
@@ -222,7 +225,7 @@ impl<R> Default for RecvQueue<R> {
             ready_cost: 0,
             ooo: Vec::new(),
             ooo_cost: 0,
-            last_ooo: None,
+            arrivals: 0,
             held: 0,
         }
     }
@@ -356,15 +359,17 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
         (max_segments, max_cost): (usize, usize),
     ) -> OooInsert {
         let new_end = seq + (end - start);
-        // Most recent arrival, for the first SACK block (RFC 2018 §4), even
+        // The most recent arrival leads the SACK option (RFC 2018 §4), even
         // when it brings nothing new.
-        self.last_ooo = Some(seq);
+        self.arrivals = self.arrivals.wrapping_add(1);
+        let now = self.arrivals;
         // Fully covered by one existing segment?
-        if self
+        if let Some(o) = self
             .ooo
-            .iter()
-            .any(|o| o.seq.diff(seq) <= 0 && o.end_seq().diff(new_end) >= 0)
+            .iter_mut()
+            .find(|o| o.seq.diff(seq) <= 0 && o.end_seq().diff(new_end) >= 0)
         {
+            o.arrived = now;
             return OooInsert::Duplicate;
         }
         let inside = |o: &OooSeg<R>| o.seq.diff(seq) >= 0 && o.end_seq().diff(new_end) <= 0;
@@ -411,6 +416,7 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
                     end: end as u32,
                     cost: cost as u32,
                 },
+                arrived: now,
             },
         );
         self.ooo_cost += cost as u32;
@@ -444,68 +450,70 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
                 self.ready.push_back(o.seg);
             }
         }
-        if self.ooo.is_empty() {
-            self.last_ooo = None;
-        }
         rcv_nxt
     }
 
-    /// SACK blocks describing the out-of-order data (RFC 2018 §4): first
-    /// the block containing the most recently received segment, then the
-    /// others from the highest down. Returns the number written.
+    /// SACK blocks describing the out-of-order data, as many as fit in
+    /// `out`, the most recently arrived first (RFC 2018 §4): the first
+    /// block holds the segment that came last, and the others repeat the
+    /// blocks that led the SACK options before it, so a sender that lost
+    /// an ACK, or took several arrivals in one, still hears of every
+    /// block. Returns the number written.
     pub fn sack_blocks(&self, out: &mut [SackBlock]) -> usize {
-        if out.is_empty() {
+        // Merge contiguous segments into blocks on the fly, each as recent
+        // as its most recent segment; keep the most recent few, newest
+        // first (insertion into a short sorted array).
+        let mut best = [(SackBlock::default(), 0u32); MAX_SACK_BLOCKS];
+        let want = out.len().min(best.len());
+        if want == 0 {
             return 0;
         }
-        // Merge contiguous segments into blocks on the fly; keep the block
-        // holding `last_ooo` and the highest blocks (a small ring).
-        let mut first: Option<SackBlock> = None;
-        let mut ring = [SackBlock::default(); 4];
-        let mut count = 0usize;
-        let mut cur: Option<SackBlock> = None;
-        let mut flush = |b: SackBlock, first: &mut Option<SackBlock>| {
-            let holds_last = self
-                .last_ooo
-                .is_some_and(|l| l.diff(b.left) >= 0 && l.diff(b.right) < 0);
-            if holds_last && first.is_none() {
-                *first = Some(b);
-            } else {
-                ring[count % ring.len()] = b;
-                count += 1;
+        // Age relative to the newest arrival (the clock wraps).
+        let age = |t: u32| self.arrivals.wrapping_sub(t);
+        let mut kept = 0usize;
+        let mut put = |b: SackBlock, at: u32| {
+            let mut i = kept;
+            while i > 0 && age(best[i - 1].1) > age(at) {
+                i -= 1;
             }
+            if i == want {
+                return; // older than every block kept
+            }
+            // Make room at `i`, dropping the oldest when full.
+            let last = kept.min(want - 1);
+            best.copy_within(i..last, i + 1);
+            best[i] = (b, at);
+            kept = (kept + 1).min(want);
         };
+        let mut cur: Option<(SackBlock, u32)> = None;
         for o in &self.ooo {
             let (s, e) = (o.seq, o.end_seq());
             cur = match cur {
-                Some(mut b) if b.right == s => {
+                Some((mut b, at)) if b.right == s => {
                     b.right = e;
-                    Some(b)
+                    Some((
+                        b,
+                        if age(o.arrived) < age(at) {
+                            o.arrived
+                        } else {
+                            at
+                        },
+                    ))
                 }
-                Some(b) => {
-                    flush(b, &mut first);
-                    Some(SackBlock { left: s, right: e })
+                Some((b, at)) => {
+                    put(b, at);
+                    Some((SackBlock { left: s, right: e }, o.arrived))
                 }
-                None => Some(SackBlock { left: s, right: e }),
+                None => Some((SackBlock { left: s, right: e }, o.arrived)),
             };
         }
-        if let Some(b) = cur {
-            flush(b, &mut first);
+        if let Some((b, at)) = cur {
+            put(b, at);
         }
-        let mut written = 0;
-        if let Some(f) = first {
-            out[0] = f;
-            written = 1;
+        for (o, (b, _)) in out.iter_mut().zip(&best[..kept]) {
+            *o = *b;
         }
-        let kept = count.min(ring.len());
-        for k in 0..kept {
-            if written >= out.len() {
-                break;
-            }
-            // Highest first: walk the ring backwards from the newest entry.
-            out[written] = ring[(count - 1 - k) % ring.len()];
-            written += 1;
-        }
-        written
+        kept
     }
 
     /// Drop everything.
@@ -515,7 +523,6 @@ impl<R: AsRef<[u8]>> RecvQueue<R> {
         self.ready_cost = 0;
         self.ooo.clear();
         self.ooo_cost = 0;
-        self.last_ooo = None;
     }
 }
 

@@ -146,9 +146,9 @@ pub(crate) struct Rare {
     pub snd_up: Option<SeqNum>,
     /// The peer's latest urgent data.
     pub rcv: Option<RcvUrgent>,
-    /// Data that came again (RFC 2883 D-SACK): reported as the first SACK
-    /// block of the next segment, once.
-    pub dsack: Option<SackBlock>,
+    /// Data that came again (RFC 2883 D-SACK), not yet reported: each is
+    /// the first SACK block of a segment of its own, once.
+    pub dsack: DsackQueue,
     /// RACK.reordering_seen: a segment sent once was delivered below one
     /// sent after it. From then on the reordering window is kept in
     /// recovery too, and RFC 6675's DupThresh no longer marks losses.
@@ -176,6 +176,66 @@ pub(crate) struct Rare {
     pub dsack_dups: u32,
 }
 
+/// Most duplicates waiting for a D-SACK of their own ([`DsackQueue`]).
+pub(crate) const DSACK_QUEUE: usize = 4;
+
+/// Duplicates to report, oldest first. Linux acknowledges each duplicate
+/// at once with its own D-SACK; a receive batch may bring several before
+/// the next ACK leaves, so they wait here and each goes out first in an
+/// ACK of its own (the same cumulative ACK, repeated, is harmless to a
+/// SACK sender): a sender that hears of every needless retransmission of
+/// a recovery gives back the window it cut (Linux's `undo_retrans`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct DsackQueue {
+    blocks: [SackBlock; DSACK_QUEUE],
+    len: u8,
+}
+
+impl DsackQueue {
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The next to report.
+    pub fn first(&self) -> Option<SackBlock> {
+        (self.len > 0).then(|| self.blocks[0])
+    }
+
+    /// Data `[left, right)` came again. One it overlaps or continues
+    /// grows to cover it (the segments of a go-back-N retransmission, as
+    /// Linux's `tcp_dsack_extend`); otherwise it is queued. False when
+    /// the queue is full: not reported.
+    pub fn note(&mut self, left: SeqNum, right: SeqNum) -> bool {
+        let n = usize::from(self.len);
+        if let Some(d) = self.blocks[..n]
+            .iter_mut()
+            .find(|d| left.diff(d.right) <= 0 && right.diff(d.left) >= 0)
+        {
+            if left.diff(d.left) < 0 {
+                d.left = left;
+            }
+            if right.diff(d.right) > 0 {
+                d.right = right;
+            }
+            return true;
+        }
+        if n == DSACK_QUEUE {
+            return false;
+        }
+        self.blocks[n] = SackBlock { left, right };
+        self.len += 1;
+        true
+    }
+
+    /// The first was reported.
+    pub fn pop(&mut self) {
+        if self.len > 0 {
+            self.blocks.copy_within(1..usize::from(self.len), 0);
+            self.len -= 1;
+        }
+    }
+}
+
 /// A window reduction that may prove needless: every segment its episode
 /// sent again came back in a D-SACK (RFC 3708: the original arrived,
 /// only late), so nothing was lost and the window is given back. Kept
@@ -197,7 +257,7 @@ impl Rare {
     fn is_empty(&self) -> bool {
         self.snd_up.is_none()
             && self.rcv.is_none()
-            && self.dsack.is_none()
+            && self.dsack.is_empty()
             && !self.reordering_seen
             && self.reo_steps == 0
             && self.dsack_round.is_none()
@@ -365,6 +425,20 @@ fn ts_clock(now: Instant) -> u32 {
 
 /// PAWS: TS.Recent is invalid after 24 days idle (RFC 7323 §5.5).
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
+
+/// PAWS: a TSval this many ticks older than TS.Recent still passes (as
+/// Linux's `TCP_PAWS_WINDOW`). A sender's clock may tick between a
+/// retransmission and the reordered original it stands in for; the
+/// original then fills a hole with a TSval one tick older than the
+/// retransmission's, and dropping it makes a needless retransmission a
+/// needed one (the sender can no longer undo its window cut). One tick
+/// of even a 1 µs clock is far from the 2^31 bytes of a sequence wrap.
+const PAWS_WINDOW: u32 = 1;
+
+/// PAWS replay window for a reordered duplicate ACK, in the peer's ticks
+/// per second of our RTO: RFC 7323 §5.4 has the clock tick at 1 ms to 1 s,
+/// and some systems tick at 1200 Hz (as Linux's `tcp_tsval_replay`).
+const PAWS_ACK_TICKS_PER_S: u64 = 1200;
 
 /// Window-scale shift that lets `buf` be advertised (RFC 7323 §2.3: ≤ 14).
 pub(crate) fn scale_for(buf: u32) -> u8 {
@@ -1454,6 +1528,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         // RFC 7323 §5.3 R1 (PAWS): a segment whose TSval is older than
         // TS.Recent is a duplicate: acknowledge and drop it (not for RST).
+        // Two departures, as Linux: a TSval one tick old passes
+        // (`PAWS_WINDOW`), and so does a reordered duplicate ACK
+        // (`disordered_ack`).
         if self.has(TS_OK) && !seg.flags.rst() {
             if let Some((tsval, _)) = seg.opts.timestamp {
                 // RFC 7323 §5.5: after 24 days idle, TS.Recent is no
@@ -1462,11 +1539,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 // with such a one: until 2026-11-30 a clock of its own,
                 // 4 bytes the state of a connection could not spare).
                 let stale = ctx.now.saturating_since(self.last_rx) > PAWS_IDLE;
-                if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 && !stale {
+                let behind = self.ts_recent.wrapping_sub(tsval) as i32;
+                if behind > PAWS_WINDOW as i32
+                    && !stale
+                    && !self.disordered_ack(ctx, seg, behind as u32)
+                {
                     ctx.counters.drop(DropReason::TcpPaws);
                     self.flags |= ACK_NOW;
                     // (Its old data a D-SACK, as Linux's `tcp_send_dupack`.)
-                    self.note_old(seg);
+                    self.note_old(ctx, seg);
                     return None;
                 }
             }
@@ -1534,7 +1615,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
             let old = seg_len > 0 && (seq + seg_len).diff(self.rcv_nxt) <= 0;
             if old {
-                self.note_old(seg);
+                self.note_old(ctx, seg);
             }
             ctx.counters.drop(if old {
                 DropReason::TcpDuplicate
@@ -2340,7 +2421,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         // Trim what we already have (reported as a duplicate).
         let skip = self.rcv_nxt.since(seq);
         if skip > 0 {
-            self.note_duplicate(seq, seq + skip.min(len));
+            self.note_duplicate(ctx, seq, seq + skip.min(len));
             if skip > len {
                 // Old data and an old FIN (impossible here: FIN_RCVD states
                 // returned above) — nothing new.
@@ -2424,7 +2505,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 {
                     OooInsert::Queued => ctx.counters.tcp_ooo_segments += 1,
                     OooInsert::Duplicate => {
-                        self.note_duplicate(seq, seq + len);
+                        self.note_duplicate(ctx, seq, seq + len);
                         ctx.counters.drop(DropReason::TcpDuplicate);
                     }
                     OooInsert::Full => ctx.counters.drop(DropReason::TcpOooQueueFull),
@@ -3342,7 +3423,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if !self.has(SACK_OK) {
             return None;
         }
-        let dsack = self.rare.as_ref().and_then(|r| r.dsack);
+        let dsack = self.rare.as_ref().and_then(|r| r.dsack.first());
         if self.rcvq.ooo_segments() == 0 && dsack.is_none() {
             return None;
         }
@@ -3362,9 +3443,24 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         Some((blocks, n))
     }
 
+    /// A pure duplicate ACK that PAWS would drop only because the path
+    /// reordered it (Linux's `tcp_disordered_ack`): it is at RCV.NXT,
+    /// acknowledges SND.UNA, leaves the send window as it is, and its
+    /// TSval is within an RTO's worth of ticks (`behind`) of TS.Recent.
+    /// Taken, its SACK blocks still count; it cannot move TS.Recent (an
+    /// older TSval) nor the window.
+    fn disordered_ack(&self, ctx: &Ctx, seg: &Segment, behind: u32) -> bool {
+        let replay = self.rto(ctx).as_millis() as u64 * PAWS_ACK_TICKS_PER_S / 1000;
+        seg.len() == 0
+            && seg.seq == self.rcv_nxt
+            && seg.ack == Some(self.snd_una)
+            && u32::from(seg.wnd) << self.snd_wscale == self.snd_wnd
+            && u64::from(behind) <= replay
+    }
+
     /// The data of dropped segment `seg` that lies before RCV.NXT came
     /// again (not for a RST, which is dropped unanswered).
-    fn note_old(&mut self, seg: &Segment) {
+    fn note_old(&mut self, ctx: &mut Ctx, seg: &Segment) {
         // (A SYN's sequence number comes before its data.)
         let left = seg.seq + usize::from(seg.flags.syn());
         if seg.flags.rst() || seg.payload_len == 0 || left.diff(self.rcv_nxt) >= 0 {
@@ -3376,33 +3472,22 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         } else {
             right
         };
-        self.note_duplicate(left, right);
+        self.note_duplicate(ctx, left, right);
     }
 
-    /// Data `[left, right)` came again: say so in the next segment's SACK
-    /// option (RFC 2883 D-SACK), if SACK was agreed. Linux's sender, for
-    /// one, then learns that its retransmission was needless and may undo
-    /// the window it cut for it. A duplicate that continues or overlaps
-    /// one not yet reported extends it (the segments of a go-back-N
-    /// retransmission, in one receive batch, as Linux's
-    /// `tcp_dsack_extend`); another leaves the first.
-    fn note_duplicate(&mut self, left: SeqNum, right: SeqNum) {
+    /// Data `[left, right)` came again: say so in a segment's SACK option
+    /// (RFC 2883 D-SACK), if SACK was agreed, each duplicate in an ACK
+    /// of its own ([`DsackQueue`]). Linux's sender, for one, then learns
+    /// that its retransmission was needless and may undo the window it
+    /// cut for it.
+    fn note_duplicate(&mut self, ctx: &mut Ctx, left: SeqNum, right: SeqNum) {
         if !self.has(SACK_OK) || right.diff(left) <= 0 {
             return;
         }
         let r = self.rare.get_or_insert_default();
-        r.dsack = Some(match r.dsack {
-            None => SackBlock { left, right },
-            Some(d) if left.diff(d.right) <= 0 && right.diff(d.left) >= 0 => SackBlock {
-                left: if left.diff(d.left) < 0 { left } else { d.left },
-                right: if right.diff(d.right) > 0 {
-                    right
-                } else {
-                    d.right
-                },
-            },
-            Some(d) => d,
-        });
+        if !r.dsack.note(left, right) {
+            ctx.counters.tcp_dsack_not_sent += 1;
+        }
         // (At once, as Linux's `tcp_send_dupack`.)
         self.flags |= ACK_NOW;
     }
@@ -3416,12 +3501,18 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// Every segment but a RST carries an ACK: the pending one is done.
     fn after_ack_sent(&mut self) {
+        let mut more = false;
         if let Some(r) = self.rare.as_deref_mut() {
-            // (A D-SACK is reported once: RFC 2883 §4.)
-            r.dsack = None;
+            // (A D-SACK is reported once: RFC 2883 §4.) The next one, if
+            // any, goes in an ACK of its own, at once.
+            r.dsack.pop();
+            more = !r.dsack.is_empty();
             self.tidy_rare();
         }
         self.flags &= !ACK_NOW;
+        if more {
+            self.flags |= ACK_NOW;
+        }
         self.t_delack = Instant::NEVER;
         self.last_ack_sent = self.rcv_nxt;
     }
