@@ -161,7 +161,7 @@ counters! {
     tcp_loss_probes = "ixora_tcp_loss_probes_total", "Tail loss probes sent (RFC 8985 §7, TCPLossProbes)";
     tcp_dsack_recv = "ixora_tcp_dsack_recv_total", "ACKs received with a D-SACK: data of ours arrived twice (RFC 2883, TCPDSACKRecv)";
     tcp_dsack_undo = "ixora_tcp_dsack_undo_total", "Window reductions given back: every segment their recovery sent again was D-SACKed (TCPDSACKUndo)";
-    tcp_dsack_not_sent = "ixora_tcp_dsack_not_sent_total", "Duplicates received and not reported by a D-SACK: more came apart from each other before an ACK left than wait for one each";
+    tcp_dsack_not_sent = "ixora_tcp_dsack_not_sent_total", "Duplicates not reported by a D-SACK because four others, apart from each other, were already waiting for an ACK each";
 }
 
 impl Counters {

@@ -1113,8 +1113,8 @@ fn each_duplicate_of_a_batch_gets_a_dsack_of_its_own() {
         "one D-SACK per ACK, oldest first"
     );
     assert!(acks.iter().all(|a| a.ack == Some(theirs(4000))));
-    // Contiguous ones still share a block; six apart: four reported.
-    for at in [0, 500, 1000, 1500, 2000, 3000] {
+    // Contiguous ones share a block; six apart: four reported.
+    for at in [0, 100, 500, 1000, 1500, 2000, 3000] {
         let f = Harness::tcp_frame(&data(&c, at, &[1; 100]));
         h.stack.handle_frame(h.now, f);
     }
@@ -1123,13 +1123,22 @@ fn each_duplicate_of_a_batch_gets_a_dsack_of_its_own() {
     assert_eq!(
         firsts,
         [
-            (theirs(0), theirs(100)),
+            (theirs(0), theirs(200)),
             (theirs(500), theirs(600)),
             (theirs(1000), theirs(1100)),
             (theirs(1500), theirs(1600)),
         ]
     );
     assert_eq!(h.stack.counters().tcp_dsack_not_sent, 2);
+    // One that bridges two waiting joins them: no byte is reported twice
+    // (a sender counts what is D-SACKed).
+    for (at, n) in [(0, 100), (200, 100), (50, 200)] {
+        let f = Harness::tcp_frame(&data(&c, at, &vec![1; n]));
+        h.stack.handle_frame(h.now, f);
+    }
+    h.drain();
+    let firsts: Vec<_> = segs(&mut h).iter().map(|a| sacks(a)[0]).collect();
+    assert_eq!(firsts, [(theirs(0), theirs(300))]);
     h.expect_silence();
 }
 

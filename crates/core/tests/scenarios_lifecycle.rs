@@ -1443,6 +1443,18 @@ fn paws_lets_a_tsval_one_tick_old_through() {
     );
     assert_eq!(drops(&h, DropReason::TcpPaws), 1);
     assert_eq!(h.stack.tcp_readable(c), Ok(4));
+    // In TIME-WAIT none is allowed (as Linux's `tcp_paws_reject`): the
+    // peer's FIN again, one tick old, is dropped.
+    h.stack.tcp_read(h.now, c, &mut [0; 4]).unwrap();
+    h.stack.tcp_close(h.now, c).unwrap();
+    h.drain();
+    h.out.clear();
+    let fin = Seg::to(PORT).seq(P1 + 4).ack(iss + 2).fin();
+    h.send(fin.clone().ts(100, 0));
+    h.out.clear();
+    assert_eq!(states(&h), vec![State::TimeWait]);
+    h.send(fin.ts(99, 0));
+    assert_eq!(drops(&h, DropReason::TcpPaws), 2);
 }
 
 /// PAWS, a departure from RFC 7323 §5.3 R1 as Linux

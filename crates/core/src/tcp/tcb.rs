@@ -135,8 +135,8 @@ impl Segment {
 }
 
 /// What few connections need, kept out of line (the state stays within
-/// IX's 512 bytes): urgent data (RFC 9293 §3.8.5), a duplicate to
-/// report (RFC 2883), and RACK's reordering state once the path has shown
+/// IX's 512 bytes): urgent data (RFC 9293 §3.8.5), duplicates to
+/// report (RFC 2883, up to four), and RACK's reordering state once the path has shown
 /// reordering or the peer a D-SACK (RFC 8985 §6.2 steps 3 and 4).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Rare {
@@ -206,24 +206,48 @@ impl DsackQueue {
     /// Linux's `tcp_dsack_extend`); otherwise it is queued. False when
     /// the queue is full: not reported.
     pub fn note(&mut self, left: SeqNum, right: SeqNum) -> bool {
-        let n = usize::from(self.len);
-        if let Some(d) = self.blocks[..n]
-            .iter_mut()
-            .find(|d| left.diff(d.right) <= 0 && right.diff(d.left) >= 0)
-        {
-            if left.diff(d.left) < 0 {
-                d.left = left;
+        let touches =
+            |d: &SackBlock, b: &SackBlock| b.left.diff(d.right) <= 0 && b.right.diff(d.left) >= 0;
+        let mut new = SackBlock { left, right };
+        let Some(at) = self.blocks[..usize::from(self.len)]
+            .iter()
+            .position(|d| touches(d, &new))
+        else {
+            if usize::from(self.len) == DSACK_QUEUE {
+                return false;
             }
-            if right.diff(d.right) > 0 {
-                d.right = right;
-            }
+            self.blocks[usize::from(self.len)] = new;
+            self.len += 1;
             return true;
+        };
+        // Grow the one at `at`, and take in any other the grown block now
+        // touches: no byte is reported twice (a sender counts what is
+        // D-SACKed, and may undo a cut on it).
+        let mut i = 0;
+        while i < usize::from(self.len) {
+            let d = self.blocks[i];
+            if i == at || touches(&d, &new) {
+                if d.left.diff(new.left) < 0 {
+                    new.left = d.left;
+                }
+                if d.right.diff(new.right) > 0 {
+                    new.right = d.right;
+                }
+            }
+            i += 1;
         }
-        if n == DSACK_QUEUE {
-            return false;
+        let mut kept = 0;
+        for i in 0..usize::from(self.len) {
+            let d = self.blocks[i];
+            if i == at {
+                self.blocks[kept] = new;
+                kept += 1;
+            } else if !touches(&d, &new) {
+                self.blocks[kept] = d;
+                kept += 1;
+            }
         }
-        self.blocks[n] = SackBlock { left, right };
-        self.len += 1;
+        self.len = kept as u8;
         true
     }
 
@@ -426,13 +450,17 @@ fn ts_clock(now: Instant) -> u32 {
 /// PAWS: TS.Recent is invalid after 24 days idle (RFC 7323 §5.5).
 const PAWS_IDLE: Duration = Duration::from_secs(24 * 24 * 3600);
 
-/// PAWS: a TSval this many ticks older than TS.Recent still passes (as
-/// Linux's `TCP_PAWS_WINDOW`). A sender's clock may tick between a
-/// retransmission and the reordered original it stands in for; the
-/// original then fills a hole with a TSval one tick older than the
-/// retransmission's, and dropping it makes a needless retransmission a
-/// needed one (the sender can no longer undo its window cut). One tick
-/// of even a 1 µs clock is far from the 2^31 bytes of a sequence wrap.
+/// PAWS: a TSval this many ticks older than TS.Recent still passes in a
+/// synchronized state other than TIME-WAIT (as Linux's
+/// `TCP_PAWS_WINDOW`; its `tcp_paws_reject` for SYN-RECEIVED and
+/// TIME-WAIT allows none). A sender's clock may tick between its
+/// retransmission of one late segment and the late original of the next
+/// hole, which then comes with a TSval one tick older than TS.Recent:
+/// new data, whose drop turns a needless retransmission into a needed
+/// one (the sender can no longer undo its window cut). The price: an old
+/// duplicate from the sequence space's previous lap passes if it is one
+/// tick old, which needs 2^31 bytes within one tick — beyond 17 Tbit/s
+/// at Linux's 1 ms, 17 Gbit/s at RFC 7323's slowest clock of 1 s.
 const PAWS_WINDOW: u32 = 1;
 
 /// PAWS replay window for a reordered duplicate ACK, in the peer's ticks
@@ -1540,9 +1568,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 // 4 bytes the state of a connection could not spare).
                 let stale = ctx.now.saturating_since(self.last_rx) > PAWS_IDLE;
                 let behind = self.ts_recent.wrapping_sub(tsval) as i32;
-                if behind > PAWS_WINDOW as i32
+                let lenient = !matches!(self.state, State::SynReceived | State::TimeWait);
+                let window = if lenient { PAWS_WINDOW as i32 } else { 0 };
+                if behind > window
                     && !stale
-                    && !self.disordered_ack(ctx, seg, behind as u32)
+                    && !(lenient && self.disordered_ack(ctx, seg, behind as u32))
                 {
                     ctx.counters.drop(DropReason::TcpPaws);
                     self.flags |= ACK_NOW;
