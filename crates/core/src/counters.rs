@@ -148,6 +148,7 @@ counters! {
     tcp_sack_recoveries = "ixora_tcp_sack_recoveries_total", "Loss recoveries driven by SACK (TCPSackRecovery)";
     tcp_challenge_acks = "ixora_tcp_challenge_acks_total", "Challenge ACKs sent (TCPChallengeACK)";
     tcp_challenge_acks_limited = "ixora_tcp_challenge_acks_limited_total", "Challenge ACKs suppressed by the rate limit";
+    tcp_acks_skipped = "ixora_tcp_acks_skipped_total", "Unacceptable segments carrying nothing (out of window, failing PAWS) left unanswered: one ACK per 500 ms per connection, against ACK loops (TCPACKSkippedSeq, TCPACKSkippedPAWS)";
     tcp_delayed_acks = "ixora_tcp_delayed_acks_total", "ACKs sent when the delayed-ACK timer fired (DelayedACKs)";
     tcp_listen_overflows = "ixora_tcp_listen_overflows_total", "Handshakes dropped: accept queue full (ListenOverflows)";
     tcp_syncookies_sent = "ixora_tcp_syncookies_sent_total", "SYN cookies sent (SyncookiesSent)";
@@ -213,6 +214,6 @@ mod tests {
         assert_eq!(b.tcp_in_segs, 6);
         assert_eq!(b.tcp_timewait_recycled, 2);
         assert_eq!(b.drops(DropReason::TcpPaws), 2);
-        assert_eq!(b.iter().count(), 42);
+        assert_eq!(b.iter().count(), 43);
     }
 }

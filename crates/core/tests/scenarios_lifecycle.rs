@@ -1511,6 +1511,49 @@ fn paws_takes_a_reordered_duplicate_ack() {
     assert_eq!(drops(&h, DropReason::TcpPaws), 2);
 }
 
+/// An unacceptable pure ACK (out of the window, or failing PAWS) is
+/// answered with an ACK at most once per 500 ms per connection, the clock
+/// challenge ACKs use too (as Linux's `tcp_oow_rate_limited` and
+/// `last_oow_ack_time`): two ends that each find the other's ACKs
+/// unacceptable — a middlebox that rewrote sequence numbers or timestamps
+/// — would otherwise answer each other's answers for ever, at the rate of
+/// the path. Data, a FIN or a SYN is answered every time. Until
+/// 2026-12-01 every one was answered.
+//= https://www.rfc-editor.org/rfc/rfc5961#section-7
+//= type=test
+#[test]
+fn unacceptable_pure_acks_are_answered_once_per_500_ms() {
+    let mut h = Harness::new(|_| {});
+    let (_c, iss) = h.passive_open(PORT, |s| s.ts(10, 0));
+    let ahead = Seg::to(PORT).seq(P1 + 200_000).ack(iss + 1).ts(100, 0);
+    h.send(ahead.clone());
+    expect_ack(&mut h, iss + 1, P1);
+    // A loop's next turn: not answered, counted.
+    h.send(ahead.clone());
+    h.expect_silence();
+    // Nor one that fails PAWS (TSval far older than TS.Recent).
+    let old = Seg::to(PORT)
+        .seq(P1)
+        .ack(iss + 1)
+        .ts(100u32.wrapping_sub(200_000), 0);
+    h.send(old.clone());
+    h.expect_silence();
+    assert_eq!(h.stack.counters().tcp_acks_skipped, 2);
+    // Data out of the window, and a FIN, are answered all the same.
+    h.send(ahead.clone().data(b"x"));
+    expect_ack(&mut h, iss + 1, P1);
+    h.send(ahead.clone().fin());
+    expect_ack(&mut h, iss + 1, P1);
+    // 500 ms on, one again.
+    h.advance(ms(600));
+    h.send(old);
+    expect_ack(&mut h, iss + 1, P1);
+    h.send(ahead);
+    h.expect_silence();
+    assert_eq!(h.stack.counters().tcp_acks_skipped, 3);
+    assert_eq!(drops(&h, DropReason::TcpPaws), 2);
+}
+
 /// PAWS: after 24 days with no acceptable segment, TS.Recent is no longer
 /// valid (RFC 7323 §5.5), and a segment with an older TSval is taken.
 //= https://www.rfc-editor.org/rfc/rfc7323#section-5.5

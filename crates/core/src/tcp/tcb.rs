@@ -409,8 +409,10 @@ pub const MIN_LOCKED_BUFFER: u32 = 1152;
 /// `hystart_ack_delta_us`).
 const HYSTART_ACK_DELTA_US: u32 = 2000;
 
-/// At most one challenge ACK per connection in this many milliseconds
-/// (Linux `tcp_invalid_ratelimit`), besides the stack-wide budget.
+/// At most one challenge ACK, or ACK in reply to an unacceptable segment
+/// that carries nothing, per connection in this many milliseconds (Linux
+/// `tcp_invalid_ratelimit`), besides the challenge ACKs' stack-wide
+/// budget.
 const CHALLENGE_INTERVAL_MS: u32 = 500;
 
 /// What a TCB may use of its stack while handling one input.
@@ -595,7 +597,9 @@ pub(crate) struct Tcb<R, T> {
     persist_shift: u8,
     /// Window probes sent since the peer last answered.
     zwp: u8,
-    /// When this connection last sent a challenge ACK (ms clock, 0: never).
+    /// When this connection last sent a challenge ACK or answered an
+    /// unacceptable segment that carried nothing (ms clock, 0: never; one
+    /// clock for both, as Linux's `last_oow_ack_time`).
     last_challenge_ms: u32,
     /// The largest payload the peer has sent in one segment (at least
     /// 536, at most our MSS): the "full-sized segment" of the delayed-ACK
@@ -915,6 +919,29 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     fn rto(&self, ctx: &Ctx) -> Duration {
         self.rtt.rto(ctx.cfg.rto_max)
+    }
+
+    /// Answer an unacceptable segment (out of the window, or failing
+    /// PAWS) with an ACK (RFC 9293 §3.10.7.4, RFC 7323 §5.3) — for a pure
+    /// ACK, at most one per `CHALLENGE_INTERVAL_MS`, as Linux's
+    /// `tcp_oow_rate_limited`: two ends that each find the other's ACKs
+    /// unacceptable (a middlebox that rewrote sequence numbers or
+    /// timestamps) would otherwise answer each other's answers at the rate
+    /// of the path. Data or a FIN is always answered (no ACK loop carries
+    /// either, and its ACK may carry a D-SACK), and so is a SYN (no peer
+    /// answers an ACK with one; Linux limits it with the challenge ACKs).
+    fn ack_unacceptable(&mut self, ctx: &mut Ctx, seg: &Segment) {
+        if seg.len() == 0 {
+            let now_ms = ctx.now.as_millis() as u32;
+            if self.last_challenge_ms != 0
+                && now_ms.wrapping_sub(self.last_challenge_ms) < CHALLENGE_INTERVAL_MS
+            {
+                ctx.counters.tcp_acks_skipped += 1;
+                return;
+            }
+            self.last_challenge_ms = now_ms.max(1);
+        }
+        self.flags |= ACK_NOW;
     }
 
     fn challenge_ack(&mut self, ctx: &mut Ctx) {
@@ -1575,7 +1602,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     && !(lenient && self.disordered_ack(ctx, seg, behind as u32))
                 {
                     ctx.counters.drop(DropReason::TcpPaws);
-                    self.flags |= ACK_NOW;
+                    self.ack_unacceptable(ctx, seg);
                     // (Its old data a D-SACK, as Linux's `tcp_send_dupack`.)
                     self.note_old(ctx, seg);
                     return None;
@@ -1637,7 +1664,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
             if !seg.flags.rst() {
                 // RFC 9293: "<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>", drop.
-                self.flags |= ACK_NOW;
+                self.ack_unacceptable(ctx, seg);
             }
             if self.state == State::TimeWait && seg.flags.fin() {
                 // RFC 9293 §3.10.7.4: a retransmitted FIN restarts 2·MSL.
