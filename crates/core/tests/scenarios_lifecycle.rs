@@ -1211,10 +1211,18 @@ fn syn_in_established_gets_challenge_ack() {
     assert_eq!(h.stack.counters().tcp_challenge_acks, 1);
     assert_eq!(drops(&h, DropReason::TcpSynInvalid), 1);
 
+    // Whatever its sequence number (RFC 5961 §4.2), a SYN draws a
+    // challenge ACK, as limited (§7): within 500 ms, none. Until
+    // 2026-12-01 one out of the window was answered every time.
+    h.send(Seg::to(PORT).syn().seq(PEER_ISS.wrapping_add(0x4000_0000)));
+    h.send(Seg::to(PORT).syn().seq(PEER_ISS));
+    h.expect_silence();
+    let k = h.stack.counters();
+    assert_eq!((k.tcp_challenge_acks, k.tcp_challenge_acks_limited), (1, 2));
+    h.advance(ms(600));
     h.send(Seg::to(PORT).syn().seq(PEER_ISS.wrapping_add(0x4000_0000)));
     expect_ack(&mut h, iss + 1, P1);
-    h.send(Seg::to(PORT).syn().seq(PEER_ISS));
-    expect_ack(&mut h, iss + 1, P1);
+    assert_eq!(h.stack.counters().tcp_challenge_acks, 2);
     h.expect_silence();
     assert_eq!(h.stack.tcp_state(c), Ok(State::Established));
     assert_eq!(h.events(), vec![]);
@@ -1427,7 +1435,7 @@ fn paws_drops_old_timestamp_with_ack() {
 //= type=test
 #[test]
 fn paws_lets_a_tsval_one_tick_old_through() {
-    let mut h = Harness::new(|_| {});
+    let mut h = Harness::new(|c| c.tcp.msl = MSL);
     // TS.Recent = 100 (the handshake's last ACK).
     let (c, iss) = h.passive_open(PORT, |s| s.ts(10, 0));
     h.send(Seg::to(PORT).seq(P1).ack(iss + 1).ts(99, 0).data(b"late"));
@@ -1453,8 +1461,13 @@ fn paws_lets_a_tsval_one_tick_old_through() {
     h.send(fin.clone().ts(100, 0));
     h.out.clear();
     assert_eq!(states(&h), vec![State::TimeWait]);
+    h.advance(ms(100));
     h.send(fin.ts(99, 0));
     assert_eq!(drops(&h, DropReason::TcpPaws), 2);
+    // Still answered (a FIN), and 2·MSL starts over (as Linux).
+    expect_ack(&mut h, iss + 2, P1 + 5);
+    h.advance(2 * MSL - ms(50));
+    assert_eq!(states(&h), vec![State::TimeWait]);
 }
 
 /// PAWS, a departure from RFC 7323 §5.3 R1 as Linux

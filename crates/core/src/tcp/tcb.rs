@@ -928,9 +928,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// unacceptable (a middlebox that rewrote sequence numbers or
     /// timestamps) would otherwise answer each other's answers at the rate
     /// of the path. Data or a FIN is always answered (no ACK loop carries
-    /// either, and its ACK may carry a D-SACK), and so is a SYN (no peer
-    /// answers an ACK with one; Linux limits it with the challenge ACKs).
+    /// either, and its ACK may carry a D-SACK). A SYN, whatever its
+    /// sequence number, draws a challenge ACK, limited as those are
+    /// (RFC 5961 §4.2, §7; Linux's `syn_challenge`).
     fn ack_unacceptable(&mut self, ctx: &mut Ctx, seg: &Segment) {
+        if seg.flags.syn() {
+            return self.challenge_ack(ctx);
+        }
         if seg.len() == 0 {
             let now_ms = ctx.now.as_millis() as u32;
             if self.last_challenge_ms != 0
@@ -1605,6 +1609,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     self.ack_unacceptable(ctx, seg);
                     // (Its old data a D-SACK, as Linux's `tcp_send_dupack`.)
                     self.note_old(ctx, seg);
+                    if self.state == State::TimeWait && seg.flags.fin() {
+                        // The peer's FIN again: it did not hear our ACK.
+                        // 2·MSL starts over (RFC 9293 §3.10.7.4; Linux
+                        // reschedules TIME-WAIT on a PAWS reject too).
+                        self.t_wait = ctx.now + 2 * ctx.cfg.msl;
+                    }
                     return None;
                 }
             }
