@@ -206,47 +206,40 @@ impl DsackQueue {
     /// Linux's `tcp_dsack_extend`); otherwise it is queued. False when
     /// the queue is full: not reported.
     pub fn note(&mut self, left: SeqNum, right: SeqNum) -> bool {
-        let touches =
-            |d: &SackBlock, b: &SackBlock| b.left.diff(d.right) <= 0 && b.right.diff(d.left) >= 0;
+        // One pass: every queued block the new one touches is taken into
+        // it, and the merged block keeps the oldest one's place. (Queued
+        // blocks never touch each other, so a block the grown one touches
+        // touched the new one already: no byte is reported twice, which
+        // matters as a sender counts what is D-SACKed and may undo a cut
+        // on it.)
         let mut new = SackBlock { left, right };
-        let Some(at) = self.blocks[..usize::from(self.len)]
-            .iter()
-            .position(|d| touches(d, &new))
-        else {
-            if usize::from(self.len) == DSACK_QUEUE {
-                return false;
-            }
-            self.blocks[usize::from(self.len)] = new;
-            self.len += 1;
-            return true;
-        };
-        // Grow the one at `at`, and take in any other the grown block now
-        // touches: no byte is reported twice (a sender counts what is
-        // D-SACKed, and may undo a cut on it).
-        let mut i = 0;
-        while i < usize::from(self.len) {
+        let (mut kept, mut at) = (0, None);
+        for i in 0..usize::from(self.len) {
             let d = self.blocks[i];
-            if i == at || touches(&d, &new) {
+            if left.diff(d.right) <= 0 && right.diff(d.left) >= 0 {
                 if d.left.diff(new.left) < 0 {
                     new.left = d.left;
                 }
                 if d.right.diff(new.right) > 0 {
                     new.right = d.right;
                 }
+                if at.is_some() {
+                    continue;
+                }
+                at = Some(kept);
             }
-            i += 1;
+            self.blocks[kept] = d;
+            kept += 1;
         }
-        let mut kept = 0;
-        for i in 0..usize::from(self.len) {
-            let d = self.blocks[i];
-            if i == at {
-                self.blocks[kept] = new;
+        let at = match at {
+            Some(at) => at,
+            None if kept == DSACK_QUEUE => return false,
+            None => {
                 kept += 1;
-            } else if !touches(&d, &new) {
-                self.blocks[kept] = d;
-                kept += 1;
+                kept - 1
             }
-        }
+        };
+        self.blocks[at] = new;
         self.len = kept as u8;
         true
     }
@@ -931,31 +924,40 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// either, and its ACK may carry a D-SACK). A SYN, whatever its
     /// sequence number, draws a challenge ACK, limited as those are
     /// (RFC 5961 §4.2, §7; Linux's `syn_challenge`).
+    ///
+    /// In TIME-WAIT a FIN is the peer's FIN again (it did not hear our
+    /// ACK): 2·MSL starts over (RFC 9293 §3.10.7.4; Linux also when PAWS
+    /// rejects it).
     fn ack_unacceptable(&mut self, ctx: &mut Ctx, seg: &Segment) {
+        if self.state == State::TimeWait && seg.flags.fin() {
+            self.t_wait = ctx.now + 2 * ctx.cfg.msl;
+        }
         if seg.flags.syn() {
             return self.challenge_ack(ctx);
         }
         if seg.len() == 0 {
-            let now_ms = ctx.now.as_millis() as u32;
-            if self.last_challenge_ms != 0
-                && now_ms.wrapping_sub(self.last_challenge_ms) < CHALLENGE_INTERVAL_MS
-            {
+            if self.answered_lately(ctx.now) {
                 ctx.counters.tcp_acks_skipped += 1;
                 return;
             }
-            self.last_challenge_ms = now_ms.max(1);
+            self.last_challenge_ms = (ctx.now.as_millis() as u32).max(1);
         }
         self.flags |= ACK_NOW;
+    }
+
+    /// Did this connection send a challenge ACK, or answer an unacceptable
+    /// pure ACK, within `CHALLENGE_INTERVAL_MS`? (One clock for both.)
+    fn answered_lately(&self, now: Instant) -> bool {
+        let now_ms = now.as_millis() as u32;
+        self.last_challenge_ms != 0
+            && now_ms.wrapping_sub(self.last_challenge_ms) < CHALLENGE_INTERVAL_MS
     }
 
     fn challenge_ack(&mut self, ctx: &mut Ctx) {
         // RFC 5961 §7: limit the rate of challenge ACKs — per connection,
         // so one connection cannot drain the shared budget, and stack-wide.
-        let now_ms = ctx.now.as_millis() as u32;
-        let recent = self.last_challenge_ms != 0
-            && now_ms.wrapping_sub(self.last_challenge_ms) < CHALLENGE_INTERVAL_MS;
-        if !recent && ctx.challenge.allow(ctx.now) {
-            self.last_challenge_ms = now_ms.max(1);
+        if !self.answered_lately(ctx.now) && ctx.challenge.allow(ctx.now) {
+            self.last_challenge_ms = (ctx.now.as_millis() as u32).max(1);
             ctx.counters.tcp_challenge_acks += 1;
             self.flags |= ACK_NOW;
         } else {
@@ -1609,12 +1611,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     self.ack_unacceptable(ctx, seg);
                     // (Its old data a D-SACK, as Linux's `tcp_send_dupack`.)
                     self.note_old(ctx, seg);
-                    if self.state == State::TimeWait && seg.flags.fin() {
-                        // The peer's FIN again: it did not hear our ACK.
-                        // 2·MSL starts over (RFC 9293 §3.10.7.4; Linux
-                        // reschedules TIME-WAIT on a PAWS reject too).
-                        self.t_wait = ctx.now + 2 * ctx.cfg.msl;
-                    }
                     return None;
                 }
             }
@@ -1674,11 +1670,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
             if !seg.flags.rst() {
                 // RFC 9293: "<SEQ=SND.NXT><ACK=RCV.NXT><CTL=ACK>", drop.
+                // (A FIN in TIME-WAIT restarts 2·MSL there.)
                 self.ack_unacceptable(ctx, seg);
-            }
-            if self.state == State::TimeWait && seg.flags.fin() {
-                // RFC 9293 §3.10.7.4: a retransmitted FIN restarts 2·MSL.
-                self.t_wait = ctx.now + 2 * ctx.cfg.msl;
             }
             let old = seg_len > 0 && (seq + seg_len).diff(self.rcv_nxt) <= 0;
             if old {
