@@ -2076,6 +2076,37 @@ fn a_sender_holding_data_back_hears_of_the_window_opening() {
     assert_eq!(bytes(&segs(&mut h)), 5000);
 }
 
+/// A zero-window probe acknowledges too, so while the peer's data is out
+/// of order it carries the SACK blocks every such ACK carries (RFC 2018
+/// §4: "SHOULD be included in all ACKs which do not ACK the highest
+/// sequence number in the data receiver's queue"; Linux's probe does).
+/// Until 2026-12-01 it carried a timestamp only, and a D-SACK waiting for
+/// its ACK was taken as sent with it.
+//= https://www.rfc-editor.org/rfc/rfc2018#section-4
+//= type=test
+#[test]
+fn a_zero_window_probe_carries_the_sack_blocks() {
+    let mut h = Harness::new(|_| {});
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460).sack_perm()
+    });
+    assert_eq!(app_send(&mut h, &c, vec![1; 1000]), 1000);
+    segs(&mut h);
+    h.send(ack(&c, 1000).win(0));
+    h.events();
+    h.stack.tcp_send_blocked(h.now, c.h).unwrap();
+    // The peer's data from byte 100 on, the first 100 missing.
+    h.send(data(&c, 100, &[9; 50]).ack(ours(&c, 1000)).win(0));
+    let a = h.expect_tcp();
+    assert_eq!(sacks(&a), [(theirs(100), theirs(150))]);
+    run_until_output(&mut h, Duration::from_secs(10)).expect("a zero-window probe");
+    let p = h.expect_tcp();
+    assert!(p.payload.is_empty(), "{p:?}");
+    assert_eq!(p.seq, ours(&c, 1000).wrapping_sub(1));
+    assert_eq!(p.ack, Some(theirs(0)));
+    assert_eq!(sacks(&p), [(theirs(100), theirs(150))]);
+}
+
 /// RFC 1122 §4.2.3.6: keepalive probes after idle; answered they keep, unanswered they kill.
 //= https://www.rfc-editor.org/rfc/rfc1122#section-4.2.3.6
 //= type=test

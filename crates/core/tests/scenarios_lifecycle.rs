@@ -1567,6 +1567,74 @@ fn unacceptable_pure_acks_are_answered_once_per_500_ms() {
     assert_eq!(drops(&h, DropReason::TcpPaws), 2);
 }
 
+/// The leniencies of PAWS (a TSval one tick old, a reordered duplicate
+/// ACK) apply only where Linux's `tcp_paws_discard` applies them: in
+/// SYN-RECEIVED and TIME-WAIT its `tcp_paws_reject` allows neither (RFC
+/// 7323 §5.3 R1 as written). The handshake's ACK one tick older than the
+/// SYN is dropped; in TIME-WAIT a duplicate ACK that ESTABLISHED would
+/// take as reordered is dropped.
+//= https://www.rfc-editor.org/rfc/rfc7323#section-5.3
+//= type=test
+#[test]
+fn paws_is_strict_in_syn_received_and_time_wait() {
+    let mut h = Harness::new(|c| c.tcp.msl = MSL);
+    h.stack.tcp_listen(PORT, None, 7).unwrap();
+    h.send(Seg::to(PORT).syn().ts(100, 0));
+    let synack = h.expect_tcp();
+    let iss = synack.seq;
+    let (val, _) = synack.opts.timestamp.expect("timestamps");
+    h.send(Seg::to(PORT).seq(P1).ack(iss + 1).ts(99, val));
+    assert_eq!(drops(&h, DropReason::TcpPaws), 1);
+    assert_eq!(h.events(), vec![]);
+    h.out.clear();
+    h.send(Seg::to(PORT).seq(P1).ack(iss + 1).ts(100, val));
+    let c = match h.events().as_slice() {
+        [Event::Knock { handle, .. }] => *handle,
+        other => panic!("expected one knock, got {other:?}"),
+    };
+    h.stack.tcp_accept(c, 5).unwrap();
+    assert_eq!(drops(&h, DropReason::TcpPaws), 1);
+
+    // Into TIME-WAIT, TS.Recent = 100.
+    h.stack.tcp_close(h.now, c).unwrap();
+    h.drain();
+    h.out.clear();
+    h.send(Seg::to(PORT).seq(P1).ack(iss + 2).ts(100, 0).fin());
+    expect_ack(&mut h, iss + 2, P1 + 1);
+    assert_eq!(states(&h), vec![State::TimeWait]);
+    // A duplicate ACK two ticks old, at RCV.NXT, acknowledging SND.UNA,
+    // the same window: `disordered_ack` in ESTABLISHED; dropped here.
+    h.send(Seg::to(PORT).seq(P1 + 1).ack(iss + 2).ts(98, 0));
+    assert_eq!(drops(&h, DropReason::TcpPaws), 2);
+}
+
+/// Challenge ACKs and the replies to unacceptable pure ACKs are limited
+/// by one clock per connection (Linux's `last_oow_ack_time` serves both):
+/// either one sent holds back the other for 500 ms.
+//= https://www.rfc-editor.org/rfc/rfc5961#section-7
+//= type=test
+#[test]
+fn challenge_acks_and_out_of_window_replies_share_one_clock() {
+    let mut h = Harness::new(|_| {});
+    let (_c, iss) = established(&mut h);
+    let ahead = Seg::to(PORT).seq(P1 + 200_000).ack(iss + 1);
+    // A challenge ACK (a RST in the window, not at RCV.NXT) ...
+    h.send(Seg::to(PORT).rst().seq(P1 + 10));
+    expect_ack(&mut h, iss + 1, P1);
+    // ... holds back the reply to a pure ACK out of the window.
+    h.send(ahead.clone());
+    h.expect_silence();
+    assert_eq!(h.stack.counters().tcp_acks_skipped, 1);
+    // And the other way round.
+    h.advance(ms(600));
+    h.send(ahead);
+    expect_ack(&mut h, iss + 1, P1);
+    h.send(Seg::to(PORT).rst().seq(P1 + 10));
+    h.expect_silence();
+    let k = h.stack.counters();
+    assert_eq!((k.tcp_challenge_acks, k.tcp_challenge_acks_limited), (1, 1));
+}
+
 /// PAWS: after 24 days with no acceptable segment, TS.Recent is no longer
 /// valid (RFC 7323 §5.5), and a segment with an older TSval is taken.
 //= https://www.rfc-editor.org/rfc/rfc7323#section-5.5

@@ -244,6 +244,24 @@ impl DsackQueue {
         true
     }
 
+    /// Every block is non-empty and no two touch (`note` merges them),
+    /// so no byte is reported twice.
+    pub fn check(&self) -> Result<(), &'static str> {
+        let q = &self.blocks[..usize::from(self.len)];
+        for (i, a) in q.iter().enumerate() {
+            if a.right.diff(a.left) <= 0 {
+                return Err("an empty D-SACK block queued");
+            }
+            if q[i + 1..]
+                .iter()
+                .any(|b| a.left.diff(b.right) <= 0 && a.right.diff(b.left) >= 0)
+            {
+                return Err("queued D-SACK blocks touch");
+            }
+        }
+        Ok(())
+    }
+
     /// The first was reported.
     pub fn pop(&mut self) {
         if self.len > 0 {
@@ -3364,20 +3382,24 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     self.t_rtx = ctx.now + self.rto(ctx);
                 }
                 let n = repr.emit(buf, src, dst, csum);
-                self.after_ack_sent();
+                // (A SYN carries no SACK blocks: a queued D-SACK waits.)
+                self.after_ack_sent(false);
                 n
             }
             Out::Probe => {
                 // A zero-length segment just below SND.UNA: the peer must
                 // answer with an ACK carrying its window (RFC 9293
-                // §3.10.7.4; Linux uses the same probe).
+                // §3.10.7.4; Linux uses the same probe). It acknowledges
+                // too, so it carries SACK blocks as every ACK does while
+                // data is out of order (RFC 2018 §4; Linux's
+                // `tcp_xmit_probe_skb`).
                 self.flags &= !PROBE_PENDING;
                 repr.seq = self.snd_una - 1;
                 repr.window_len = self.rcv_window_field();
-                repr.options.timestamp = self.ts_option(ctx.now);
+                self.fill_options(ctx, &mut repr.options);
                 self.put_urgent(&mut repr);
                 let n = repr.emit(buf, src, dst, csum);
-                self.after_ack_sent();
+                self.after_ack_sent(true);
                 n
             }
             Out::Ack => {
@@ -3386,7 +3408,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.fill_options(ctx, &mut repr.options);
                 self.put_urgent(&mut repr);
                 let n = repr.emit(buf, src, dst, csum);
-                self.after_ack_sent();
+                self.after_ack_sent(true);
                 n
             }
             Out::Data {
@@ -3454,7 +3476,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     // after new data.
                     self.arm_rtx(ctx);
                 }
-                self.after_ack_sent();
+                self.after_ack_sent(true);
                 n
             }
         };
@@ -3560,12 +3582,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     }
 
     /// Every segment but a RST carries an ACK: the pending one is done.
-    fn after_ack_sent(&mut self) {
+    /// `sack`: the segment carried SACK blocks as `fill_options` makes
+    /// them, so the first queued D-SACK with them.
+    fn after_ack_sent(&mut self, sack: bool) {
         let mut more = false;
         if let Some(r) = self.rare.as_deref_mut() {
             // (A D-SACK is reported once: RFC 2883 §4.) The next one, if
             // any, goes in an ACK of its own, at once.
-            r.dsack.pop();
+            if sack {
+                r.dsack.pop();
+            }
             more = !r.dsack.is_empty();
             self.tidy_rare();
         }
@@ -3619,6 +3645,58 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 return e(m);
             }
         }
+        if let Err(m) = self.rare.as_ref().map_or(Ok(()), |r| r.dsack.check()) {
+            return e(m);
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// Whatever duplicates come, in any order and overlap: the queued
+        /// blocks never touch (no byte reported twice), each noted range
+        /// lies within one queued block unless the queue was full, and a
+        /// range that touches none queues behind the others.
+        #[test]
+        fn dsack_queue_covers_each_duplicate_once(
+            ranges in proptest::collection::vec((0u32..400, 1u32..60), 1..24),
+            pops in proptest::collection::vec(proptest::bool::weighted(0.2), 24),
+        ) {
+            let mut q = DsackQueue::default();
+            // Base near the wrap, so sequence arithmetic is exercised.
+            let base = SeqNum(u32::MAX - 200);
+            for (&(off, len), &pop) in ranges.iter().zip(&pops) {
+                let (left, right) = (base + off as usize, base + (off + len) as usize);
+                let before = q;
+                let touched = before.blocks[..usize::from(before.len)]
+                    .iter()
+                    .any(|b| left.diff(b.right) <= 0 && right.diff(b.left) >= 0);
+                let taken = q.note(left, right);
+                proptest::prop_assert!(q.check().is_ok(), "{:?}", q);
+                if taken {
+                    let held = q.blocks[..usize::from(q.len)]
+                        .iter()
+                        .any(|b| b.left.diff(left) <= 0 && b.right.diff(right) >= 0);
+                    proptest::prop_assert!(held, "[{left:?}, {right:?}) lost in {q:?}");
+                    if !touched {
+                        proptest::prop_assert_eq!(q.len, before.len + 1);
+                        proptest::prop_assert_eq!(
+                            q.blocks[usize::from(q.len) - 1],
+                            SackBlock { left, right }
+                        );
+                    }
+                } else {
+                    proptest::prop_assert!(!touched && usize::from(before.len) == DSACK_QUEUE);
+                    proptest::prop_assert_eq!(q, before);
+                }
+                if pop {
+                    q.pop();
+                }
+            }
+        }
     }
 }
