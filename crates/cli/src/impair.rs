@@ -192,7 +192,7 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
     }
     let stop = crate::dataplane::stop_on_signals();
     eprintln!(
-        "ixora impair: joining {ia} and {ib} for {} s: loss {}, reorder {} (held up to {} µs), duplicate {}, delay {} µs, rate {}",
+        "ixora impair: joining {ia} and {ib} for {} s: loss {}, reorder {} (held up to {} µs), duplicate {}, delay {} µs, rate {}{}",
         a.duration_s,
         a.imp.loss,
         a.imp.reorder,
@@ -203,6 +203,14 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
             "unlimited".to_string()
         } else {
             format!("{} Mbit/s", a.rate_mbps)
+        },
+        if a.imp.stall_ms > 0 {
+            format!(
+                ", stalls of {} ms every {} ms on average",
+                a.imp.stall_ms, a.imp.stall_every_ms
+            )
+        } else {
+            String::new()
         }
     );
 
@@ -346,7 +354,7 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
         for d in &report.directions {
             let l = &d.link;
             out!(
-                "  {} -> {}: {} received, {} sent, {} lost, {} tail-dropped, {} held back, {} duplicated, {} unsent at exit, {} dropped by the kernel (ring full)",
+                "  {} -> {}: {} received, {} sent, {} lost, {} tail-dropped, {} held back, {} duplicated, {} held by stalls, {} unsent at exit, {} dropped by the kernel (ring full)",
                 d.from,
                 d.to,
                 l.sent,
@@ -355,6 +363,7 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
                 l.queue_drops,
                 l.reordered,
                 l.duplicated,
+                l.stalled,
                 d.unsent_at_exit,
                 d.ring_drops
             );

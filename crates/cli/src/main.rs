@@ -378,6 +378,19 @@ struct Impairments {
     /// (tail drop; suffixes k, KiB, M, MiB; 0: unlimited).
     #[arg(long, default_value = "256KiB", value_parser = parse_size)]
     queue: usize,
+    /// Mean time between stalls of the whole path, in milliseconds
+    /// (stalls come as a Poisson process); with --stall-ms.
+    #[arg(long, default_value_t = 0, requires = "stall_ms")]
+    stall_every_ms: u64,
+    /// How long each stall lasts, in milliseconds: frames entering the
+    /// path meanwhile wait for its end, then leave in order at the link's
+    /// rate behind --queue (what does not fit is dropped) — as a radio
+    /// handover or a paused virtual machine holds them (`ixora sim`
+    /// stalls both ways at once, `ixora impair` each way on its own
+    /// schedule). A stall longer than a sender's retransmission timeout
+    /// (200 ms at least) makes it time out needlessly.
+    #[arg(long, default_value_t = 0, requires = "stall_every_ms")]
+    stall_ms: u64,
 }
 
 impl Impairments {
@@ -393,6 +406,8 @@ impl Impairments {
             reorder: self.reorder,
             reorder_delay: Duration::from_micros(self.reorder_delay_us),
             corrupt,
+            stall_every: Duration::from_millis(self.stall_every_ms),
+            stall: Duration::from_millis(self.stall_ms),
         }
     }
 }
@@ -486,17 +501,19 @@ fn print_text(r: &ixora_sim::TransferReport, a: &SimArgs) {
         r.goodput_mbps, r.sim_time_ms, r.wall_ms
     );
     println!(
-        "  link: {} frames, {} lost, {} reordered, {} duplicated, {} corrupted, {} queue drops",
+        "  link: {} frames, {} lost, {} reordered, {} duplicated, {} corrupted, {} queue drops, {} held by {} stalls",
         r.link.sent,
         r.link.lost,
         r.link.reordered,
         r.link.duplicated,
         r.link.corrupted,
-        r.link.queue_drops
+        r.link.queue_drops,
+        r.link.stalled,
+        r.link.stalls
     );
     println!(
-        "  TCP: {} retransmitted segments, {} fast recoveries, {} timeouts, {} D-SACKs received, {} window reductions undone",
-        r.retransmits, r.fast_retransmits, r.timeouts, r.dsacks, r.undos
+        "  TCP: {} retransmitted segments, {} fast recoveries, {} timeouts ({} found needless by timestamps), {} D-SACKs received, {} window reductions undone by D-SACKs",
+        r.retransmits, r.fast_retransmits, r.timeouts, r.spurious_rtos, r.dsacks, r.undos
     );
     if let Some(e) = &r.error {
         println!("  error: {e}");

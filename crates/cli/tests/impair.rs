@@ -1,8 +1,9 @@
 //! `ixora impair`, the bridge that impairs a real path: numbered UDP
 //! datagrams sent across it arrive delayed, some lost, some late
 //! (overtaken), some twice, and the bridge's report accounts for every
-//! one; its rate limit spaces frames and tail-drops; it stops by itself;
-//! bad options get clear errors.
+//! one; its rate limit spaces frames and tail-drops; its stalls hold
+//! frames and lose none; it stops by itself; bad options get clear
+//! errors.
 //!
 //! Test network: namespaces A, R (the bridge) and B, joined A — R — B by
 //! two veth pairs, 198.18.91.0/24, static neighbours (no ARP to lose),
@@ -321,6 +322,58 @@ fn the_rate_limit_spaces_frames_and_drops_what_its_queue_cannot_hold() {
 }
 
 #[test]
+fn a_stall_holds_what_enters_the_path_and_loses_none() {
+    if !root() {
+        return;
+    }
+    let _g = serial();
+    let p = Path::new();
+    // Stalls of 100 ms about every 200 ms; datagrams every 5 ms for 1.5 s.
+    let bridge = p.bridge(&[
+        "--stall-every-ms",
+        "200",
+        "--stall-ms",
+        "100",
+        "--duration-s",
+        "60",
+    ]);
+    joined(&bridge);
+    let got = exchange(
+        &p,
+        300,
+        200,
+        Duration::from_millis(5),
+        Duration::from_secs(1),
+    );
+    let r = report(bridge);
+    let there = &r["directions"][0];
+    assert_eq!(num(there, "sent"), 300, "report: {r}");
+    assert_eq!(num(there, "delivered"), 300, "report: {r}");
+    assert_eq!(got.len(), 300, "report: {r}");
+    assert!(
+        got.windows(2).all(|w| w[0].seq < w[1].seq),
+        "out of order: {got:?}"
+    );
+    let (stalls, stalled) = (num(there, "stalls"), num(there, "stalled"));
+    assert!(stalls >= 2 && stalled >= 20, "report: {r}");
+    // Each stall holds what meets it until its end: those waited up to
+    // 100 ms (but the one that met a stall's last 1.5 ms, at most, per
+    // stall; a slow reader may make a few others late), the others not.
+    let held = got
+        .iter()
+        .filter(|g| g.delay >= Duration::from_micros(1500))
+        .count() as u64;
+    assert!(
+        held + stalls >= stalled && held <= stalled + 5,
+        "{held} datagrams late, {stalled} stalled in {stalls} stalls: {got:?}"
+    );
+    assert!(
+        got.iter().all(|g| g.delay < Duration::from_millis(150)),
+        "{got:?}"
+    );
+}
+
+#[test]
 fn the_bridge_stops_by_itself_and_refuses_bad_options() {
     if !root() {
         return;
@@ -349,4 +402,6 @@ fn the_bridge_stops_by_itself_and_refuses_bad_options() {
     assert!(e.contains("probability"), "{e}");
     let e = run(&[&p.ends.0, &p.ends.1, "--duration-s", "0"]);
     assert!(e.contains("--duration-s"), "{e}");
+    let e = run(&[&p.ends.0, &p.ends.1, "--stall-ms", "100"]);
+    assert!(e.contains("--stall-every-ms"), "{e}");
 }

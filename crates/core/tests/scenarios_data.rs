@@ -1525,6 +1525,119 @@ fn a_needless_recovery_is_undone_once_every_resend_is_dsacked() {
     assert_eq!(h.stack.counters().tcp_dsack_undo, 2);
 }
 
+/// Spurious timeout detection (RFC 3522, Eifel, as Linux's
+/// `tcp_packet_delayed`): after a timeout, an ACK that moves SND.UNA and
+/// echoes a timestamp older than the first resend acknowledges an
+/// original — the path stalled, nothing was lost — so the window and
+/// threshold the timeout cut are given back, and sending goes on with new
+/// data instead of resending what arrived (RFC 4015 §2). An ACK that
+/// echoes the resend's timestamp proves nothing: the cut stays. Until
+/// 2026-12-01 every timeout kept its cut and resent the whole flight.
+//= https://www.rfc-editor.org/rfc/rfc3522#section-3
+//= type=test
+#[test]
+fn a_timeout_an_original_s_ack_shows_needless_is_undone() {
+    let mut h = Harness::new(newreno);
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1000).ts(10, 0)
+    });
+    // (MSS 1000 less the timestamp option's 12.)
+    let m = 988;
+    let tsval = |s: &Seg| s.opts.timestamp.expect("a timestamp").0;
+    assert_eq!(app_send(&mut h, &c, vec![0; m as usize]), m as usize);
+    let first = segs(&mut h);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, m).ts(101, tsval(&first[0])));
+    h.events();
+    let o = |n: u32| ours(&c, m + n);
+
+    // Ten segments; the path stalls past the RTO.
+    app_send(&mut h, &c, vec![1; 10 * m as usize]);
+    let out = segs(&mut h);
+    assert_eq!(out.len(), 10);
+    let before = h.stack.tcp_info(c.h).unwrap();
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
+    let resend = segs(&mut h);
+    assert_eq!(brief(&resend), [(o(0), m as usize)]);
+    assert!(tsval(&resend[0]) > tsval(&out[0]));
+    let cut = h.stack.tcp_info(c.h).unwrap();
+    assert!(cut.cwnd < before.cwnd && cut.ssthresh < before.ssthresh);
+    // The originals' ACK (half of them) comes: their timestamp echoed.
+    h.send(ack(&c, m + 5 * m).ts(102, tsval(&out[0])));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 1);
+    // The Eifel response (RFC 4015 §4): the threshold back to what it was
+    // (`pipe_prev`, above the flight), the window what is in flight plus
+    // what this ACK acknowledged (up to the initial window), not the old
+    // window at once: slow start regains it in a round trip or two.
+    let undone = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(undone.ssthresh, before.ssthresh);
+    assert_eq!(
+        undone.cwnd,
+        5 * m + 5 * m,
+        "{undone:?} (before: {before:?})"
+    );
+    // The other five are not sent again (go-back-N stopped) ...
+    h.expect_silence();
+    h.send(ack(&c, m + 10 * m).ts(103, tsval(&out[5])));
+    h.events();
+    // ... and new data goes out at the window kept.
+    app_send(&mut h, &c, vec![2; 10 * m as usize]);
+    assert_eq!(segs(&mut h).len(), 10);
+    assert_eq!(h.stack.counters().tcp_retrans_segs, 1);
+
+    // Another stall; this time the ACK echoes the resend: the cut stays,
+    // and the go-back resend goes on.
+    let b = 11 * m;
+    let before = h.stack.tcp_info(c.h).unwrap();
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
+    let resend = segs(&mut h);
+    assert_eq!(brief(&resend), [(ours(&c, b), m as usize)]);
+    let cut = h.stack.tcp_info(c.h).unwrap();
+    assert!(cut.cwnd < before.cwnd);
+    h.send(ack(&c, b + m).ts(104, tsval(&resend[0])));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 1);
+    let after = h.stack.tcp_info(c.h).unwrap();
+    assert!(after.cwnd < before.cwnd, "{after:?}");
+    let more = segs(&mut h);
+    assert_eq!(more[0].seq, ours(&c, b + m), "{:?}", brief(&more));
+}
+
+/// Without timestamps, D-SACKs show a timeout needless as they show a
+/// recovery needless (RFC 3708; Linux's `tcp_try_undo_loss` once
+/// `undo_retrans` is 0): every segment sent again since it — the tail
+/// loss probe before it included — reported as a duplicate, the cut is
+/// given back. Until 2026-12-01 a timeout always kept its cut.
+//= https://www.rfc-editor.org/rfc/rfc3708#section-2
+//= type=test
+#[test]
+fn a_timeout_whose_resends_all_come_back_dsacked_is_undone() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true);
+    let o = |n: u32| ours(&c, b + n);
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    let before = h.stack.tcp_info(c.h).unwrap();
+    // The tail loss probe, then the RTO's resend.
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the probe");
+    assert_eq!(brief(&segs(&mut h)), [(o(9000), 1000)]);
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    assert_eq!(h.stack.counters().tcp_timeouts, 1);
+    assert!(h.stack.tcp_info(c.h).unwrap().cwnd < before.cwnd);
+    // Everything arrived; then both copies, reported one by one.
+    h.send(ack(&c, b + 10_000).sack(&[(o(9000), o(10_000))]));
+    assert!(h.stack.tcp_info(c.h).unwrap().cwnd < before.cwnd);
+    assert_eq!(h.stack.counters().tcp_dsack_undo, 0);
+    h.send(ack(&c, b + 10_000).sack(&[(o(0), o(1000))]));
+    // The threshold is back (RFC 4015's `pipe_prev`: it was above the
+    // flight), the window is what is in flight (nothing) plus the
+    // initial window: slow start regains the rest.
+    let undone = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(undone.ssthresh, before.ssthresh);
+    assert_eq!(undone.cwnd, 10_000, "{undone:?}");
+    assert_eq!(h.stack.counters().tcp_dsack_undo, 1);
+}
+
 /// A D-SACK is believed only of data sent twice (as Linux's
 /// `tcp_dsack_seen`): above the cumulative ACK, of a segment never resent,
 /// or for more segments than were ever resent, it is the network's

@@ -45,6 +45,14 @@ pub struct LinkConfig {
     pub reorder_delay: Duration,
     /// Probability one random bit of a frame is flipped.
     pub corrupt: f64,
+    /// Mean time between stalls of the whole path (exponentially
+    /// distributed: stalls come as a Poisson process); zero: none.
+    pub stall_every: Duration,
+    /// How long a stall lasts: a frame that enters the path meanwhile
+    /// waits for its end and then leaves at the link's rate, behind the
+    /// others, as a radio handover or a paused virtual machine holds
+    /// frames (the queue limit applies: what does not fit is dropped).
+    pub stall: Duration,
 }
 
 impl Default for LinkConfig {
@@ -58,6 +66,8 @@ impl Default for LinkConfig {
             reorder: 0.0,
             reorder_delay: Duration::from_millis(2),
             corrupt: 0.0,
+            stall_every: Duration::ZERO,
+            stall: Duration::ZERO,
         }
     }
 }
@@ -79,6 +89,10 @@ pub struct LinkStats {
     pub reordered: u64,
     /// Frames with a flipped bit.
     pub corrupted: u64,
+    /// Stalls of the path that held a frame.
+    pub stalls: u64,
+    /// Frames that met a stall (held, or dropped if the queue was full).
+    pub stalled: u64,
 }
 
 /// What a [`Link`] does with one frame.
@@ -108,6 +122,10 @@ pub struct Link {
     rng: fastrand::Rng,
     /// When each direction's transmitter is free again.
     busy_until: [Instant; 2],
+    /// The next (or current) stall's start; `Instant::ZERO` until drawn.
+    next_stall: Instant,
+    /// The start of the last stall counted in `stats.stalls`.
+    stall_counted: Instant,
     stats: LinkStats,
 }
 
@@ -201,8 +219,40 @@ impl Link {
             cfg,
             rng: fastrand::Rng::with_seed(seed),
             busy_until: [Instant::ZERO; 2],
+            next_stall: Instant::ZERO,
+            stall_counted: Instant::ZERO,
             stats: LinkStats::default(),
         }
+    }
+
+    /// The end of the stall the path is in at `now`, if it is in one
+    /// (stalls begin an exponentially distributed time apart, each after
+    /// the last one's end).
+    fn stalled_until(&mut self, now: Instant) -> Option<Instant> {
+        let (every, len) = (self.cfg.stall_every, self.cfg.stall);
+        if every.is_zero() || len.is_zero() {
+            return None;
+        }
+        let gap = |rng: &mut fastrand::Rng| {
+            // (1 - U is in (0, 1]: its logarithm is finite.)
+            let x = -(1.0 - rng.f64()).ln() * every.as_micros() as f64;
+            Duration::from_micros(x as u64)
+        };
+        if self.next_stall == Instant::ZERO {
+            self.next_stall = now + gap(&mut self.rng);
+        }
+        while self.next_stall + len <= now {
+            self.next_stall = self.next_stall + len + gap(&mut self.rng);
+        }
+        if self.next_stall > now {
+            return None;
+        }
+        if self.stall_counted != self.next_stall {
+            self.stall_counted = self.next_stall;
+            self.stats.stalls += 1;
+        }
+        self.stats.stalled += 1;
+        Some(self.next_stall + len)
     }
 
     /// Statistics so far.
@@ -216,10 +266,13 @@ impl Link {
     /// to real ones, so both impair a path by the same rules.
     pub fn plan(&mut self, now: Instant, from: usize, len: usize) -> Fate {
         self.stats.sent += 1;
+        // A stalled path sends nothing until the stall ends; what waits
+        // for it then leaves at the link's rate, behind the queue.
+        let free = self.stalled_until(now).map_or(now, |end| end.max(now));
         let c = &self.cfg;
-        let start = self.busy_until[from].max(now);
+        let start = self.busy_until[from].max(free);
         if c.queue_bytes > 0 && c.rate_bps > 0 {
-            let backlog_s = (start - now).as_secs_f64();
+            let backlog_s = (start - free).as_secs_f64();
             let queued = (backlog_s * c.rate_bps as f64 / 8.0) as usize;
             if queued + len > c.queue_bytes {
                 self.stats.queue_drops += 1;
@@ -459,6 +512,8 @@ pub struct TransferReport {
     /// Window reductions given back because every segment their recovery
     /// sent again was D-SACKed, both hosts.
     pub undos: u64,
+    /// Timeouts found needless by timestamps (RFC 3522), both hosts.
+    pub spurious_rtos: u64,
     /// Virtual time until both sides had all data and EOF.
     pub sim_time_ms: f64,
     /// Per-direction goodput over `sim_time_ms`.
@@ -543,6 +598,7 @@ impl Transfer {
                 fast_retransmits: 0,
                 dsacks: 0,
                 undos: 0,
+                spurious_rtos: 0,
                 sim_time_ms: 0.0,
                 goodput_mbps: 0.0,
                 wall_ms: 0.0,
@@ -689,6 +745,7 @@ impl Transfer {
             fast_retransmits: counters.tcp_fast_retrans,
             dsacks: counters.tcp_dsack_recv,
             undos: counters.tcp_dsack_undo,
+            spurious_rtos: counters.tcp_spurious_rtos,
             sim_time_ms: secs * 1e3,
             goodput_mbps: if secs > 0.0 {
                 c.bytes as f64 * 8.0 / secs / 1e6

@@ -273,9 +273,11 @@ impl DsackQueue {
 
 /// A window reduction that may prove needless: every segment its episode
 /// sent again came back in a D-SACK (RFC 3708: the original arrived,
-/// only late), so nothing was lost and the window is given back. Kept
-/// until then, or until the next reduction or a timeout (as Linux's
-/// `undo_marker`, `undo_retrans`, `prior_cwnd` and `prior_ssthresh`).
+/// only late), so nothing was lost and the window is given back; or, for
+/// a timeout's, an ACK echoes a timestamp older than the first resend
+/// (RFC 3522, Eifel: the original was acknowledged). Kept until then, or
+/// until the next reduction (as Linux's `undo_marker`, `undo_retrans`,
+/// `prior_cwnd`, `prior_ssthresh` and `retrans_stamp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Undo {
     /// SND.UNA when the episode began: a D-SACK below it is older.
@@ -286,6 +288,13 @@ pub(crate) struct Undo {
     /// The window and threshold before the reduction.
     cwnd: u32,
     ssthresh: u32,
+    /// A timeout's reduction, and (timestamps on) the TSval its first
+    /// resend carries, or a later one.
+    rto: bool,
+    rto_ts: Option<u32>,
+    /// A timeout's: RFC 4015's `pipe_prev`, max(FlightSize, ssthresh)
+    /// before the cut.
+    pipe: u32,
 }
 
 impl Rare {
@@ -2151,6 +2160,90 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
     }
 
+    /// A timeout is about to cut the window: keep what it cuts ([`Undo`]),
+    /// with, when timestamps are on, the TSval its resends will carry
+    /// (they leave after this, at this tick or later). Resends still in
+    /// flight from before may be D-SACKed too: they count, as Linux's
+    /// `tcp_init_undo`.
+    fn keep_rto_undo(&mut self, ctx: &Ctx) {
+        let before = self.recs.retransmitted();
+        let rto_ts = self
+            .has(TS_OK)
+            .then(|| ts_clock(ctx.now).wrapping_add(self.ts_offset));
+        let flight = self.snd_max.since(self.snd_una) as u32;
+        self.rare.get_or_insert_default().undo = Some(Undo {
+            marker: self.snd_una,
+            sent: before,
+            left: before,
+            cwnd: self.win.cwnd,
+            ssthresh: self.win.ssthresh,
+            rto: true,
+            rto_ts,
+            pipe: flight.max(self.win.ssthresh),
+        });
+    }
+
+    /// Spurious timeout detection (RFC 3522, Eifel; Linux's
+    /// `tcp_packet_delayed` in `tcp_try_undo_loss`): an ACK that moves
+    /// SND.UNA and echoes a timestamp older than the timeout's first
+    /// resend acknowledges an original, so the timeout was needless — the
+    /// path stalled, nothing was lost. Its reduction is given back
+    /// ([`Tcb::give_back`]).
+    /// True if it was (the window this ACK leaves is the response's).
+    fn undo_spurious_rto(&mut self, ctx: &mut Ctx, seg: &Segment, acked: u32) -> bool {
+        let Some((_, ecr)) = seg.opts.timestamp.filter(|&(_, e)| e != 0) else {
+            return false;
+        };
+        let Some(r) = self.rare.as_deref_mut() else {
+            return false;
+        };
+        let Some(u) = r
+            .undo
+            .filter(|u| u.rto_ts.is_some_and(|ts| (ecr.wrapping_sub(ts) as i32) < 0))
+        else {
+            return false;
+        };
+        r.undo = None;
+        ctx.counters.tcp_spurious_rtos += 1;
+        self.give_back(u, acked);
+        true
+    }
+
+    /// A needless reduction is given back: a recovery's window and
+    /// threshold are what they were before it, or more (RFC 3708, as
+    /// Linux). A timeout's, by the Eifel response (RFC 4015 §4): the
+    /// threshold is back to `pipe_prev` (step 6), and the window is what
+    /// is in flight plus min(`acked`, IW) (step 7), from which slow start
+    /// regains the rest in a few round trips — not the old window at
+    /// once, which, with the ACKs a stall held arriving together, goes
+    /// out in one burst (Linux paces it; Ixora does not: in the
+    /// simulator the full restore had the queue drop three times the
+    /// segments). Sending goes on with new data (SND.NXT back to
+    /// SND.MAX, step 3) instead of resending what arrived — a segment
+    /// lost all the same is found by RACK or the next timeout — and a
+    /// loss found from here on is a new congestion event (Linux: back to
+    /// `TCP_CA_Open`).
+    fn give_back(&mut self, u: Undo, acked: u32) {
+        if u.rto {
+            let flight = self.snd_max.since(self.snd_una) as u32;
+            let iw = super::cc::Window::initial(self.mss()).cwnd;
+            let cwnd = flight.saturating_add(acked.min(iw)).max(self.mss());
+            self.win.cwnd = self.win.cwnd.max(cwnd);
+            self.win.ssthresh = self.win.ssthresh.max(u.pipe);
+            if self.snd_nxt.diff(self.snd_max) < 0 {
+                self.snd_nxt = self.snd_max;
+            }
+            if self.in_recovery() {
+                self.recover = SeqNum(self.snd_una.0.wrapping_sub(1));
+                self.recovery_ended();
+            }
+        } else {
+            self.win.cwnd = self.win.cwnd.max(u.cwnd);
+            self.win.ssthresh = self.win.ssthresh.max(u.ssthresh);
+        }
+        self.tidy_rare();
+    }
+
     /// Give back the last window reduction if every segment its episode
     /// sent again has come back in a D-SACK ([`Undo`]): the window and
     /// threshold are what they were before it, or more. Out of recovery
@@ -2166,10 +2259,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             return;
         };
         r.undo = None;
-        self.win.cwnd = self.win.cwnd.max(u.cwnd);
-        self.win.ssthresh = self.win.ssthresh.max(u.ssthresh);
         ctx.counters.tcp_dsack_undo += 1;
-        self.tidy_rare();
+        // (For a timeout's, no bytes newly acknowledged: the initial
+        // window's worth as the allowance.)
+        self.give_back(u, u32::MAX);
     }
 
     /// SND.UNA moved on: RACK.dsack_round ends once SND.UNA reaches it
@@ -2301,6 +2394,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if recovered {
             self.recovery_ended();
         }
+        let undone =
+            self.has(TS_OK) && !self.has(IN_RECOVERY) && self.undo_spurious_rto(ctx, seg, acked);
         if self.rare.is_some() {
             self.expire_rare();
         }
@@ -2330,10 +2425,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             }
         } else {
             self.dupacks = 0;
-            self.hystart(ctx, ack);
-            let srtt = self.rtt.srtt();
-            self.cc
-                .on_ack(ctx.now, &mut self.win, data_acked, flight_before, srtt);
+            // (The Eifel response set this ACK's window already.)
+            if !undone {
+                self.hystart(ctx, ack);
+                let srtt = self.rtt.srtt();
+                self.cc
+                    .on_ack(ctx.now, &mut self.win, data_acked, flight_before, srtt);
+            }
             // An application- or receiver-limited flow would inflate cwnd
             // without bound; more than twice the peer's largest window can
             // never be used (RFC 7661 spirit).
@@ -2463,6 +2561,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 left: before,
                 cwnd: self.win.cwnd,
                 ssthresh: self.win.ssthresh,
+                rto: false,
+                rto_ts: None,
+                pipe: 0,
             });
         }
         self.cc.on_congestion_event(ctx.now, &mut self.win, flight);
@@ -2936,6 +3037,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     self.die(DeadReason::TimedOut);
                     return;
                 }
+                // The first timeout of an episode, outside fast recovery,
+                // keeps what it cuts, to give it back if it proves
+                // needless (the undo of a recovery it interrupts stands;
+                // as Linux's `tcp_enter_loss`).
+                if self.retries == 0 && !self.has(IN_RECOVERY) {
+                    self.keep_rto_undo(ctx);
+                }
                 self.retries += 1;
                 ctx.counters.tcp_timeouts += 1;
                 let flight = self.snd_max.since(self.snd_una) as u32;
@@ -2944,10 +3052,6 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 // segment — go back to SND.UNA and resend in slow start.
                 self.rtt.back_off();
                 self.go_back();
-                // (A timeout is no needless reduction to give back.)
-                if let Some(r) = self.rare.as_deref_mut() {
-                    r.undo = None;
-                }
                 self.dupacks = 0;
                 // (5.6) restart the timer with the new RTO.
                 self.t_rtx = ctx.now + self.rto(ctx);
