@@ -102,6 +102,9 @@ PATH_CONDITIONS = (
     ("reorder 2% ≤5 ms", ["--reorder", "0.02", "--reorder-delay-us", "5000"]),
     ("loss 1%, reorder 2% ≤5 ms",
      ["--loss", "0.01", "--reorder", "0.02", "--reorder-delay-us", "5000"]),
+    # Stalls longer than the 200 ms minimum RTO: every sender times out
+    # needlessly, and what it does then is what this row compares.
+    ("stalls of 300 ms, ~2 s apart", ["--stall-every-ms", "2000", "--stall-ms", "300"]),
 )
 
 
@@ -814,14 +817,18 @@ def write_path(results, args, cmdline):
     name, meta, command = part_json("path", results, args, cmdline, duration_s=args.duration,
                                     ring=args.ring or PATH_RING, path_base=PATH_BASE,
                                     conditions=dict(PATH_CONDITIONS))
-    L = ["# A lossy, reordering path: iperf3 on the kernel vs under `ixora run`", "",
+    L = ["# A lossy, reordering, stalling path: iperf3 on the kernel vs under `ixora run`", "",
          command +
          "The server's and the client's namespaces are joined through a third, where "
          "`ixora impair` (the simulator's link model applied to real frames: netem's job, "
          "which this kernel lacks) bridges two veth pairs: "
          f"`{' '.join(PATH_BASE)}` (a one-way delay, a rate and its 256 KiB drop-tail queue, "
          "each direction) plus each condition's loss and reordering (a frame held back is "
-         "held up to the given time on top of the delay, and overtaken). iperf3 server "
+         "held up to the given time on top of the delay, and overtaken) or stalls (each "
+         "direction of the path, on its own schedule, holds what enters it for the stall "
+         "and then sends it on at its rate behind the queue; a stall longer than the "
+         "200 ms minimum RTO makes the sender time out needlessly, which timestamps "
+         "reveal: RFC 3522). iperf3 server "
          f"pinned to CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), the Linux iperf3 "
          "client and the bridge to CPU 1. One TCP stream per run, "
          f"{args.duration} s; kernel and Ixora runs alternate ({args.repeat} each, the median "
@@ -840,7 +847,8 @@ def write_path(results, args, cmdline):
           if other else "") + ".", "",
          "| condition | direction | kernel CUBIC Mbit/s | Ixora Mbit/s | ratio "
          f"| kernel {other.upper() if other else '—'} Mbit/s | ratio to it "
-         "| retransmitted (k / i) | lost, tail-dropped, held back (k / i) | runs, Mbit/s (k / i) |",
+         "| retransmitted (k / i) | lost, tail-dropped, held back, stalled (k / i) "
+         "| runs, Mbit/s (k / i) |",
          "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     bars = []
     for label, _ in PATH_CONDITIONS:
@@ -861,7 +869,8 @@ def write_path(results, args, cmdline):
                 if not p:
                     return "?"
                 x = p[0] if d == "from_server" else p[1]
-                return f"{x['lost']}, {x['queue_drops']}, {x['reordered']}"
+                return (f"{x['lost']}, {x['queue_drops']}, {x['reordered']}, "
+                        f"{x.get('stalled', 0)}")
             runs = " / ".join(", ".join(f"{1000 * g:.0f}" for g in x["all_gbps"]) for x in (k, i))
             what = "server → client (-R)" if d == "from_server" else "client → server"
             L.append(f"| {label} | {what} | {1000 * k['gbps']:.1f} | {1000 * i['gbps']:.1f} | "

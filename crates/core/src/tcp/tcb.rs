@@ -2215,10 +2215,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// threshold is back to `pipe_prev` (step 6), and the window is what
     /// is in flight plus min(`acked`, IW) (step 7), from which slow start
     /// regains the rest in a few round trips — not the old window at
-    /// once, which, with the ACKs a stall held arriving together, goes
-    /// out in one burst (Linux paces it; Ixora does not: in the
-    /// simulator the full restore had the queue drop three times the
-    /// segments). Sending goes on with new data (SND.NXT back to
+    /// once, which, with the ACKs a stall held arriving together, would
+    /// go out in one burst (Linux restores it and paces it out; Ixora
+    /// does not pace). Sending goes on with new data (SND.NXT back to
     /// SND.MAX, step 3) instead of resending what arrived — a segment
     /// lost all the same is found by RACK or the next timeout — and a
     /// loss found from here on is a new congestion event (Linux: back to
