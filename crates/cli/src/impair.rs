@@ -204,13 +204,11 @@ fn bridge(a: &ImpairArgs) -> Result<(), String> {
         } else {
             format!("{} Mbit/s", a.rate_mbps)
         },
-        if a.imp.stall_ms > 0 {
-            format!(
-                ", stalls of {} ms every {} ms on average",
-                a.imp.stall_ms, a.imp.stall_every_ms
-            )
-        } else {
-            String::new()
+        match (a.imp.stall_ms, a.imp.stall_every_ms) {
+            (Some(len), Some(every)) => {
+                format!(", stalls of {len} ms every {every} ms on average")
+            }
+            _ => String::new(),
         }
     );
 

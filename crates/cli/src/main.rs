@@ -380,8 +380,8 @@ struct Impairments {
     queue: usize,
     /// Mean time between stalls of the whole path, in milliseconds
     /// (stalls come as a Poisson process); with --stall-ms.
-    #[arg(long, default_value_t = 0, requires = "stall_ms")]
-    stall_every_ms: u64,
+    #[arg(long, requires = "stall_ms", value_parser = clap::value_parser!(u64).range(1..))]
+    stall_every_ms: Option<u64>,
     /// How long each stall lasts, in milliseconds: frames entering the
     /// path meanwhile wait for its end, then leave in order at the link's
     /// rate behind --queue (what does not fit is dropped) — as a radio
@@ -389,8 +389,8 @@ struct Impairments {
     /// stalls both ways at once, `ixora impair` each way on its own
     /// schedule). A stall longer than a sender's retransmission timeout
     /// (200 ms at least) makes it time out needlessly.
-    #[arg(long, default_value_t = 0, requires = "stall_every_ms")]
-    stall_ms: u64,
+    #[arg(long, requires = "stall_every_ms", value_parser = clap::value_parser!(u64).range(1..))]
+    stall_ms: Option<u64>,
 }
 
 impl Impairments {
@@ -406,8 +406,8 @@ impl Impairments {
             reorder: self.reorder,
             reorder_delay: Duration::from_micros(self.reorder_delay_us),
             corrupt,
-            stall_every: Duration::from_millis(self.stall_every_ms),
-            stall: Duration::from_millis(self.stall_ms),
+            stall_every: Duration::from_millis(self.stall_every_ms.unwrap_or(0)),
+            stall: Duration::from_millis(self.stall_ms.unwrap_or(0)),
         }
     }
 }
