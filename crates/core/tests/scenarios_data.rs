@@ -1638,6 +1638,89 @@ fn a_timeout_whose_resends_all_come_back_dsacked_is_undone() {
     assert_eq!(h.stack.counters().tcp_dsack_undo, 1);
 }
 
+/// A second timeout in one loss episode keeps the first one's record: an
+/// ACK that echoes a resend of the episode (sent after the first timeout,
+/// before the second) shows nothing needless (Linux keeps `retrans_stamp`
+/// through its Loss state). Found by review on 2026-12-01: the second
+/// timeout took its own time for the test, the ACK of the go-back
+/// resends "undid" the episode and the segments really lost waited for a
+/// third timeout.
+//= https://www.rfc-editor.org/rfc/rfc3522#section-3
+//= type=test
+#[test]
+fn a_second_timeout_of_a_loss_episode_is_not_undone_by_its_resends() {
+    let mut h = Harness::new(newreno);
+    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1000).ts(10, 0)
+    });
+    let m = 988;
+    let tsval = |s: &Seg| s.opts.timestamp.expect("a timestamp").0;
+    assert_eq!(app_send(&mut h, &c, vec![0; m as usize]), m as usize);
+    let first = segs(&mut h);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, m).ts(101, tsval(&first[0])));
+    h.events();
+    let o = |n: u32| ours(&c, m + n);
+    app_send(&mut h, &c, vec![1; 10 * m as usize]);
+    assert_eq!(segs(&mut h).len(), 10);
+    // All ten are lost; the first timeout resends the first.
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
+    let r1 = segs(&mut h);
+    assert_eq!(brief(&r1), [(o(0), m as usize)]);
+    // Its ACK echoes the resend: the timeout was needed; go-back goes on.
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, 2 * m).ts(102, tsval(&r1[0])));
+    let r2 = segs(&mut h);
+    assert_eq!(r2[0].seq, o(m));
+    // The path stalls: a second timeout.
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the second RTO");
+    segs(&mut h);
+    assert_eq!(h.stack.counters().tcp_timeouts, 2);
+    let cut = h.stack.tcp_info(c.h).unwrap();
+    // The go-back resends sent between the two arrive: no undo.
+    h.advance(Duration::from_millis(50));
+    let to = 2 * m + r2.len() as u32 * m;
+    h.send(ack(&c, to).ts(103, tsval(&r2[0])));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().ssthresh, cut.ssthresh);
+    // And the go-back resend goes on from SND.UNA at once.
+    let next = segs(&mut h);
+    assert_eq!(
+        next.first().map(|s| s.seq),
+        Some(ours(&c, to)),
+        "{:?}",
+        brief(&next)
+    );
+}
+
+/// The D-SACK that completes a timeout's undo may ride on an ACK that
+/// moves SND.UNA: the window given back counts what is in flight after
+/// it (here nothing) plus the initial window, not the bytes it
+/// acknowledged too (review, 2026-12-01: 22,000 bytes, twice the window
+/// before the timeout).
+//= https://www.rfc-editor.org/rfc/rfc3708#section-2
+//= type=test
+#[test]
+fn a_timeout_undone_by_a_dsack_on_an_advancing_ack_counts_the_flight_after_it() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true);
+    let o = |n: u32| ours(&c, b + n);
+    app_send(&mut h, &c, vec![1; 10_000]);
+    assert_eq!(segs(&mut h).len(), 10);
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the probe");
+    assert_eq!(brief(&segs(&mut h)), [(o(9000), 1000)]);
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    // The probe's duplicate, D-SACKed inside the second block.
+    h.send(ack(&c, b).sack(&[(o(9000), o(10_000)), (o(5000), o(10_000))]));
+    segs(&mut h);
+    // Everything acknowledged, with the D-SACK of the resend.
+    h.send(ack(&c, b + 10_000).sack(&[(o(0), o(1000))]));
+    assert_eq!(h.stack.counters().tcp_dsack_undo, 1);
+    let undone = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(undone.cwnd, 10_000, "{undone:?}");
+}
+
 /// A D-SACK is believed only of data sent twice (as Linux's
 /// `tcp_dsack_seen`): above the cumulative ACK, of a segment never resent,
 /// or for more segments than were ever resent, it is the network's

@@ -1982,6 +1982,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.on_dupack(ctx);
             }
         }
+        // A reduction whose resends were all D-SACKed (by this ACK or
+        // before) is given back — after SND.UNA moved, so a timeout's
+        // response counts only what is still in flight.
+        self.try_undo(ctx);
         if self.has(SACK_OK) && self.snd_max.diff(self.snd_una) > 0 {
             self.detect_losses(ctx);
         }
@@ -2132,7 +2136,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 u.left = u.left.saturating_sub(segs);
             }
         }
-        self.try_undo(ctx);
+        // (`process_ack` gives the reduction back, if this was the last
+        // D-SACK it waited for, once SND.UNA has moved with this ACK.)
         // The duplicate of a tail loss probe (RFC 8985 §7.4: the original
         // was not lost after all) says nothing of the path's reordering: a
         // probe is sent with the original most likely delivered (Linux
@@ -2188,7 +2193,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// SND.UNA and echoes a timestamp older than the timeout's first
     /// resend acknowledges an original, so the timeout was needless — the
     /// path stalled, nothing was lost. Its reduction is given back
-    /// ([`Tcb::give_back`]).
+    /// ([`Tcb::give_back`]). (As with Linux, the ACK of a tail loss probe
+    /// sent before the timeout echoes an older TSval too: a timeout after
+    /// a probe that repaired a tail loss is taken for needless, and any
+    /// loss left is found by RACK or the next timeout.)
     /// True if it was (the window this ACK leaves is the response's).
     fn undo_spurious_rto(&mut self, ctx: &mut Ctx, seg: &Segment, acked: u32) -> bool {
         let Some((_, ecr)) = seg.opts.timestamp.filter(|&(_, e)| e != 0) else {
@@ -2395,6 +2403,14 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         let undone =
             self.has(TS_OK) && !self.has(IN_RECOVERY) && self.undo_spurious_rto(ctx, seg, acked);
+        if !undone {
+            // RFC 3522 decides on the first ACK that moves SND.UNA after
+            // the timeout; later ones echo the resends or newer (a stale
+            // TSval kept would compare as newer after 2³¹ ms).
+            if let Some(u) = self.rare.as_deref_mut().and_then(|r| r.undo.as_mut()) {
+                u.rto_ts = None;
+            }
+        }
         if self.rare.is_some() {
             self.expire_rare();
         }
@@ -2564,6 +2580,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 rto_ts: None,
                 pipe: 0,
             });
+        } else if let Some(r) = self.rare.as_deref_mut() {
+            // (Without SACK no D-SACK can give a reduction back: what an
+            // earlier timeout kept is dead.)
+            r.undo = None;
         }
         self.cc.on_congestion_event(ctx.now, &mut self.win, flight);
         ctx.counters.tcp_fast_retrans += 1;
@@ -3036,11 +3056,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     self.die(DeadReason::TimedOut);
                     return;
                 }
-                // The first timeout of an episode, outside fast recovery,
+                // The first timeout of an episode, outside any recovery,
                 // keeps what it cuts, to give it back if it proves
-                // needless (the undo of a recovery it interrupts stands;
-                // as Linux's `tcp_enter_loss`).
-                if self.retries == 0 && !self.has(IN_RECOVERY) {
+                // needless; one within a recovery leaves that recovery's
+                // record (a fast recovery's, or the first timeout's with
+                // the TSval of its first resend: as Linux keeps
+                // `retrans_stamp` through the Loss state, an ACK echoing a
+                // resend of this episode shows nothing needless;
+                // `tcp_enter_loss`).
+                if self.retries == 0 && !self.in_recovery() {
                     self.keep_rto_undo(ctx);
                 }
                 self.retries += 1;
