@@ -1525,6 +1525,28 @@ fn a_needless_recovery_is_undone_once_every_resend_is_dsacked() {
     assert_eq!(h.stack.counters().tcp_dsack_undo, 2);
 }
 
+/// TSval of a segment the stack sent.
+fn tsval(s: &Seg) -> u32 {
+    s.opts.timestamp.expect("a timestamp").0
+}
+
+/// A NewReno connection with timestamps, peer MSS 1000 (988 bytes of data
+/// per segment beside the option), whose first segment was sent and
+/// acknowledged. Returns the connection and the segment size, which is
+/// also the offset of the next data byte.
+fn warmed_up_with_timestamps(h: &mut Harness) -> (Conn, u32) {
+    let c = open(h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1000).ts(10, 0)
+    });
+    let m = 988;
+    assert_eq!(app_send(h, &c, vec![0; m as usize]), m as usize);
+    let first = segs(h);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, m).ts(101, tsval(&first[0])));
+    h.events();
+    (c, m)
+}
+
 /// Spurious timeout detection (RFC 3522, Eifel, as Linux's
 /// `tcp_packet_delayed`): after a timeout, an ACK that moves SND.UNA and
 /// echoes a timestamp older than the first resend acknowledges an
@@ -1538,17 +1560,7 @@ fn a_needless_recovery_is_undone_once_every_resend_is_dsacked() {
 #[test]
 fn a_timeout_an_original_s_ack_shows_needless_is_undone() {
     let mut h = Harness::new(newreno);
-    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
-        s.mss(1000).ts(10, 0)
-    });
-    // (MSS 1000 less the timestamp option's 12.)
-    let m = 988;
-    let tsval = |s: &Seg| s.opts.timestamp.expect("a timestamp").0;
-    assert_eq!(app_send(&mut h, &c, vec![0; m as usize]), m as usize);
-    let first = segs(&mut h);
-    h.advance(Duration::from_millis(100));
-    h.send(ack(&c, m).ts(101, tsval(&first[0])));
-    h.events();
+    let (c, m) = warmed_up_with_timestamps(&mut h);
     let o = |n: u32| ours(&c, m + n);
 
     // Ten segments; the path stalls past the RTO.
@@ -1650,16 +1662,7 @@ fn a_timeout_whose_resends_all_come_back_dsacked_is_undone() {
 #[test]
 fn a_second_timeout_of_a_loss_episode_is_not_undone_by_its_resends() {
     let mut h = Harness::new(newreno);
-    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
-        s.mss(1000).ts(10, 0)
-    });
-    let m = 988;
-    let tsval = |s: &Seg| s.opts.timestamp.expect("a timestamp").0;
-    assert_eq!(app_send(&mut h, &c, vec![0; m as usize]), m as usize);
-    let first = segs(&mut h);
-    h.advance(Duration::from_millis(100));
-    h.send(ack(&c, m).ts(101, tsval(&first[0])));
-    h.events();
+    let (c, m) = warmed_up_with_timestamps(&mut h);
     let o = |n: u32| ours(&c, m + n);
     app_send(&mut h, &c, vec![1; 10 * m as usize]);
     assert_eq!(segs(&mut h).len(), 10);
