@@ -82,6 +82,13 @@ fn open_plain(h: &mut Harness) -> Conn {
     open(h, 8080, Duration::from_millis(100), 65535, |s| s.mss(1460))
 }
 
+/// A connection with SACK agreed: peer MSS 1460, RTT 100 ms.
+fn open_sack(h: &mut Harness) -> Conn {
+    open(h, 8080, Duration::from_millis(100), 65535, |s| {
+        s.mss(1460).sack_perm()
+    })
+}
+
 /// Local port of a connection.
 fn hc_port(h: &Harness, hc: ConnHandle) -> u16 {
     h.stack.tcp_addrs(hc).unwrap().0.port()
@@ -987,9 +994,7 @@ fn small_segments_wait_for_the_reply_that_acknowledges_them() {
 #[test]
 fn duplicate_data_is_reported_by_a_dsack_block_once() {
     let mut h = Harness::new(|_| {});
-    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
-        s.mss(1460).sack_perm()
-    });
+    let c = open_sack(&mut h);
     h.send(data(&c, 0, &[1; 1000]));
     h.drain();
     // Wholly old: D-SACK, at once (no delayed ACK).
@@ -1087,9 +1092,7 @@ fn duplicate_data_is_reported_by_a_dsack_block_once() {
 #[test]
 fn each_duplicate_of_a_batch_gets_a_dsack_of_its_own() {
     let mut h = Harness::new(|_| {});
-    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
-        s.mss(1460).sack_perm()
-    });
+    let c = open_sack(&mut h);
     h.send(data(&c, 0, &[1; 4000]));
     h.advance(Duration::from_millis(300));
     h.out.clear();
@@ -1152,9 +1155,7 @@ fn each_duplicate_of_a_batch_gets_a_dsack_of_its_own() {
 #[test]
 fn sack_blocks_after_the_first_are_the_most_recently_reported() {
     let mut h = Harness::new(|_| {});
-    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
-        s.mss(1460).sack_perm()
-    });
+    let c = open_sack(&mut h);
     for at in [1000, 3000, 5000, 7000, 9000] {
         h.send(data(&c, at, &[1; 500]));
         h.drain();
@@ -1204,9 +1205,7 @@ fn sack_blocks_after_the_first_are_the_most_recently_reported() {
 #[test]
 fn out_of_order_data_gets_immediate_dupack_with_sack() {
     let mut h = Harness::new(|_| {});
-    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
-        s.mss(1460).sack_perm()
-    });
+    let c = open_sack(&mut h);
     assert!(h.stack.tcp_info(c.h).unwrap().sack);
     h.send(data(&c, 1000, &[2; 1000]));
     let a = h.expect_tcp();
@@ -1446,9 +1445,7 @@ fn connection_times_out_after_data_retries() {
 #[test]
 fn tail_loss_probe_then_rto() {
     let mut h = Harness::new(|_| {});
-    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
-        s.mss(1460).sack_perm()
-    });
+    let c = open_sack(&mut h);
     let rto = h.stack.tcp_info(c.h).unwrap().rto;
     app_send(&mut h, &c, vec![1; 2920]);
     assert_eq!(segs(&mut h).len(), 2);
@@ -2286,9 +2283,7 @@ fn a_sender_holding_data_back_hears_of_the_window_opening() {
 #[test]
 fn a_zero_window_probe_carries_the_sack_blocks() {
     let mut h = Harness::new(|_| {});
-    let c = open(&mut h, 8080, Duration::from_millis(100), 65535, |s| {
-        s.mss(1460).sack_perm()
-    });
+    let c = open_sack(&mut h);
     assert_eq!(app_send(&mut h, &c, vec![1; 1000]), 1000);
     segs(&mut h);
     h.send(ack(&c, 1000).win(0));

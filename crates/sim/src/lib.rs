@@ -268,7 +268,7 @@ impl Link {
         self.stats.sent += 1;
         // A stalled path sends nothing until the stall ends; what waits
         // for it then leaves at the link's rate, behind the queue.
-        let free = self.stalled_until(now).map_or(now, |end| end.max(now));
+        let free = self.stalled_until(now).unwrap_or(now);
         let c = &self.cfg;
         let start = self.busy_until[from].max(free);
         if c.queue_bytes > 0 && c.rate_bps > 0 {

@@ -288,13 +288,18 @@ pub(crate) struct Undo {
     /// The window and threshold before the reduction.
     cwnd: u32,
     ssthresh: u32,
-    /// A timeout's reduction, and (timestamps on) the TSval its first
-    /// resend carries, or a later one.
-    rto: bool,
-    rto_ts: Option<u32>,
-    /// A timeout's: RFC 4015's `pipe_prev`, max(FlightSize, ssthresh)
-    /// before the cut.
+    /// A timeout's reduction: what else its undo needs.
+    rto: Option<RtoCut>,
+}
+
+/// What a timeout's [`Undo`] keeps beside a recovery's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RtoCut {
+    /// RFC 4015's `pipe_prev`: max(FlightSize, ssthresh) before the cut.
     pipe: u32,
+    /// With timestamps, the TSval the timeout's first resend carries (or
+    /// a later one), until the first ACK that moves SND.UNA decides.
+    ts: Option<u32>,
 }
 
 impl Rare {
@@ -2165,26 +2170,19 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
     }
 
-    /// A timeout is about to cut the window: keep what it cuts ([`Undo`]),
-    /// with, when timestamps are on, the TSval its resends will carry
-    /// (they leave after this, at this tick or later). Resends still in
-    /// flight from before may be D-SACKed too: they count, as Linux's
+    /// A fast recovery or (`rto`) a timeout is about to cut the window:
+    /// keep what it cuts ([`Undo`]). Resends still unacknowledged from
+    /// before may be D-SACKed too: they count, as Linux's
     /// `tcp_init_undo`.
-    fn keep_rto_undo(&mut self, ctx: &Ctx) {
+    fn keep_undo(&mut self, rto: Option<RtoCut>) {
         let before = self.recs.retransmitted();
-        let rto_ts = self
-            .has(TS_OK)
-            .then(|| ts_clock(ctx.now).wrapping_add(self.ts_offset));
-        let flight = self.snd_max.since(self.snd_una) as u32;
         self.rare.get_or_insert_default().undo = Some(Undo {
             marker: self.snd_una,
             sent: before,
             left: before,
             cwnd: self.win.cwnd,
             ssthresh: self.win.ssthresh,
-            rto: true,
-            rto_ts,
-            pipe: flight.max(self.win.ssthresh),
+            rto,
         });
     }
 
@@ -2197,21 +2195,27 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// sent before the timeout echoes an older TSval too: a timeout after
     /// a probe that repaired a tail loss is taken for needless, and any
     /// loss left is found by RACK or the next timeout.)
-    /// True if it was (the window this ACK leaves is the response's).
+    /// Called for every ACK that moves SND.UNA: the first after the
+    /// timeout decides (RFC 3522), and the TSval kept for it goes either
+    /// way (later ACKs echo the resends or newer; one kept would compare
+    /// as newer after 2³¹ ms). Not in a recovery that repairs what the
+    /// timeout resent. True if it was undone (the window this ACK leaves
+    /// is the response's).
     fn undo_spurious_rto(&mut self, ctx: &mut Ctx, seg: &Segment, acked: u32) -> bool {
-        let Some((_, ecr)) = seg.opts.timestamp.filter(|&(_, e)| e != 0) else {
-            return false;
-        };
+        let in_recovery = self.has(IN_RECOVERY);
         let Some(r) = self.rare.as_deref_mut() else {
             return false;
         };
-        let Some(u) = r
-            .undo
-            .filter(|u| u.rto_ts.is_some_and(|ts| (ecr.wrapping_sub(ts) as i32) < 0))
-        else {
+        let Some(ts) = r.undo.as_mut().and_then(|u| u.rto.as_mut()?.ts.take()) else {
             return false;
         };
-        r.undo = None;
+        let ecr = seg.opts.timestamp.map_or(0, |(_, e)| e);
+        if in_recovery || ecr == 0 || (ecr.wrapping_sub(ts) as i32) >= 0 {
+            return false;
+        }
+        let Some(u) = r.undo.take() else {
+            return false;
+        };
         ctx.counters.tcp_spurious_rtos += 1;
         self.give_back(u, acked);
         true
@@ -2231,12 +2235,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// loss found from here on is a new congestion event (Linux: back to
     /// `TCP_CA_Open`).
     fn give_back(&mut self, u: Undo, acked: u32) {
-        if u.rto {
+        if let Some(rto) = u.rto {
             let flight = self.snd_max.since(self.snd_una) as u32;
             let iw = super::cc::Window::initial(self.mss()).cwnd;
             let cwnd = flight.saturating_add(acked.min(iw)).max(self.mss());
             self.win.cwnd = self.win.cwnd.max(cwnd);
-            self.win.ssthresh = self.win.ssthresh.max(u.pipe);
+            self.win.ssthresh = self.win.ssthresh.max(rto.pipe);
             if self.snd_nxt.diff(self.snd_max) < 0 {
                 self.snd_nxt = self.snd_max;
             }
@@ -2401,16 +2405,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if recovered {
             self.recovery_ended();
         }
-        let undone =
-            self.has(TS_OK) && !self.has(IN_RECOVERY) && self.undo_spurious_rto(ctx, seg, acked);
-        if !undone {
-            // RFC 3522 decides on the first ACK that moves SND.UNA after
-            // the timeout; later ones echo the resends or newer (a stale
-            // TSval kept would compare as newer after 2³¹ ms).
-            if let Some(u) = self.rare.as_deref_mut().and_then(|r| r.undo.as_mut()) {
-                u.rto_ts = None;
-            }
-        }
+        let undone = self.undo_spurious_rto(ctx, seg, acked);
         if self.rare.is_some() {
             self.expire_rare();
         }
@@ -2567,19 +2562,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         let flight = (self.snd_max.since(self.snd_una) as u32).min(self.win.cwnd);
         self.recover = self.snd_max;
         if self.has(SACK_OK) {
-            // (Resends still unacknowledged from before, a timeout's, may
-            // be D-SACKed too: they count, as Linux's `undo_retrans`.)
-            let before = self.recs.retransmitted();
-            self.rare.get_or_insert_default().undo = Some(Undo {
-                marker: una,
-                sent: before,
-                left: before,
-                cwnd: self.win.cwnd,
-                ssthresh: self.win.ssthresh,
-                rto: false,
-                rto_ts: None,
-                pipe: 0,
-            });
+            self.keep_undo(None);
         } else if let Some(r) = self.rare.as_deref_mut() {
             // (Without SACK no D-SACK can give a reduction back: what an
             // earlier timeout kept is dead.)
@@ -3065,7 +3048,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 // resend of this episode shows nothing needless;
                 // `tcp_enter_loss`).
                 if self.retries == 0 && !self.in_recovery() {
-                    self.keep_rto_undo(ctx);
+                    let flight = self.snd_max.since(self.snd_una) as u32;
+                    self.keep_undo(Some(RtoCut {
+                        pipe: flight.max(self.win.ssthresh),
+                        // (Its resends leave after this, at this tick or
+                        // later.)
+                        ts: self
+                            .has(TS_OK)
+                            .then(|| ts_clock(ctx.now).wrapping_add(self.ts_offset)),
+                    }));
                 }
                 self.retries += 1;
                 ctx.counters.tcp_timeouts += 1;
