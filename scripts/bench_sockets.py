@@ -96,15 +96,21 @@ IDLE_CONNS = 0  # idle keep-alive connections held open during each web run (--i
 PATH = False
 PATH_BASE = ["--delay-us", "500", "--rate-mbps", "500"]
 PATH_RING = 1 << 20  # Ixora's socket rings over the path (unless --ring)
+# Each: a label, `ixora impair`'s options, and sysctls set in the
+# client's namespace for it (the Linux client's TCP, both stacks' runs).
 PATH_CONDITIONS = (
-    ("clean", []),
-    ("loss 1%", ["--loss", "0.01"]),
-    ("reorder 2% ≤5 ms", ["--reorder", "0.02", "--reorder-delay-us", "5000"]),
+    ("clean", [], {}),
+    ("loss 1%", ["--loss", "0.01"], {}),
+    ("reorder 2% ≤5 ms", ["--reorder", "0.02", "--reorder-delay-us", "5000"], {}),
     ("loss 1%, reorder 2% ≤5 ms",
-     ["--loss", "0.01", "--reorder", "0.02", "--reorder-delay-us", "5000"]),
+     ["--loss", "0.01", "--reorder", "0.02", "--reorder-delay-us", "5000"], {}),
     # Stalls longer than the 200 ms minimum RTO: every sender times out
     # needlessly, and what it does then is what this row compares.
-    ("stalls of 300 ms, ~2 s apart", ["--stall-every-ms", "2000", "--stall-ms", "300"]),
+    ("stalls of 300 ms, ~2 s apart", ["--stall-every-ms", "2000", "--stall-ms", "300"], {}),
+    # The same with a client that does not agree timestamps (Windows'
+    # default): a needless timeout is then found by F-RTO (RFC 5682).
+    ("stalls, no timestamps", ["--stall-every-ms", "2000", "--stall-ms", "300"],
+     {"net.ipv4.tcp_timestamps": "0"}),
 )
 
 
@@ -749,7 +755,12 @@ def path(args, prog_bar):
         for ixora in (False, True):
             nets[ixora] = Net(ixora)
             nets[ixora].client_addr()
-        for label, opts in PATH_CONDITIONS:
+        for label, opts, sysctls in PATH_CONDITIONS:
+            # (Set back after the condition.)
+            before = [(net.cl, k, be.sh(*be.in_ns(net.cl, "sysctl", "-n", k)).stdout.strip())
+                      for net in nets.values() for k in sysctls]
+            for ns, k, _ in before:
+                be.sh(*be.in_ns(ns, "sysctl", "-qw", f"{k}={sysctls[k]}"))
             for reverse in (True, False):
                 def run(ixora, cc="cubic"):
                     # A fresh bridge and a fresh iperf3 server (on a port
@@ -804,6 +815,8 @@ def path(args, prog_bar):
                     results.append(r)
                     print(line(r), flush=True)
                 prog_bar.step(f"{label}, {'from' if reverse else 'to'} the server\n")
+            for ns, k, v in before:
+                be.sh(*be.in_ns(ns, "sysctl", "-qw", f"{k}={v}"))
     finally:
         for ixora in (True, False):
             if ixora in nets:
@@ -816,7 +829,8 @@ def write_path(results, args, cmdline):
     other = next((r["cc"] for r in results if r["stack"].startswith("kernel-")), None)
     name, meta, command = part_json("path", results, args, cmdline, duration_s=args.duration,
                                     ring=args.ring or PATH_RING, path_base=PATH_BASE,
-                                    conditions=dict(PATH_CONDITIONS))
+                                    conditions={c[0]: c[1] for c in PATH_CONDITIONS},
+                                    client_sysctls={c[0]: c[2] for c in PATH_CONDITIONS if c[2]})
     L = ["# A lossy, reordering, stalling path: iperf3 on the kernel vs under `ixora run`", "",
          command +
          "The server's and the client's namespaces are joined through a third, where "
@@ -828,7 +842,9 @@ def write_path(results, args, cmdline):
          "direction of the path, on its own schedule, holds what enters it for the stall "
          "and then sends it on at its rate behind the queue; a stall longer than the "
          "200 ms minimum RTO makes the sender time out needlessly, which timestamps "
-         "reveal: RFC 3522). iperf3 server "
+         "reveal: RFC 3522; in the last condition the Linux client does not agree "
+         "timestamps — `net.ipv4.tcp_timestamps=0` in its namespace, as Windows by "
+         "default — so a sender finds it by F-RTO, RFC 5682). iperf3 server "
          f"pinned to CPU 0 (with Ixora: the service on CPU {SERVICE_CPU}), the Linux iperf3 "
          "client and the bridge to CPU 1. One TCP stream per run, "
          f"{args.duration} s; kernel and Ixora runs alternate ({args.repeat} each, the median "
@@ -851,7 +867,7 @@ def write_path(results, args, cmdline):
          "| runs, Mbit/s (k / i) |",
          "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     bars = []
-    for label, _ in PATH_CONDITIONS:
+    for label, _, _ in PATH_CONDITIONS:
         for d in ("from_server", "to_server"):
             k, i, o = (next((r for r in results if r["condition"] == label and r["direction"] == d
                              and r["stack"] == stack), None)

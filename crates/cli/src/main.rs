@@ -351,6 +351,15 @@ struct SimArgs {
     /// Give up after this many seconds of virtual time.
     #[arg(long, default_value_t = 3600)]
     time_limit_s: u64,
+    /// Both stacks leave out TCP timestamps (RFC 7323), as Windows does
+    /// by default: a needless timeout is then found by F-RTO (RFC 5682)
+    /// instead of the Eifel test (RFC 3522).
+    #[arg(long)]
+    no_timestamps: bool,
+    /// Both stacks leave out SACK (RFC 2018): loss recovery is NewReno's
+    /// (RFC 6582).
+    #[arg(long)]
+    no_sack: bool,
     /// Print a readable summary instead of the JSON line.
     #[arg(long)]
     text: bool,
@@ -457,6 +466,8 @@ fn sim(a: SimArgs) -> ExitCode {
         cc: a.cc,
         link: a.imp.link(a.delay_us, a.rate_mbps, a.corrupt),
         time_limit: Duration::from_secs(a.time_limit_s),
+        timestamps: !a.no_timestamps,
+        sack: !a.no_sack,
         ..TransferConfig::default()
     };
     let start = std::time::Instant::now();
@@ -512,7 +523,7 @@ fn print_text(r: &ixora_sim::TransferReport, a: &SimArgs) {
         r.link.stalls
     );
     println!(
-        "  TCP: {} retransmitted segments, {} fast recoveries, {} timeouts ({} found needless by timestamps), {} D-SACKs received, {} window reductions undone by D-SACKs",
+        "  TCP: {} retransmitted segments, {} fast recoveries, {} timeouts ({} found needless by timestamps or F-RTO), {} D-SACKs received, {} window reductions undone by D-SACKs",
         r.retransmits, r.fast_retransmits, r.timeouts, r.spurious_rtos, r.dsacks, r.undos
     );
     if let Some(e) = &r.error {

@@ -162,7 +162,7 @@ counters! {
     tcp_loss_probes = "ixora_tcp_loss_probes_total", "Tail loss probes sent (RFC 8985 §7, TCPLossProbes)";
     tcp_dsack_recv = "ixora_tcp_dsack_recv_total", "ACKs received with a D-SACK: data of ours arrived twice (RFC 2883, TCPDSACKRecv)";
     tcp_dsack_undo = "ixora_tcp_dsack_undo_total", "Window reductions given back: every segment their recovery sent again was D-SACKed (TCPDSACKUndo)";
-    tcp_spurious_rtos = "ixora_tcp_spurious_rtos_total", "Timeouts found needless by an ACK echoing a timestamp older than their first resend, their window reduction given back (RFC 3522 Eifel; Linux's TCPLossUndo)";
+    tcp_spurious_rtos = "ixora_tcp_spurious_rtos_total", "Timeouts found needless and their window cut given back: by timestamps (RFC 3522 Eifel) or, without them, by F-RTO (RFC 5682); TCPSpuriousRTOs";
     tcp_dsack_not_sent = "ixora_tcp_dsack_not_sent_total", "Duplicates not reported by a D-SACK because four others, apart from each other, were already waiting for an ACK each";
 }
 

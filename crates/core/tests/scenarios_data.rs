@@ -12,7 +12,7 @@ mod common;
 use common::*;
 use ixora_core::wire::arp::Operation;
 use ixora_core::wire::tcp::Flags;
-use ixora_core::{CcAlgorithm, ConnHandle, DeadReason, Duration, Event, State};
+use ixora_core::{CcAlgorithm, ConnHandle, DeadReason, Duration, Event, State, TcpInfo};
 
 /// Tolerance for timer expiries: the timing wheel rounds deadlines up to
 /// its 16 µs tick.
@@ -1645,6 +1645,142 @@ fn a_timeout_whose_resends_all_come_back_dsacked_is_undone() {
     assert_eq!(undone.ssthresh, before.ssthresh);
     assert_eq!(undone.cwnd, 10_000, "{undone:?}");
     assert_eq!(h.stack.counters().tcp_dsack_undo, 1);
+}
+
+/// F-RTO's scenes: a connection without timestamps (SACK or not) sends
+/// eleven segments, a window, with four more waiting; the path holds
+/// them past the RTO (with SACK a tail loss probe of new data goes
+/// first), which resends the first segment alone (RFC 5682 §2 step 1).
+/// Returns the connection, where its data starts, and its `TCP_INFO`
+/// before the timeout and after it.
+fn timed_out_with_more_to_send(h: &mut Harness, sack: bool) -> (Conn, u32, [TcpInfo; 2]) {
+    let (c, b) = warmed_up(h, sack);
+    let o = |n: u32| ours(&c, b + n);
+    app_send(h, &c, vec![1; 15_000]);
+    assert_eq!(segs(h).len(), 11);
+    let before = h.stack.tcp_info(c.h).unwrap();
+    if sack {
+        run_until_output(h, Duration::from_secs(5)).expect("the probe");
+        assert_eq!(brief(&segs(h)), [(o(11_000), 1000)]);
+    }
+    run_until_output(h, Duration::from_secs(5)).expect("the RTO");
+    assert_eq!(brief(&segs(h)), [(o(0), 1000)]);
+    let cut = h.stack.tcp_info(c.h).unwrap();
+    (c, b, [before, cut])
+}
+
+/// F-RTO (RFC 5682 §2) finds a timeout needless without timestamps: the
+/// timeout resends only the first segment; its ACK sends two new segments
+/// instead of resending more (step 2 b); the next ACK acknowledges
+/// originals never sent again (step 3 b), so the path only stalled — the
+/// cut is given back by RFC 4015's response and nothing else is resent.
+/// Until 2026-12-01 such a timeout kept its cut and resent the whole
+/// flight go-back-N (the other nine segments here).
+//= https://www.rfc-editor.org/rfc/rfc5682#section-2
+//= type=test
+#[test]
+fn f_rto_finds_a_timeout_needless_without_timestamps() {
+    let mut h = Harness::new(newreno);
+    let (c, b, [before, _]) = timed_out_with_more_to_send(&mut h, false);
+    let o = |n: u32| ours(&c, b + n);
+    assert_eq!(h.stack.counters().tcp_timeouts, 1);
+    // The original first segment's ACK: step 2 b, two new segments.
+    h.send(ack(&c, b + 1000));
+    assert_eq!(brief(&segs(&mut h)), [(o(11_000), 1000), (o(12_000), 1000)]);
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
+    // The second original's ACK: step 3 b, the timeout was needless.
+    h.send(ack(&c, b + 2000));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 1);
+    let undone = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(undone.ssthresh, before.ssthresh, "{undone:?}");
+    // In flight (11 segments) plus what this ACK acknowledged.
+    assert_eq!(undone.cwnd, 11_000 + 1000, "{undone:?}");
+    // The rest are acknowledged as they arrive; none is sent again.
+    let rest = segs(&mut h);
+    assert!(
+        rest.iter()
+            .all(|s| s.seq == o(13_000) || s.seq == o(14_000)),
+        "{:?}",
+        brief(&rest)
+    );
+    h.send(ack(&c, b + 13_000));
+    segs(&mut h);
+    h.send(ack(&c, b + 15_000));
+    assert_eq!(h.stack.counters().tcp_retrans_segs, 1);
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().unacked_segs, 0);
+}
+
+/// F-RTO step 3 a (RFC 5682 §2): when the segments after the first were
+/// lost too, the new data of step 2 b arrives out of order and the peer
+/// answers with duplicate ACKs: the timeout stays a timeout (no undo, the
+/// threshold stays cut) and the go-back resend goes on from SND.UNA with
+/// a window of at most three segments. A dupack in step 2 (before any new
+/// data) also ends F-RTO.
+//= https://www.rfc-editor.org/rfc/rfc5682#section-2
+//= type=test
+#[test]
+fn f_rto_goes_back_when_the_loss_was_real() {
+    let mut h = Harness::new(newreno);
+    let (c, b, [_, cut]) = timed_out_with_more_to_send(&mut h, false);
+    let o = |n: u32| ours(&c, b + n);
+    // The resend's ACK (all the others were lost): new data, step 2 b.
+    h.send(ack(&c, b + 1000));
+    assert_eq!(brief(&segs(&mut h)), [(o(11_000), 1000), (o(12_000), 1000)]);
+    // It arrives above the hole: a duplicate ACK, step 3 a.
+    h.send(ack(&c, b + 1000));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
+    let after = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(after.ssthresh, cut.ssthresh);
+    assert!(after.cwnd <= 3000, "{after:?}");
+    // The resend goes on from SND.UNA.
+    let more = segs(&mut h);
+    assert_eq!(more[0].seq, o(1000), "{:?}", brief(&more));
+    assert!(bytes(&more) <= 3000, "{:?}", brief(&more));
+    // A later ACK of the resends undoes nothing.
+    h.send(ack(&c, b + 3000));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
+
+    // Another timeout; a dupack comes first: F-RTO ends at step 2 a, and
+    // the resend's ACK then goes on resending, no new data.
+    let mut h = Harness::new(newreno);
+    let (c, b, _) = timed_out_with_more_to_send(&mut h, false);
+    let o = |n: u32| ours(&c, b + n);
+    h.send(ack(&c, b));
+    h.send(ack(&c, b + 1000));
+    let more = segs(&mut h);
+    assert_eq!(more[0].seq, o(1000), "{:?}", brief(&more));
+}
+
+/// With SACK, F-RTO's step 3 a reads the loss from SACKs (RFC 5682 §3):
+/// the peer SACKs the new data of step 2 b; RACK marks the originals sent
+/// before it lost, and SACK recovery resends those (not the SACKed new
+/// data), without cutting the window again.
+//= https://www.rfc-editor.org/rfc/rfc5682#section-3
+//= type=test
+#[test]
+fn f_rto_with_sack_repairs_a_real_loss_from_the_sacks() {
+    let mut h = Harness::new(newreno);
+    let (c, b, [_, cut]) = timed_out_with_more_to_send(&mut h, true);
+    let o = |n: u32| ours(&c, b + n);
+    // The resend's ACK: step 2 b.
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, b + 1000));
+    assert_eq!(brief(&segs(&mut h)), [(o(12_000), 1000), (o(13_000), 1000)]);
+    // The peer SACKs them: the originals from o(1000) were lost.
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, b + 1000).sack(&[(o(12_000), o(13_000))]));
+    h.send(ack(&c, b + 1000).sack(&[(o(12_000), o(14_000))]));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
+    let after = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(after.ssthresh, cut.ssthresh, "{after:?}");
+    let more = segs(&mut h);
+    assert_eq!(more[0].seq, o(1000), "{:?}", brief(&more));
+    assert!(
+        more.iter()
+            .all(|s| s.seq != o(12_000) && s.seq != o(13_000)),
+        "{:?}",
+        brief(&more)
+    );
 }
 
 /// A second timeout in one loss episode keeps the first one's record: an

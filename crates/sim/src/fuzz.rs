@@ -109,9 +109,19 @@ impl Default for Harness {
 impl Harness {
     /// Two fresh hosts; B listens on port 80.
     pub fn new() -> Harness {
+        Harness::with_options(true, true)
+    }
+
+    /// The same, host A offering timestamps and SACK or not (so its
+    /// connections use them or not).
+    pub fn with_options(timestamps: bool, sack: bool) -> Harness {
         let now = Instant::from_millis(1);
         let mk = |i: usize| {
             let mut c = host_config(i, 3);
+            if i == 0 {
+                c.tcp.timestamps = timestamps;
+                c.tcp.sack = sack;
+            }
             // Small buffers reach window edges quickly.
             c.tcp.recv_buffer = 16 * 1024;
             c.tcp.send_buffer = 16 * 1024;
@@ -412,9 +422,12 @@ impl Harness {
     }
 }
 
-/// Run a whole scenario; `Err` describes the first broken property.
+/// Run a whole scenario; `Err` describes the first broken property. Its
+/// length picks whether the connections use timestamps and SACK (each
+/// of the four ways a quarter of the time: without timestamps a timeout
+/// runs F-RTO, without SACK recovery is NewReno's).
 pub fn run(ops: &[Op]) -> Result<(), String> {
-    let mut h = Harness::new();
+    let mut h = Harness::with_options(ops.len().is_multiple_of(2), ops.len() % 4 < 2);
     for (i, op) in ops.iter().enumerate() {
         h.step(op)
             .map_err(|e| format!("after op {i} ({op:?}): {e}"))?;

@@ -468,6 +468,11 @@ pub struct TransferConfig {
     /// byte the other's stack reports is at one of its marks and is the
     /// byte sent there, and that the last mark was reported.
     pub urgent_every: usize,
+    /// Both hosts offer timestamps (RFC 7323); without them a needless
+    /// timeout is found by F-RTO (RFC 5682) instead of the Eifel test.
+    pub timestamps: bool,
+    /// Both hosts offer SACK (RFC 2018).
+    pub sack: bool,
 }
 
 impl Default for TransferConfig {
@@ -481,6 +486,8 @@ impl Default for TransferConfig {
             time_limit: Duration::from_secs(3600),
             tweak: None,
             urgent_every: 0,
+            timestamps: true,
+            sack: true,
         }
     }
 }
@@ -512,7 +519,8 @@ pub struct TransferReport {
     /// Window reductions given back because every segment their recovery
     /// sent again was D-SACKed, both hosts.
     pub undos: u64,
-    /// Timeouts found needless by timestamps (RFC 3522), both hosts.
+    /// Timeouts found needless, both hosts: by timestamps (RFC 3522) or,
+    /// without them, by F-RTO (RFC 5682).
     pub spurious_rtos: u64,
     /// Virtual time until both sides had all data and EOF.
     pub sim_time_ms: f64,
@@ -616,6 +624,8 @@ impl Transfer {
         let mut cfgs = [host_config(0, c.seed), host_config(1, c.seed)];
         for h in &mut cfgs {
             h.tcp.cc = c.cc;
+            h.tcp.timestamps = c.timestamps;
+            h.tcp.sack = c.sack;
             if let Some(f) = c.tweak {
                 f(h);
             }

@@ -300,6 +300,26 @@ pub(crate) struct RtoCut {
     /// With timestamps, the TSval the timeout's first resend carries (or
     /// a later one), until the first ACK that moves SND.UNA decides.
     ts: Option<u32>,
+    /// Without them, where F-RTO stands ([`Frto`]).
+    frto: Option<Frto>,
+}
+
+/// F-RTO (RFC 5682 §2): a timeout found needless without timestamps. The
+/// timeout resends only the first segment; the ACK of it sends new data
+/// instead of resending more; the ACK after that decides — if it moves
+/// SND.UNA, it acknowledges an original never sent again, so the
+/// timeout was needless; if it is a duplicate, the loss was real and
+/// the resend goes on. Linux does the same (`tcp_process_loss`, its
+/// `tp->frto`), also with timestamps, where Ixora leaves the decision to
+/// the Eifel test ([`Tcb::undo_spurious_rto`]), which needs one ACK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Frto {
+    /// Step 1 done: the resend of the first segment ends here; waiting
+    /// for the first ACK that moves SND.UNA.
+    Resent { end: SeqNum },
+    /// Step 2 b: new data from `from` on (up to two segments) instead of
+    /// resends; waiting for the next ACK (step 3).
+    NewSent { from: SeqNum },
 }
 
 impl Rare {
@@ -1971,7 +1991,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if self.has(SACK_OK) {
             self.note_dsack_received(ctx, seg, ack);
         }
-        if ack.diff(self.snd_una) > 0 {
+        let advanced = ack.diff(self.snd_una) > 0;
+        if advanced {
             self.on_new_ack(ctx, seg, ack, acked.rtt_sample);
         } else if ack == self.snd_una && outstanding {
             // RFC 6675 §2: with SACK, an ACK that SACKs new data is a
@@ -1984,6 +2005,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 seg.payload_len == 0 && !seg.flags.fin() && new_wnd == self.snd_wnd
             };
             if dup {
+                self.frto_on_dupack();
                 self.on_dupack(ctx);
             }
         }
@@ -2012,6 +2034,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 self.flags &= !SEND_BLOCKED;
                 self.emit_event(ev::SENT);
             }
+        }
+        if advanced {
+            // (With the window this ACK offers.)
+            self.frto_step2(ack);
         }
 
         let fin_acked = self.fin_sent() && ack.diff(self.fin_seq) > 0;
@@ -2221,6 +2247,94 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         true
     }
 
+    /// Where F-RTO stands, if it runs ([`Frto`]).
+    fn frto(&self) -> Option<Frto> {
+        self.rare.as_deref()?.undo?.rto?.frto
+    }
+
+    fn set_frto(&mut self, f: Option<Frto>) {
+        if let Some(c) = self
+            .rare
+            .as_deref_mut()
+            .and_then(|r| r.undo.as_mut()?.rto.as_mut())
+        {
+            c.frto = f;
+        }
+    }
+
+    fn frto_off(&mut self) {
+        self.set_frto(None);
+    }
+
+    /// F-RTO step 2 (RFC 5682 §2), at the first ACK after a timeout that
+    /// moved SND.UNA (to `ack`): (a) if it does not cover the resend, or
+    /// covers all that was sent before the timeout (nothing is left to
+    /// tell apart), or SACKs show a hole above it (RFC 5682 §3), the
+    /// resend goes on; (b) otherwise up to two segments of new data go
+    /// instead of resends, if there is any and the window takes it
+    /// (else as (a)). Called after the ACK's window is taken.
+    //= https://www.rfc-editor.org/rfc/rfc5682#section-2
+    fn frto_step2(&mut self, ack: SeqNum) {
+        let Some(Frto::Resent { end }) = self.frto() else {
+            return;
+        };
+        let seq_end = if self.has(SHUT_WR) {
+            self.fin_seq + 1
+        } else {
+            self.data_end()
+        };
+        let mss = self.cur_mss();
+        let go_on = ack.diff(end) < 0
+            || ack.diff(self.recover) >= 0
+            || self.recs.sacked() > 0
+            || self
+                .new_data(self.snd_max, mss, 2 * mss as u32, seq_end)
+                .is_none();
+        if go_on {
+            self.frto_off();
+        } else {
+            self.set_frto(Some(Frto::NewSent { from: self.snd_max }));
+            self.snd_nxt = self.snd_max;
+        }
+    }
+
+    /// F-RTO step 3 b (RFC 5682 §2), at an ACK that moved SND.UNA after
+    /// step 2 sent new data: it acknowledges data that was not sent again
+    /// (only the first segment was, and step 2's ACK covered it), so the
+    /// timeout was needless — its reduction is given back (RFC 4015,
+    /// [`Tcb::give_back`]). True if so.
+    //= https://www.rfc-editor.org/rfc/rfc5682#section-2
+    fn frto_step3(&mut self, ctx: &mut Ctx, acked: u32) -> bool {
+        if !matches!(self.frto(), Some(Frto::NewSent { .. })) {
+            return false;
+        }
+        let Some(u) = self.rare.as_deref_mut().and_then(|r| r.undo.take()) else {
+            return false;
+        };
+        ctx.counters.tcp_spurious_rtos += 1;
+        self.give_back(u, acked);
+        true
+    }
+
+    /// F-RTO at a duplicate ACK (RFC 5682 §2 steps 2 a and 3 a): the
+    /// loss was real. After step 2's new data the resend goes on from
+    /// SND.UNA in slow start with a window of at most three segments
+    /// (with SACK, from what the SACKs now show lost: RACK finds the
+    /// originals, sent before the new data the peer SACKed).
+    //= https://www.rfc-editor.org/rfc/rfc5682#section-2
+    fn frto_on_dupack(&mut self) {
+        let Some(f) = self.frto() else {
+            return;
+        };
+        self.frto_off();
+        if let Frto::NewSent { .. } = f {
+            if !self.has(SACK_OK) {
+                self.snd_nxt = self.snd_una;
+            }
+            self.win.cwnd = self.win.cwnd.min(3 * self.mss());
+        }
+    }
+
     /// A needless reduction is given back: a recovery's window and
     /// threshold are what they were before it, or more (RFC 3708, as
     /// Linux). A timeout's, by the Eifel response (RFC 4015 §4): the
@@ -2405,7 +2519,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if recovered {
             self.recovery_ended();
         }
-        let undone = self.undo_spurious_rto(ctx, seg, acked);
+        let undone = self.undo_spurious_rto(ctx, seg, acked) || self.frto_step3(ctx, acked);
         if self.rare.is_some() {
             self.expire_rare();
         }
@@ -2534,6 +2648,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// Fast retransmit and fast recovery (RFC 6675 §5, RFC 6582 §3.2).
     fn enter_recovery(&mut self, ctx: &mut Ctx) {
+        // (A loss found: what F-RTO would tell apart is known.)
+        self.frto_off();
         // RFC 6582 §3.2 step 2: only if the ACK covers more than `recover`
         // (one window reduction per loss episode) — or, with SACK, when a
         // segment sent after the last reduction is known lost (a new
@@ -3028,6 +3144,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     // once it opens.
                     self.snd_nxt = self.snd_una;
                     self.flags &= !(IN_RECOVERY | RETX_FIRST | TLP_PROBE | TLP_OUT);
+                    self.frto_off();
                     self.rtt.back_off();
                     self.send_window_probe(ctx);
                     if self.state != State::Closed {
@@ -3049,6 +3166,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 // `tcp_enter_loss`).
                 if self.retries == 0 && !self.in_recovery() {
                     let flight = self.snd_max.since(self.snd_una) as u32;
+                    // F-RTO (RFC 5682 §2 step 1) without timestamps, and
+                    // only with no sign of a loss yet: a SACKed segment
+                    // or a duplicate ACK says a segment before it is
+                    // missing, which a stall does not do (RFC 5682 §3's
+                    // SACK-enhanced version reads the same from SACKs).
+                    let frto = (!self.has(TS_OK) && self.recs.sacked() == 0 && self.dupacks == 0)
+                        .then(|| Frto::Resent {
+                            end: (self.snd_una + self.cur_mss()).min(self.snd_max),
+                        });
                     self.keep_undo(Some(RtoCut {
                         pipe: flight.max(self.win.ssthresh),
                         // (Its resends leave after this, at this tick or
@@ -3056,7 +3182,12 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                         ts: self
                             .has(TS_OK)
                             .then(|| ts_clock(ctx.now).wrapping_add(self.ts_offset)),
+                        frto,
                     }));
+                } else {
+                    // (RFC 5682 §2 step 1: not for a timeout within a
+                    // recovery, nor again for one that recurs.)
+                    self.frto_off();
                 }
                 self.retries += 1;
                 ctx.counters.tcp_timeouts += 1;
@@ -3290,6 +3421,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             if self.snd_max.diff(start) > 0 {
                 return self.range(start, self.snd_max, true);
             }
+        }
+        if let Some(Frto::NewSent { from }) = self.frto() {
+            // F-RTO step 2 b (RFC 5682 §2): up to two new segments, whatever
+            // is in flight (the window allows two segments; F-RTO only
+            // chooses which), then wait for the ACK that decides.
+            let room = (2 * mss as u32).saturating_sub(self.snd_max.since(from) as u32);
+            return self.new_data(self.snd_max, mss, room, seq_end);
         }
         // Normal operation, including the go-back-N resend after an RTO
         // (SND.NXT < SND.MAX). RFC 3042 limited transmit: the first two
@@ -3765,6 +3903,11 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
         if let Err(m) = self.rare.as_ref().map_or(Ok(()), |r| r.dsack.check()) {
             return e(m);
+        }
+        if let Some(Frto::Resent { end: at } | Frto::NewSent { from: at }) = self.frto() {
+            if self.has(IN_RECOVERY) || self.has(TS_OK) || at.diff(self.snd_max) > 0 {
+                return e("F-RTO running in a recovery, with timestamps, or beyond SND.MAX");
+            }
         }
         Ok(())
     }
