@@ -11,6 +11,7 @@
 mod common;
 use common::*;
 use ixora_core::wire::arp::Operation;
+use ixora_core::wire::icmpv4::Icmpv4Repr;
 use ixora_core::wire::tcp::Flags;
 use ixora_core::{CcAlgorithm, ConnHandle, DeadReason, Duration, Event, State, TcpInfo};
 
@@ -1669,6 +1670,19 @@ fn timed_out_with_more_to_send(h: &mut Harness, sack: bool) -> (Conn, u32, [TcpI
     (c, b, [before, cut])
 }
 
+/// The same with SACK, and the resend's ACK 100 ms later: F-RTO's step
+/// 2 b sends two new segments (after the probe's). Returns the
+/// connection, where its data starts, and its `TCP_INFO` after the
+/// timeout.
+fn new_data_after_a_timeout_with_sack(h: &mut Harness) -> (Conn, u32, TcpInfo) {
+    let (c, b, [_, cut]) = timed_out_with_more_to_send(h, true);
+    let o = |n: u32| ours(&c, b + n);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, b + 1000));
+    assert_eq!(brief(&segs(h)), [(o(12_000), 1000), (o(13_000), 1000)]);
+    (c, b, cut)
+}
+
 /// F-RTO (RFC 5682 §2) finds a timeout needless without timestamps: the
 /// timeout resends only the first segment; its ACK sends two new segments
 /// instead of resending more (step 2 b); the next ACK acknowledges
@@ -1696,18 +1710,41 @@ fn f_rto_finds_a_timeout_needless_without_timestamps() {
     // In flight (11 segments) plus what this ACK acknowledged.
     assert_eq!(undone.cwnd, 11_000 + 1000, "{undone:?}");
     // The rest are acknowledged as they arrive; none is sent again.
-    let rest = segs(&mut h);
-    assert!(
-        rest.iter()
-            .all(|s| s.seq == o(13_000) || s.seq == o(14_000)),
-        "{:?}",
-        brief(&rest)
-    );
+    // (The window: 11 segments in flight plus this ACK's one.)
+    assert_eq!(brief(&segs(&mut h)), [(o(13_000), 1000)]);
     h.send(ack(&c, b + 13_000));
     segs(&mut h);
     h.send(ack(&c, b + 15_000));
     assert_eq!(h.stack.counters().tcp_retrans_segs, 1);
     assert_eq!(h.stack.tcp_info(c.h).unwrap().unacked_segs, 0);
+}
+
+/// The ACKs a stall held come together: the one that decides may arrive
+/// before step 2's new data has left. It acknowledges originals never
+/// sent again all the same, so the timeout is undone. Found on a real
+/// path (`ixora impair` stalling the ACK direction, Linux receiving
+/// without timestamps) on 2026-12-01, when a fix from review required
+/// the new data to have left first: no timeout was found needless, and
+/// each resent a window (491–742 resends per 10 s run against 162–188).
+//= https://www.rfc-editor.org/rfc/rfc5682#section-2
+//= type=test
+#[test]
+fn f_rto_undoes_when_the_held_acks_come_together() {
+    let mut h = Harness::new(newreno);
+    let (c, b, [before, _]) = timed_out_with_more_to_send(&mut h, false);
+    let o = |n: u32| ours(&c, b + n);
+    // Both ACKs in one batch, nothing sent between them.
+    for n in [1000, 2000] {
+        h.stack
+            .handle_frame(h.now, Harness::tcp_frame(&ack(&c, b + n)));
+    }
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 1);
+    assert_eq!(h.stack.tcp_info(c.h).unwrap().ssthresh, before.ssthresh);
+    h.drain();
+    // New data only (SND.NXT at SND.MAX): nothing is resent.
+    let out = segs(&mut h);
+    assert_eq!(out[0].seq, o(11_000), "{:?}", brief(&out));
+    assert_eq!(h.stack.counters().tcp_retrans_segs, 1);
 }
 
 /// F-RTO step 3 a (RFC 5682 §2): when the segments after the first were
@@ -1749,6 +1786,11 @@ fn f_rto_goes_back_when_the_loss_was_real() {
     h.send(ack(&c, b + 1000));
     let more = segs(&mut h);
     assert_eq!(more[0].seq, o(1000), "{:?}", brief(&more));
+    assert!(
+        more.iter().all(|s| s.seq.wrapping_sub(o(0)) < 11_000),
+        "{:?}",
+        brief(&more)
+    );
 }
 
 /// With SACK, F-RTO's step 3 a reads the loss from SACKs (RFC 5682 §3):
@@ -1760,12 +1802,8 @@ fn f_rto_goes_back_when_the_loss_was_real() {
 #[test]
 fn f_rto_with_sack_repairs_a_real_loss_from_the_sacks() {
     let mut h = Harness::new(newreno);
-    let (c, b, [_, cut]) = timed_out_with_more_to_send(&mut h, true);
+    let (c, b, cut) = new_data_after_a_timeout_with_sack(&mut h);
     let o = |n: u32| ours(&c, b + n);
-    // The resend's ACK: step 2 b.
-    h.advance(Duration::from_millis(100));
-    h.send(ack(&c, b + 1000));
-    assert_eq!(brief(&segs(&mut h)), [(o(12_000), 1000), (o(13_000), 1000)]);
     // The peer SACKs them: the originals from o(1000) were lost.
     h.advance(Duration::from_millis(100));
     h.send(ack(&c, b + 1000).sack(&[(o(12_000), o(13_000))]));
@@ -1781,6 +1819,106 @@ fn f_rto_with_sack_repairs_a_real_loss_from_the_sacks() {
         "{:?}",
         brief(&more)
     );
+}
+
+/// F-RTO's new data may pass Nagle and the cork (RFC 5682 §2 step 2 b;
+/// Linux pushes it with `TCP_NAGLE_OFF`): with Nagle on, a small segment
+/// out and a small write waiting, step 2 sends the write; the duplicate
+/// ACK it draws shows the loss real, and the resend goes on. Found by
+/// review on 2026-12-01: step 2 found the write sendable, the send path
+/// then held it for Nagle, and nothing went until a second timeout.
+//= https://www.rfc-editor.org/rfc/rfc5682#section-2
+//= type=test
+#[test]
+fn f_rto_new_data_passes_nagle() {
+    let mut h = Harness::new(|c| {
+        newreno(c);
+        c.tcp.nagle = true;
+    });
+    let (c, b) = warmed_up(&mut h, false);
+    let o = |n: u32| ours(&c, b + n);
+    app_send(&mut h, &c, vec![1; 1300]);
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000), (o(1000), 300)]);
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    app_send(&mut h, &c, vec![2; 200]);
+    h.send(ack(&c, b + 1000));
+    assert_eq!(brief(&segs(&mut h)), [(o(1300), 200)]);
+    // (Go-back-N: the resend runs on through the new data.)
+    h.send(ack(&c, b + 1000));
+    assert_eq!(brief(&segs(&mut h)), [(o(1000), 500)]);
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
+}
+
+/// While F-RTO waits for the ACK that decides, no tail loss probe goes
+/// (its ACK would move SND.UNA over a resend and pass for an original's),
+/// and an ACK that moves SND.UNA while SACKing the new data above a hole
+/// shows the loss real (RFC 5682 §3 step 3 a): no undo either way. Found
+/// by review on 2026-12-01: the probe's ACK undid a real loss episode.
+//= https://www.rfc-editor.org/rfc/rfc5682#section-3
+//= type=test
+#[test]
+fn f_rto_is_not_fooled_by_a_probe_or_a_partial_ack_with_sacks() {
+    let mut h = Harness::new(newreno);
+    let (c, b, cut) = new_data_after_a_timeout_with_sack(&mut h);
+    let o = |n: u32| ours(&c, b + n);
+    // Silence: the next thing sent is the timeout's resend, not a probe.
+    let probes = h.stack.counters().tcp_loss_probes;
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
+    assert_eq!(h.stack.counters().tcp_loss_probes, probes);
+    assert_eq!(h.stack.counters().tcp_timeouts, 2);
+    assert_eq!(segs(&mut h)[0].seq, o(1000));
+
+    // Again, and the ACK after the new data moves SND.UNA by one segment
+    // while SACKing the new data: segments 3 to 11 were lost.
+    let mut h = Harness::new(newreno);
+    let (c, b, cut2) = new_data_after_a_timeout_with_sack(&mut h);
+    let o = |n: u32| ours(&c, b + n);
+    assert_eq!(cut2.ssthresh, cut.ssthresh);
+    h.advance(Duration::from_millis(100));
+    h.send(ack(&c, b + 2000).sack(&[(o(12_000), o(13_000))]));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
+    let after = h.stack.tcp_info(c.h).unwrap();
+    assert_eq!(after.ssthresh, cut2.ssthresh, "{after:?}");
+    let more = segs(&mut h);
+    assert_eq!(more[0].seq, o(2000), "{:?}", brief(&more));
+}
+
+/// A smaller path MTU while F-RTO waits for the ACK that decides ends
+/// it: everything goes again at the new size from SND.UNA (RFC 1191), and
+/// the ACK of that resend is not taken for an original's. Found by review
+/// on 2026-12-01: the go-back was ignored while F-RTO's new data had used
+/// its two segments, and nothing went until the next timeout.
+//= https://www.rfc-editor.org/rfc/rfc5682#section-2
+//= type=test
+#[test]
+fn a_smaller_path_mtu_ends_f_rto() {
+    let mut h = Harness::new(newreno);
+    let (c, b, _) = timed_out_with_more_to_send(&mut h, false);
+    let o = |n: u32| ours(&c, b + n);
+    h.send(ack(&c, b + 1000));
+    assert_eq!(brief(&segs(&mut h)), [(o(11_000), 1000), (o(12_000), 1000)]);
+    // "Fragmentation needed, next-hop MTU 800" for the first new segment.
+    let mut quoted = [0u8; 28];
+    quoted[0] = 0x45;
+    quoted[9] = 6;
+    quoted[12..16].copy_from_slice(&US.octets());
+    quoted[16..20].copy_from_slice(&PEER.octets());
+    quoted[20..22].copy_from_slice(&c.port.to_be_bytes());
+    quoted[22..24].copy_from_slice(&PEER_PORT.to_be_bytes());
+    quoted[24..28].copy_from_slice(&o(11_000).to_be_bytes());
+    h.send_raw(Harness::icmp_frame(&Icmpv4Repr::DstUnreachable {
+        code: 4,
+        next_hop_mtu: 800,
+        original: &quoted,
+    }));
+    assert_eq!(h.stack.counters().tcp_pmtu_reductions, 1);
+    // (The window after step 2's ACK: two segments of the old size.)
+    let again = segs(&mut h);
+    assert_eq!(brief(&again[..1]), [(o(1000), 760)]);
+    assert_eq!(bytes(&again), 2000, "{:?}", brief(&again));
+    h.send(ack(&c, b + 1760));
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
 }
 
 /// A second timeout in one loss episode keeps the first one's record: an

@@ -318,8 +318,11 @@ pub(crate) enum Frto {
     /// for the first ACK that moves SND.UNA.
     Resent { end: SeqNum },
     /// Step 2 b: new data from `from` on (up to two segments) instead of
-    /// resends; waiting for the next ACK (step 3).
-    NewSent { from: SeqNum },
+    /// resends; waiting for the next ACK (step 3). `resent`: the
+    /// episode's resends then ([`Undo`]'s `sent`): one more since (a tail
+    /// loss probe, the go-back resend when no new data could go) and an
+    /// ACK moving SND.UNA no longer shows an original arrived.
+    NewSent { from: SeqNum, resent: u32 },
 }
 
 impl Rare {
@@ -1593,6 +1596,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         self.mss_base = base;
         self.seg_mss = if self.has(TS_OK) { base - 12 } else { base };
         self.win.mss = u32::from(self.seg_mss);
+        // (Everything goes again: nothing is left for F-RTO to tell.)
+        self.frto_off();
         self.go_back();
         ctx.counters.tcp_pmtu_reductions += 1;
     }
@@ -2288,13 +2293,15 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             || ack.diff(self.recover) >= 0
             || self.recs.sacked() > 0
             || self
-                .new_data(self.snd_max, mss, 2 * mss as u32, seq_end)
+                .new_data(self.snd_max, mss, 2 * mss as u32, seq_end, true)
                 .is_none();
-        if go_on {
-            self.frto_off();
-        } else {
-            self.set_frto(Some(Frto::NewSent { from: self.snd_max }));
-            self.snd_nxt = self.snd_max;
+        let resent = self.rare.as_deref().and_then(|r| r.undo).map(|u| u.sent);
+        match resent {
+            Some(resent) if !go_on => self.set_frto(Some(Frto::NewSent {
+                from: self.snd_max,
+                resent,
+            })),
+            _ => self.frto_off(),
         }
     }
 
@@ -2305,12 +2312,30 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// [`Tcb::give_back`]). True if so.
     //= https://www.rfc-editor.org/rfc/rfc5682#section-2
     fn frto_step3(&mut self, ctx: &mut Ctx, acked: u32) -> bool {
-        if !matches!(self.frto(), Some(Frto::NewSent { .. })) {
-            return false;
-        }
-        let Some(u) = self.rare.as_deref_mut().and_then(|r| r.undo.take()) else {
+        let Some(Frto::NewSent { resent, .. }) = self.frto() else {
             return false;
         };
+        let Some(u) = self.rare.as_deref().and_then(|r| r.undo) else {
+            return false;
+        };
+        if u.sent != resent {
+            // Something was sent again since (the go-back resend, when no
+            // new data could go after all): this ACK may be a resend's.
+            // The timeout stands. (One that comes before the new data
+            // left — the ACKs a stall held arrive together — acknowledges
+            // originals all the same.)
+            self.frto_off();
+            return false;
+        }
+        if self.recs.sacked() > 0 {
+            // It SACKs data with a hole below (RFC 5682 §3 step 3 a: the
+            // new data arrived, originals did not).
+            self.frto_real_loss();
+            return false;
+        }
+        if let Some(r) = self.rare.as_deref_mut() {
+            r.undo = None;
+        }
         ctx.counters.tcp_spurious_rtos += 1;
         self.give_back(u, acked);
         true
@@ -2323,15 +2348,23 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// originals, sent before the new data the peer SACKed).
     //= https://www.rfc-editor.org/rfc/rfc5682#section-2
     fn frto_on_dupack(&mut self) {
-        let Some(f) = self.frto() else {
-            return;
-        };
+        match self.frto() {
+            Some(Frto::NewSent { .. }) => self.frto_real_loss(),
+            Some(Frto::Resent { .. }) => self.frto_off(),
+            None => {}
+        }
+    }
+
+    /// F-RTO step 3 a: the loss was real. The window is at most three
+    /// segments; without SACK the go-back resend goes on from SND.NXT
+    /// (where it stopped at step 2); with SACK, SACK recovery repairs what
+    /// RACK marks lost (the originals sent before the new data the peer
+    /// SACKed), which it does only with SND.NXT at SND.MAX.
+    fn frto_real_loss(&mut self) {
         self.frto_off();
-        if let Frto::NewSent { .. } = f {
-            if !self.has(SACK_OK) {
-                self.snd_nxt = self.snd_una;
-            }
-            self.win.cwnd = self.win.cwnd.min(3 * self.mss());
+        self.win.cwnd = self.win.cwnd.min(3 * self.mss());
+        if self.has(SACK_OK) {
+            self.snd_nxt = self.snd_max;
         }
     }
 
@@ -2594,6 +2627,8 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             && !self.has(IN_RECOVERY | TLP_OUT)
             && self.retries == 0
             && self.rtt.has_sample()
+            // (F-RTO's step 3 reads the next ACK: a probe's would mislead.)
+            && self.frto().is_none()
     }
 
     /// Start the retransmission timer — as a probe timeout when TLP is
@@ -3407,13 +3442,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             if flight >= self.win.cwnd {
                 return None;
             }
-            return self.new_data(self.snd_max, mss, self.win.cwnd - flight, seq_end);
+            return self.new_data(self.snd_max, mss, self.win.cwnd - flight, seq_end, false);
         }
         if self.has(TLP_PROBE) {
             // RFC 8985 §7.3: new data if the peer's window allows, else the
             // last segment again.
             if self.snd_nxt == self.snd_max {
-                if let Some(o) = self.new_data(self.snd_max, mss, u32::MAX, seq_end) {
+                if let Some(o) = self.new_data(self.snd_max, mss, u32::MAX, seq_end, false) {
                     return Some(o);
                 }
             }
@@ -3422,12 +3457,20 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 return self.range(start, self.snd_max, true);
             }
         }
-        if let Some(Frto::NewSent { from }) = self.frto() {
+        if let Some(Frto::NewSent { from, .. }) = self.frto() {
             // F-RTO step 2 b (RFC 5682 §2): up to two new segments, whatever
             // is in flight (the window allows two segments; F-RTO only
-            // chooses which), then wait for the ACK that decides.
+            // chooses which), then wait for the ACK that decides. SND.NXT
+            // stays where the go-back resend is: if none could go after
+            // all (the window shrank since step 2), it goes on from there
+            // (and step 3 finds nothing to decide).
             let room = (2 * mss as u32).saturating_sub(self.snd_max.since(from) as u32);
-            return self.new_data(self.snd_max, mss, room, seq_end);
+            if let Some(o) = self.new_data(self.snd_max, mss, room, seq_end, true) {
+                return Some(o);
+            }
+            if self.snd_max != from {
+                return None;
+            }
         }
         // Normal operation, including the go-back-N resend after an RTO
         // (SND.NXT < SND.MAX). RFC 3042 limited transmit: the first two
@@ -3442,12 +3485,21 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if flight >= cwnd {
             return None;
         }
-        self.new_data(self.snd_nxt, mss, cwnd - flight, seq_end)
+        self.new_data(self.snd_nxt, mss, cwnd - flight, seq_end, false)
     }
 
     /// Data starting at `from` under congestion room `cwnd_room`, with
-    /// sender SWS avoidance (RFC 1122 §4.2.3.4) and Nagle.
-    fn new_data(&self, from: SeqNum, mss: usize, cwnd_room: u32, seq_end: SeqNum) -> Option<Out> {
+    /// sender SWS avoidance (RFC 1122 §4.2.3.4) and Nagle — unless `push`
+    /// (F-RTO's new data, RFC 5682 §2 step 2 b, which may override Nagle:
+    /// as Linux's `tcp_xmit_recovery`, `TCP_CORK` too).
+    fn new_data(
+        &self,
+        from: SeqNum,
+        mss: usize,
+        cwnd_room: u32,
+        seq_end: SeqNum,
+        push: bool,
+    ) -> Option<Out> {
         let data_end = self.data_end();
         let avail = data_end.since(from);
         let rexmit = from.diff(self.snd_max) < 0;
@@ -3476,6 +3528,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if len == avail
             && len < mss
             && !rexmit
+            && !push
             && self.cork_holds()
             && !self.has(SHUT_WR)
             && !urgent
@@ -3485,7 +3538,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             // a FIN rides.
             return None;
         }
-        if len == avail && len < mss && !rexmit && !self.has(NODELAY) && !urgent {
+        if len == avail && len < mss && !rexmit && !push && !self.has(NODELAY) && !urgent {
             // Nagle (RFC 1122 §4.2.3.4) in Minshall's variant, as Linux's
             // `tcp_nagle_check`: hold a small segment while a small one
             // sent before is unacknowledged. (Holding it while any data is
@@ -3529,6 +3582,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                 mss,
                 self.win.cwnd.saturating_sub(pipe),
                 seq_end,
+                false,
             ) {
                 return Some(o);
             }
@@ -3904,7 +3958,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if let Err(m) = self.rare.as_ref().map_or(Ok(()), |r| r.dsack.check()) {
             return e(m);
         }
-        if let Some(Frto::Resent { end: at } | Frto::NewSent { from: at }) = self.frto() {
+        if let Some(Frto::Resent { end: at } | Frto::NewSent { from: at, .. }) = self.frto() {
             if self.has(IN_RECOVERY) || self.has(TS_OK) || at.diff(self.snd_max) > 0 {
                 return e("F-RTO running in a recovery, with timestamps, or beyond SND.MAX");
             }
