@@ -46,10 +46,16 @@ struct Setup {
     serve: Proc,
     /// The Linux side's interface (in `lx`).
     lx_if: String,
-    // Drop order: the service, then links, then namespaces.
+    // Drop order: the service and the bridge, then links, then namespaces.
+    /// `ixora impair` between the two, if the setup has a path
+    /// ([`Setup::over_path`]).
+    _bridge: Option<Proc>,
+    /// The service's link (towards Linux, or towards the bridge).
     _link: Veth,
+    _path_link: Option<Veth>,
     lx: NetNs,
     ix: NetNs,
+    _r: Option<NetNs>,
 }
 
 /// `ixora run` loads `libixora_preload.so` from beside the binary. `cargo
@@ -93,19 +99,50 @@ impl Setup {
 
     /// A setup whose `ixora serve` gets `extra` arguments.
     fn with(extra: &[&str]) -> Setup {
+        Setup::build(extra, None)
+    }
+
+    /// A setup whose two namespaces are joined through a third, where
+    /// `ixora impair` with `impair`'s options bridges two veth pairs (a
+    /// path with delay, rate, loss, stalls...).
+    fn over_path(impair: &[&str]) -> Setup {
+        Setup::build(&[], Some(impair))
+    }
+
+    fn build(extra: &[&str], impair: Option<&[&str]>) -> Setup {
         ensure_preload();
         let ix = NetNs::new("sk").expect("namespace");
         let lx = NetNs::new("sk").expect("namespace");
         ix.disable_ipv6().unwrap();
         lx.disable_ipv6().unwrap();
-        let v = Veth::new("sk", 1, Some(&ix), Some(&lx)).expect("veth");
+        let r = impair.map(|_| NetNs::new("sk").expect("namespace"));
+        let v = Veth::new("sk", 1, Some(&ix), r.as_ref().or(Some(&lx))).expect("veth");
+        let w = r
+            .as_ref()
+            .map(|r| Veth::new("skp", 1, Some(r), Some(&lx)).expect("veth"));
+        let lx_if = w.as_ref().map_or(v.b.clone(), |w| w.b.clone());
         ix.ip(&["link", "set", &v.a, "up"]).unwrap();
         ix.ip(&["link", "set", "lo", "up"]).unwrap();
         lx.ip(&["link", "set", "lo", "up"]).unwrap();
-        lx.addr(&v.b, "198.18.9.1".parse().unwrap(), 24).unwrap();
+        lx.addr(&lx_if, "198.18.9.1".parse().unwrap(), 24).unwrap();
         // Frames towards Ixora must fit its buffers: no TSO/GSO.
-        lx.exec("ethtool", &["-K", &v.b, "tso", "off", "gso", "off"])
+        lx.exec("ethtool", &["-K", &lx_if, "tso", "off", "gso", "off"])
             .unwrap();
+        let bridge = match (&r, &w, impair) {
+            (Some(r), Some(w), Some(opts)) => {
+                r.disable_ipv6().unwrap();
+                for dev in [&v.b, &w.a] {
+                    r.ip(&["link", "set", dev, "up"]).unwrap();
+                }
+                let mut c = r.command(BIN);
+                c.args(["impair", &v.b, &w.a, "--duration-s", "120"])
+                    .args(opts);
+                let b = Proc::spawn(c, "impair");
+                std::thread::sleep(Duration::from_millis(300));
+                Some(b)
+            }
+            _ => None,
+        };
         let socket = std::env::temp_dir()
             .join(unique_name("ixora-svc", false) + ".sock")
             .display()
@@ -131,10 +168,13 @@ impl Setup {
         Setup {
             socket,
             serve,
-            lx_if: v.b.clone(),
+            lx_if,
+            _bridge: bridge,
             _link: v,
+            _path_link: w,
             lx,
             ix,
+            _r: r,
         }
     }
 
@@ -235,6 +275,25 @@ impl Setup {
             serde_json::Value::Array(asleep),
             self.stats()
         )
+    }
+
+    /// The Linux iperf3 client with `args` against a one-off server `srv`
+    /// just started under `ixora run`, tried again for 15 s while the
+    /// server is not listening yet (no probe: a one-off server would take
+    /// it for its test); each try bounded by `secs`.
+    fn iperf3(&self, srv: &mut Proc, args: &[&str], secs: u64) -> std::process::Output {
+        let t = Instant::now();
+        loop {
+            let out = self.client(args, secs);
+            // (iperf3 --json may exit 0 with an "error" in its report,
+            // as when the server is not listening yet.)
+            let refused = String::from_utf8_lossy(&out.stdout).contains("\"error\"");
+            if (out.status.success() && !refused) || t.elapsed() > Duration::from_secs(15) {
+                return out;
+            }
+            assert!(srv.running(), "iperf3 server exited:\n{}", srv.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// Run a client in the Linux namespace (bounded by `timeout`).
@@ -6404,6 +6463,77 @@ fn an_idle_service_looks_again_before_it_sleeps_until_traffic_stops() {
     );
 }
 
+/// Over a path that stalls for longer than any RTO (`ixora impair`
+/// between the namespaces: 200 Mbit/s, 0.5 ms each way, a 4 MiB queue so
+/// that nothing is dropped, stalls of 300 ms about a second apart each
+/// way), iperf3 under `ixora run` sends to the Linux iperf3 client: the
+/// timeouts its stalls cause are needless, and Ixora finds them — by the
+/// timestamps Linux echoes (RFC 3522) and, with the client's timestamps
+/// off (Windows' default), by F-RTO (RFC 5682) — and gives their cut
+/// back; the bytes arrive whole. Before 2026-12-01 F-RTO did not exist and
+/// every such timeout without timestamps resent the flight go-back-N.
+//= https://www.rfc-editor.org/rfc/rfc5682#section-2
+//= type=test
+#[test]
+fn over_a_stalling_path_needless_timeouts_are_found_and_undone() {
+    if !need(&["iperf3"]) {
+        return;
+    }
+    let _g = serial();
+    for timestamps in [true, false] {
+        let net = Setup::over_path(&[
+            "--rate-mbps",
+            "200",
+            "--delay-us",
+            "500",
+            "--queue",
+            "4MiB",
+            "--stall-every-ms",
+            "1000",
+            "--stall-ms",
+            "300",
+        ]);
+        if !timestamps {
+            net.lx
+                .exec("sysctl", &["-qw", "net.ipv4.tcp_timestamps=0"])
+                .expect("sysctl");
+        }
+        let mut srv = net.run("iperf3", &["iperf3", "-s", "-1", "-p", "5401"]);
+        let args = ["iperf3", "-c", IX, "-p", "5401", "-t", "6", "-R", "--json"];
+        let out = net.iperf3(&mut srv, &args, 40);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "iperf3 client:\n{text}");
+        let j: serde_json::Value = serde_json::from_str(&text).expect("iperf3 JSON");
+        let got = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+        // (The stack's counters are named by what they count.)
+        let st = net.stats();
+        let n = |tag: &str| {
+            st["stack"]
+                .as_object()
+                .and_then(|m| m.iter().find(|(k, _)| k.contains(tag)))
+                .and_then(|(_, v)| v.as_u64())
+                .unwrap_or(0)
+        };
+        let (timeouts, needless) = (n("(TCPTimeouts)"), n("TCPSpuriousRTOs"));
+        let what = format!(
+            "timestamps {timestamps}: {got} bytes, {timeouts} timeouts, {needless} found \
+             needless, {} retransmitted",
+            n("(tcpRetransSegs)")
+        );
+        eprintln!("{what}");
+        // (Six seconds meet about six stalls each way; a stall of the
+        // data's direction alone need not outlast the RTO at once.)
+        assert!(got > 10_000_000, "{what}\n{text}");
+        assert!(timeouts >= 2, "the stalls made no timeout: {what}");
+        assert!(
+            needless * 4 >= timeouts * 3,
+            "{what}\n{}",
+            net.sockets_report()
+        );
+        srv.wait_exit(Duration::from_secs(10));
+    }
+}
+
 /// iperf3, a dual-stack program (its listener is an AF_INET6 socket bound
 /// to `::`, which carries IPv4 as v4-mapped addresses), under `ixora run`
 /// with the Linux iperf3 client: bulk transfer both ways, the bytes
@@ -6422,26 +6552,14 @@ fn iperf3_a_dual_stack_program_moves_bulk_both_ways() {
     {
         let port = (5301 + i).to_string();
         let mut srv = net.run("iperf3", &["iperf3", "-s", "-1", "-p", &port]);
-        // (No probe connection: a one-off server would take it as its test.)
-        let t = Instant::now();
-        let out = loop {
-            let mut args = vec!["iperf3", "-c", IX, "-p", &port, "-t", "2", "--json"];
-            if reverse {
-                args.push("-R");
-            }
-            if udp {
-                args.extend(["-u", "-l", "8000", "-b", "40M"]);
-            }
-            let out = net.client(&args, 30);
-            // (iperf3 --json may exit 0 with an "error" in its report,
-            // as when the server is not listening yet.)
-            let refused = String::from_utf8_lossy(&out.stdout).contains("\"error\"");
-            if (out.status.success() && !refused) || t.elapsed() > Duration::from_secs(15) {
-                break out;
-            }
-            assert!(srv.running(), "iperf3 server exited:\n{}", srv.log());
-            std::thread::sleep(Duration::from_millis(200));
-        };
+        let mut args = vec!["iperf3", "-c", IX, "-p", &port, "-t", "2", "--json"];
+        if reverse {
+            args.push("-R");
+        }
+        if udp {
+            args.extend(["-u", "-l", "8000", "-b", "40M"]);
+        }
+        let out = net.iperf3(&mut srv, &args, 30);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),

@@ -1811,42 +1811,102 @@ fn f_rto_with_sack_repairs_a_real_loss_from_the_sacks() {
     assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
     let after = h.stack.tcp_info(c.h).unwrap();
     assert_eq!(after.ssthresh, cut.ssthresh, "{after:?}");
-    let more = segs(&mut h);
-    assert_eq!(more[0].seq, o(1000), "{:?}", brief(&more));
+    // SACK recovery resends the originals, and not the SACKed new data,
+    // as the peer acknowledges them.
+    let mut sent = segs(&mut h);
+    assert_eq!(sent[0].seq, o(1000), "{:?}", brief(&sent));
+    for _ in 0..30 {
+        let top = sent
+            .iter()
+            .map(|s| s.seq.wrapping_sub(o(0)) + s.payload.len() as u32)
+            .max()
+            .unwrap_or(0);
+        if top >= 12_000 {
+            break;
+        }
+        h.advance(Duration::from_millis(10));
+        h.send(ack(&c, b + top).sack(&[(o(12_000), o(14_000))]));
+        let more = segs(&mut h);
+        assert!(!more.is_empty(), "stuck at {top}");
+        sent.extend(more);
+    }
+    let off = |s: &Seg| s.seq.wrapping_sub(o(0));
     assert!(
-        more.iter()
-            .all(|s| s.seq != o(12_000) && s.seq != o(13_000)),
+        sent.iter().all(|s| !(12_000..14_000).contains(&off(s))),
         "{:?}",
-        brief(&more)
+        brief(&sent)
+    );
+    // Once the peer has all, the last of the data goes (if it has not).
+    h.send(ack(&c, b + 14_000));
+    sent.extend(segs(&mut h));
+    assert!(
+        sent.iter().any(|s| s.seq == o(14_000)),
+        "{:?}",
+        brief(&sent)
     );
 }
 
-/// F-RTO's new data may pass Nagle and the cork (RFC 5682 §2 step 2 b;
-/// Linux pushes it with `TCP_NAGLE_OFF`): with Nagle on, a small segment
-/// out and a small write waiting, step 2 sends the write; the duplicate
-/// ACK it draws shows the loss real, and the resend goes on. Found by
-/// review on 2026-12-01: step 2 found the write sendable, the send path
-/// then held it for Nagle, and nothing went until a second timeout.
+/// F-RTO's new data passes the cork (and Nagle: RFC 5682 §2 step 2 b
+/// "MAY override the Nagle algorithm"; Linux pushes it with
+/// `TCP_NAGLE_OFF`): with `TCP_CORK` on and a small write waiting, step
+/// 2 sends the write; the duplicate ACK it draws shows the loss real, and
+/// the resend goes on. (A first version of this, found by review on
+/// 2026-12-01, had step 2 find the write sendable and the send path then
+/// hold it, with nothing sent until a second timeout.)
 //= https://www.rfc-editor.org/rfc/rfc5682#section-2
 //= type=test
 #[test]
-fn f_rto_new_data_passes_nagle() {
-    let mut h = Harness::new(|c| {
-        newreno(c);
-        c.tcp.nagle = true;
-    });
+fn f_rto_new_data_passes_the_cork() {
+    let mut h = Harness::new(newreno);
     let (c, b) = warmed_up(&mut h, false);
     let o = |n: u32| ours(&c, b + n);
-    app_send(&mut h, &c, vec![1; 1300]);
-    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000), (o(1000), 300)]);
+    h.stack.tcp_set_cork(c.h, true).unwrap();
+    app_send(&mut h, &c, vec![1; 2000]);
+    assert_eq!(brief(&segs(&mut h)), [(o(0), 1000), (o(1000), 1000)]);
     run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
     assert_eq!(brief(&segs(&mut h)), [(o(0), 1000)]);
+    // A partial segment: the cork holds it.
     app_send(&mut h, &c, vec![2; 200]);
+    assert!(segs(&mut h).is_empty());
     h.send(ack(&c, b + 1000));
-    assert_eq!(brief(&segs(&mut h)), [(o(1300), 200)]);
+    assert_eq!(brief(&segs(&mut h)), [(o(2000), 200)]);
     // (Go-back-N: the resend runs on through the new data.)
     h.send(ack(&c, b + 1000));
-    assert_eq!(brief(&segs(&mut h)), [(o(1000), 500)]);
+    assert_eq!(brief(&segs(&mut h)), [(o(1000), 1000), (o(2000), 200)]);
+    assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
+}
+
+/// When our segments carry SACK blocks (the peer's data arrived out of
+/// order), they are shorter than the one-segment window after a timeout,
+/// and the go-back resends it in two pieces. The first piece's ACK is not
+/// F-RTO's step 2 (it does not cover all that was resent), so the
+/// second's cannot pass for step 3's and undo a real loss. Found by
+/// review on 2026-12-01 (step 2 then asked only for the first piece).
+//= https://www.rfc-editor.org/rfc/rfc5682#section-2
+//= type=test
+#[test]
+fn f_rto_waits_for_the_whole_resend_when_it_goes_in_pieces() {
+    let mut h = Harness::new(newreno);
+    let (c, b) = warmed_up(&mut h, true);
+    let o = |n: u32| ours(&c, b + n);
+    // The peer's bytes 100.. arrive before 0..100: our ACKs SACK them.
+    h.send(Seg::to(c.port).seq(theirs(100)).ack(o(0)).data(&[7; 100]));
+    segs(&mut h);
+    app_send(&mut h, &c, vec![1; 15_000]);
+    let first = segs(&mut h);
+    let piece = first[0].payload.len() as u32;
+    assert!(piece < 1000, "{:?}", brief(&first));
+    // The probe, then the timeout: the resend in two pieces.
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the probe");
+    segs(&mut h);
+    run_until_output(&mut h, Duration::from_secs(5)).expect("the RTO");
+    assert_eq!(
+        brief(&segs(&mut h)),
+        [(o(0), piece as usize), (o(piece), (1000 - piece) as usize)]
+    );
+    // Each piece acknowledged on its own (all else was lost).
+    h.send(ack(&c, b + piece));
+    h.send(ack(&c, b + 1000));
     assert_eq!(h.stack.counters().tcp_spurious_rtos, 0);
 }
 

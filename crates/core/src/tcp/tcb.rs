@@ -314,9 +314,9 @@ pub(crate) struct RtoCut {
 /// the Eifel test ([`Tcb::undo_spurious_rto`]), which needs one ACK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Frto {
-    /// Step 1 done: the resend of the first segment ends here; waiting
-    /// for the first ACK that moves SND.UNA.
-    Resent { end: SeqNum },
+    /// Step 1 done (the go-back resend began); waiting for the first ACK
+    /// that moves SND.UNA.
+    Resent,
     /// Step 2 b: new data from `from` on (up to two segments) instead of
     /// resends; waiting for the next ACK (step 3). `resent`: the
     /// episode's resends then ([`Undo`]'s `sent`): one more since (a tail
@@ -2272,7 +2272,10 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     }
 
     /// F-RTO step 2 (RFC 5682 §2), at the first ACK after a timeout that
-    /// moved SND.UNA (to `ack`): (a) if it does not cover the resend, or
+    /// moved SND.UNA (to `ack`): (a) if it does not cover all that was
+    /// resent (the window after a timeout is one segment, but the resend
+    /// may go in two pieces when SACK blocks shorten our segments: the
+    /// first piece's ACK must not pass, nor the second's decide), or
     /// covers all that was sent before the timeout (nothing is left to
     /// tell apart), or SACKs show a hole above it (RFC 5682 §3), the
     /// resend goes on; (b) otherwise up to two segments of new data go
@@ -2280,16 +2283,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     /// (else as (a)). Called after the ACK's window is taken.
     //= https://www.rfc-editor.org/rfc/rfc5682#section-2
     fn frto_step2(&mut self, ack: SeqNum) {
-        let Some(Frto::Resent { end }) = self.frto() else {
+        if self.frto() != Some(Frto::Resent) {
             return;
-        };
+        }
         let seq_end = if self.has(SHUT_WR) {
             self.fin_seq + 1
         } else {
             self.data_end()
         };
         let mss = self.cur_mss();
-        let go_on = ack.diff(end) < 0
+        let go_on = ack.diff(self.snd_nxt) < 0
             || ack.diff(self.recover) >= 0
             || self.recs.sacked() > 0
             || self
@@ -2307,7 +2310,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
 
     /// F-RTO step 3 b (RFC 5682 §2), at an ACK that moved SND.UNA after
     /// step 2 sent new data: it acknowledges data that was not sent again
-    /// (only the first segment was, and step 2's ACK covered it), so the
+    /// (only the first segment was, and step 2's ACK covered all of it), so the
     /// timeout was needless — its reduction is given back (RFC 4015,
     /// [`Tcb::give_back`]). True if so.
     //= https://www.rfc-editor.org/rfc/rfc5682#section-2
@@ -2342,15 +2345,13 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     }
 
     /// F-RTO at a duplicate ACK (RFC 5682 §2 steps 2 a and 3 a): the
-    /// loss was real. After step 2's new data the resend goes on from
-    /// SND.UNA in slow start with a window of at most three segments
-    /// (with SACK, from what the SACKs now show lost: RACK finds the
-    /// originals, sent before the new data the peer SACKed).
+    /// loss was real; the resend goes on ([`Tcb::frto_real_loss`] after
+    /// step 2's new data).
     //= https://www.rfc-editor.org/rfc/rfc5682#section-2
     fn frto_on_dupack(&mut self) {
         match self.frto() {
             Some(Frto::NewSent { .. }) => self.frto_real_loss(),
-            Some(Frto::Resent { .. }) => self.frto_off(),
+            Some(Frto::Resent) => self.frto_off(),
             None => {}
         }
     }
@@ -2363,7 +2364,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
     fn frto_real_loss(&mut self) {
         self.frto_off();
         self.win.cwnd = self.win.cwnd.min(3 * self.mss());
-        if self.has(SACK_OK) {
+        // (A duplicate without SACK blocks leaves RACK nothing to mark:
+        // the go-back goes on.)
+        if self.has(SACK_OK) && self.recs.sacked() > 0 {
             self.snd_nxt = self.snd_max;
         }
     }
@@ -3207,9 +3210,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
                     // missing, which a stall does not do (RFC 5682 §3's
                     // SACK-enhanced version reads the same from SACKs).
                     let frto = (!self.has(TS_OK) && self.recs.sacked() == 0 && self.dupacks == 0)
-                        .then(|| Frto::Resent {
-                            end: (self.snd_una + self.cur_mss()).min(self.snd_max),
-                        });
+                        .then_some(Frto::Resent);
                     self.keep_undo(Some(RtoCut {
                         pipe: flight.max(self.win.ssthresh),
                         // (Its resends leave after this, at this tick or
@@ -3958,8 +3959,9 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if let Err(m) = self.rare.as_ref().map_or(Ok(()), |r| r.dsack.check()) {
             return e(m);
         }
-        if let Some(Frto::Resent { end: at } | Frto::NewSent { from: at, .. }) = self.frto() {
-            if self.has(IN_RECOVERY) || self.has(TS_OK) || at.diff(self.snd_max) > 0 {
+        if let Some(f) = self.frto() {
+            let beyond = matches!(f, Frto::NewSent { from, .. } if from.diff(self.snd_max) > 0);
+            if self.has(IN_RECOVERY) || self.has(TS_OK) || beyond {
                 return e("F-RTO running in a recovery, with timestamps, or beyond SND.MAX");
             }
         }
