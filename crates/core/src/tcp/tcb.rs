@@ -916,6 +916,16 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         }
     }
 
+    /// The end of the sequence space in use: the data, and the FIN once
+    /// queued.
+    fn seq_end(&self) -> SeqNum {
+        if self.has(SHUT_WR) {
+            self.fin_seq + 1
+        } else {
+            self.data_end()
+        }
+    }
+
     /// One past the last byte accepted from the application.
     fn data_end(&self) -> SeqNum {
         if self.has(SHUT_WR) {
@@ -2286,11 +2296,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
         if self.frto() != Some(Frto::Resent) {
             return;
         }
-        let seq_end = if self.has(SHUT_WR) {
-            self.fin_seq + 1
-        } else {
-            self.data_end()
-        };
+        let seq_end = self.seq_end();
         let mss = self.cur_mss();
         let go_on = ack.diff(self.snd_nxt) < 0
             || ack.diff(self.recover) >= 0
@@ -3416,13 +3422,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             return None;
         }
         let mss = self.cur_mss();
-        let data_end = self.data_end();
-        // End of sequence space in use, FIN included.
-        let seq_end = if self.has(SHUT_WR) {
-            self.fin_seq + 1
-        } else {
-            data_end
-        };
+        let seq_end = self.seq_end();
         if self.has(IN_RECOVERY) {
             if self.has(RETX_FIRST) {
                 // RFC 6675 (4.3) / RFC 6582 step 3 and 5: retransmit the
@@ -3925,13 +3925,7 @@ impl<R: AsRef<[u8]>, T: AsRef<[u8]>> Tcb<R, T> {
             return e("SND.NXT > SND.MAX");
         }
         if self.state.is_synchronized() && !self.has(FIN_ACKED) {
-            let data_end = self.data_end();
-            let seq_end = if self.has(SHUT_WR) {
-                self.fin_seq + 1
-            } else {
-                data_end
-            };
-            if self.snd_max.diff(seq_end) > 0 {
+            if self.snd_max.diff(self.seq_end()) > 0 {
                 return e("SND.MAX beyond the data and FIN");
             }
             if self.has(SHUT_WR) && self.fin_seq != self.data_base() + self.sendq.len() {
